@@ -1,0 +1,182 @@
+"""The surrogate interface and the default flat surrogate.
+
+A `Surrogate` turns the completed trials (`TrainingData`) into a fitted BoTorch `Model`. The tuner
+calls `fit` once per proposal, from a single thread, with fresh `TrainingData`; it never mutates
+the data and a surrogate must not either. The returned model's posterior over ``n x d`` unit-cube
+inputs has ``m`` outputs in `TrainingData.outcome_names` order (objectives first, maximization
+convention, then outcome-constraint metrics in their raw units). The tuner only calls
+`Model.posterior` on it, through BoTorch acquisition functions.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+from botorch.fit import fit_gpytorch_mll
+from botorch.models import SingleTaskGP
+from botorch.models.model import Model
+from botorch.models.transforms.outcome import Standardize
+from gpytorch.mlls import ExactMarginalLogLikelihood
+from torch import Tensor
+
+from tuner.errors import SurrogateError
+
+if TYPE_CHECKING:
+    from spaces import Space
+
+__all__ = ["FlatSurrogate", "Surrogate", "TrainingData"]
+
+
+@dataclass(frozen=True)
+class TrainingData:
+    """What a surrogate learns from: the completed trials, encoded.
+
+    Attributes:
+        X: ``n x d``-dim float64 Tensor of unit-cube inputs of the completed trials
+            (`Space.to_unit` of their configs), in trial-id order.
+        Y: ``n x m``-dim float64 Tensor of outcomes: objectives in maximization convention
+            (minimized objectives negated), then the outcome-constraint metrics (raw). All finite.
+        outcome_names: The ``m`` names of `Y`'s columns, objectives first.
+        metrics: Tracking metrics, name -> ``n``-dim float64 Tensor (NaN where a trial did not
+            report the metric).
+        space: The search space the inputs were encoded with.
+        seed: Seed for any randomness in the fit (derived by the tuner from its seed and the
+            number of trials so far, so refits are reproducible).
+        n_objectives: How many leading columns of `Y` are objectives.
+    """
+
+    X: Tensor
+    Y: Tensor
+    outcome_names: list[str]
+    metrics: dict[str, Tensor]
+    space: Space
+    seed: int
+    n_objectives: int = field(default=-1)
+
+    def __post_init__(self) -> None:
+        if self.X.dim() != 2 or self.Y.dim() != 2 or self.X.shape[0] != self.Y.shape[0]:
+            raise SurrogateError(
+                "`X` must be `n x d` and `Y` `n x m` with the same `n`, but got "
+                f"X.shape={tuple(self.X.shape)}, Y.shape={tuple(self.Y.shape)}."
+            )
+        if self.X.dtype != torch.float64 or self.Y.dtype != torch.float64:
+            raise SurrogateError(
+                f"`X` and `Y` must be float64, got {self.X.dtype}, {self.Y.dtype}."
+            )
+        if len(self.outcome_names) != self.Y.shape[-1]:
+            raise SurrogateError(
+                f"One outcome name per column of `Y` is needed, but got {self.outcome_names} for "
+                f"{self.Y.shape[-1]} columns."
+            )
+        if not bool(torch.isfinite(self.Y).all()):
+            raise SurrogateError("`Y` must be finite; failed trials never enter the training data.")
+        for name, values in self.metrics.items():
+            if values.shape != (self.X.shape[0],):
+                raise SurrogateError(
+                    f"Metric {name!r} must be an `n`-dim Tensor with n={self.X.shape[0]}, "
+                    f"but got shape {tuple(values.shape)}."
+                )
+        if self.n_objectives == -1:
+            object.__setattr__(self, "n_objectives", len(self.outcome_names))
+
+    @property
+    def n(self) -> int:
+        """Number of completed trials."""
+        return int(self.X.shape[0])
+
+
+class Surrogate(ABC):
+    """Builds a fitted BoTorch `Model` from the completed trials.
+
+    Contract:
+        * `fit` is called once per proposal with fresh `TrainingData`; it must not mutate it.
+        * The returned model's posterior over a ``batch x q x d`` input has ``m`` outputs in
+          `TrainingData.outcome_names` order (``m == data.Y.shape[-1]``).
+        * Given equal data (including `data.seed`), `fit` returns an equal model: the tuner's
+          exact rebuild from stored trials relies on it. Seed any randomness from `data.seed`.
+        * `fit` is not called concurrently on one instance.
+    """
+
+    @abstractmethod
+    def fit(self, data: TrainingData) -> Model:
+        """Return a fitted `Model` whose posterior over ``n x d`` inputs has ``m`` outputs.
+
+        Args:
+            data: The completed trials, encoded.
+
+        Returns:
+            A fitted BoTorch `Model` in eval mode.
+
+        Raises:
+            SurrogateError: The model cannot be fitted on this data.
+        """
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-able information on the last fit (chosen model, scores, ...); `{}` by default."""
+        return {}
+
+
+class FlatSurrogate(Surrogate):
+    """One batched multi-output `SingleTaskGP` over all outcomes (the default surrogate).
+
+    All outcomes share their inputs, so a single batched GP (one independent GP per outcome in a
+    batch dimension, as Ax builds it) is cheaper than a `ModelListGP`. float64, unit-cube inputs
+    (no input transform needed), `Standardize` outcome transform, Matern-5/2 ARD kernel with
+    BoTorch's default priors and inferred noise, fitted by `fit_gpytorch_mll` under a fixed torch
+    seed.
+
+    Args:
+        fit_options: Options for the L-BFGS-B hyper-parameter fit (`scipy` keys such as
+            ``{"maxiter": 50}``); `None` keeps BoTorch's defaults.
+    """
+
+    def __init__(self, fit_options: Mapping[str, Any] | None = None) -> None:
+        self.fit_options = dict(fit_options or {})
+        self._last: dict[str, Any] = {}
+
+    def fit(self, data: TrainingData) -> Model:
+        """Fit the batched GP on `data` (see `Surrogate.fit`)."""
+        if data.n == 0:
+            raise SurrogateError("The flat GP needs at least one completed trial, got none.")
+        model = SingleTaskGP(data.X, data.Y, outcome_transform=Standardize(m=data.Y.shape[-1])).to(
+            torch.float64
+        )
+        mll = ExactMarginalLogLikelihood(model.likelihood, model)
+        optimizer_kwargs = {"options": dict(self.fit_options)} if self.fit_options else None
+        with torch.random.fork_rng():
+            torch.manual_seed(data.seed)
+            try:
+                fit_gpytorch_mll(mll, optimizer_kwargs=optimizer_kwargs)
+            except Exception as err:  # botorch raises ModelFittingError after its retries
+                raise SurrogateError(
+                    f"Fitting the flat GP on n={data.n} trials failed: {err}"
+                ) from err
+        model.eval()
+        self._last = {
+            "model": "FlatSurrogate(SingleTaskGP)",
+            "n_train": data.n,
+            "outcomes": list(data.outcome_names),
+            "lengthscales": _lengthscales(model),
+        }
+        return model
+
+    def describe(self) -> dict[str, Any]:
+        """The model class, training size and fitted lengthscales of the last fit."""
+        return dict(self._last)
+
+
+def _lengthscales(model: SingleTaskGP) -> list[list[float]]:
+    """Fitted ARD lengthscales as nested lists (one list per outcome), NaN-free for JSON."""
+    kernel = model.covar_module
+    ls = getattr(kernel, "lengthscale", None)
+    if ls is None and hasattr(kernel, "base_kernel"):
+        ls = kernel.base_kernel.lengthscale
+    if ls is None:
+        return []
+    rows = ls.detach().reshape(-1, ls.shape[-1]).tolist()
+    return [[v if math.isfinite(v) else -1.0 for v in row] for row in rows]
