@@ -1,0 +1,52 @@
+# Set-up and entry points. `make run` and `make test` are all a fresh machine needs
+# (Python >= 3.11 and make). Both create or reuse .venv; nothing is reinstalled on a second run.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check
+# Extras installed for running and testing (see pyproject.toml for what needs each).
+EXTRAS ?= dev,zoo,cluster,postgres
+STAMP  := $(VENV)/.rewrite-tuner-installed
+PEERS_STAMP := $(VENV)/.rewrite-tuner-peers-installed
+PYTEST_ARGS ?=
+
+.PHONY: setup run test test-all lint bench clean
+
+setup: $(STAMP)
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# torch first, pinned to the CPU wheel: a bare `torch` requirement on an empty
+# environment would pull a multi-GB CUDA build. An importable torch is kept.
+$(STAMP): pyproject.toml | $(PY)
+	@$(PY) -c "import torch" 2>/dev/null \
+		&& echo "torch $$($(PY) -c 'import torch; print(torch.__version__)') found; keeping it" \
+		|| $(PIP) install "torch==2.13.0"
+	$(PIP) install -e ".[$(EXTRAS)]"
+	@touch $@
+
+$(PEERS_STAMP): $(STAMP)
+	$(PIP) install -e ".[$(EXTRAS),peers]"
+	@touch $@
+
+## The main job: the default study on built-in workloads with embedded storage.
+run: $(STAMP)
+	$(VENV)/bin/tuner demo
+
+## Every test not marked slow (what CI runs).
+test: $(STAMP)
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+test-all: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+bench: $(PEERS_STAMP)
+	@for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis

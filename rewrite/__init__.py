@@ -1,0 +1,1 @@
+"""The rewrite search being tuned: tensor-graph IR, rules, verification, cost model and search."""

@@ -1,0 +1,1 @@
+"""Structure learning from search logs and the structured (GP-network) surrogate."""
