@@ -8,10 +8,12 @@ tuner's state exactly as it was before the call. Subclasses also derive from the
 from __future__ import annotations
 
 __all__ = [
+    "InvalidArgumentError",
     "InvalidConfigError",
     "InvalidSpecError",
     "InvalidTrialRecordError",
     "InvalidValuesError",
+    "SpaceExhaustedError",
     "SurrogateError",
     "TrialStateError",
     "TunerError",
@@ -25,6 +27,10 @@ class TunerError(Exception):
 
 class InvalidSpecError(TunerError, ValueError):
     """The tuner's set-up is malformed: objectives, constraints, reference point or options."""
+
+
+class InvalidArgumentError(TunerError, ValueError):
+    """A method argument is malformed (for example ``ask(n)`` with ``n < 1``)."""
 
 
 class InvalidValuesError(TunerError, ValueError):
@@ -52,3 +58,7 @@ class InvalidTrialRecordError(TunerError, ValueError):
 
 class SurrogateError(TunerError, RuntimeError):
     """A surrogate could not be fitted or returned a model that breaks the `Surrogate` contract."""
+
+
+class SpaceExhaustedError(TunerError, RuntimeError):
+    """No configuration that was not tried already could be found."""

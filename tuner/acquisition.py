@@ -1,0 +1,146 @@
+"""Acquisition functions: reference point rule and qLogNEHVI / qLogNEI construction.
+
+Pure functions of their inputs; the caller fixes torch's seed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+from botorch.acquisition import AcquisitionFunction
+from botorch.acquisition.logei import qLogNoisyExpectedImprovement
+from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolumeImprovement
+from botorch.acquisition.multi_objective.objective import IdentityMCMultiOutputObjective
+from botorch.acquisition.objective import GenericMCObjective
+from botorch.models.gpytorch import GPyTorchModel
+from botorch.models.model import Model
+from botorch.sampling import SobolQMCNormalSampler
+from botorch.utils.multi_objective.hypervolume import infer_reference_point
+from botorch.utils.multi_objective.pareto import is_non_dominated
+from torch import Tensor
+
+from tuner.errors import InvalidSpecError
+from tuner.problem import Problem
+from tuner.trial import Trial
+
+__all__ = ["build_acquisition", "check_reference_point", "infer_reference", "pareto_mask"]
+
+
+def check_reference_point(
+    problem: Problem, reference_point: Mapping[str, float] | None
+) -> dict[str, float] | None:
+    """Validate a user reference point given in the objectives' own units and directions.
+
+    Raises:
+        InvalidSpecError: Unless it names exactly the objectives with finite numbers.
+    """
+    if reference_point is None:
+        return None
+    if not isinstance(reference_point, Mapping) or set(reference_point) != set(problem.objectives):
+        raise InvalidSpecError(
+            f"reference_point must be a dict with exactly the objectives "
+            f"{list(problem.objectives)}, e.g. the worst acceptable value of each; got "
+            f"{reference_point!r}."
+        )
+    out = {}
+    for k in problem.objectives:
+        v = reference_point[k]
+        if (
+            isinstance(v, bool)
+            or not isinstance(v, int | float)
+            or not torch.isfinite(torch.tensor(float(v)))
+        ):
+            raise InvalidSpecError(f"reference_point[{k!r}] must be a finite number, got {v!r}.")
+        out[k] = float(v)
+    return out
+
+
+def pareto_mask(Y: Tensor) -> Tensor:
+    """``n``-dim bool Tensor: which rows of an ``n x m`` (maximized) Tensor are non-dominated."""
+    if Y.shape[0] == 0:
+        return torch.zeros(0, dtype=torch.bool)
+    return is_non_dominated(Y, deduplicate=False)
+
+
+def infer_reference(
+    problem: Problem,
+    completed: Sequence[Trial],
+    reference_point: Mapping[str, float] | None,
+    scale: float,
+) -> Tensor:
+    """The reference point in maximization convention (``n_objectives``-dim float64 Tensor).
+
+    Rule: a user reference point wins (minimized objectives are negated). Otherwise take the
+    observed objective vectors of the feasible completed trials (all completed trials when none
+    is feasible), keep the Pareto-optimal ones and set ``nadir - scale * (ideal - nadir)`` per
+    objective (BoTorch's `infer_reference_point`; a single Pareto point ``y`` gives
+    ``y - scale * |y|``). The rule is re-applied at every proposal, on the data seen so far.
+    """
+    signs = torch.tensor(
+        [1.0 if d == "maximize" else -1.0 for d in problem.objectives.values()],
+        dtype=torch.float64,
+    )
+    if reference_point is not None:
+        raw = torch.tensor([reference_point[k] for k in problem.objectives], dtype=torch.float64)
+        return raw * signs
+    feasible = [t for t in completed if problem.is_feasible(t)] or list(completed)
+    Y = torch.tensor(
+        [problem.outcomes(t)[: problem.n_objectives] for t in feasible], dtype=torch.float64
+    )
+    return infer_reference_point(Y[pareto_mask(Y)], scale=scale)
+
+
+def build_acquisition(
+    model: Model,
+    problem: Problem,
+    X_baseline: Tensor,
+    X_pending: Tensor | None,
+    ref_point: Tensor,
+    mc_samples: int,
+    seed: int,
+) -> AcquisitionFunction:
+    """qLogNEHVI for several objectives, qLogNEI for one; outcome constraints included.
+
+    Args:
+        model: Fitted model with the problem's outcomes as outputs.
+        problem: Objectives and constraints.
+        X_baseline: ``n x d``-dim Tensor of completed trials' inputs.
+        X_pending: ``p x d``-dim Tensor of inputs being evaluated (or failed), or `None`.
+        ref_point: ``n_objectives``-dim reference point (maximization convention).
+        mc_samples: Number of quasi-MC samples.
+        seed: Seed of the quasi-MC sampler.
+
+    Returns:
+        An acquisition function to maximize over ``b x q x d`` inputs.
+    """
+    sampler = SobolQMCNormalSampler(sample_shape=torch.Size([mc_samples]), seed=seed)
+    constraints = problem.constraint_callables() or None
+    if X_pending is not None and X_pending.shape[0] == 0:
+        X_pending = None
+    if problem.n_objectives == 1:
+        return qLogNoisyExpectedImprovement(
+            model=model,
+            X_baseline=X_baseline,
+            sampler=sampler,
+            objective=GenericMCObjective(_first_output),
+            constraints=constraints,
+            X_pending=X_pending,
+            prune_baseline=True,
+            cache_root=isinstance(model, GPyTorchModel),
+        )
+    return qLogNoisyExpectedHypervolumeImprovement(
+        model=model,
+        ref_point=ref_point,
+        X_baseline=X_baseline,
+        sampler=sampler,
+        objective=IdentityMCMultiOutputObjective(outcomes=list(range(problem.n_objectives))),
+        constraints=constraints,
+        X_pending=X_pending,
+        prune_baseline=True,
+        cache_root=isinstance(model, GPyTorchModel),
+    )
+
+
+def _first_output(Z: Tensor, X: Tensor | None = None) -> Tensor:
+    return Z[..., 0]

@@ -1,0 +1,178 @@
+"""One proposal step as a pure function of (settings, trials, n).
+
+`propose` reads the trials and returns new configurations; it never mutates its inputs and keeps
+no state between calls, so a tuner rebuilt from its trials proposes exactly what the original
+would have. All randomness is seeded from ``(seed, len(trials))`` inside a forked torch RNG.
+
+Sources of a proposal, in order:
+
+1. The initial design: point ``len(trials) + i`` of the space's scrambled Sobol sequence
+   (`Space.sample_unit` with the tuner's seed) while that index is below ``n_initial``; the same
+   sequence continues while fewer than ``options.min_completed`` trials have completed.
+2. The model: the surrogate is fitted on the COMPLETE trials and the acquisition function
+   (qLogNEHVI, or qLogNEI for one objective) is maximized one point at a time (sequential greedy
+   batches). RUNNING and WAITING trials, the batch's earlier points and the latest FAILED
+   configurations are pending points.
+
+Failed trials never enter the model. Passing their configurations as pending points makes the
+acquisition function treat them as already being evaluated: expected improvement at and near a
+failed configuration is discounted (fading with the GP's length scales), without inventing an
+outcome for it. A configuration already tried (in any state) is never proposed again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from tuner.acquisition import build_acquisition, infer_reference, pareto_mask
+from tuner.candidates import (
+    KeySet,
+    candidates_from,
+    fallback_point,
+    optimize_candidate,
+    starting_points,
+)
+from tuner.errors import SpaceExhaustedError, SurrogateError
+from tuner.options import TunerOptions
+from tuner.problem import Problem
+from tuner.surrogate import Surrogate
+from tuner.trial import Trial, TrialState
+
+if TYPE_CHECKING:
+    from spaces import Space
+
+__all__ = ["Settings", "default_n_initial", "derive_seed", "propose"]
+
+logger = logging.getLogger(__name__)
+
+
+def default_n_initial(dim: int) -> int:
+    """Default size of the Sobol initial design: ``min(max(dim + 1, 5), 10)``."""
+    return min(max(dim + 1, 5), 10)
+
+
+def derive_seed(seed: int, n_trials: int) -> int:
+    """Seed of the proposal made when ``n_trials`` trials exist (a 31-bit int)."""
+    state = np.random.SeedSequence([int(seed) & 0xFFFFFFFF, int(n_trials)]).generate_state(1)
+    return int(state[0]) & 0x7FFFFFFF
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a proposal depends on besides the trials."""
+
+    space: Space
+    problem: Problem
+    surrogate: Surrogate
+    options: TunerOptions
+    reference_point: Mapping[str, float] | None
+    seed: int
+    n_initial: int
+
+
+def propose(settings: Settings, trials: Sequence[Trial], n: int) -> list[dict[str, Any]]:
+    """Propose ``n`` new configurations given the existing trials.
+
+    Args:
+        settings: Space, problem, surrogate, options, seed.
+        trials: Every trial so far, in id order.
+        n: Number of configurations, ``>= 1``.
+
+    Returns:
+        ``n`` distinct valid configurations, none equal to an existing trial's.
+
+    Raises:
+        SpaceExhaustedError: No untried configuration could be found.
+        SurrogateError: The surrogate failed to fit.
+    """
+    space, t = settings.space, len(trials)
+    seed = derive_seed(settings.seed, t)
+    taken = KeySet(space.to_unit([tr.config for tr in trials]) if trials else None)
+    completed = [tr for tr in trials if tr.state is TrialState.COMPLETE]
+    use_model = len(completed) >= settings.options.min_completed
+    sobol = space.sample_unit(t + n, settings.seed)
+    chosen: list[Tensor] = []
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        for i in range(n):
+            if t + i < settings.n_initial or not use_model:
+                x = sobol[t + i] if sobol[t + i] not in taken else None
+                chosen.append(_accept(x, space, taken, seed + i))
+        if len(chosen) < n:
+            chosen += _model_batch(
+                settings, trials, completed, chosen, n - len(chosen), taken, seed
+            )
+    return space.from_unit(candidates_from(chosen, space.dim))
+
+
+def _accept(x: Tensor | None, space: Space, taken: KeySet, seed: int) -> Tensor:
+    if x is None:
+        x = fallback_point(space, taken, seed)
+    if x is None:
+        raise SpaceExhaustedError(
+            "No untried configuration was found: the space looks exhausted. Widen the space or "
+            "stop asking."
+        )
+    taken.add(x)
+    return x
+
+
+def _model_batch(
+    settings: Settings,
+    trials: Sequence[Trial],
+    completed: Sequence[Trial],
+    chosen: Sequence[Tensor],
+    q: int,
+    taken: KeySet,
+    seed: int,
+) -> list[Tensor]:
+    """``q`` points from the acquisition function, greedily, each pending for the next."""
+    space, problem, options = settings.space, settings.problem, settings.options
+    data = problem.training_data(space, completed, seed)
+    model = settings.surrogate.fit(data)
+    if getattr(model, "num_outputs", data.Y.shape[-1]) != data.Y.shape[-1]:
+        raise SurrogateError(
+            f"The surrogate's model has {model.num_outputs} outputs but the tuner models "
+            f"{data.Y.shape[-1]} outcomes {data.outcome_names}; see `Surrogate.fit`."
+        )
+    ref = infer_reference(problem, completed, settings.reference_point, options.ref_point_scale)
+    pending = _pending(space, trials, options.max_failed_pending)
+    pending = torch.cat([pending, candidates_from(chosen, space.dim)])
+    acqf = build_acquisition(model, problem, data.X, pending, ref, options.mc_samples, seed)
+    anchors = _anchors(problem, completed, data.X)
+    out: list[Tensor] = []
+    for j in range(q):
+        if j:
+            acqf.set_X_pending(torch.cat([pending, torch.stack(out)]))
+        ics = starting_points(acqf, space, anchors, options, seed + 1 + j)
+        x = optimize_candidate(acqf, space, ics, taken, options)
+        out.append(_accept(x, space, taken, seed + 7919 + j))
+    return out
+
+
+def _pending(space: Space, trials: Sequence[Trial], max_failed: int) -> Tensor:
+    """Inputs of RUNNING and WAITING trials, then of the latest ``max_failed`` FAILED ones."""
+    live = [t.config for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+    failed = [t.config for t in trials if t.state is TrialState.FAILED]
+    failed = failed[len(failed) - max_failed :] if max_failed else []
+    configs = live + failed
+    return space.to_unit(configs) if configs else torch.empty(0, space.dim, dtype=torch.float64)
+
+
+def _anchors(problem: Problem, completed: Sequence[Trial], X: Tensor) -> Tensor:
+    """Inputs of the Pareto-optimal (feasible first) completed trials: ``a x d``."""
+    feasible = torch.tensor([problem.is_feasible(t) for t in completed], dtype=torch.bool)
+    if not bool(feasible.any()):
+        feasible = torch.ones(len(completed), dtype=torch.bool)
+    Y = torch.tensor(
+        [problem.outcomes(t)[: problem.n_objectives] for t in completed], dtype=torch.float64
+    )
+    idx = torch.nonzero(feasible).squeeze(-1)
+    return X[idx[pareto_mask(Y[idx])]]

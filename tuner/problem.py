@@ -1,0 +1,274 @@
+"""What is optimized: objectives with directions and outcome constraints.
+
+`Problem` validates told values and metrics once, at the boundary, and turns completed trials into
+the surrogate's `TrainingData` (objectives in maximization convention, then constraint metrics).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from tuner.errors import InvalidSpecError, InvalidValuesError
+from tuner.surrogate import TrainingData
+from tuner.trial import Trial
+
+if TYPE_CHECKING:
+    from spaces import Space
+
+__all__ = ["DIRECTIONS", "OutcomeConstraint", "Problem", "parse_constraint"]
+
+DIRECTIONS = ("minimize", "maximize")
+_CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_][\w.\-/]*)\s*(<=|>=)\s*(\S+)\s*$")
+
+
+@dataclass(frozen=True)
+class OutcomeConstraint:
+    """An outcome constraint ``metric op bound``, for example ``search_seconds <= 30``.
+
+    Attributes:
+        name: An objective or a metric every completed trial reports.
+        op: ``"<="`` or ``">="``.
+        bound: Finite bound in the metric's own units.
+    """
+
+    name: str
+    op: str
+    bound: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise InvalidSpecError(f"A constraint needs a metric name, got {self.name!r}.")
+        if self.op not in ("<=", ">="):
+            raise InvalidSpecError(
+                f"A constraint's op must be '<=' or '>=', but got {self.op!r} in {self}."
+            )
+        if not _is_real(self.bound) or not math.isfinite(float(self.bound)):
+            raise InvalidSpecError(
+                f"A constraint's bound must be a finite number, got {self.bound!r} for "
+                f"{self.name!r}."
+            )
+        object.__setattr__(self, "bound", float(self.bound))
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.op} {self.bound:g}"
+
+    def satisfied(self, value: float) -> bool:
+        """Whether ``value`` meets the constraint."""
+        return value <= self.bound if self.op == "<=" else value >= self.bound
+
+
+def parse_constraint(spec: str | OutcomeConstraint) -> OutcomeConstraint:
+    """Parse ``"name <= bound"`` or ``"name >= bound"`` (an `OutcomeConstraint` passes through).
+
+    Raises:
+        InvalidSpecError: If the string does not have that form.
+    """
+    if isinstance(spec, OutcomeConstraint):
+        return spec
+    match = _CONSTRAINT_RE.match(spec) if isinstance(spec, str) else None
+    if match is None:
+        raise InvalidSpecError(
+            f"A constraint must read 'metric <= bound' or 'metric >= bound', e.g. "
+            f"'search_seconds <= 30', but got {spec!r}."
+        )
+    name, op, bound = match.groups()
+    try:
+        value = float(bound)
+    except ValueError:
+        raise InvalidSpecError(f"The bound in constraint {spec!r} is not a number.") from None
+    return OutcomeConstraint(name, op, value)
+
+
+class Problem:
+    """Objectives and constraints, validated once.
+
+    Args:
+        objectives: Objective name to ``"minimize"`` or ``"maximize"``, in the order used
+            everywhere (the surrogate's first outputs, the reference point).
+        constraints: Outcome constraints as strings (``"search_seconds <= 30"``) or
+            `OutcomeConstraint`s. A constraint on an objective uses that objective's column; any
+            other name becomes a required metric and an extra modeled outcome.
+
+    Raises:
+        InvalidSpecError: For an empty or malformed objective mapping, an unknown direction, or a
+            malformed or duplicate constraint.
+    """
+
+    def __init__(
+        self,
+        objectives: Mapping[str, str],
+        constraints: Sequence[str | OutcomeConstraint] = (),
+    ) -> None:
+        if not isinstance(objectives, Mapping) or not objectives:
+            raise InvalidSpecError(
+                "Objectives must be a non-empty dict of name to 'minimize' or 'maximize', e.g. "
+                f"{{'latency': 'minimize'}}, but got {objectives!r}."
+            )
+        for name, direction in objectives.items():
+            if not isinstance(name, str) or not name:
+                raise InvalidSpecError(f"Objective names must be non-empty strings, got {name!r}.")
+            if direction not in DIRECTIONS:
+                raise InvalidSpecError(
+                    f"Objective {name!r} has direction {direction!r}; use one of {DIRECTIONS}."
+                )
+        if isinstance(constraints, str | OutcomeConstraint):
+            constraints = (constraints,)
+        self.objectives: dict[str, str] = dict(objectives)
+        self.constraints: tuple[OutcomeConstraint, ...] = tuple(
+            parse_constraint(c) for c in constraints
+        )
+        if len({str(c) for c in self.constraints}) != len(self.constraints):
+            raise InvalidSpecError(f"Constraints are repeated: {[str(c) for c in constraints]}.")
+        extra = [c.name for c in self.constraints if c.name not in self.objectives]
+        self.constraint_metrics: list[str] = list(dict.fromkeys(extra))
+        self.outcome_names: list[str] = [*self.objectives, *self.constraint_metrics]
+
+    @property
+    def n_objectives(self) -> int:
+        """Number of objectives."""
+        return len(self.objectives)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able description: objectives and constraint strings."""
+        return {
+            "objectives": dict(self.objectives),
+            "constraints": [str(c) for c in self.constraints],
+        }
+
+    # ------------------------------------------------------------------ validation
+    def check_values(self, values: Any) -> dict[str, float]:
+        """Validate told objective values and return them as floats (NaN/inf are kept).
+
+        Raises:
+            InvalidValuesError: If ``values`` is not a dict with exactly the objective names, or a
+                value is not a real number.
+        """
+        if not isinstance(values, Mapping):
+            raise InvalidValuesError(
+                f"Objective values must be a dict by objective name {list(self.objectives)}, "
+                f"but got {type(values).__name__}: {values!r}."
+            )
+        missing = [k for k in self.objectives if k not in values]
+        unknown = [k for k in values if k not in self.objectives]
+        if missing or unknown:
+            raise InvalidValuesError(
+                f"Objective values must name exactly the objectives {list(self.objectives)}; "
+                f"missing {missing}, unknown {unknown}. Report other numbers as metrics=."
+            )
+        return {k: _real(f"objective {k!r}", values[k]) for k in self.objectives}
+
+    def check_metrics(self, metrics: Any) -> dict[str, float]:
+        """Validate tracking/constraint metrics and return them as floats.
+
+        Raises:
+            InvalidValuesError: If ``metrics`` is not a dict of string to real number, a name
+                clashes with an objective, or a constraint metric is missing.
+        """
+        if metrics is None:
+            metrics = {}
+        if not isinstance(metrics, Mapping):
+            raise InvalidValuesError(
+                f"Metrics must be a dict of name to number, but got {type(metrics).__name__}."
+            )
+        out: dict[str, float] = {}
+        for k, v in metrics.items():
+            if not isinstance(k, str) or not k:
+                raise InvalidValuesError(f"Metric names must be non-empty strings, got {k!r}.")
+            if k in self.objectives:
+                raise InvalidValuesError(
+                    f"Metric {k!r} is an objective; pass it in values, not in metrics."
+                )
+            out[k] = _real(f"metric {k!r}", v)
+        missing = [k for k in self.constraint_metrics if k not in out]
+        if missing:
+            raise InvalidValuesError(
+                f"The constraint metrics {missing} must be reported with every completed trial "
+                f"(constraints: {[str(c) for c in self.constraints]}); got metrics {sorted(out)}."
+            )
+        return out
+
+    def non_finite(self, values: Mapping[str, float], metrics: Mapping[str, float]) -> list[str]:
+        """Names of objectives and constraint metrics whose told value is NaN or infinite."""
+        told = {**metrics, **values}
+        return [k for k in self.outcome_names if not math.isfinite(told[k])]
+
+    def is_feasible(self, trial: Trial) -> bool:
+        """Whether a COMPLETE trial meets every outcome constraint."""
+        assert trial.values is not None
+        told = {**trial.metrics, **trial.values}
+        return all(c.satisfied(told[c.name]) for c in self.constraints)
+
+    # ------------------------------------------------------------------ encoding
+    def outcomes(self, trial: Trial) -> list[float]:
+        """A COMPLETE trial's outcome row: objectives (maximization convention), constraints."""
+        assert trial.values is not None
+        row = [v if self.objectives[k] == "maximize" else -v for k, v in trial.values.items()]
+        return row + [trial.metrics[k] for k in self.constraint_metrics]
+
+    def training_data(self, space: Space, completed: Sequence[Trial], seed: int) -> TrainingData:
+        """Encode COMPLETE trials for a surrogate (see `TrainingData`)."""
+        X = space.to_unit([t.config for t in completed])
+        Y = torch.tensor([self.outcomes(t) for t in completed], dtype=torch.float64)
+        Y = Y.reshape(len(completed), len(self.outcome_names))
+        names = sorted({k for t in completed for k in t.metrics} - set(self.constraint_metrics))
+        metrics = {
+            k: torch.tensor([t.metrics.get(k, math.nan) for t in completed], dtype=torch.float64)
+            for k in names
+        }
+        return TrainingData(
+            X=X,
+            Y=Y,
+            outcome_names=list(self.outcome_names),
+            metrics=metrics,
+            space=space,
+            seed=seed,
+            n_objectives=self.n_objectives,
+        )
+
+    def constraint_callables(self) -> list[Callable[[Tensor], Tensor]]:
+        """BoTorch outcome constraints on model samples (``... x m``): feasible where ``<= 0``."""
+        out = []
+        for c in self.constraints:
+            j = self.outcome_names.index(c.name)
+            # Model outputs hold minimized objectives negated; undo that for their constraints.
+            sign = -1.0 if self.objectives.get(c.name) == "minimize" else 1.0
+            if c.op == ">=":
+                sign = -sign
+                out.append(_Constraint(j, sign, -c.bound))
+            else:
+                out.append(_Constraint(j, sign, c.bound))
+        return out
+
+
+@dataclass(frozen=True)
+class _Constraint:
+    """``sign * Z[..., column] - sign_bound`` where ``sign_bound`` is the bound in model units."""
+
+    column: int
+    sign: float
+    bound: float
+
+    def __call__(self, Z: Tensor) -> Tensor:
+        return self.sign * Z[..., self.column] - self.bound
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _real(what: str, value: Any) -> float:
+    if isinstance(value, Tensor) and value.numel() == 1 and value.dtype != torch.bool:
+        value = value.item()
+    if not _is_real(value):
+        raise InvalidValuesError(
+            f"The {what} must be a real number, but got {value!r} of type {type(value).__name__}."
+        )
+    return float(value)

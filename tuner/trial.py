@@ -1,0 +1,97 @@
+"""Trials: the tuner's records, and the states they move through.
+
+A trial is created WAITING (enqueued, not yet handed out) or RUNNING (returned by `Tuner.ask`),
+and ends COMPLETE (told finite values) or FAILED (failed, or told NaN/inf). Trials are immutable
+snapshots: a state change replaces the tuner's record with a new `Trial`; a `Trial` you hold is
+never modified by later calls. Do not mutate its `config`, `values` or `metrics` dicts.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tuner.errors import InvalidTrialRecordError
+
+__all__ = ["Trial", "TrialState"]
+
+
+class TrialState(enum.StrEnum):
+    """Life cycle of a trial: WAITING -> RUNNING -> COMPLETE | FAILED (WAITING may also end)."""
+
+    WAITING = "WAITING"
+    RUNNING = "RUNNING"
+    COMPLETE = "COMPLETE"
+    FAILED = "FAILED"
+
+    @property
+    def is_finished(self) -> bool:
+        """Whether the trial reached a final state (COMPLETE or FAILED)."""
+        return self in (TrialState.COMPLETE, TrialState.FAILED)
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One evaluation of a configuration.
+
+    Attributes:
+        id: Position in the tuner's trial list (0, 1, 2, ...).
+        config: The configuration, valid in the tuner's space.
+        state: Where the trial is in its life cycle.
+        values: Objective values by name once COMPLETE, else `None`.
+        metrics: Tracking and constraint metrics by name (may be reported with a failure too).
+        error: Why the trial FAILED, else `None`.
+    """
+
+    id: int
+    config: dict[str, Any]
+    state: TrialState = TrialState.RUNNING
+    values: dict[str, float] | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able copy (the state as its name); read back by `Trial.from_dict`."""
+        return {
+            "id": self.id,
+            "config": copy.deepcopy(self.config),
+            "state": self.state.value,
+            "values": None if self.values is None else dict(self.values),
+            "metrics": dict(self.metrics),
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Trial:
+        """Rebuild a trial written by `Trial.to_dict`.
+
+        Raises:
+            InvalidTrialRecordError: If a field is missing or has the wrong type.
+        """
+        try:
+            return cls(
+                id=_as_id(d["id"]),
+                config=copy.deepcopy(dict(d["config"])),
+                state=TrialState(d["state"]),
+                values=None if d.get("values") is None else _floats(d["values"]),
+                metrics=_floats(d.get("metrics") or {}),
+                error=None if d.get("error") is None else str(d["error"]),
+            )
+        except (KeyError, TypeError, ValueError) as err:
+            raise InvalidTrialRecordError(
+                f"A trial record needs 'id', 'config' and 'state' fields of the right types; "
+                f"got {dict(d)!r} ({err})."
+            ) from err
+
+
+def _as_id(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"trial id must be an int, got {value!r}")
+    return value
+
+
+def _floats(d: Mapping[str, Any]) -> dict[str, float]:
+    return {str(k): float(v) for k, v in d.items()}
