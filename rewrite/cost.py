@@ -1,0 +1,289 @@
+"""Multi-objective analytic cost model.
+
+`cost(graph, device)` returns a `CostVector`:
+
+* ``flops``: sum of op FLOPs (`rewrite.ops`; a GEMM ``[M, K] @ [K, N]`` is ``2 M N K``).
+* ``bytes``: sum of bytes moved by kernels: every input read once and every output written once
+  (`OpDef.bytes`). Views (reshape, expand, slice, split) and sources move nothing; a fused group
+  moves only its external inputs and outputs; an embedding reads only the gathered rows; an
+  opaque node is charged twice its input and output bytes.
+* ``kernels``: number of kernel launches (every node except sources and views).
+* ``latency`` (seconds): a single-stream schedule, so the sum over kernels of::
+
+      t = max(F' / (eta_f * peak_f(dtype)), B / (eta_m * bandwidth)) + launch_overhead
+
+  where ``F'`` is the kernel's FLOPs with GEMM dims rounded up to the profile's
+  ``matmul_tile`` (``F' = F`` for other ops), ``peak_f`` is the ``matmul`` unit for GEMMs,
+  attention, convolution and fused groups containing one, and the ``vector`` unit otherwise, at
+  the dtype of output 0 (input 0 for bool outputs), and the ``eta`` are the profile's efficiencies.
+* ``peak_memory`` (bytes): liveness over the deterministic topological order: parameters and
+  constants resident for the whole run; each kernel output allocated when its node runs and freed
+  after its last reader (graph outputs live to the end); a view aliases its input's buffer and
+  extends its lifetime; graph inputs are allocated first. At each node the peak is taken after its
+  outputs are allocated and before its inputs are freed.
+* ``communication`` (seconds): collective time; 0 for the unsharded graphs of this version.
+
+Incremental costing: a graph made by `GraphEditor` records its `Graph.delta`. `cost(child,
+device, base=parent_cost)` then updates ``latency``, ``flops``, ``bytes`` and ``kernels`` from the
+removed and added nodes only, and computes ``peak_memory`` lazily on first access. Per-node costs
+are cached on the (shared, immutable) node objects and by content signature.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from rewrite.devices import DeviceProfile, load_device
+from rewrite.ir import Graph, Node
+from rewrite.ops import get_op
+
+__all__ = ["COST_FIELDS", "CostVector", "NodeCost", "cost", "node_cost", "peak_memory"]
+
+#: Names of the cost vector's entries, in `CostVector.as_tuple` order.
+COST_FIELDS = ("latency", "peak_memory", "flops", "bytes", "kernels", "communication")
+
+#: Per-node cost: ``(latency seconds, flops, bytes, kernels)``.
+NodeCost = tuple[float, int, int, int]
+
+_ZERO: NodeCost = (0.0, 0, 0, 0)
+_MATMUL_OPS = frozenset({"mm", "bmm", "matmul", "linear", "addmm"})
+_MATMUL_FAMILIES = frozenset({"matmul", "attention", "conv"})
+_PROFILES: dict[int, DeviceProfile] = {}  # keeps profiles alive so id() keys stay unique
+_SIG_CACHE: dict[tuple[int, bytes, Any], NodeCost] = {}
+_SIG_CACHE_MAX = 1_000_000
+
+
+class CostVector:
+    """Named cost vector of one graph on one device (see the module docstring).
+
+    Attributes:
+        latency: Estimated seconds on one stream.
+        flops: Total FLOPs.
+        bytes: Total bytes moved.
+        kernels: Kernel launches.
+        communication: Collective seconds (0 for unsharded graphs).
+        device: Profile name.
+        graph_uid: `Graph.uid` of the costed graph (links incremental updates).
+    """
+
+    __slots__ = (
+        "_graph",
+        "_peak",
+        "bytes",
+        "communication",
+        "device",
+        "flops",
+        "graph_uid",
+        "kernels",
+        "latency",
+    )
+
+    def __init__(
+        self,
+        latency: float,
+        flops: int,
+        bytes: int,
+        kernels: int,
+        communication: float,
+        device: str,
+        graph: Graph,
+        peak: int | None = None,
+    ) -> None:
+        self.latency, self.flops, self.bytes, self.kernels = latency, flops, bytes, kernels
+        self.communication, self.device, self.graph_uid = communication, device, graph.uid
+        self._peak = peak
+        self._graph: Graph | None = graph if peak is None else None
+
+    @property
+    def peak_memory(self) -> int:
+        """Peak bytes in use (computed on first access after an incremental update)."""
+        if self._peak is None:
+            assert self._graph is not None
+            self._peak = peak_memory(self._graph)
+            self._graph = None
+        return self._peak
+
+    def as_dict(self) -> dict[str, float]:
+        """``{name: value}`` over `COST_FIELDS`."""
+        return {k: float(getattr(self, k)) for k in COST_FIELDS}
+
+    def as_tuple(self) -> tuple[float, ...]:
+        """Values in `COST_FIELDS` order (for vector comparisons)."""
+        return tuple(float(getattr(self, k)) for k in COST_FIELDS)
+
+    def __repr__(self) -> str:
+        return (
+            f"CostVector(latency={self.latency * 1e3:.4f} ms, peak_memory={self.peak_memory / 2**20:.2f} MiB, "
+            f"flops={self.flops:.4g}, bytes={self.bytes:.4g}, kernels={self.kernels}, "
+            f"communication={self.communication}, device={self.device!r})"
+        )
+
+
+def _profile_key(p: DeviceProfile) -> int:
+    k = id(p)
+    _PROFILES.setdefault(k, p)
+    return k
+
+
+def _tile_factor(node: Node, tile: tuple[int, int, int]) -> float:
+    out = node.types[0]
+    n = out.shape[-1] if out.rank >= 1 else 1
+    m = out.shape[-2] if out.rank >= 2 else 1
+    k = node.in_types[1].shape[1] if node.op == "addmm" else node.in_types[0].shape[-1]
+    if not (m and n and k):
+        return 1.0
+    tm, tn, tk = tile
+    padded = math.ceil(m / tm) * tm * math.ceil(n / tn) * tn * math.ceil(k / tk) * tk
+    return padded / (m * n * k)
+
+
+def _compute_node_cost(node: Node, p: DeviceProfile) -> NodeCost:
+    opdef = get_op(node.op)
+    if opdef.kind in ("source", "view"):
+        return _ZERO
+    flops = opdef.flops(node.in_types, node.types, node.attrs)
+    nbytes = opdef.bytes(node.in_types, node.types, node.attrs)
+    if node.op == "fused":
+        body = node.attrs["body"]
+        unit = (
+            "matmul"
+            if any(get_op(n.op).family in _MATMUL_FAMILIES for n in body.nodes.values())
+            else "vector"
+        )
+    else:
+        unit = "matmul" if opdef.family in _MATMUL_FAMILIES else "vector"
+    dtype = node.types[0].dtype if node.types else "float32"
+    if dtype == "bool" and node.in_types:
+        dtype = node.in_types[0].dtype
+    eff_flops = flops * _tile_factor(node, p.matmul_tile) if node.op in _MATMUL_OPS else flops
+    t_compute = eff_flops / (p.efficiency[unit] * p.peak(unit, dtype))
+    t_memory = nbytes / (p.efficiency["memory"] * p.memory_bandwidth)
+    return (max(t_compute, t_memory) + p.launch_overhead, flops, nbytes, 1)
+
+
+def node_cost(node: Node, device: str | Path | DeviceProfile = "h100") -> NodeCost:
+    """``(latency, flops, bytes, kernels)`` of one node on ``device`` (cached)."""
+    p = load_device(device)
+    return _cached_node_cost(node, p, _profile_key(p))
+
+
+def _cached_node_cost(node: Node, p: DeviceProfile, pkey: int) -> NodeCost:
+    cache = node._cost
+    if cache is not None:
+        hit = cache.get(pkey)
+        if hit is not None:
+            return hit
+    else:
+        cache = node._cost = {}
+    sig = (pkey, node.local_key, node.in_types)
+    c = _SIG_CACHE.get(sig)
+    if c is None:
+        c = _compute_node_cost(node, p)
+        if len(_SIG_CACHE) >= _SIG_CACHE_MAX:
+            _SIG_CACHE.clear()
+        _SIG_CACHE[sig] = c
+    cache[pkey] = c
+    return c
+
+
+def _sum_costs(nodes: Iterable[Node], p: DeviceProfile, pkey: int) -> tuple[float, int, int, int]:
+    lat, fl, by, ke = 0.0, 0, 0, 0
+    for n in nodes:
+        c = _cached_node_cost(n, p, pkey)
+        lat += c[0]
+        fl += c[1]
+        by += c[2]
+        ke += c[3]
+    return lat, fl, by, ke
+
+
+def cost(
+    graph: Graph, device: str | Path | DeviceProfile = "h100", *, base: CostVector | None = None
+) -> CostVector:
+    """The cost vector of ``graph`` on ``device``.
+
+    Args:
+        graph: The graph.
+        device: A built-in profile name (``h100``, ``h200``, ``a100``, ``cpu``), a profile JSON
+            path or a `DeviceProfile`.
+        base: The cost of ``graph``'s parent on the same device. When ``graph`` was produced from
+            that parent by one `GraphEditor` edit, only the changed nodes are visited and
+            ``peak_memory`` is computed lazily; otherwise a full pass runs.
+
+    Returns:
+        A `CostVector`.
+
+    Raises:
+        CostModelError: If the device is unknown.
+    """
+    p = load_device(device)
+    pkey = _profile_key(p)
+    delta = graph.delta
+    if (
+        base is not None
+        and delta is not None
+        and delta.parent_uid == base.graph_uid
+        and base.device == p.name
+    ):
+        rl, rf, rb, rk = _sum_costs(delta.removed, p, pkey)
+        al, af, ab, ak = _sum_costs(delta.added, p, pkey)
+        return CostVector(
+            base.latency - rl + al,
+            base.flops - rf + af,
+            base.bytes - rb + ab,
+            base.kernels - rk + ak,
+            base.communication,
+            p.name,
+            graph,
+        )
+    lat, fl, by, ke = _sum_costs(graph._nodes.values(), p, pkey)
+    return CostVector(lat, fl, by, ke, 0.0, p.name, graph, peak=peak_memory(graph))
+
+
+def peak_memory(graph: Graph) -> int:
+    """Peak bytes in use over the topological schedule (see the module docstring)."""
+    nodes = graph._nodes
+    order = graph.topo_order()
+    resident = 0
+    owner: dict[tuple[int, int], tuple[int, int]] = {}  # value -> buffer (owning value)
+    last: dict[tuple[int, int], int] = {}
+    kinds: dict[int, str] = {}
+    for i, nid in enumerate(order):
+        node = nodes[nid]
+        kind = kinds[nid] = get_op(node.op).kind if node.op not in ("input",) else "input"
+        for v in node.inputs:
+            b = owner.get(v)
+            if b is not None:
+                last[b] = i
+        if kind == "view":
+            base = owner.get(node.inputs[0])
+            for j in range(len(node.types)):
+                if base is not None:
+                    owner[(nid, j)] = base
+        elif kind == "source":
+            resident += node.types[0].nbytes
+        else:
+            for j in range(len(node.types)):
+                owner[(nid, j)] = (nid, j)
+    end = len(order)
+    for v in graph.outputs:
+        b = owner.get(v)
+        if b is not None:
+            last[b] = end
+    frees: dict[int, int] = {}
+    for b, pos in last.items():
+        frees[pos] = frees.get(pos, 0) + nodes[b[0]].types[b[1]].nbytes
+    live = peak = 0
+    for i, nid in enumerate(order):
+        if kinds[nid] in ("kernel", "opaque", "input"):
+            node = nodes[nid]
+            for j, t in enumerate(node.types):
+                live += t.nbytes
+                if (nid, j) not in last:  # never read: freed right away
+                    frees[i] = frees.get(i, 0) + t.nbytes
+        peak = max(peak, live)
+        live -= frees.get(i, 0)
+    return resident + peak

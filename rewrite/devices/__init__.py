@@ -1,0 +1,146 @@
+"""Hardware profiles for the cost model, stored as documented JSON files beside this module.
+
+A profile (``format_version`` 1) holds:
+
+* ``peak_flops``: FLOP/s by unit (``matmul``: tensor cores / GEMM, ``vector``: everything
+  else) and dtype; a dtype missing from a table uses that table's ``float32`` entry.
+* ``memory_bandwidth`` (bytes/s), ``memory_capacity`` (bytes).
+* ``launch_overhead`` (seconds added to every kernel).
+* ``efficiency``: achievable fraction of peak for ``matmul``, ``vector`` and ``memory``.
+* ``matmul_tile``: ``[tm, tn, tk]``; GEMM work is counted on dims rounded up to these
+  multiples (tile quantization penalty for small or odd shapes).
+* ``interconnect``: ``bandwidth`` (bytes/s per direction) and ``latency`` (s) for the
+  alpha-beta collective model used by sharded graphs.
+
+Built-in profiles: ``h100_sxm`` (alias ``h100``), ``h200``, ``a100``, ``cpu``. A path to a JSON
+file of the same layout works wherever a name does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache, lru_cache
+from pathlib import Path
+from typing import Any
+
+from rewrite.errors import CostModelError
+
+__all__ = ["DEVICE_FORMAT_VERSION", "DeviceProfile", "device_names", "load_device"]
+
+DEVICE_FORMAT_VERSION = 1
+_DIR = Path(__file__).parent
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    """A validated hardware profile (see the module docstring for the fields)."""
+
+    name: str
+    description: str
+    peak_flops: Mapping[str, Mapping[str, float]]
+    memory_bandwidth: float
+    memory_capacity: float
+    launch_overhead: float
+    efficiency: Mapping[str, float]
+    matmul_tile: tuple[int, int, int]
+    interconnect: Mapping[str, Any]
+    aliases: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for unit in ("matmul", "vector"):
+            table = self.peak_flops.get(unit)
+            if not table or "float32" not in table or any(v <= 0 for v in table.values()):
+                raise CostModelError(
+                    f"device {self.name!r}: peak_flops[{unit!r}] must map dtypes (including 'float32') "
+                    f"to positive FLOP/s, but got {table!r}."
+                )
+        for k in ("matmul", "vector", "memory"):
+            if not 0 < self.efficiency.get(k, 0) <= 1:
+                raise CostModelError(
+                    f"device {self.name!r}: efficiency[{k!r}] must be in (0, 1], but got {self.efficiency.get(k)!r}."
+                )
+        if self.memory_bandwidth <= 0 or self.launch_overhead < 0 or self.memory_capacity <= 0:
+            raise CostModelError(
+                f"device {self.name!r}: need memory_bandwidth > 0, memory_capacity > 0 and "
+                f"launch_overhead >= 0, but got {self.memory_bandwidth}, {self.memory_capacity}, "
+                f"{self.launch_overhead}."
+            )
+        if len(self.matmul_tile) != 3 or min(self.matmul_tile) < 1:
+            raise CostModelError(
+                f"device {self.name!r}: matmul_tile must be 3 ints >= 1, got {self.matmul_tile}."
+            )
+
+    def peak(self, unit: str, dtype: str) -> float:
+        """Peak FLOP/s of ``unit`` (``matmul`` or ``vector``) for ``dtype``."""
+        table = self.peak_flops[unit]
+        return table.get(dtype, table["float32"])
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> DeviceProfile:
+        """Validate and build a profile from its JSON dict.
+
+        Raises:
+            CostModelError: On a missing field, a bad value or a newer ``format_version``.
+        """
+        version = d.get("format_version")
+        if not isinstance(version, int) or version > DEVICE_FORMAT_VERSION:
+            raise CostModelError(
+                f"device profiles must have format_version <= {DEVICE_FORMAT_VERSION}, but got "
+                f"{version!r}; upgrade rewrite-tuner to read newer profiles."
+            )
+        try:
+            return cls(
+                name=d["name"],
+                description=d.get("description", ""),
+                peak_flops={u: dict(t) for u, t in d["peak_flops"].items()},
+                memory_bandwidth=float(d["memory_bandwidth"]),
+                memory_capacity=float(d["memory_capacity"]),
+                launch_overhead=float(d["launch_overhead"]),
+                efficiency=dict(d["efficiency"]),
+                matmul_tile=tuple(int(x) for x in d.get("matmul_tile", (1, 1, 1))),  # type: ignore[arg-type]
+                interconnect=dict(d.get("interconnect", {})),
+                aliases=tuple(d.get("aliases", ())),
+            )
+        except KeyError as e:
+            raise CostModelError(
+                f"device profile {d.get('name', '?')!r} is missing field {e}."
+            ) from None
+
+
+@cache
+def _builtin() -> dict[str, DeviceProfile]:
+    out: dict[str, DeviceProfile] = {}
+    for p in sorted(_DIR.glob("*.json")):
+        prof = DeviceProfile.from_dict(json.loads(p.read_text()))
+        for key in (prof.name, *prof.aliases):
+            out[key] = prof
+    return out
+
+
+def device_names() -> list[str]:
+    """Names of the built-in profiles (aliases excluded)."""
+    return sorted({p.name for p in _builtin().values()})
+
+
+def load_device(device: str | Path | DeviceProfile) -> DeviceProfile:
+    """A profile by built-in name or alias, by JSON path, or passed through.
+
+    Raises:
+        CostModelError: If the name is unknown or the file invalid.
+    """
+    if isinstance(device, DeviceProfile):
+        return device
+    builtin = _builtin()
+    if isinstance(device, str) and device.lower() in builtin:
+        return builtin[device.lower()]
+    path = Path(device)
+    if path.suffix == ".json" and path.exists():
+        try:
+            return DeviceProfile.from_dict(json.loads(path.read_text()))
+        except json.JSONDecodeError as e:
+            raise CostModelError(f"device profile {str(path)!r} is not valid JSON: {e}.") from None
+    raise CostModelError(
+        f"device must be one of {sorted(builtin)} or a path to a profile JSON, but got {str(device)!r}."
+    )

@@ -1,0 +1,558 @@
+"""Immutable tensor-graph IR: typed nodes, graphs, structural hashes and topological order.
+
+A `Graph` is a DAG of `Node`s. A node is ``(op, attrs, inputs)`` plus its inferred output
+types; it is identified inside its graph by an integer id, and its inputs are `Value`s
+``(node_id, output_index)``. Nodes are immutable and shared: an edit (`Graph.editor()`) copies
+the id -> node table (a flat dict copy) and replaces only the nodes it touches, so a rewritten
+graph shares every unchanged `Node` object with its parent and records the difference in
+`Graph.delta` (used by incremental costing).
+
+Hashes are Merkle hashes: a node's hash is a digest of its op, canonical attrs, output types
+and its inputs' hashes, so it does not depend on node ids; two structurally equal graphs have the
+same `Graph.hash` whatever their ids. Hashes are BLAKE2b digests (stable across processes and
+runs), computed lazily and inherited from the parent graph for nodes no edit reached.
+
+Kinds of nodes: graph inputs (op ``input``), parameters (op ``param``, the weights, resident in
+memory), constants (op ``const``, carrying a `ConstArray`), ordinary ops from `rewrite.ops`, fused
+groups (op ``fused``, carrying a body `Graph`) and opaque nodes (op ``opaque``).
+
+Thread-safety: graphs and nodes are immutable; lazily computed caches are idempotent, so
+concurrent readers are safe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from rewrite.errors import GraphError
+
+if TYPE_CHECKING:
+    from rewrite.builder import GraphEditor
+
+__all__ = [
+    "DTYPE_BYTES",
+    "ConstArray",
+    "Graph",
+    "GraphDelta",
+    "Node",
+    "TensorType",
+    "Value",
+    "numpy_dtype",
+]
+
+#: Bytes per element of every dtype the IR knows.
+DTYPE_BYTES: dict[str, int] = {
+    "bool": 1,
+    "uint8": 1,
+    "int8": 1,
+    "int16": 2,
+    "int32": 4,
+    "int64": 8,
+    "float16": 2,
+    "bfloat16": 2,
+    "float32": 4,
+    "float64": 8,
+}
+
+# numpy has no bfloat16: the numpy reference computes bfloat16 tensors in float32.
+_NUMPY_DTYPES: dict[str, Any] = {k: np.dtype(k) for k in DTYPE_BYTES if k != "bfloat16"}
+_NUMPY_DTYPES["bfloat16"] = np.dtype("float32")
+
+
+def numpy_dtype(dtype: str) -> np.dtype:
+    """The numpy dtype the reference implementation uses for an IR dtype.
+
+    Args:
+        dtype: An IR dtype name (a key of `DTYPE_BYTES`).
+
+    Returns:
+        The numpy dtype (``float32`` for ``bfloat16``, which numpy lacks).
+    """
+    try:
+        return _NUMPY_DTYPES[dtype]
+    except KeyError:
+        raise GraphError(
+            f"dtype must be one of {sorted(DTYPE_BYTES)}, but got {dtype!r}; "
+            "map it to one of these at import."
+        ) from None
+
+
+class TensorType(NamedTuple):
+    """Shape and dtype of one tensor."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def numel(self) -> int:
+        """Number of elements."""
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        """Size in bytes."""
+        return self.numel * DTYPE_BYTES[self.dtype]
+
+    @property
+    def rank(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    def __str__(self) -> str:
+        return f"{self.dtype}[{','.join(map(str, self.shape))}]"
+
+
+class Value(NamedTuple):
+    """One output of one node: ``(node id, output index)``."""
+
+    node: int
+    index: int = 0
+
+
+class ConstArray:
+    """An immutable array held by a ``const`` node, compared and hashed by content.
+
+    Args:
+        array: The value; copied and made read-only.
+        dtype: The IR dtype; defaults to the array's dtype name.
+    """
+
+    __slots__ = ("array", "digest", "dtype")
+
+    def __init__(self, array: Any, dtype: str | None = None) -> None:
+        arr = np.asarray(array)
+        self.dtype = dtype or ("bool" if arr.dtype == np.bool_ else arr.dtype.name)
+        arr = np.array(arr, dtype=numpy_dtype(self.dtype), order="C", copy=True)
+        arr.flags.writeable = False
+        self.array = arr
+        h = hashlib.blake2b(digest_size=16)
+        h.update(f"{self.dtype}{arr.shape}".encode())
+        h.update(arr.tobytes())
+        self.digest = h.hexdigest()
+
+    @property
+    def type(self) -> TensorType:
+        """The tensor type of the constant."""
+        return TensorType(tuple(int(d) for d in self.array.shape), self.dtype)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ConstArray) and other.digest == self.digest
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+    def __repr__(self) -> str:
+        return f"ConstArray({self.type}, {self.digest})"
+
+
+def _canon_repr(attrs: Mapping[str, Any]) -> str:
+    return repr(tuple(sorted(attrs.items())))
+
+
+class Node:
+    """One immutable node of a graph.
+
+    Nodes are created by `GraphBuilder`/`GraphEditor` (which infer ``types``); do not mutate
+    them. They may be shared by many graphs.
+
+    Attributes:
+        id: The node's id, unique inside its graph.
+        op: The op name (a key of the `rewrite.ops` registry, or ``opaque``/``fused``).
+        attrs: Read-only attribute mapping (values: ints, floats, strs, bools, None, tuples,
+            `ConstArray`, `Graph`).
+        inputs: The `Value`s this node consumes, in order.
+        in_types: The types of ``inputs``.
+        types: The inferred output types (one per output).
+    """
+
+    __slots__ = ("_cost", "_lkey", "attrs", "id", "in_types", "inputs", "op", "types")
+
+    def __init__(
+        self,
+        id: int,
+        op: str,
+        attrs: Mapping[str, Any],
+        inputs: tuple[Value, ...],
+        in_types: tuple[TensorType, ...],
+        types: tuple[TensorType, ...],
+    ) -> None:
+        self.id = id
+        self.op = op
+        self.attrs = attrs if isinstance(attrs, MappingProxyType) else MappingProxyType(dict(attrs))
+        self.inputs = inputs
+        self.in_types = in_types
+        self.types = types
+        self._lkey: bytes | None = None
+        self._cost: dict[Any, Any] | None = None
+
+    @property
+    def type(self) -> TensorType:
+        """The type of output 0."""
+        return self.types[0]
+
+    def out(self, index: int = 0) -> Value:
+        """The `Value` of output ``index``."""
+        return Value(self.id, index)
+
+    @property
+    def outs(self) -> tuple[Value, ...]:
+        """The `Value`s of every output."""
+        return tuple(Value(self.id, i) for i in range(len(self.types)))
+
+    @property
+    def local_key(self) -> bytes:
+        """Canonical bytes of (op, attrs, output types): the hash input besides the inputs."""
+        k = self._lkey
+        if k is None:
+            k = f"{self.op}|{_canon_repr(self.attrs)}|{self.types!r}".encode()
+            self._lkey = k
+        return k
+
+    def with_inputs(self, inputs: tuple[Value, ...], id: int | None = None) -> Node:
+        """A copy of this node reading ``inputs`` (same types), optionally under a new id."""
+        return Node(
+            self.id if id is None else id, self.op, self.attrs, inputs, self.in_types, self.types
+        )
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"%{v.node}" + (f".{v.index}" if v.index else "") for v in self.inputs)
+        attrs = ", ".join(f"{k}={v!r}" for k, v in sorted(self.attrs.items()))
+        types = ", ".join(map(str, self.types))
+        return f"%{self.id} = {self.op}({ins}{'; ' if attrs and ins else ''}{attrs}) -> {types}"
+
+
+class GraphDelta(NamedTuple):
+    """What an edit changed relative to the parent graph (see `Graph.delta`).
+
+    Attributes:
+        parent_uid: `Graph.uid` of the parent graph.
+        removed: Parent nodes absent from (or replaced in) the child.
+        added: Child nodes absent from the parent (new, or rebuilt with redirected inputs).
+    """
+
+    parent_uid: int
+    removed: tuple[Node, ...]
+    added: tuple[Node, ...]
+
+
+_uids = itertools.count()
+
+
+class Graph:
+    """An immutable tensor graph.
+
+    Args:
+        nodes: Mapping from node id to `Node`; every node must be reachable from ``outputs``
+            (graph inputs excepted).
+        inputs: Ids of the graph's ``input`` nodes, in call order.
+        outputs: The graph's output `Value`s, in order.
+        name: A label (not part of the hash).
+        validate: Check references, input kinds, reachability and acyclicity.
+
+    Raises:
+        GraphError: When ``validate`` finds a malformed graph.
+    """
+
+    __slots__ = (
+        "_by_op",
+        "_digest",
+        "_hash_src",
+        "_hashes",
+        "_nodes",
+        "_topo",
+        "_users",
+        "delta",
+        "inputs",
+        "name",
+        "next_id",
+        "outputs",
+        "uid",
+    )
+
+    def __init__(
+        self,
+        nodes: Mapping[int, Node],
+        inputs: Sequence[int],
+        outputs: Sequence[Value],
+        name: str = "graph",
+        *,
+        validate: bool = True,
+    ) -> None:
+        self._nodes: dict[int, Node] = dict(nodes)
+        self.inputs = tuple(inputs)
+        self.outputs = tuple(Value(*v) for v in outputs)
+        self.name = name
+        self.next_id = max(self._nodes, default=-1) + 1
+        self.delta: GraphDelta | None = None
+        self.uid = next(_uids)
+        self._users: dict[int, tuple[int, ...]] | None = None
+        self._topo: tuple[int, ...] | None = None
+        self._by_op: dict[str, tuple[int, ...]] | None = None
+        self._hashes: dict[int, bytes] | None = None
+        self._hash_src: tuple[Graph, frozenset[int]] | None = None
+        self._digest: bytes | None = None
+        if validate:
+            self.validate()
+
+    @classmethod
+    def _from_edit(
+        cls,
+        parent: Graph,
+        nodes: dict[int, Node],
+        outputs: tuple[Value, ...],
+        users: dict[int, tuple[int, ...]],
+        delta: GraphDelta,
+        next_id: int,
+    ) -> Graph:
+        g = cls.__new__(cls)
+        g._nodes, g.inputs, g.outputs, g.name = nodes, parent.inputs, outputs, parent.name
+        g.next_id, g.delta, g.uid, g._users = next_id, delta, next(_uids), users
+        g._topo = g._by_op = g._hashes = g._digest = None
+        changed = frozenset(n.id for n in delta.removed) | frozenset(n.id for n in delta.added)
+        g._hash_src = (parent, changed)
+        return g
+
+    # ------------------------------------------------------------------ access
+    def validate(self) -> None:
+        """Check references, input kinds, reachability and acyclicity.
+
+        Raises:
+            GraphError: Naming the offending node and the rule it breaks.
+        """
+        nodes = self._nodes
+        for nid, node in nodes.items():
+            if node.id != nid:
+                raise GraphError(f"node ids must match their keys, but key {nid} holds {node!r}.")
+            if len(node.inputs) != len(node.in_types):
+                raise GraphError(
+                    f"node %{nid} has {len(node.inputs)} inputs but {len(node.in_types)} in_types."
+                )
+            for v, t in zip(node.inputs, node.in_types):
+                src = nodes.get(v.node)
+                if src is None or v.index >= len(src.types):
+                    raise GraphError(
+                        f"node {node!r} reads %{v.node}.{v.index}, which does not exist in graph {self.name!r}."
+                    )
+                if src.types[v.index] != t:
+                    raise GraphError(
+                        f"node %{nid} expects {t} from %{v.node}.{v.index}, which produces {src.types[v.index]}."
+                    )
+        for nid in self.inputs:
+            if nid not in nodes or nodes[nid].op != "input":
+                raise GraphError(
+                    f"graph inputs must be `input` nodes, but %{nid} is {nodes.get(nid)!r}."
+                )
+        for v in self.outputs:
+            if v.node not in nodes or v.index >= len(nodes[v.node].types):
+                raise GraphError(f"graph output {v} does not exist in graph {self.name!r}.")
+        order = self.topo_order()  # raises on cycles
+        if len(order) != len(nodes):
+            dead = sorted(set(nodes) - set(order))[:10]
+            raise GraphError(
+                f"every node must be reachable from the outputs, but {len(nodes) - len(order)} are not "
+                f"(e.g. {dead}); build graphs with GraphBuilder.build, which prunes dead nodes."
+            )
+
+    @property
+    def nodes(self) -> Mapping[int, Node]:
+        """Read-only id -> `Node` mapping."""
+        return MappingProxyType(self._nodes)
+
+    def node(self, nid: int) -> Node:
+        """The node with id ``nid``."""
+        return self._nodes[nid]
+
+    __getitem__ = node
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __contains__(self, nid: object) -> bool:
+        return nid in self._nodes
+
+    def __iter__(self) -> Iterator[Node]:
+        """Nodes in topological order."""
+        nodes = self._nodes
+        return (nodes[i] for i in self.topo_order())
+
+    def type_of(self, value: Value) -> TensorType:
+        """The type of ``value``."""
+        return self._nodes[value.node].types[value.index]
+
+    @property
+    def input_types(self) -> tuple[TensorType, ...]:
+        """Types of the graph inputs."""
+        return tuple(self._nodes[i].type for i in self.inputs)
+
+    @property
+    def output_types(self) -> tuple[TensorType, ...]:
+        """Types of the graph outputs."""
+        return tuple(self.type_of(v) for v in self.outputs)
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """Names of the graph inputs."""
+        return tuple(self._nodes[i].attrs["name"] for i in self.inputs)
+
+    def params(self) -> list[Node]:
+        """The ``param`` nodes (weights), in topological order."""
+        return [n for n in self if n.op == "param"]
+
+    def constants(self) -> list[Node]:
+        """The ``const`` nodes, in topological order."""
+        return [n for n in self if n.op == "const"]
+
+    def op_counts(self) -> Counter[str]:
+        """How many nodes of each op the graph holds."""
+        return Counter(n.op for n in self._nodes.values())
+
+    def users(self, nid: int) -> tuple[int, ...]:
+        """Ids of the nodes that read any output of node ``nid``."""
+        if self._users is None:
+            users: dict[int, list[int]] = {}
+            for node in self._nodes.values():
+                for v in node.inputs:
+                    lst = users.setdefault(v.node, [])
+                    if not lst or lst[-1] != node.id:
+                        lst.append(node.id)
+            self._users = {k: tuple(v) for k, v in users.items()}
+        return self._users.get(nid, ())
+
+    def by_op(self, op: str) -> tuple[int, ...]:
+        """Ids of the nodes of op ``op``, in topological order (index for rule matching)."""
+        if self._by_op is None:
+            idx: dict[str, list[int]] = {}
+            for nid in self.topo_order():
+                idx.setdefault(self._nodes[nid].op, []).append(nid)
+            self._by_op = {k: tuple(v) for k, v in idx.items()}
+        return self._by_op.get(op, ())
+
+    def editor(self) -> GraphEditor:
+        """A `GraphEditor` whose `finish()` returns an edited copy sharing unchanged nodes."""
+        from rewrite.builder import GraphEditor
+
+        return GraphEditor(self)
+
+    # ------------------------------------------------------------------ order
+    def topo_order(self) -> tuple[int, ...]:
+        """Deterministic topological order of node ids.
+
+        Graph inputs come first in declared order, then a depth-first post-order from the
+        outputs (in order) visiting each node's inputs in order. The order depends only on the
+        structure, never on ids or insertion order.
+
+        Raises:
+            GraphError: If the graph has a cycle.
+        """
+        if self._topo is not None:
+            return self._topo
+        nodes = self._nodes
+        done: set[int] = set(self.inputs)
+        order: list[int] = list(self.inputs)
+        active: set[int] = set()
+        for out in self.outputs:
+            if out.node in done:
+                continue
+            stack = [(out.node, iter(nodes[out.node].inputs))]
+            active.add(out.node)
+            while stack:
+                nid, it = stack[-1]
+                for v in it:
+                    c = v.node
+                    if c in done:
+                        continue
+                    if c in active:
+                        raise GraphError(
+                            f"graphs must be acyclic, but node %{c} is its own ancestor."
+                        )
+                    active.add(c)
+                    stack.append((c, iter(nodes[c].inputs)))
+                    break
+                else:
+                    stack.pop()
+                    active.discard(nid)
+                    done.add(nid)
+                    order.append(nid)
+        self._topo = tuple(order)
+        return self._topo
+
+    # ------------------------------------------------------------------ hashing
+    def _ensure_hashes(self) -> dict[int, bytes]:
+        if self._hashes is not None and len(self._hashes) == len(self._nodes):
+            return self._hashes
+        memo: dict[int, bytes] = {}
+        if self._hash_src is not None:
+            parent, changed = self._hash_src
+            if parent._hashes is not None:
+                memo = dict(parent._hashes)
+                stack = list(changed)
+                while stack:  # drop every descendant of a changed node
+                    nid = stack.pop()
+                    if memo.pop(nid, None) is not None or nid in changed:
+                        stack.extend(self.users(nid))
+            self._hash_src = None
+        nodes = self._nodes
+        blake = hashlib.blake2b
+        for nid in self.topo_order():
+            if nid in memo:
+                continue
+            node = nodes[nid]
+            h = blake(node.local_key, digest_size=16)
+            for v in node.inputs:
+                h.update(memo[v.node])
+                h.update(v.index.to_bytes(2, "little"))
+            memo[nid] = h.digest()
+        for nid in list(memo):
+            if nid not in nodes:
+                del memo[nid]
+        self._hashes = memo
+        return memo
+
+    def node_hash(self, nid: int) -> str:
+        """Structural (Merkle) hash of node ``nid`` as 32 hex digits.
+
+        Equal for nodes with the same op, attrs, output types and input hashes, in any graph.
+        """
+        return self._ensure_hashes()[nid].hex()
+
+    @property
+    def digest(self) -> bytes:
+        """Structural hash of the whole graph (inputs and outputs in order), 16 bytes."""
+        if self._digest is None:
+            memo = self._ensure_hashes()
+            h = hashlib.blake2b(b"graph", digest_size=16)
+            for nid in self.inputs:
+                h.update(memo[nid])
+            for v in self.outputs:
+                h.update(memo[v.node])
+                h.update(v.index.to_bytes(2, "little"))
+            self._digest = h.digest()
+        return self._digest
+
+    @property
+    def hash(self) -> str:
+        """Structural hash of the whole graph as 32 hex digits (dedupe and cache key)."""
+        return self.digest.hex()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Graph) and self.digest == other.digest
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+    def __repr__(self) -> str:
+        return f"Graph({self.name!r}, {len(self._nodes)} nodes, hash={self.hash[:12]})"
+
+    def copy(self) -> Graph:
+        """A new graph object sharing all nodes, with empty caches and no delta."""
+        return Graph(self._nodes, self.inputs, self.outputs, self.name, validate=False)

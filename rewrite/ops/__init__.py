@@ -1,0 +1,27 @@
+"""Operator registry: shape/dtype inference, FLOPs, bytes and a reference implementation per op.
+
+`get_op(name)` returns an `OpDef`; `op_names()` lists every op. Importing this package registers
+the built-in ops (element-wise, matrix products, attention, convolution, reductions, norms,
+layout ops, sources, opaque and fused nodes).
+"""
+
+from __future__ import annotations
+
+from rewrite.ops import elementwise, linalg, reduce, shape, special  # noqa: F401  (register ops)
+from rewrite.ops.base import KINDS, REQUIRED, OpDef, broadcast, get_op, op_names, promote, register
+from rewrite.ops.elementwise import BINARY_OPS, UNARY_OPS
+from rewrite.ops.special import body_flops
+
+__all__ = [
+    "BINARY_OPS",
+    "KINDS",
+    "REQUIRED",
+    "UNARY_OPS",
+    "OpDef",
+    "body_flops",
+    "broadcast",
+    "get_op",
+    "op_names",
+    "promote",
+    "register",
+]

@@ -1,0 +1,332 @@
+"""`SearchConfig`: every knob of the rewrite search with its valid range, and its search space.
+
+`search_space` turns the tunable knobs plus the rule priors into a `spaces.Space`, so the tuner
+optimizes exactly the knobs the engine reads; `config_from_params` maps one configuration of that
+space back onto a `SearchConfig` and a `RulePriors`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from rewrite.search.errors import SearchConfigError
+from spaces import Float, Int, Simplex, Space
+
+__all__ = [
+    "DEFAULT_TUNED",
+    "KNOBS",
+    "STRATEGIES",
+    "Knob",
+    "SearchConfig",
+    "config_from_params",
+    "search_space",
+]
+
+STRATEGIES = ("stochastic", "greedy", "best_first")
+"""Search strategies of the engine: Tapestry-style Pareto search and the two baselines."""
+
+
+class Knob(NamedTuple):
+    """Valid range of one numeric knob, and the range the tuner explores.
+
+    Attributes:
+        low: Smallest valid value.
+        high: Largest valid value (``math.inf`` for unbounded).
+        tune_low: Lower bound of the tuner's range.
+        tune_high: Upper bound of the tuner's range.
+        log: Whether the tuner explores it on a log scale.
+    """
+
+    low: float
+    high: float
+    tune_low: float
+    tune_high: float
+    log: bool = False
+
+
+KNOBS: dict[str, Knob] = {
+    "population": Knob(2, 100_000, 4, 128, log=True),
+    "archive_size": Knob(1, 100_000, 8, 256, log=True),
+    "tau": Knob(1e-3, 1e3, 0.05, 20.0, log=True),
+    "m": Knob(1, 64, 1, 8),
+    "alpha": Knob(1.0, 10.0, 1.0, 1.5),
+    "beta": Knob(0.0, 1.0, 0.0, 1.0),
+    "eta": Knob(1e-4, 1.0, 0.01, 1.0, log=True),
+    "restart_prob": Knob(0.0, 1.0, 0.0, 0.5),
+    "verify_rate": Knob(0.0, 1.0, 0.0, 1.0),
+    "max_fusion_size": Knob(2, 1024, 2, 32, log=True),
+    "window": Knob(1, 10**9, 10, 2000, log=True),
+    "epsilon": Knob(0.0, 1.0, 1e-7, 1e-2, log=True),
+    "max_steps": Knob(1, 10**12, 1, 10**12),
+    "time_budget": Knob(1e-3, math.inf, 1e-3, math.inf),
+    "max_size_ratio": Knob(1.0, 1000.0, 1.0, 4.0),
+    "workers": Knob(1, 4096, 1, 4096),
+    "island_steps": Knob(1, 10**9, 1, 10**9),
+}
+"""Valid range of every numeric knob of `SearchConfig` (``None`` knobs skip the check)."""
+
+DEFAULT_TUNED = (
+    "population",
+    "tau",
+    "m",
+    "alpha",
+    "beta",
+    "eta",
+    "restart_prob",
+    "verify_rate",
+    "max_fusion_size",
+    "window",
+    "epsilon",
+)
+"""Knobs `search_space` exposes to the tuner by default (the BO knobs of the design notes)."""
+
+_INT_KNOBS = {
+    "population",
+    "archive_size",
+    "m",
+    "max_fusion_size",
+    "window",
+    "max_steps",
+    "workers",
+    "island_steps",
+}
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Every knob of `rewrite.search`, validated once on construction.
+
+    Valid ranges are in `KNOBS`; the tuner's default ranges are its ``tune_low``/``tune_high``.
+
+    Attributes:
+        population: Graphs kept in the population (frontier plus explorers), in [2, 1e5].
+        archive_size: Most graphs kept on the reported Pareto frontier; beyond it the most
+            crowded points are dropped, in [1, 1e5].
+        tau: Parent temperature: a graph of non-dominated rank ``r`` (0 = frontier) is picked as
+            parent with probability proportional to ``exp(-r / tau)``, in [1e-3, 1e3].
+        m: Rewrites applied to make one child, in [1, 64].
+        alpha: Relaxation: a child is dropped when some frontier cost vector times ``alpha`` is
+            at most the child's in every objective (TASO's alpha for vectors), in [1, 10].
+        beta: Weight of the prior against online credit: rule ``r`` is drawn with probability
+            proportional to ``prior_r ** beta * credit_r ** (1 - beta)`` among applicable rules,
+            in [0, 1].
+        eta: Learning rate of the online credit (an exponentially weighted average of frontier
+            improvements per rule), in [1e-4, 1].
+        restart_prob: Probability that a child starts from the input graph, in [0, 1].
+        verify_rate: Fraction of children verified by random testing right after they are made;
+            every graph is verified before it enters the frontier whatever this rate, in [0, 1].
+        max_fusion_size: Largest fused group the fusion rules may build, in [2, 1024].
+        window: ``W``: the search stops when hypervolume grew by less than ``epsilon`` over the
+            last ``W`` steps, in [1, 1e9].
+        epsilon: Hypervolume gain threshold (hypervolume of cost vectors normalized by the input
+            cost, reference point 1.1 per objective), in [0, 1]; 0 disables this stop.
+        max_steps: Step budget (children made), in [1, 1e12].
+        time_budget: Wall-time budget in seconds, or None for no limit.
+        seed: Seed of the `numpy.random.Generator` behind every random choice, >= 0.
+        objectives: Names of the cost-vector entries to minimize, 2 to 6 of them.
+        memory_cap: Constraint region: graphs whose ``peak_memory`` (bytes) exceeds it stay in
+            the population but are never reported; None for no cap.
+        max_size_ratio: Children with more than this many times the input's node count are
+            dropped, in [1, 1000].
+        strategy: ``"stochastic"`` (Pareto search), ``"greedy"`` (hill climbing) or
+            ``"best_first"`` (TASO-style with alpha).
+        workers: Worker processes (islands run on them); 1 runs in this process.
+        island_steps: Steps an island runs per work item before it reports frontier
+            improvements, in [1, 1e9].
+        final_check: Check every reported graph against the input graph by whole-graph random
+            testing before returning.
+    """
+
+    population: int = 24
+    archive_size: int = 64
+    tau: float = 1.0
+    m: int = 2
+    alpha: float = 1.05
+    beta: float = 0.5
+    eta: float = 0.1
+    restart_prob: float = 0.05
+    verify_rate: float = 0.25
+    max_fusion_size: int = 8
+    window: int = 200
+    epsilon: float = 1e-5
+    max_steps: int = 500
+    time_budget: float | None = None
+    seed: int = 0
+    objectives: tuple[str, ...] = ("latency", "peak_memory")
+    memory_cap: float | None = None
+    max_size_ratio: float = 2.0
+    strategy: str = "stochastic"
+    workers: int = 1
+    island_steps: int = 40
+    final_check: bool = True
+
+    def __post_init__(self) -> None:
+        for name, knob in KNOBS.items():
+            value = getattr(self, name)
+            if value is None and name == "time_budget":
+                continue
+            object.__setattr__(self, name, _check_number(name, value, knob))
+        if (
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, numbers.Integral)
+            or self.seed < 0
+        ):
+            raise SearchConfigError(f"`seed` must be an int >= 0, but got {self.seed!r}.")
+        object.__setattr__(self, "seed", int(self.seed))
+        self._check_objectives()
+        if self.memory_cap is not None and (
+            isinstance(self.memory_cap, bool)
+            or not isinstance(self.memory_cap, int | float)
+            or not self.memory_cap > 0
+            or not math.isfinite(self.memory_cap)
+        ):
+            raise SearchConfigError(
+                f"`memory_cap` must be a finite number of bytes > 0 or None, but got "
+                f"{self.memory_cap!r}."
+            )
+        if self.strategy not in STRATEGIES:
+            raise SearchConfigError(
+                f"`strategy` must be one of {STRATEGIES}, but got {self.strategy!r}."
+            )
+        if not isinstance(self.final_check, bool):
+            raise SearchConfigError(f"`final_check` must be a bool, got {self.final_check!r}.")
+
+    def _check_objectives(self) -> None:
+        objs = self.objectives
+        if isinstance(objs, str) or not isinstance(objs, Sequence):
+            raise SearchConfigError(
+                f"`objectives` must be a sequence of cost names, but got {objs!r}; "
+                "e.g. ('latency', 'peak_memory')."
+            )
+        objs = tuple(objs)
+        if not 2 <= len(objs) <= 6 or len(set(objs)) != len(objs):
+            raise SearchConfigError(
+                f"`objectives` must name 2 to 6 distinct cost entries, but got {list(objs)}."
+            )
+        if not all(isinstance(o, str) and o for o in objs):
+            raise SearchConfigError(f"`objectives` must be non-empty strings, got {list(objs)}.")
+        object.__setattr__(self, "objectives", objs)
+
+    def replace(self, **changes: Any) -> SearchConfig:
+        """A copy with ``changes`` applied (validated)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict of every knob (round-trips through `SearchConfig.from_dict`)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["objectives"] = list(self.objectives)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], base: SearchConfig | None = None) -> SearchConfig:
+        """Build a config from a dict of knobs; knobs not given come from ``base``.
+
+        Args:
+            d: Knob name to value.
+            base: Config supplying the knobs ``d`` leaves out (defaults if None).
+
+        Raises:
+            SearchConfigError: On an unknown knob or an invalid value.
+        """
+        if not isinstance(d, Mapping):
+            raise SearchConfigError(f"A search config must be a dict, but got {d!r}.")
+        names = knob_names()
+        unknown = sorted(set(d) - set(names))
+        if unknown:
+            raise SearchConfigError(
+                f"Unknown search-config knobs {unknown}; the knobs are {names}."
+            )
+        changes = dict(d)
+        if "objectives" in changes and isinstance(changes["objectives"], list):
+            changes["objectives"] = tuple(changes["objectives"])
+        return dataclasses.replace(base or cls(), **changes)
+
+
+def knob_names() -> list[str]:
+    """Names of every `SearchConfig` knob, in declaration order."""
+    return [f.name for f in dataclasses.fields(SearchConfig)]
+
+
+def _check_number(name: str, value: Any, knob: Knob) -> int | float:
+    is_int = name in _INT_KNOBS
+    ok_type = isinstance(value, numbers.Integral if is_int else numbers.Real)
+    if isinstance(value, bool) or not ok_type:
+        kind = "an int" if is_int else "a number"
+        raise SearchConfigError(f"`{name}` must be {kind}, but got {value!r}.")
+    if not math.isfinite(value) or not knob.low <= value <= knob.high:
+        raise SearchConfigError(
+            f"`{name}` must lie in [{knob.low}, {knob.high}], but got {value!r}."
+        )
+    return int(value) if is_int else float(value)
+
+
+def search_space(
+    rule_names: Sequence[str],
+    tune: Sequence[str] = DEFAULT_TUNED,
+    base: SearchConfig | None = None,
+    ranges: Mapping[str, tuple[float, float]] | None = None,
+) -> Space:
+    """The tuner's space: the tunable knobs plus a ``"priors"`` simplex over the rules.
+
+    Parameter names are the `SearchConfig` field names, so a configuration of this space maps
+    straight back through `config_from_params` (and a studies export's ``search_config`` loads
+    through `SearchConfig.from_dict`).
+
+    Args:
+        rule_names: The rules whose firing priors are tuned (at least 2, distinct), e.g.
+            ``[r.name for r in rewrite.rules.catalogue()]``.
+        tune: Knobs to expose, each a numeric key of `KNOBS`.
+        base: Config whose values become the parameters' defaults (clipped into range).
+        ranges: Optional ``{knob: (low, high)}`` overriding `KNOBS`' tuning ranges.
+
+    Returns:
+        A `spaces.Space` with one `Float`/`Int` per knob and a `Simplex` named ``"priors"``.
+
+    Raises:
+        SearchConfigError: On an unknown or non-numeric knob, or a range outside the valid one.
+    """
+    base = base or SearchConfig()
+    params: dict[str, Any] = {}
+    for name in tune:
+        if name not in KNOBS or name in ("time_budget", "workers", "island_steps", "max_steps"):
+            tunable = [k for k in KNOBS if k not in ("time_budget", "workers", "island_steps")]
+            raise SearchConfigError(f"Cannot tune {name!r}; tunable knobs are {tunable}.")
+        knob = KNOBS[name]
+        lo, hi = (ranges or {}).get(name, (knob.tune_low, knob.tune_high))
+        if not knob.low <= lo < hi <= knob.high:
+            raise SearchConfigError(
+                f"Range of {name!r} must satisfy {knob.low} <= low < high <= {knob.high}, "
+                f"but got ({lo}, {hi})."
+            )
+        default = min(max(getattr(base, name), lo), hi)
+        if name in _INT_KNOBS:
+            params[name] = Int(int(lo), int(hi), log=knob.log, default=int(round(default)))
+        else:
+            params[name] = Float(float(lo), float(hi), log=knob.log, default=float(default))
+    params["priors"] = Simplex(tuple(rule_names))
+    return Space(params)
+
+
+def config_from_params(
+    params: Mapping[str, Any], base: SearchConfig | None = None
+) -> tuple[SearchConfig, dict[str, float] | None]:
+    """Split one configuration of `search_space` into a `SearchConfig` and the priors dict.
+
+    Args:
+        params: A configuration (knob values plus an optional ``"priors"`` dict).
+        base: Config supplying every knob ``params`` leaves out.
+
+    Returns:
+        ``(config, priors)``; ``priors`` is None when ``params`` has no ``"priors"`` entry.
+
+    Raises:
+        SearchConfigError: On unknown knobs or invalid values.
+    """
+    knobs = {k: v for k, v in params.items() if k != "priors"}
+    priors = params.get("priors")
+    return SearchConfig.from_dict(knobs, base), (dict(priors) if priors is not None else None)

@@ -1,0 +1,322 @@
+"""`RulePriors`: the firing prior of every rewrite rule, with versioned JSON save and load.
+
+File format (``format_version`` 1; the same document `studies` exports)::
+
+    {
+      "format_version": 1,
+      "kind": "rewrite-tuner/rule-priors",
+      "priors": {"fuse_elementwise": 0.5, "merge_matmul": 0.3, ...},  # finite, >= 0, sum to 1
+      "search_config": {"tau": 0.5, ...},   # optional: SearchConfig knobs
+      "provenance": {...}                   # optional: free-form, finite numbers only
+    }
+
+Rules missing from a file get the stated default weight `MISSING_DEFAULT`: the uniform share
+``1 / n`` over the ``n`` rules the search runs with, after which all weights are renormalized to
+sum to 1. A file naming a rule the search does not know is an error, as is a newer
+``format_version``, another ``kind``, or a non-finite number anywhere in the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rewrite.search.errors import PriorsError
+
+__all__ = ["FORMAT_VERSION", "KIND", "MISSING_DEFAULT", "RulePriors"]
+
+FORMAT_VERSION = 1
+"""Version of the rule-priors file format this code writes; versions up to it load."""
+
+KIND = "rewrite-tuner/rule-priors"
+"""The ``kind`` field of a rule-priors file."""
+
+MISSING_DEFAULT = "uniform"
+"""Weight of a rule a priors file or dict leaves out: ``1 / n`` before renormalizing."""
+
+_SUM_TOL = 1e-6
+
+
+class RulePriors:
+    """Rule name to firing probability.
+
+    Weights are stored normalized (they sum to 1). An empty `RulePriors` means uniform over
+    whatever rules the search runs with. Instances are immutable.
+
+    Args:
+        weights: Rule name to non-negative finite weight with a positive sum; normalized here.
+            None or empty means uniform.
+        search_config: Knobs that came with the priors (a loaded file's ``search_config``).
+        provenance: Where the numbers came from (a loaded file's ``provenance``).
+
+    Raises:
+        PriorsError: On a non-string name, a negative or non-finite weight, or a zero sum.
+    """
+
+    __slots__ = ("_w", "provenance", "search_config")
+
+    def __init__(
+        self,
+        weights: Mapping[str, float] | None = None,
+        search_config: Mapping[str, Any] | None = None,
+        provenance: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._w = _normalized(weights or {})
+        self.search_config: dict[str, Any] = dict(search_config or {})
+        self.provenance: dict[str, Any] = dict(provenance or {})
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def uniform(cls, rule_names: Sequence[str]) -> RulePriors:
+        """Equal weight on every rule of ``rule_names``."""
+        return cls(dict.fromkeys(rule_names, 1.0))
+
+    @classmethod
+    def coerce(
+        cls, priors: RulePriors | Mapping[str, float] | str | os.PathLike | None
+    ) -> RulePriors:
+        """Accept a `RulePriors`, a dict, a file path or None (uniform).
+
+        Raises:
+            PriorsError: On another type or an invalid value.
+        """
+        if priors is None:
+            return cls()
+        if isinstance(priors, RulePriors):
+            return priors
+        if isinstance(priors, Mapping):
+            return cls(priors)
+        if isinstance(priors, str | os.PathLike):
+            return cls.load(priors)
+        raise PriorsError(
+            f"priors must be a RulePriors, a dict of rule name to weight, a file path or None, "
+            f"but got {type(priors).__name__}: {priors!r}."
+        )
+
+    # ------------------------------------------------------------------ access
+    @property
+    def names(self) -> list[str]:
+        """Rules named explicitly, in insertion order."""
+        return list(self._w)
+
+    def as_dict(self) -> dict[str, float]:
+        """Rule name to normalized weight (a copy)."""
+        return dict(self._w)
+
+    def __getitem__(self, name: str) -> float:
+        return self._w[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._w)
+
+    def __len__(self) -> int:
+        return len(self._w)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RulePriors) and self._w == other._w
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k!r}: {v:.4g}" for k, v in self._w.items())
+        return f"RulePriors({{{inner}}})"
+
+    def resolve(self, rule_names: Sequence[str]) -> np.ndarray:
+        """Probabilities aligned to ``rule_names``, summing to 1.
+
+        A rule of ``rule_names`` these priors leave out gets ``1 / len(rule_names)`` (see
+        `MISSING_DEFAULT`) before renormalizing.
+
+        Args:
+            rule_names: The ``n`` rules the search runs with, distinct.
+
+        Returns:
+            ``n``-dim float64 array of probabilities.
+
+        Raises:
+            PriorsError: If these priors name a rule outside ``rule_names``, or all the weights
+                on ``rule_names`` are zero.
+        """
+        names = list(rule_names)
+        if not names:
+            raise PriorsError("resolve needs at least one rule name, but got none.")
+        unknown = sorted(set(self._w) - set(names))
+        if unknown:
+            raise PriorsError(
+                f"Rule priors name unknown rules {unknown}; the search's rules are "
+                f"{sorted(names)}. Remove them or register those rules."
+            )
+        default = 1.0 / len(names)
+        p = np.array([self._w.get(n, default) for n in names], dtype=np.float64)
+        total = p.sum()
+        if not total > 0:
+            raise PriorsError(
+                f"Rule priors give zero weight to every rule in {names}; give one rule a "
+                "positive weight."
+            )
+        return p / total
+
+    # ------------------------------------------------------------------ persistence
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document (see the module docstring)."""
+        return {
+            "format_version": FORMAT_VERSION,
+            "kind": KIND,
+            "priors": dict(self._w),
+            "search_config": dict(self.search_config),
+            "provenance": dict(self.provenance),
+        }
+
+    @classmethod
+    def from_dict(
+        cls, doc: Any, known_rules: Sequence[str] | None = None, where: str = "priors document"
+    ) -> RulePriors:
+        """Validate and load a document written by `to_dict` or by ``studies`` export.
+
+        Args:
+            doc: The parsed JSON document.
+            known_rules: If given, every rule in the document must be one of these.
+            where: Names the source in error messages.
+
+        Raises:
+            PriorsError: On a newer or invalid ``format_version``, another ``kind``, unknown
+                rules, negative, non-finite or non-summing priors, or a non-finite number in
+                ``search_config`` or ``provenance``.
+        """
+        _validate(doc, where)
+        priors = doc["priors"]
+        if known_rules is not None:
+            unknown = sorted(set(priors) - set(known_rules))
+            if unknown:
+                raise PriorsError(
+                    f"{where} names unknown rules {unknown}; known rules are "
+                    f"{sorted(known_rules)}. Remove them, or register the rules first."
+                )
+        return cls(priors, doc.get("search_config"), doc.get("provenance"))
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the JSON document atomically (temp file, fsync, `os.replace`).
+
+        Returns:
+            The path written.
+        """
+        path = Path(path)
+        text = json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, known_rules: Sequence[str] | None = None) -> RulePriors:
+        """Load a priors file written by `save` or by ``studies`` (``tuner export``).
+
+        Args:
+            path: The JSON file.
+            known_rules: If given, every rule in the file must be one of these (the search
+                checks against its own rules when it resolves the priors).
+
+        Raises:
+            PriorsError: If the file is unreadable or not JSON, or as `from_dict`.
+        """
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as err:
+            raise PriorsError(f"Cannot read rule-priors file {str(path)!r}: {err}.") from err
+        try:
+            doc = json.loads(text, parse_constant=_reject_constant)
+        except ValueError as err:
+            raise PriorsError(
+                f"{str(path)!r} is not a valid rule-priors JSON file: {err}. Rewrite it with "
+                "RulePriors.save or `tuner export`."
+            ) from err
+        return cls.from_dict(doc, known_rules, where=repr(str(path)))
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"non-finite number {name} (NaN and infinity are not allowed)")
+
+
+def _finite_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _normalized(weights: Mapping[str, float]) -> dict[str, float]:
+    if not isinstance(weights, Mapping):
+        raise PriorsError(f"Rule priors must be a dict of rule name to weight, got {weights!r}.")
+    for k, v in weights.items():
+        if not isinstance(k, str) or not k:
+            raise PriorsError(f"Rule names must be non-empty strings, but got {k!r}.")
+        if not _finite_number(v) and not isinstance(v, np.floating | np.integer):
+            raise PriorsError(f"Rule prior of {k!r} must be a finite number, but got {v!r}.")
+        if not math.isfinite(float(v)) or float(v) < 0:
+            raise PriorsError(f"Rule prior of {k!r} must be finite and >= 0, but got {v!r}.")
+    total = math.fsum(float(v) for v in weights.values())
+    if weights and not total > 0:
+        raise PriorsError(
+            f"Rule priors must have a positive sum, but all are zero: {dict(weights)}."
+        )
+    return {k: float(v) / total for k, v in weights.items()}
+
+
+def _validate(doc: Any, where: str) -> None:
+    if not isinstance(doc, Mapping):
+        raise PriorsError(f"{where} must hold a JSON object, got {type(doc).__name__}.")
+    version = doc.get("format_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise PriorsError(f"{where} needs an integer format_version >= 1, got {version!r}.")
+    if version > FORMAT_VERSION:
+        raise PriorsError(
+            f"{where} has format_version {version}, but this rewrite-tuner reads versions up "
+            f"to {FORMAT_VERSION}. Upgrade rewrite-tuner (pip install -U rewrite-tuner)."
+        )
+    if doc.get("kind") != KIND:
+        raise PriorsError(f"{where} has kind {doc.get('kind')!r}; expected {KIND!r}.")
+    priors = doc.get("priors")
+    if not isinstance(priors, Mapping) or not priors:
+        raise PriorsError(f"{where}: 'priors' must be a non-empty object of rule -> number.")
+    bad = {k: v for k, v in priors.items() if not _finite_number(v) or v < 0}
+    if bad:
+        raise PriorsError(f"{where}: rule priors must be finite numbers >= 0; invalid: {bad}.")
+    total = math.fsum(priors.values())
+    if abs(total - 1.0) > _SUM_TOL:
+        raise PriorsError(
+            f"{where}: rule priors must sum to 1 (within {_SUM_TOL}), but sum to {total!r}."
+        )
+    for key in ("search_config", "provenance"):
+        value = doc.get(key, {})
+        if not isinstance(value, Mapping):
+            raise PriorsError(f"{where}: {key!r} must be a JSON object, got {value!r}.")
+        bad_path = _first_non_finite(value, key)
+        if bad_path is not None:
+            raise PriorsError(f"{where}: {bad_path} is not a finite number.")
+
+
+def _first_non_finite(obj: Any, path: str) -> str | None:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return path
+    if isinstance(obj, Mapping):
+        items: Any = obj.items()
+    elif isinstance(obj, list | tuple):
+        items = enumerate(obj)
+    else:
+        return None
+    for k, v in items:
+        found = _first_non_finite(v, f"{path}.{k}" if isinstance(obj, Mapping) else f"{path}[{k}]")
+        if found:
+            return found
+    return None
