@@ -1,0 +1,116 @@
+"""RulePriors: normalization, missing-rule default, versioned JSON round trip, bad files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rewrite.search.errors import PriorsError
+from rewrite.search.priors import FORMAT_VERSION, KIND, RulePriors
+
+RULES = ["fuse", "merge", "shard"]
+
+
+def _write(path: Path, doc: object) -> Path:
+    path.write_text(json.dumps(doc) if not isinstance(doc, str) else doc)
+    return path
+
+
+def test_uniform_default_and_normalization() -> None:
+    p = RulePriors().resolve(RULES)
+    assert np.allclose(p, 1 / 3) and p.sum() == pytest.approx(1.0)
+    q = RulePriors({"fuse": 2.0, "merge": 1.0, "shard": 1.0})
+    assert q["fuse"] == pytest.approx(0.5)
+    assert q.resolve(RULES).sum() == pytest.approx(1.0)
+    assert RulePriors.uniform(RULES).resolve(RULES) == pytest.approx(p)
+
+
+def test_missing_rule_gets_uniform_share_then_renormalized() -> None:
+    p = RulePriors({"fuse": 0.5, "merge": 0.5}).resolve(RULES)
+    # shard gets 1/3 before renormalizing: (0.5, 0.5, 1/3) / (4/3)
+    assert p == pytest.approx(np.array([0.375, 0.375, 0.25]))
+
+
+def test_unknown_rule_is_an_error() -> None:
+    with pytest.raises(PriorsError, match="unknown rules \\['nope'\\]"):
+        RulePriors({"nope": 1.0, "fuse": 1.0}).resolve(RULES)
+
+
+@pytest.mark.parametrize(
+    "weights", [{"a": -1.0}, {"a": float("nan")}, {"a": 0.0, "b": 0.0}, {"": 1.0}, {"a": "x"}]
+)
+def test_bad_weights(weights: dict) -> None:
+    with pytest.raises(PriorsError):
+        RulePriors(weights)
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    p = RulePriors({"fuse": 0.2, "merge": 0.3, "shard": 0.5}, search_config={"tau": 0.5})
+    path = p.save(tmp_path / "p.json")
+    q = RulePriors.load(path, known_rules=RULES)
+    assert q == p and q.search_config == {"tau": 0.5}
+    assert json.loads(path.read_text())["format_version"] == FORMAT_VERSION
+
+
+def test_loads_studies_export_format(tmp_path: Path) -> None:
+    doc = {
+        "format_version": 1,
+        "kind": "rewrite-tuner/rule-priors",
+        "priors": {"fuse": 0.5, "merge": 0.3, "shard": 0.2},
+        "search_config": {"population": 32, "tau": 0.5},
+        "provenance": {"study": "s", "trial": 7, "values": {"hv": 0.4}, "date": "2026-01-01Z"},
+    }
+    q = RulePriors.load(_write(tmp_path / "x.json", doc), known_rules=RULES)
+    assert q["merge"] == pytest.approx(0.3)
+    assert q.search_config["population"] == 32 and q.provenance["trial"] == 7
+
+
+def _doc(**changes: object) -> dict:
+    doc = {"format_version": 1, "kind": KIND, "priors": {"fuse": 0.5, "merge": 0.5}}
+    doc.update(changes)
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("doc", "match"),
+    [
+        (_doc(format_version=2), "newer|Upgrade"),
+        (_doc(format_version="1"), "format_version"),
+        (_doc(kind="other"), "kind"),
+        (_doc(priors={"fuse": 0.7, "merge": 0.7}), "sum to 1"),
+        (_doc(priors={}), "non-empty"),
+        (_doc(priors={"fuse": -0.5, "merge": 1.5}), ">= 0"),
+        (_doc(priors={"fuse": 0.5, "bogus": 0.5}), "unknown rules"),
+        (_doc(search_config=[1]), "JSON object"),
+        ([1, 2], "JSON object"),
+    ],
+)
+def test_bad_files(tmp_path: Path, doc: object, match: str) -> None:
+    with pytest.raises(PriorsError, match=match):
+        RulePriors.load(_write(tmp_path / "bad.json", doc), known_rules=RULES)
+
+
+def test_non_finite_and_corrupt_files(tmp_path: Path) -> None:
+    text = '{"format_version": 1, "kind": "%s", "priors": {"fuse": NaN, "merge": 1}}' % KIND
+    with pytest.raises(PriorsError, match="NaN"):
+        RulePriors.load(_write(tmp_path / "nan.json", text))
+    text = (
+        '{"format_version": 1, "kind": "%s", "priors": {"fuse": 1}, '
+        '"search_config": {"tau": Infinity}}' % KIND
+    )
+    with pytest.raises(PriorsError, match="Infinity"):
+        RulePriors.load(_write(tmp_path / "inf.json", text))
+    with pytest.raises(PriorsError, match="not a valid"):
+        RulePriors.load(_write(tmp_path / "torn.json", '{"format_version": 1, "kin'))
+    with pytest.raises(PriorsError, match="Cannot read"):
+        RulePriors.load(tmp_path / "missing.json")
+
+
+def test_coerce() -> None:
+    assert RulePriors.coerce(None) == RulePriors()
+    assert RulePriors.coerce({"a": 1.0})["a"] == 1.0
+    with pytest.raises(PriorsError, match="must be a RulePriors"):
+        RulePriors.coerce(3)  # type: ignore[arg-type]
