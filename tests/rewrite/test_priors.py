@@ -94,13 +94,11 @@ def test_bad_files(tmp_path: Path, doc: object, match: str) -> None:
 
 
 def test_non_finite_and_corrupt_files(tmp_path: Path) -> None:
-    text = '{"format_version": 1, "kind": "%s", "priors": {"fuse": NaN, "merge": 1}}' % KIND
+    head = '{"format_version": 1, "kind": "' + KIND + '", '
+    text = head + '"priors": {"fuse": NaN, "merge": 1}}'
     with pytest.raises(PriorsError, match="NaN"):
         RulePriors.load(_write(tmp_path / "nan.json", text))
-    text = (
-        '{"format_version": 1, "kind": "%s", "priors": {"fuse": 1}, '
-        '"search_config": {"tau": Infinity}}' % KIND
-    )
+    text = head + '"priors": {"fuse": 1}, "search_config": {"tau": Infinity}}'
     with pytest.raises(PriorsError, match="Infinity"):
         RulePriors.load(_write(tmp_path / "inf.json", text))
     with pytest.raises(PriorsError, match="not a valid"):
