@@ -1,51 +1,314 @@
-"""The `tuner` command line.
+"""The ``tuner`` command: run, resume, inspect, export and plot studies.
 
-Heavy modules (torch, botorch, the rewrite engine) are imported inside commands, so
-``tuner --help`` and ``tuner --version`` stay fast.
+Heavy modules (torch, botorch, SQLAlchemy, pandas, matplotlib) are imported inside the commands so
+``tuner --help`` stays fast. This is the one place that installs logging handlers.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.console import Console
 
-from studies import __version__
+if TYPE_CHECKING:
+    from studies.pareto import PickRule
+    from studies.study import Study
+
+__all__ = ["app"]
 
 app = typer.Typer(
     name="tuner",
-    help="Tune tensor-graph rewrite search with structured multi-objective Bayesian optimization.",
+    help="Multi-objective tuning of the rewrite search: run, resume, inspect and export studies.",
     no_args_is_help=True,
     add_completion=False,
+    pretty_exceptions_enable=False,
 )
+console = Console(stderr=True)
+out = Console()
+
+StorageOpt = Annotated[
+    str, typer.Option("--storage", "-s", help="SQLAlchemy URL of the study database.")
+]
+DEFAULT_URL = "sqlite:///study.db"
 
 
-def _version_callback(value: bool) -> None:
+def _version(value: bool) -> None:
     if value:
-        typer.echo(f"rewrite-tuner {__version__}")
+        from studies import __version__
+
+        out.print(f"rewrite-tuner {__version__}")
         raise typer.Exit()
 
 
 @app.callback()
 def main(
-    version: bool = typer.Option(
-        False, "--version", callback=_version_callback, is_eager=True, help="Print the version."
-    ),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at DEBUG level."),
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Warnings only.")] = False,
 ) -> None:
-    """Tune tensor-graph rewrite search with structured multi-objective Bayesian optimization."""
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    """rewrite-tuner command line."""
+    from rich.logging import RichHandler
+
+    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+    handler = RichHandler(console=console, show_path=False, markup=False)
+    logging.basicConfig(level=logging.WARNING, handlers=[handler], format="%(message)s")
+    for name in ("studies", "tuner", "rewrite", "structure"):
+        logging.getLogger(name).setLevel(level)
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+def _guard(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run ``fn``; turn the project's errors into a one-line message and exit code 1."""
+    from studies.errors import StudyError
+    from tuner.errors import TunerError
+
+    try:
+        return fn(*args, **kwargs)
+    except (StudyError, TunerError) as err:
+        raise _fail(str(err)) from None
+
+
+# ---------------------------------------------------------------------- run / resume
+@app.command()
+def run(
+    study_file: Annotated[Path, typer.Argument(help="Python file defining `study` or `main()`.")],
+    n_trials: Annotated[
+        int | None, typer.Option("--n-trials", "-n", help="Total trial budget.")
+    ] = None,
+    workers: Annotated[int, typer.Option("--workers", "-w", help="Parallel trials.")] = 1,
+    timeout: Annotated[
+        float | None, typer.Option(help="Seconds one trial may run before it FAILS.")
+    ] = None,
+    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+) -> None:
+    """Run the study a Python file defines.
+
+    The file either defines `main()` (called with no arguments) or a `study` object
+    (`studies.Study`, run with `study.optimize`). The budget is --n-trials, else the file's
+    `n_trials` variable, else the study's stored budget.
+    """
+    from studies.loader import load_study_file
+
+    module = _guard(load_study_file, study_file)
+    if callable(getattr(module, "main", None)):
+        _guard(module.main)
+        return
+    study = module.study
+    budget = n_trials if n_trials is not None else getattr(module, "n_trials", None)
+    _optimize(study, budget, workers, timeout, progress)
+
+
+@app.command()
+def resume(
+    name: Annotated[str, typer.Argument(help="Study name.")],
+    storage: StorageOpt = DEFAULT_URL,
+    n_trials: Annotated[
+        int | None, typer.Option("--n-trials", "-n", help="New total budget (default: stored).")
+    ] = None,
+    workers: Annotated[int, typer.Option("--workers", "-w", help="Parallel trials.")] = 1,
+    timeout: Annotated[float | None, typer.Option(help="Seconds one trial may run.")] = None,
+    evaluate: Annotated[
+        str | None,
+        typer.Option(help="module:function or path/to/file.py:function (default: as stored)."),
+    ] = None,
+    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+) -> None:
+    """Continue a stored study: re-queue stale trials, rebuild the tuner, finish the budget."""
+    from studies.loader import resolve_evaluate
+    from studies.study import Study
+
+    study = _guard(Study.load, name, storage)
+    ref = evaluate or study.evaluate_ref
+    if ref is None:
+        raise _fail(
+            f"Study {name!r} has no stored evaluate function (it was defined in __main__ or as a "
+            "lambda); pass --evaluate module:function."
+        )
+    console.print(f"resuming {name!r} with evaluate from {ref}", highlight=False)
+    study.evaluate = _guard(resolve_evaluate, ref)
+    _optimize(study, n_trials, workers, timeout, progress)
+
+
+def _optimize(
+    study: Study, n_trials: int | None, workers: int, timeout: float | None, progress: bool
+) -> None:
+    budget = n_trials if n_trials is not None else study.budget
+    if budget is None:
+        raise _fail(f"No trial budget for {study.name!r}: pass --n-trials N.")
+    try:
+        _guard(study.optimize, budget, n_workers=workers, timeout=timeout, progress=progress)
+    except KeyboardInterrupt:
+        raise _fail(
+            "interrupted; trials in flight were re-queued. Continue with `tuner resume "
+            f"{study.name}`.",
+            130,
+        ) from None
+    _print_status(study, last=10)
+
+
+# ---------------------------------------------------------------------- status
+@app.command()
+def status(
+    name: Annotated[str | None, typer.Argument(help="Study name (omit to list studies).")] = None,
+    storage: StorageOpt = DEFAULT_URL,
+    last: Annotated[int, typer.Option(help="Show the last N trials (0: all).")] = 20,
+) -> None:
+    """Trials and the Pareto set of a study as tables (or the studies in a storage)."""
+    from studies.storage import Storage
+    from studies.study import Study
+
+    if name is None:
+        names = _guard(lambda: Storage(storage).study_names())
+        for n in names:
+            out.print(n, highlight=False)
+        if not names:
+            console.print(f"no studies in {storage}", highlight=False)
+        return
+    _print_status(_guard(Study.load, name, storage), last=last)
+
+
+def _print_status(study: Study, last: int) -> None:
+    from studies.tables import pareto_table, summary_line, trials_table
+
+    trials = study.trials
+    out.print(trials_table(study, trials, last))
+    out.print(pareto_table(study, trials))
+    out.print(summary_line(study, trials), highlight=False)
+
+
+# ---------------------------------------------------------------------- export / plot
+def _pick(
+    weights: str | None, best: str | None, subject_to: list[str] | None, trial: int | None
+) -> PickRule:
+    from studies.pareto import Constrained, Weighted
+
+    given = [x is not None for x in (weights, best, trial)]
+    if sum(given) > 1:
+        raise _fail("Use at most one of --weights, --best and --trial.")
+    if subject_to and best is None:
+        raise _fail("--subject-to goes with --best OBJECTIVE.")
+    if trial is not None:
+        return trial
+    if best is not None:
+        return Constrained(best, tuple(subject_to or ()))
+    if weights is None:
+        return None
+    parsed = {}
+    for part in weights.split(","):
+        key, sep, value = part.partition("=")
+        try:
+            parsed[key.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise _fail(f"--weights must read 'name=weight,name=weight', got {weights!r}.")
+    return Weighted(parsed)
+
+
+WeightsOpt = Annotated[
+    str | None, typer.Option(help="Pick by weights over normalized objectives, 'a=0.7,b=0.3'.")
+]
+BestOpt = Annotated[str | None, typer.Option(help="Pick the best trial on this objective...")]
+SubjectOpt = Annotated[
+    list[str] | None, typer.Option(help="...among those meeting 'metric <= bound' (repeatable).")
+]
+TrialOpt = Annotated[int | None, typer.Option(help="Pick this trial number.")]
+SimplexOpt = Annotated[
+    str | None, typer.Option(help="The Simplex parameter holding the priors (if several).")
+]
+
+
+@app.command()
+def export(
+    name: Annotated[str, typer.Argument(help="Study name.")],
+    out_path: Annotated[Path, typer.Option("--out", "-o", help="Priors JSON to write.")] = Path(
+        "priors.json"
+    ),
+    storage: StorageOpt = DEFAULT_URL,
+    weights: WeightsOpt = None,
+    best: BestOpt = None,
+    subject_to: SubjectOpt = None,
+    trial: TrialOpt = None,
+    simplex: SimplexOpt = None,
+) -> None:
+    """Write the chosen trial's rule priors and search config (versioned JSON).
+
+    Default pick: equal weights over objectives normalized on the Pareto set.
+    """
+    from studies.study import Study
+
+    rule = _pick(weights, best, subject_to, trial)
+    study = _guard(Study.load, name, storage)
+    doc = _guard(study.export_priors, out_path, pick=rule, simplex=simplex)
+    prov = doc.provenance
+    out.print(
+        f"wrote {out_path} (trial {prov['trial']}, values {prov['values']}; {prov['pick']})",
+        highlight=False,
     )
 
 
 @app.command()
+def plot(
+    name: Annotated[str, typer.Argument(help="Study name.")],
+    storage: StorageOpt = DEFAULT_URL,
+    out_dir: Annotated[Path, typer.Option("--out-dir", "-o", help="Folder for the PNGs.")] = Path(
+        "."
+    ),
+    weights: WeightsOpt = None,
+    best: BestOpt = None,
+    subject_to: SubjectOpt = None,
+    trial: TrialOpt = None,
+    simplex: SimplexOpt = None,
+) -> None:
+    """PNGs: Pareto front, hypervolume over trials, rule priors of the chosen trial."""
+    from studies.plots import plot_study
+    from studies.study import Study
+
+    rule = _pick(weights, best, subject_to, trial)
+    study = _guard(Study.load, name, storage)
+    for path in _guard(plot_study, study, out_dir, pick=rule, simplex=simplex):
+        out.print(f"wrote {path}", highlight=False)
+
+
+# ---------------------------------------------------------------------- demo
+@app.command()
 def demo(
+    storage: StorageOpt = "sqlite:///demo-study.db",
+    n_trials: Annotated[int, typer.Option("--n-trials", "-n", help="Trial budget.")] = 20,
+    workers: Annotated[int, typer.Option("--workers", "-w", help="Parallel trials.")] = 2,
+    out_path: Annotated[Path, typer.Option("--out", "-o", help="Priors JSON to write.")] = Path(
+        "demo-priors.json"
+    ),
+    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+) -> None:
+    """Run the built-in toy study (resumes if the storage already holds it), print its Pareto
+    table and export the chosen priors."""
+    from studies.examples import toy_study
+
+    study = _guard(toy_study, "demo", storage)
+    _optimize(study, n_trials, workers, None, progress)
+    doc = _guard(study.export_priors, out_path)
+    out.print(f"exported the priors of trial {doc.provenance['trial']} to {out_path}")
+
+
+@app.command()
+def space(
     n: int = typer.Option(8, help="Number of configurations to sample."),
     seed: int = typer.Option(0, help="Sobol scrambling seed."),
 ) -> None:
-    """Build a search space with a rule-prior simplex; sample, encode and decode it."""
+    """Build a search space with a rule-prior simplex; sample, encode and decode it (a quick look at
+    what the tuner searches)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -85,3 +348,7 @@ def demo(
     console.print(table)
     console.print(f"columns: {space.columns}")
     console.print(f"simplex constraint: columns {space.simplex_dims['priors']} sum to 1")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(app())

@@ -1,0 +1,232 @@
+"""The loop behind `Study.optimize`: allocate trials, run them on an executor, record results.
+
+One driving process keeps up to ``n_workers`` trials in flight. Each turn it (1) asks the study
+for trials to fill free slots (stale trials re-queued, WAITING ones claimed, new ones proposed, all
+in one transaction), (2) submits `run_evaluate` for them, (3) waits up to a heartbeat interval for
+results and records each in its own transaction, (4) fails trials past their timeout and
+(5) refreshes the heartbeat of the trials still running. It stops when the study holds its budget
+of trials, none is WAITING and no other live process is running one. On an exception (Ctrl-C
+included) the trials in flight are failed and re-queued before the exception propagates.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from studies.pareto import feasible
+from studies.worker import run_evaluate
+
+if TYPE_CHECKING:
+    from studies.records import TrialRecord
+    from studies.study import Study
+
+__all__ = ["run"]
+
+logger = logging.getLogger(__name__)
+
+_TIMEOUT_SLACK = 2.0  # seconds the driver allows beyond a worker-side SIGALRM timeout
+
+
+@dataclass
+class _Slot:
+    number: int
+    started: float
+
+
+def run(
+    study: Study,
+    n_trials: int,
+    n_workers: int,
+    executor: Executor | None,
+    timeout: float | None,
+    progress: bool,
+) -> None:
+    """Drive ``study`` until it holds ``n_trials`` finished trials (see module docstring)."""
+    from studies.study import worker_id
+
+    worker = worker_id()
+    pool = executor if executor is not None else ProcessPoolExecutor(max_workers=n_workers)
+    running: dict[Future[Any], _Slot] = {}
+    interval = study.settings.heartbeat_interval
+    last_beat = time.monotonic()
+    logger.info("Study %r: worker %s drives it to %d trials.", study.name, worker, n_trials)
+    try:
+        with _ProgressView(study, n_trials, progress) as view:
+            while True:
+                pool = _fill(study, pool, running, worker, n_workers, n_trials, timeout, executor)
+                if not running:
+                    if _finished(study, n_trials):
+                        break
+                    view.update()
+                    time.sleep(min(interval, 0.5))
+                    continue
+                done, _ = wait(
+                    list(running), timeout=min(interval, 1.0), return_when=FIRST_COMPLETED
+                )
+                broken = False
+                for fut in done:
+                    slot = running.pop(fut)
+                    outcome, crashed = _outcome(fut)
+                    broken |= crashed
+                    study.record(slot.number, outcome, worker)
+                _expire(study, running, timeout, worker)
+                if broken and executor is None:
+                    pool = _replace_pool(pool, running, study, worker, n_workers)
+                if running and time.monotonic() - last_beat >= interval / 2:
+                    study.storage.heartbeat(
+                        study._record.id, [s.number for s in running.values()], worker
+                    )
+                    last_beat = time.monotonic()
+                view.update()
+    except BaseException as err:
+        numbers = [s.number for s in running.values()]
+        if numbers:
+            reason = f"Interrupted: {type(err).__name__} in the driving process; re-queued."
+            study.storage.requeue(study._record.id, numbers, worker, reason)
+            logger.warning("Trials %s were interrupted and re-queued.", numbers)
+        raise
+    finally:
+        if executor is None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _fill(
+    study: Study,
+    pool: Executor,
+    running: dict[Future[Any], _Slot],
+    worker: str,
+    n_workers: int,
+    n_trials: int,
+    timeout: float | None,
+    executor: Executor | None,
+) -> Executor:
+    free = n_workers - len(running)
+    if free <= 0:
+        return pool
+    for trial in study.allocate(worker, free, n_trials):
+        try:
+            fut = pool.submit(run_evaluate, study.evaluate, trial.config, timeout)
+        except BrokenProcessPool:
+            if executor is not None:
+                raise
+            pool = _replace_pool(pool, running, study, worker, n_workers)
+            fut = pool.submit(run_evaluate, study.evaluate, trial.config, timeout)
+        running[fut] = _Slot(trial.number, time.monotonic())
+    return pool
+
+
+def _outcome(fut: Future[Any]) -> tuple[dict[str, Any], bool]:
+    """The worker's outcome dict, and whether the worker process itself died."""
+    try:
+        return fut.result(), False
+    except BrokenProcessPool as err:
+        return {"ok": False, "error": f"WorkerCrashed: the worker process died ({err})"}, True
+    except BaseException as err:  # executor-level failures (pickling, cancelled, cluster)
+        return {"ok": False, "error": f"ExecutorError: {type(err).__name__}: {err}"}, False
+
+
+def _replace_pool(
+    pool: Executor, running: dict[Future[Any], _Slot], study: Study, worker: str, n_workers: int
+) -> Executor:
+    """Swap a broken process pool for a new one; trials in flight on it are failed."""
+    for fut, slot in list(running.items()):
+        if fut.done():
+            outcome, _ = _outcome(fut)
+            study.record(slot.number, outcome, worker)
+            del running[fut]
+    pool.shutdown(wait=False, cancel_futures=True)
+    logger.warning("A worker process died; starting a new process pool.")
+    return ProcessPoolExecutor(max_workers=n_workers)
+
+
+def _expire(
+    study: Study, running: dict[Future[Any], _Slot], timeout: float | None, worker: str
+) -> None:
+    """Fail trials the executor did not stop at their timeout (e.g. Dask workers)."""
+    if timeout is None:
+        return
+    now = time.monotonic()
+    for fut, slot in list(running.items()):
+        if now - slot.started > timeout + _TIMEOUT_SLACK:
+            fut.cancel()
+            del running[fut]
+            error = f"TimeoutError: trial exceeded its timeout of {timeout:g} s"
+            study.record(slot.number, {"ok": False, "error": error}, worker)
+
+
+def _finished(study: Study, n_trials: int) -> bool:
+    """Budget reached, nothing WAITING, and no heartbeat-carrying trial RUNNING anywhere."""
+    trials = study.trials
+    counts = study.progress(trials)
+    live = [t for t in trials if t.state == "RUNNING" and t.heartbeat is not None]
+    if counts["used"] < n_trials or counts["waiting"] or live:
+        if live and counts["used"] >= n_trials and not counts["waiting"]:
+            study.reap_stale()
+        return False
+    return True
+
+
+def best_values(study: Study, trials: list[TrialRecord]) -> str:
+    """``"f1=0.12 f2=3.4"``: each objective's best value over feasible trials."""
+    ok = feasible(trials, study.constraints)
+    if not ok:
+        return "no feasible trial yet"
+    parts = []
+    for k, d in study.objectives.items():
+        vals = [t.values[k] for t in ok if t.values]
+        best = max(vals) if d == "maximize" else min(vals)
+        parts.append(f"{k}={best:.4g}")
+    return "best " + " ".join(parts)
+
+
+class _ProgressView:
+    """A rich progress bar: trials finished / budget, best values, elapsed, remaining."""
+
+    def __init__(self, study: Study, n_trials: int, enabled: bool) -> None:
+        self.study, self.n_trials, self.enabled = study, n_trials, enabled
+        self._last = 0.0
+
+    def __enter__(self) -> _ProgressView:
+        if self.enabled:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self._bar = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[best]}"),
+                TimeElapsedColumn(),
+                TextColumn("eta"),
+                TimeRemainingColumn(),
+            )
+            self._bar.__enter__()
+            self._task = self._bar.add_task(self.study.name, total=self.n_trials, best="")
+            self.update(force=True)
+        return self
+
+    def update(self, force: bool = False) -> None:
+        if not self.enabled or (not force and time.monotonic() - self._last < 0.5):
+            return
+        self._last = time.monotonic()
+        trials = self.study.trials
+        done = self.study.progress(trials)["finished"]
+        self._bar.update(
+            self._task, completed=min(done, self.n_trials), best=best_values(self.study, trials)
+        )
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.update(force=True)
+            self._bar.__exit__(None, None, None)

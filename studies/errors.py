@@ -1,0 +1,69 @@
+"""Exception classes of the `studies` package.
+
+Every error names the broken rule, the values involved and the fix. None of them is raised after a
+partial write: storage errors happen before anything is written or inside a transaction that is
+rolled back, and exports are written to a temporary file first.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EvaluateError",
+    "ExportError",
+    "FormatVersionError",
+    "PriorsFileError",
+    "StorageCorruptError",
+    "StorageError",
+    "StorageLockedError",
+    "StudyConflictError",
+    "StudyError",
+    "StudyFileError",
+    "StudyNotFoundError",
+]
+
+
+class StudyError(Exception):
+    """Base class of every error raised by `studies`."""
+
+
+class StorageError(StudyError):
+    """The storage cannot be opened or used."""
+
+
+class StorageLockedError(StorageError):
+    """Another process held the database lock for longer than the busy timeout."""
+
+
+class StorageCorruptError(StorageError):
+    """The file is not a database, is damaged, or is not a rewrite-tuner storage."""
+
+
+class FormatVersionError(StorageError):
+    """The storage or file was written by a newer version of rewrite-tuner."""
+
+
+class StudyNotFoundError(StudyError, KeyError):
+    """No study of that name exists in the storage."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class StudyConflictError(StudyError):
+    """A study of that name exists with a different definition (space, objectives, ...)."""
+
+
+class StudyFileError(StudyError):
+    """A study file given to `tuner run` cannot be loaded or defines no study."""
+
+
+class EvaluateError(StudyError):
+    """No evaluate function is available to run trials (e.g. a study loaded read-only)."""
+
+
+class ExportError(StudyError):
+    """A trial's priors cannot be exported (no such trial, no simplex, non-finite numbers)."""
+
+
+class PriorsFileError(StudyError, ValueError):
+    """A rule-priors file is malformed, from a newer version, or holds non-finite numbers."""

@@ -1,0 +1,268 @@
+"""Export a chosen trial's rule priors and search config as a versioned JSON file, and read it back.
+
+File format (``format_version`` 1, agreed with `rewrite.RulePriors.load`)::
+
+    {
+      "format_version": 1,
+      "kind": "rewrite-tuner/rule-priors",
+      "priors": {"fuse": 0.5, "merge": 0.3, "shard": 0.2},     # the Simplex parameter, sums to 1
+      "search_config": {"population": 32, "tau": 0.5, ...},    # every other parameter
+      "provenance": {"study": ..., "trial": 7, "values": {...}, "date": "2026-...Z",
+                     "package_version": "0.1.0", "pick": "...", "simplex": "priors"}
+    }
+
+Numbers are finite (the writer refuses NaN and infinity and writes nothing); the file is written to
+a temporary file in the same directory, fsync'ed and moved into place with `os.replace`, so a crash
+leaves the old file or the new one, never a torn one. Reading never executes code from the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import math
+import os
+import tempfile
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from studies.errors import ExportError, PriorsFileError
+from studies.pareto import PickRule, choose_trial
+from studies.records import TrialRecord
+
+__all__ = [
+    "FORMAT_VERSION",
+    "KIND",
+    "PriorsFile",
+    "export_priors",
+    "priors_from_trial",
+    "read_priors_file",
+    "simplex_names",
+    "write_json_atomic",
+]
+
+FORMAT_VERSION = 1
+KIND = "rewrite-tuner/rule-priors"
+_SUM_TOL = 1e-6
+
+
+@dataclass(frozen=True)
+class PriorsFile:
+    """The content of a rule-priors file.
+
+    Attributes:
+        priors: Rule name to firing probability (non-negative, summing to 1).
+        search_config: The chosen trial's other parameters, by name.
+        provenance: Where the numbers come from (study, trial, values, date, package version...).
+        format_version: Format version of the file.
+    """
+
+    priors: dict[str, float]
+    search_config: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    format_version: int = FORMAT_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document."""
+        return {
+            "format_version": self.format_version,
+            "kind": KIND,
+            "priors": dict(self.priors),
+            "search_config": dict(self.search_config),
+            "provenance": dict(self.provenance),
+        }
+
+
+def simplex_names(space: Any) -> list[str]:
+    """Names of a `spaces.Space`'s Simplex parameters, in order."""
+    return list(space.simplex_dims)
+
+
+def priors_from_trial(
+    space: Any, trial: TrialRecord, simplex: str | None = None
+) -> tuple[str, dict[str, float], dict[str, Any]]:
+    """Split a trial's config into (simplex name, priors, search config).
+
+    Raises:
+        ExportError: If the space has no Simplex parameter, or several and ``simplex`` does not
+            name one of them.
+    """
+    names = simplex_names(space)
+    if simplex is None:
+        if len(names) != 1:
+            raise ExportError(
+                f"Rule priors come from the space's Simplex parameter, but it has {len(names)} "
+                f"({names}); pass simplex=<one of them>."
+            )
+        simplex = names[0]
+    elif simplex not in names:
+        raise ExportError(f"simplex={simplex!r} is not a Simplex parameter; the space has {names}.")
+    priors = {str(k): float(v) for k, v in trial.config[simplex].items()}
+    rest = {k: v for k, v in trial.config.items() if k != simplex}
+    return simplex, priors, rest
+
+
+def export_priors(
+    study: Any,
+    path: str | os.PathLike[str],
+    pick: PickRule = None,
+    simplex: str | None = None,
+) -> PriorsFile:
+    """Write the rule priors and search config of the trial ``pick`` chooses.
+
+    Args:
+        study: A `studies.Study`.
+        path: Destination file; replaced atomically.
+        pick: The pick rule (see `studies.pareto.choose_trial`): ``None`` (equal weights over
+            normalized objectives on the Pareto set), a dict of weights, `Weighted`,
+            `Constrained`, or a trial number.
+        simplex: Which Simplex parameter holds the priors, when the space has several.
+
+    Returns:
+        What was written.
+
+    Raises:
+        ExportError: If no trial qualifies, the space has no (or an ambiguous) simplex, or the
+            chosen trial holds NaN or infinite numbers. Nothing is written then.
+    """
+    from studies import __version__
+
+    trial, rule = choose_trial(study.trials, study.objectives, study.constraints, pick)
+    name, priors, search_config = priors_from_trial(study.space, trial, simplex)
+    provenance = {
+        "study": study.name,
+        "trial": trial.number,
+        "values": dict(trial.values or {}),
+        "metrics": dict(trial.metrics),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "package_version": __version__,
+        "pick": rule,
+        "simplex": name,
+    }
+    doc = PriorsFile(priors, search_config, provenance)
+    try:
+        _validate(doc.to_dict(), known_rules=None, where=f"trial {trial.number} of {study.name!r}")
+    except PriorsFileError as err:
+        raise ExportError(f"Refusing to export: {err} Nothing was written.") from None
+    write_json_atomic(path, doc.to_dict())
+    return doc
+
+
+def write_json_atomic(path: str | os.PathLike[str], doc: Mapping[str, Any]) -> None:
+    """Write strict JSON (no NaN) to ``path`` via a temp file, fsync and `os.replace`."""
+    path = Path(path)
+    text = json.dumps(doc, indent=2, sort_keys=False, allow_nan=False) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):  # make the rename itself durable
+        dir_fd = os.open(path.parent or ".", os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def read_priors_file(
+    path: str | os.PathLike[str], known_rules: Collection[str] | None = None
+) -> PriorsFile:
+    """Read and validate a rule-priors file.
+
+    Args:
+        path: The file.
+        known_rules: If given, every rule in the file must be one of these.
+
+    Raises:
+        PriorsFileError: If the file is missing, not JSON, of another kind, from a newer
+            ``format_version``, names unknown rules, or holds non-finite, negative or non-summing
+            probabilities.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise PriorsFileError(f"Cannot read rule-priors file {str(path)!r}: {err}.") from err
+    try:
+        doc = json.loads(text, parse_constant=_non_finite)
+    except ValueError as err:
+        raise PriorsFileError(f"{str(path)!r} is not a valid rule-priors JSON file: {err}") from err
+    _validate(doc, known_rules, where=repr(str(path)))
+    return PriorsFile(
+        priors={k: float(v) for k, v in doc["priors"].items()},
+        search_config=dict(doc.get("search_config", {})),
+        provenance=dict(doc.get("provenance", {})),
+        format_version=int(doc["format_version"]),
+    )
+
+
+def _non_finite(name: str) -> float:
+    raise ValueError(f"non-finite number {name} (NaN and infinity are not allowed)")
+
+
+def _validate(doc: Any, known_rules: Collection[str] | None, where: str) -> None:
+    if not isinstance(doc, dict):
+        raise PriorsFileError(f"{where} must hold a JSON object, got {type(doc).__name__}.")
+    version = doc.get("format_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise PriorsFileError(f"{where} needs an integer format_version >= 1, got {version!r}.")
+    if version > FORMAT_VERSION:
+        raise PriorsFileError(
+            f"{where} has format_version {version}, but this rewrite-tuner reads versions up to "
+            f"{FORMAT_VERSION}. Upgrade rewrite-tuner (pip install -U rewrite-tuner)."
+        )
+    if doc.get("kind") != KIND:
+        raise PriorsFileError(f"{where} has kind {doc.get('kind')!r}; expected {KIND!r}.")
+    priors = doc.get("priors")
+    if not isinstance(priors, dict) or not priors:
+        raise PriorsFileError(f"{where}: 'priors' must be a non-empty object of rule -> number.")
+    bad = {k: v for k, v in priors.items() if not _finite(v) or v < 0}
+    if bad:
+        raise PriorsFileError(
+            f"{where}: rule priors must be finite non-negative numbers; invalid: {bad}."
+        )
+    total = math.fsum(priors.values())
+    if abs(total - 1.0) > _SUM_TOL:
+        raise PriorsFileError(f"{where}: rule priors must sum to 1, but they sum to {total!r}.")
+    if known_rules is not None:
+        unknown = sorted(set(priors) - set(known_rules))
+        if unknown:
+            raise PriorsFileError(
+                f"{where} names unknown rules {unknown}; known rules are {sorted(known_rules)}."
+            )
+    for key in ("search_config", "provenance"):
+        if not isinstance(doc.get(key, {}), dict):
+            raise PriorsFileError(f"{where}: {key!r} must be a JSON object.")
+    path = _first_non_finite(doc.get("search_config", {}), "search_config")
+    path = path or _first_non_finite(doc.get("provenance", {}), "provenance")
+    if path is not None:
+        raise PriorsFileError(f"{where}: {path} is not a finite number.")
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _first_non_finite(obj: Any, path: str) -> str | None:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return path
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            found = _first_non_finite(v, f"{path}.{k}")
+            if found:
+                return found
+    if isinstance(obj, list | tuple):
+        for i, v in enumerate(obj):
+            found = _first_non_finite(v, f"{path}[{i}]")
+            if found:
+                return found
+    return None

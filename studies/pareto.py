@@ -1,0 +1,255 @@
+"""Pareto sets, pick rules and hypervolume over stored trials (pure functions, no storage).
+
+Conventions: a trial is *feasible* when it is COMPLETE and meets every outcome constraint of the
+study; the Pareto set is the feasible trials no other feasible trial dominates (at least as good on
+every objective, better on one), in trial-number order; duplicates of a point are all kept.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from studies.errors import ExportError
+from studies.records import TrialRecord
+
+__all__ = [
+    "Constrained",
+    "PickRule",
+    "Weighted",
+    "choose_trial",
+    "feasible",
+    "hypervolume_curve",
+    "pareto_front",
+    "reference_point",
+]
+
+
+def _constraints(specs: Sequence[str]) -> list:
+    from tuner.problem import parse_constraint
+
+    return [parse_constraint(s) for s in specs]
+
+
+def feasible(trials: Sequence[TrialRecord], constraints: Sequence[str]) -> list[TrialRecord]:
+    """COMPLETE trials that meet every constraint (``"name <= bound"`` / ``"name >= bound"``)."""
+    parsed = _constraints(constraints)
+    out = []
+    for t in trials:
+        if t.state != "COMPLETE" or t.values is None:
+            continue
+        told = {**t.metrics, **t.values}
+        if all(c.name in told and c.satisfied(told[c.name]) for c in parsed):
+            out.append(t)
+    return out
+
+
+def _maximized(trials: Sequence[TrialRecord], objectives: Mapping[str, str]) -> np.ndarray:
+    """``n x m`` array of objective values, minimized ones negated (larger is better)."""
+    rows = [
+        [t.values[k] if d == "maximize" else -t.values[k] for k, d in objectives.items()]  # type: ignore[index]
+        for t in trials
+    ]
+    return np.asarray(rows, dtype=np.float64).reshape(len(trials), len(objectives))
+
+
+def pareto_front(
+    trials: Sequence[TrialRecord], objectives: Mapping[str, str], constraints: Sequence[str] = ()
+) -> list[TrialRecord]:
+    """The feasible, non-dominated trials, in number order."""
+    cands = feasible(trials, constraints)
+    if not cands:
+        return []
+    Y = _maximized(cands, objectives)
+    keep = []
+    for i in range(len(cands)):
+        dominated = np.any(np.all(Y[i] <= Y, axis=1) & np.any(Y[i] < Y, axis=1))
+        if not dominated:
+            keep.append(cands[i])
+    return keep
+
+
+def reference_point(Y: np.ndarray) -> np.ndarray:
+    """Reference point for hypervolume (maximization convention, ``n x m`` input): the worst value
+    of each objective minus 10% of its range (or minus 1 when the range is 0)."""
+    lo, hi = Y.min(axis=0), Y.max(axis=0)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    return lo - 0.1 * span
+
+
+def hypervolume_curve(
+    trials: Sequence[TrialRecord],
+    objectives: Mapping[str, str],
+    constraints: Sequence[str] = (),
+    ref: Sequence[float] | None = None,
+) -> tuple[list[int], list[float]]:
+    """Dominated hypervolume of the feasible trials after each finished trial.
+
+    Args:
+        trials: The study's trials.
+        objectives: Objective name to direction.
+        constraints: Outcome constraints a trial must meet to count.
+        ref: Reference point in the objectives' own units; by default `reference_point` over all
+            feasible trials.
+
+    Returns:
+        ``(numbers, hv)``: the finished trials' numbers in order and the hypervolume after each.
+    """
+    import torch
+    from botorch.utils.multi_objective.hypervolume import Hypervolume
+
+    finished = sorted((t for t in trials if t.is_finished), key=lambda t: t.number)
+    ok = {t.number for t in feasible(finished, constraints)}
+    good = [t for t in finished if t.number in ok]
+    if not good:
+        return [t.number for t in finished], [0.0] * len(finished)
+    Y_all = _maximized(good, objectives)
+    if ref is None:
+        r = reference_point(Y_all)
+    else:
+        sign = np.array([1.0 if d == "maximize" else -1.0 for d in objectives.values()])
+        r = sign * np.asarray(ref, dtype=np.float64)
+    hv = Hypervolume(torch.as_tensor(r, dtype=torch.float64))
+    numbers, curve, seen = [], [], []
+    for t in finished:
+        if t.number in ok:
+            seen.append(_maximized([t], objectives)[0])
+        pts = np.asarray(seen).reshape(-1, len(objectives))
+        pts = pts[np.all(pts > r, axis=1)]
+        value = hv.compute(torch.as_tensor(pts, dtype=torch.float64)) if len(pts) else 0.0
+        numbers.append(t.number)
+        curve.append(float(value))
+    return numbers, curve
+
+
+# ---------------------------------------------------------------------- pick rules
+@dataclass(frozen=True)
+class Weighted:
+    """Pick the Pareto trial with the largest weighted sum of normalized objectives.
+
+    Each objective is rescaled over the Pareto set to [0, 1] with 1 the best value (an objective
+    that is equal on the whole set scores 1); weights are made to sum to 1; ties go to the lowest
+    trial number. ``weights=None`` weighs every objective equally.
+
+    Attributes:
+        weights: Objective name to a non-negative weight; objectives left out weigh 0.
+    """
+
+    weights: Mapping[str, float] | None = None
+
+    def describe(self) -> str:
+        """The rule in words, recorded in the export's provenance."""
+        w = "equal weights" if self.weights is None else f"weights {dict(self.weights)}"
+        return f"max weighted sum of objectives normalized over the Pareto set ({w})"
+
+
+@dataclass(frozen=True)
+class Constrained:
+    """Pick the best trial on one objective among those meeting extra constraints.
+
+    Candidates are the feasible trials (COMPLETE, meeting the study's constraints) that also meet
+    ``subject_to``; the best on ``objective`` wins, ties go to the lowest trial number.
+
+    Attributes:
+        objective: The objective to optimize (in its own direction).
+        subject_to: Extra constraints such as ``"search_seconds <= 30"`` on objectives or metrics.
+    """
+
+    objective: str
+    subject_to: Sequence[str] = field(default_factory=tuple)
+
+    def describe(self) -> str:
+        """The rule in words, recorded in the export's provenance."""
+        extra = f" subject to {list(self.subject_to)}" if self.subject_to else ""
+        return f"best {self.objective!r} among feasible trials{extra}"
+
+
+PickRule = Weighted | Constrained | int | Mapping[str, float] | None
+
+
+def choose_trial(
+    trials: Sequence[TrialRecord],
+    objectives: Mapping[str, str],
+    constraints: Sequence[str],
+    pick: PickRule = None,
+) -> tuple[TrialRecord, str]:
+    """Apply a pick rule; returns the chosen trial and the rule in words.
+
+    Args:
+        trials: The study's trials.
+        objectives: Objective name to direction.
+        constraints: The study's outcome constraints.
+        pick: `Weighted` (a plain dict of weights is shorthand for it; ``None`` means equal
+            weights), `Constrained`, or a trial number.
+
+    Raises:
+        ExportError: If no trial qualifies, or the rule names an unknown objective, or its weights
+            are negative, non-finite or all zero.
+    """
+    if isinstance(pick, bool):
+        raise ExportError(f"pick must be a rule or a trial number, got {pick!r}.")
+    if isinstance(pick, int):
+        match = [t for t in trials if t.number == pick and t.state == "COMPLETE"]
+        if not match:
+            done = [t.number for t in trials if t.state == "COMPLETE"]
+            raise ExportError(f"Trial {pick} is not a COMPLETE trial; COMPLETE trials are {done}.")
+        return match[0], f"trial {pick} chosen by number"
+    if pick is None or isinstance(pick, Mapping):
+        pick = Weighted(None if pick is None else dict(pick))
+    if isinstance(pick, Weighted):
+        return _weighted(trials, objectives, constraints, pick), pick.describe()
+    if isinstance(pick, Constrained):
+        return _constrained(trials, objectives, constraints, pick), pick.describe()
+    raise ExportError(
+        f"pick must be Weighted(...), Constrained(...), a dict of weights or a trial number; "
+        f"got {pick!r}."
+    )
+
+
+def _weighted(
+    trials: Sequence[TrialRecord],
+    objectives: Mapping[str, str],
+    constraints: Sequence[str],
+    rule: Weighted,
+) -> TrialRecord:
+    weights = dict.fromkeys(objectives, 1.0) if rule.weights is None else dict(rule.weights)
+    unknown = sorted(set(weights) - set(objectives))
+    bad = {k: v for k, v in weights.items() if not (math.isfinite(v) and v >= 0)}
+    if unknown or bad or sum(weights.values()) <= 0:
+        raise ExportError(
+            f"Weights must name objectives {list(objectives)} with finite non-negative values "
+            f"and a positive sum; got {weights} (unknown {unknown}, invalid {bad})."
+        )
+    front = pareto_front(trials, objectives, constraints)
+    if not front:
+        raise ExportError("The study has no feasible COMPLETE trial to pick from.")
+    Y = _maximized(front, objectives)
+    lo, hi = Y.min(axis=0), Y.max(axis=0)
+    norm = np.where(hi > lo, (Y - lo) / np.where(hi > lo, hi - lo, 1.0), 1.0)
+    w = np.array([weights.get(k, 0.0) for k in objectives]) / sum(weights.values())
+    scores = norm @ w
+    return front[int(np.argmax(scores))]  # argmax returns the first maximum: lowest number
+
+
+def _constrained(
+    trials: Sequence[TrialRecord],
+    objectives: Mapping[str, str],
+    constraints: Sequence[str],
+    rule: Constrained,
+) -> TrialRecord:
+    if rule.objective not in objectives:
+        raise ExportError(
+            f"Constrained(objective={rule.objective!r}) must name one of {list(objectives)}."
+        )
+    cands = feasible(trials, [*constraints, *rule.subject_to])
+    if not cands:
+        raise ExportError(
+            f"No COMPLETE trial meets the study's constraints {list(constraints)} and "
+            f"{list(rule.subject_to)}; relax the constraints."
+        )
+    sign = 1.0 if objectives[rule.objective] == "maximize" else -1.0
+    scores = [sign * t.values[rule.objective] for t in cands]  # type: ignore[index]
+    return cands[int(np.argmax(scores))]

@@ -1,0 +1,89 @@
+"""Read-only snapshots of stored studies and trials.
+
+Records are frozen: a record read from the storage is never modified by later writes (read again to
+see them). Do not mutate the dicts they hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["StudyRecord", "TrialRecord"]
+
+
+@dataclass(frozen=True)
+class StudyRecord:
+    """One row of the ``studies`` table.
+
+    Attributes:
+        id: Database id (internal).
+        name: Unique name within the storage.
+        space: The search space as `spaces.Space.to_dict` wrote it.
+        objectives: Objective name to ``"minimize"`` or ``"maximize"``.
+        constraints: Outcome constraints as strings, e.g. ``"search_seconds <= 30"``.
+        settings: `StudySettings` as a dict.
+        seed: The tuner's seed.
+        budget: Total number of trials the study should finish (the last ``optimize`` target),
+            or ``None`` before the first ``optimize``.
+        evaluate_ref: Where ``tuner resume`` finds the evaluate function (``module:qualname`` or
+            ``file:PATH:qualname``), or ``None``.
+        created: Creation time, Unix seconds.
+    """
+
+    id: int
+    name: str
+    space: dict[str, Any]
+    objectives: dict[str, str]
+    constraints: list[str]
+    settings: dict[str, Any]
+    seed: int
+    budget: int | None
+    evaluate_ref: str | None
+    created: float
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One row of the ``trials`` table.
+
+    Attributes:
+        number: Position in the study (0, 1, 2, ...), unique within the study.
+        state: ``"WAITING"``, ``"RUNNING"``, ``"COMPLETE"`` or ``"FAILED"``.
+        config: The configuration evaluated.
+        values: Objective values by name when COMPLETE, else ``None``.
+        metrics: Tracking and constraint metrics the evaluate function returned.
+        error: Why the trial FAILED, else ``None``.
+        created: When the trial was created, Unix seconds.
+        started: When a worker claimed it, or ``None``.
+        finished: When it reached COMPLETE or FAILED, or ``None``.
+        heartbeat: The worker's last sign of life, or ``None`` (trials from `Study.ask` have none
+            and are never declared stale).
+        worker: ``host:pid:token`` of the process that ran it, or ``None``.
+        retry_of: The number of the stale trial this one re-runs, or ``None``.
+    """
+
+    number: int
+    state: str
+    config: dict[str, Any]
+    values: dict[str, float] | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+    created: float = 0.0
+    started: float | None = None
+    finished: float | None = None
+    heartbeat: float | None = None
+    worker: str | None = None
+    retry_of: int | None = None
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds from start to finish, or ``None`` while unfinished."""
+        if self.started is None or self.finished is None:
+            return None
+        return self.finished - self.started
+
+    @property
+    def is_finished(self) -> bool:
+        """Whether the trial is COMPLETE or FAILED."""
+        return self.state in ("COMPLETE", "FAILED")

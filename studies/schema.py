@@ -1,0 +1,135 @@
+"""The relational schema of a study storage and its migrations.
+
+Three tables (SQLAlchemy Core, portable between SQLite and PostgreSQL):
+
+- ``format_version``: one row, the schema version the database was written with.
+- ``studies``: one row per study (unique name, space / objectives / constraints / settings as JSON
+  text, seed, budget, evaluate reference, creation time).
+- ``trials``: one row per trial (study, number, state, config / values / metrics as JSON text, error,
+  created / started / finished / heartbeat times as Unix seconds, worker, ``retry_of``).
+
+JSON is stored as text written by `dumps` (strict: no NaN or infinity, which PostgreSQL's JSON types
+would reject anyway), never pickle. Upgrading a database from version ``v`` to ``v + 1`` runs
+``MIGRATIONS[v]`` inside one transaction; every past version keeps a golden database under
+``tests/data/`` that the test-suite upgrades.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import (
+    Column,
+    Connection,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+__all__ = [
+    "FORMAT_VERSION",
+    "MIGRATIONS",
+    "TRIAL_STATES",
+    "dumps",
+    "format_version",
+    "loads",
+    "metadata",
+    "studies",
+    "trials",
+]
+
+#: Schema version written by this release.
+FORMAT_VERSION = 1
+
+#: Allowed values of ``trials.state``.
+TRIAL_STATES = ("WAITING", "RUNNING", "COMPLETE", "FAILED")
+
+metadata = MetaData()
+
+format_version = Table(
+    "format_version",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("version", Integer, nullable=False),
+    Column("written_by", String(64), nullable=False),
+    Column("updated", Float, nullable=False),
+)
+
+studies = Table(
+    "studies",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(255), nullable=False, unique=True),
+    Column("space", Text, nullable=False),
+    Column("objectives", Text, nullable=False),
+    Column("constraints", Text, nullable=False),
+    Column("settings", Text, nullable=False),
+    Column("seed", Integer, nullable=False),
+    Column("budget", Integer, nullable=True),
+    Column("evaluate_ref", Text, nullable=True),
+    Column("created", Float, nullable=False),
+)
+
+trials = Table(
+    "trials",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("study_id", Integer, ForeignKey("studies.id", ondelete="CASCADE"), nullable=False),
+    Column("number", Integer, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("config", Text, nullable=False),
+    Column("values", Text, nullable=True),
+    Column("metrics", Text, nullable=False),
+    Column("error", Text, nullable=True),
+    Column("created", Float, nullable=False),
+    Column("started", Float, nullable=True),
+    Column("finished", Float, nullable=True),
+    Column("heartbeat", Float, nullable=True),
+    Column("worker", String(255), nullable=True),
+    Column("retry_of", Integer, nullable=True),
+    UniqueConstraint("study_id", "number", name="uq_trials_study_number"),
+    Index("ix_trials_study_state", "study_id", "state"),
+)
+
+
+def dumps(obj: Any) -> str:
+    """Serialize to strict JSON text (sorted keys, no NaN / infinity).
+
+    Raises:
+        ValueError: If ``obj`` holds a non-finite float or a value JSON cannot represent.
+    """
+    return json.dumps(obj, sort_keys=True, allow_nan=False, separators=(",", ":"))
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"stored JSON must not contain {name}, but it does.")
+
+
+def loads(text: str | None) -> Any:
+    """Parse JSON text written by `dumps`; ``None`` stays ``None``.
+
+    Raises:
+        ValueError: If the text is not valid strict JSON.
+    """
+    if text is None:
+        return None
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+def finite(x: float) -> bool:
+    """Whether ``x`` is a finite real number (bools excluded)."""
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+#: ``MIGRATIONS[v](connection)`` upgrades a version-``v`` database to version ``v + 1`` in place.
+#: It runs inside the caller's transaction and must not commit.
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {}

@@ -1,0 +1,71 @@
+"""`StudySettings`: how a study runs (heartbeats, staleness, tuner budget), stored with the study."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+__all__ = ["StudySettings"]
+
+
+@dataclass(frozen=True)
+class StudySettings:
+    """Run-time settings every process driving the study agrees on (they are stored with it).
+
+    Attributes:
+        heartbeat_interval: Seconds between a driving process's heartbeats for its RUNNING trials.
+        grace_period: A RUNNING trial whose heartbeat is older than this many seconds is declared
+            stale: it becomes FAILED and its config is re-queued as a WAITING trial. Must exceed
+            twice ``heartbeat_interval`` plus the longest tuner proposal.
+        reap_dead_local_workers: Also declare stale, without waiting for the grace period, the
+            trials of a driving process on this host whose process id no longer exists. Turn off
+            when several machines that share one hostname drive one study.
+        n_initial: Size of the tuner's Sobol initial design (``None``: the tuner's default).
+        tuner_options: Keyword arguments of `tuner.options.TunerOptions` (acquisition budget),
+            e.g. ``{"num_restarts": 2, "raw_samples": 64}`` for quick tests.
+    """
+
+    heartbeat_interval: float = 10.0
+    grace_period: float = 60.0
+    reap_dead_local_workers: bool = True
+    n_initial: int | None = None
+    tuner_options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("heartbeat_interval", "grace_period"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+                raise ValueError(f"StudySettings.{name} must be a positive number, got {value!r}.")
+        if self.grace_period < 2 * self.heartbeat_interval:
+            raise ValueError(
+                f"`grace_period >= 2 * heartbeat_interval` must hold, but got "
+                f"({self.grace_period=}, {self.heartbeat_interval=})."
+            )
+        if self.n_initial is not None and (
+            isinstance(self.n_initial, bool) or not isinstance(self.n_initial, int)
+        ):
+            raise ValueError(
+                f"StudySettings.n_initial must be an int or None, got {self.n_initial!r}."
+            )
+        object.__setattr__(self, "tuner_options", dict(self.tuner_options))
+        self.options()  # validate now, at the boundary
+
+    def options(self) -> Any:
+        """The `tuner.options.TunerOptions` these settings describe."""
+        from tuner.options import TunerOptions
+
+        return TunerOptions.from_dict(self.tuner_options)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able copy; read back by `StudySettings.from_dict`."""
+        d = asdict(self)
+        d["tuner_options"] = dict(self.tuner_options)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StudySettings:
+        """Rebuild from `to_dict` output (unknown keys from newer versions are ignored)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})

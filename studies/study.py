@@ -1,0 +1,536 @@
+"""`Study`: a named, persistent multi-objective tuning run.
+
+The storage is the single source of truth. A `Study` object holds no trial state of its own: every
+proposal rebuilds the tuner from the stored trials (`tuner.Tuner(..., trials=...)`) inside the
+write transaction that records the new trials, so any number of processes (or a process that was
+killed and restarted) drive one study without duplicates or lost results.
+
+Thread-safety: use a `Study` from one thread. Several processes may drive one study.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from studies.errors import EvaluateError, StudyError
+from studies.pareto import PickRule, pareto_front
+from studies.records import StudyRecord, TrialRecord
+from studies.settings import StudySettings
+from studies.storage import DEFAULT_STORAGE, Storage
+from studies.worker import split_outcome
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from sqlalchemy import Connection
+
+    from spaces import Space
+    from studies.export import PriorsFile
+
+__all__ = ["Study"]
+
+logger = logging.getLogger(__name__)
+
+Evaluate = Callable[[dict[str, Any]], Mapping[str, float]]
+
+
+class Study:
+    """A persistent multi-objective study: define it once, run it, stop it, resume it anywhere.
+
+    Creating a `Study` whose name already exists in the storage attaches to it when the space,
+    objectives, constraints and seed are the same (so re-running a script resumes), and raises
+    `StudyConflictError` otherwise.
+
+    Args:
+        name: Unique name within the storage.
+        space: The `spaces.Space` to search.
+        objectives: Objective name to ``"minimize"`` or ``"maximize"``.
+        evaluate: ``evaluate(config) -> dict`` returning every objective's value plus any metrics
+            (constraint metrics are required, other numbers are kept as tracking metrics). It runs
+            in worker processes, so it must be picklable (a module-level function). ``None``
+            gives a study that can be inspected, exported and driven with `ask` / `tell`.
+        constraints: Outcome constraints such as ``"search_seconds <= 30"``.
+        storage: A SQLAlchemy URL (``sqlite:///study.db`` by default, or
+            ``postgresql+psycopg://...``) or a `Storage`.
+        seed: The tuner's seed.
+        settings: Heartbeat, staleness and tuner settings; stored on creation (a later process
+            uses the stored ones).
+
+    Raises:
+        StudyConflictError: If the name is taken by a different study.
+        StorageError: If the storage cannot be opened (see `Storage`).
+        tuner.InvalidSpecError: For malformed objectives or constraints.
+
+    Example:
+        >>> study = Study("demo", space, {"f1": "minimize", "f2": "minimize"}, evaluate=f)
+        >>> study.optimize(30, n_workers=2)
+        >>> study.export_priors("priors.json")
+    """
+
+    def __init__(
+        self,
+        name: str,
+        space: Space,
+        objectives: Mapping[str, str],
+        evaluate: Evaluate | None = None,
+        constraints: Sequence[str] = (),
+        storage: str | Storage = DEFAULT_STORAGE,
+        seed: int = 0,
+        *,
+        settings: StudySettings | None = None,
+    ) -> None:
+        from tuner.problem import Problem
+
+        if not isinstance(name, str) or not name.strip():
+            raise StudyError(f"A study needs a non-empty name, got {name!r}.")
+        if isinstance(constraints, str):
+            constraints = (constraints,)
+        problem = Problem(objectives, constraints)
+        self._storage = storage if isinstance(storage, Storage) else Storage(storage)
+        new = StudyRecord(
+            id=0,
+            name=name,
+            space=space.to_dict(),
+            objectives=dict(problem.objectives),
+            constraints=[str(c) for c in problem.constraints],
+            settings=(settings or StudySettings()).to_dict(),
+            seed=int(seed),
+            budget=None,
+            evaluate_ref=None,
+            created=time.time(),
+        )
+        record = self._storage.create_study(new)
+        self._attach(record, space, evaluate)
+        if settings is not None and settings != self.settings:
+            logger.warning(
+                "Study %r keeps its stored settings %s; the settings given are ignored.",
+                name,
+                self.settings,
+            )
+
+    def _attach(self, record: StudyRecord, space: Space, evaluate: Evaluate | None) -> None:
+        from tuner.problem import Problem
+
+        self._record = record
+        self.space = space
+        self._problem = Problem(record.objectives, record.constraints)
+        self.settings = StudySettings.from_dict(record.settings)
+        self.evaluate = evaluate
+        ref = evaluate_reference(evaluate) if evaluate is not None else None
+        if ref is not None and ref != record.evaluate_ref:
+            self._storage.update_study(record.id, evaluate_ref=ref)
+            self._record = _replace_record(record, evaluate_ref=ref)
+
+    @classmethod
+    def load(
+        cls, name: str, storage: str | Storage = DEFAULT_STORAGE, evaluate: Evaluate | None = None
+    ) -> Study:
+        """Open a stored study by name.
+
+        Args:
+            name: The study's name.
+            storage: Its storage URL or `Storage`.
+            evaluate: The evaluate function, needed only to `optimize`.
+
+        Raises:
+            StudyNotFoundError: If the storage holds no study of that name.
+        """
+        from spaces import Space
+
+        store = storage if isinstance(storage, Storage) else Storage(storage)
+        record = store.get_study(name)
+        study = cls.__new__(cls)
+        study._storage = store
+        study._attach(record, Space.from_dict(record.space), evaluate)
+        return study
+
+    def __repr__(self) -> str:
+        return f"Study({self.name!r}, storage={self._storage!r})"
+
+    # ------------------------------------------------------------------ read-only views
+    @property
+    def name(self) -> str:
+        """The study's name."""
+        return self._record.name
+
+    @property
+    def objectives(self) -> dict[str, str]:
+        """Objective name to direction."""
+        return dict(self._record.objectives)
+
+    @property
+    def constraints(self) -> list[str]:
+        """Outcome constraints as strings."""
+        return list(self._record.constraints)
+
+    @property
+    def seed(self) -> int:
+        """The tuner's seed."""
+        return self._record.seed
+
+    @property
+    def storage(self) -> Storage:
+        """The study's storage."""
+        return self._storage
+
+    @property
+    def budget(self) -> int | None:
+        """Total trials the last `optimize` call aimed for (stored), or ``None``."""
+        return self._storage.get_study(self.name).budget
+
+    @property
+    def evaluate_ref(self) -> str | None:
+        """Where `tuner resume` finds the evaluate function (see `evaluate_reference`)."""
+        return self._storage.get_study(self.name).evaluate_ref
+
+    @property
+    def trials(self) -> list[TrialRecord]:
+        """Every trial, in number order, as stored now (a fresh read)."""
+        return self._storage.trials(self._record.id)
+
+    def pareto(self) -> list[TrialRecord]:
+        """The COMPLETE trials that meet the constraints and no other such trial dominates."""
+        return pareto_front(self.trials, self.objectives, self.constraints)
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """One row per trial: ``number``, ``state``, ``values.*``, ``metrics.*``, ``config.*``
+        (simplex parts as ``config.<name>.<part>``), ``error``, ``created``, ``started``,
+        ``finished`` (Unix seconds), ``duration`` (seconds), ``worker``, ``retry_of``."""
+        import pandas as pd
+
+        rows = []
+        for t in self.trials:
+            row: dict[str, Any] = {"number": t.number, "state": t.state}
+            row.update({f"values.{k}": (t.values or {}).get(k) for k in self.objectives})
+            row.update({f"metrics.{k}": v for k, v in sorted(t.metrics.items())})
+            row.update(_flatten(t.config, "config"))
+            row.update(
+                error=t.error,
+                created=t.created,
+                started=t.started,
+                finished=t.finished,
+                duration=t.duration,
+                worker=t.worker,
+                retry_of=t.retry_of,
+            )
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def export_priors(
+        self, path: str | os.PathLike[str], pick: PickRule = None, simplex: str | None = None
+    ) -> PriorsFile:
+        """Write the rule priors and search config of the trial ``pick`` chooses (see
+        `studies.export.export_priors`)."""
+        from studies.export import export_priors
+
+        return export_priors(self, path, pick=pick, simplex=simplex)
+
+    # ------------------------------------------------------------------ allocation
+    def _tuner(self, trials: Sequence[TrialRecord]) -> Any:
+        from tuner.trial import Trial, TrialState
+        from tuner.tuner import Tuner
+
+        records = [
+            Trial(
+                id=t.number,
+                config=t.config,
+                state=TrialState(t.state),
+                values=t.values,
+                metrics=t.metrics,
+                error=t.error,
+            )
+            for t in trials
+        ]
+        return Tuner(
+            self.space,
+            self.objectives,
+            self.constraints,
+            seed=self.seed,
+            n_initial=self.settings.n_initial,
+            trials=records,
+            options=self.settings.options(),
+        )
+
+    def allocate(
+        self, worker: str, k: int, budget: int | None, heartbeat: bool = True
+    ) -> list[TrialRecord]:
+        """Hand ``worker`` up to ``k`` RUNNING trials in one write transaction.
+
+        Stale trials are re-queued first, then WAITING trials are claimed (oldest first), then
+        the tuner proposes new ones while the study holds fewer than ``budget`` trials
+        (``None``: no limit). Returns ``[]`` when nothing is left to run.
+        """
+        with self._storage.write() as conn:
+            self._storage.lock_study(conn, self._record.id)
+            self._reap(conn)
+            out: list[TrialRecord] = []
+            while len(out) < k:
+                claimed = self._storage.claim_waiting(conn, self._record.id, worker)
+                if claimed is None:
+                    break
+                out.append(claimed)
+            trials = self._storage.trials(self._record.id, conn)
+            room = k - len(out)
+            if budget is not None:
+                room = min(room, budget - _used(trials))
+            if room > 0:
+                for config in self._propose(trials, room):
+                    out.append(
+                        self._storage.add_trial(
+                            conn, self._record.id, config, worker=worker, heartbeat=heartbeat
+                        )
+                    )
+            return out
+
+    def _propose(self, trials: list[TrialRecord], n: int) -> list[dict[str, Any]]:
+        tuner = self._tuner(trials)
+        return [t.config for t in tuner.ask(n)]
+
+    def _reap(self, conn: Connection) -> list[int]:
+        is_dead = _dead_local_worker if self.settings.reap_dead_local_workers else _never
+        stale = self._storage.reap_stale(conn, self._record.id, self.settings.grace_period, is_dead)
+        for number in stale:
+            logger.warning("Trial %d went stale (worker gone); its config was re-queued.", number)
+        return stale
+
+    def reap_stale(self) -> list[int]:
+        """Declare stale RUNNING trials FAILED and re-queue their configs now; returns their
+        numbers. `optimize` and `ask` do this on their own."""
+        with self._storage.write() as conn:
+            self._storage.lock_study(conn, self._record.id)
+            return self._reap(conn)
+
+    # ------------------------------------------------------------------ ask / tell
+    def ask(self) -> TrialRecord:
+        """Start one trial for evaluation by the caller (a WAITING one if any, else a proposal).
+
+        The trial carries no heartbeat, so it is never declared stale; finish it with `tell`.
+        """
+        return self.allocate(_manual_worker(), 1, budget=None, heartbeat=False)[0]
+
+    def tell(
+        self,
+        trial: TrialRecord | int,
+        values: Mapping[str, float] | None = None,
+        *,
+        metrics: Mapping[str, float] | None = None,
+        error: str | BaseException | None = None,
+    ) -> TrialRecord:
+        """Finish a RUNNING trial: COMPLETE with ``values``, or FAILED with ``error``.
+
+        NaN or infinite objective / constraint values record the trial FAILED (not an error).
+
+        Args:
+            trial: The trial from `ask`, or its number.
+            values: Objective values by name (exactly the objectives).
+            metrics: Tracking and constraint metrics.
+            error: Pass instead of ``values`` to record a failure.
+
+        Returns:
+            The stored record.
+
+        Raises:
+            StudyError: If the trial is not RUNNING, or both or neither of ``values`` and
+                ``error`` are given.
+            tuner.InvalidValuesError: For values that do not name exactly the objectives.
+        """
+        number = trial.number if isinstance(trial, TrialRecord) else int(trial)
+        if (values is None) == (error is None):
+            raise StudyError(f"tell(trial {number}) needs exactly one of values= or error=.")
+        if error is not None:
+            msg = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else error
+            state, vals, mets = "FAILED", None, dict(metrics or {})
+        else:
+            result = {**self._problem.check_metrics(metrics), **self._problem.check_values(values)}
+            vals, mets, msg = split_outcome(
+                result, self.objectives, self._problem.constraint_metrics
+            )
+            state = "FAILED" if msg else "COMPLETE"
+        if not self._storage.finish_trial(
+            self._record.id, number, state=state, values=vals, metrics=mets, error=msg
+        ):
+            raise StudyError(
+                f"Trial {number} of {self.name!r} is not RUNNING (already finished, or re-queued "
+                "after going stale); ask for a new trial."
+            )
+        _log_finished(number, state, vals, msg, None)
+        return next(t for t in self.trials if t.number == number)
+
+    def record(self, number: int, outcome: Mapping[str, Any], worker: str) -> str | None:
+        """Store a worker's `run_evaluate` outcome for trial ``number``; returns the state
+        stored, or ``None`` if the trial was no longer this worker's (dropped)."""
+        if outcome.get("ok"):
+            vals, mets, msg = split_outcome(
+                outcome["result"], self.objectives, self._problem.constraint_metrics
+            )
+        else:
+            vals, mets, msg = None, {}, str(outcome.get("error") or "failed")
+        state = "FAILED" if msg else "COMPLETE"
+        stored = self._storage.finish_trial(
+            self._record.id,
+            number,
+            state=state,
+            values=vals,
+            metrics=mets,
+            error=msg,
+            worker=worker,
+        )
+        if not stored:
+            logger.warning(
+                "Trial %d was re-queued while running here; its result is dropped.", number
+            )
+            return None
+        _log_finished(number, state, vals, msg, outcome.get("seconds"))
+        return state
+
+    # ------------------------------------------------------------------ running
+    def optimize(
+        self,
+        n_trials: int,
+        n_workers: int = 1,
+        executor: Executor | None = None,
+        timeout: float | None = None,
+        *,
+        progress: bool = True,
+    ) -> None:
+        """Run trials until the study holds ``n_trials`` finished trials.
+
+        ``n_trials`` is the study's total budget, not an increment: a resumed study (or a second
+        process driving it) runs only what is missing. Stale trials of dead processes are
+        re-queued and re-run; trials re-queued that way do not count twice.
+
+        Args:
+            n_trials: Total number of trials the study should finish (stored as its budget).
+            n_workers: Trials evaluated at once.
+            executor: Any `concurrent.futures.Executor` (e.g. a Dask client's
+                ``get_executor()``); default a `ProcessPoolExecutor` of ``n_workers`` processes,
+                shut down on return. An executor you pass is not shut down.
+            timeout: Seconds one trial may run; past it the trial is FAILED with a TimeoutError.
+            progress: Show a rich progress bar (trials, best values, elapsed, remaining).
+
+        Raises:
+            EvaluateError: If the study has no evaluate function.
+        """
+        from studies.driver import run
+
+        if self.evaluate is None:
+            raise EvaluateError(
+                f"Study {self.name!r} has no evaluate function; pass evaluate= to Study(...) or "
+                "Study.load(...), or use ask() / tell()."
+            )
+        if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 0:
+            raise StudyError(f"n_trials must be an int >= 0, got {n_trials!r}.")
+        if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1:
+            raise StudyError(f"n_workers must be an int >= 1, got {n_workers!r}.")
+        if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
+            raise StudyError(f"timeout must be a positive number of seconds, got {timeout!r}.")
+        self._storage.update_study(self._record.id, budget=n_trials)
+        run(self, n_trials, n_workers, executor, timeout, progress)
+
+    def progress(self, trials: Sequence[TrialRecord] | None = None) -> dict[str, int]:
+        """Counts toward the budget: ``finished`` (COMPLETE + FAILED, re-queued ones not
+        counted), ``used`` (trials allocated, re-runs not counted), ``waiting``, ``running``."""
+        trials = self.trials if trials is None else trials
+        retries = sum(t.retry_of is not None for t in trials)
+        finished = sum(t.is_finished for t in trials) - retries
+        return {
+            "finished": finished,
+            "used": _used(trials),
+            "waiting": sum(t.state == "WAITING" for t in trials),
+            "running": sum(t.state == "RUNNING" for t in trials),
+        }
+
+
+# ---------------------------------------------------------------------- helpers
+def _used(trials: Sequence[TrialRecord]) -> int:
+    """Trials counted against the budget: a re-queued copy replaces its stale original."""
+    return len(trials) - sum(t.retry_of is not None for t in trials)
+
+
+def _flatten(obj: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in obj.items():
+        if isinstance(v, Mapping):
+            out.update(_flatten(v, f"{prefix}.{k}"))
+        else:
+            out[f"{prefix}.{k}"] = v
+    return out
+
+
+def _replace_record(record: StudyRecord, **changes: Any) -> StudyRecord:
+    from dataclasses import replace
+
+    return replace(record, **changes)
+
+
+def _log_finished(
+    number: int,
+    state: str,
+    values: Mapping[str, float] | None,
+    error: str | None,
+    seconds: float | None,
+) -> None:
+    took = f" in {seconds:.2f} s" if seconds is not None else ""
+    if state == "COMPLETE":
+        shown = ", ".join(f"{k}={v:.6g}" for k, v in (values or {}).items())
+        logger.info("Trial %d COMPLETE%s: %s", number, took, shown)
+    else:
+        logger.info("Trial %d FAILED%s: %s", number, took, error)
+
+
+def worker_id() -> str:
+    """``host:pid:token`` naming one driving process (one `optimize` call)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _manual_worker() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:ask"
+
+
+def _never(worker: str) -> bool:
+    return False
+
+
+def _dead_local_worker(worker: str) -> bool:
+    """Whether ``worker`` ran on this host in a process that no longer exists (or is a zombie)."""
+    host, _, rest = worker.partition(":")
+    pid_text, _, _token = rest.partition(":")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def evaluate_reference(evaluate: Callable[..., Any]) -> str | None:
+    """``module:qualname`` (or ``file:PATH:qualname`` for a study file run by `tuner run`) of a
+    function `tuner resume` can import again, or ``None`` for lambdas, closures and
+    ``__main__`` functions."""
+    module = getattr(evaluate, "__module__", None)
+    qualname = getattr(evaluate, "__qualname__", None)
+    if not module or not qualname or "<" in qualname:
+        return None
+    if module.startswith("__tuner_study__"):
+        path = getattr(evaluate, "__globals__", {}).get("__file__")
+        return f"file:{path}:{qualname}" if path else None
+    if module == "__main__":
+        return None
+    return f"{module}:{qualname}"

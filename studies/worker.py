@@ -1,0 +1,117 @@
+"""What runs inside a worker process: one call of the user's evaluate function, made safe.
+
+`run_evaluate` never raises: an exception, a timeout, or a malformed return value comes back as
+``{"ok": False, "error": "..."}``, so a worker process survives every bad trial and the driving
+process decides what to record. The function is a module-level callable so every
+`concurrent.futures.Executor` (process pools, Dask) can ship it.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = ["TrialTimeout", "run_evaluate", "split_outcome"]
+
+
+class TrialTimeout(Exception):
+    """Raised inside a worker when a trial runs past its timeout."""
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    raise TrialTimeout("trial exceeded its timeout")
+
+
+def run_evaluate(
+    evaluate: Callable[[dict[str, Any]], Mapping[str, Any]],
+    config: dict[str, Any],
+    timeout: float | None = None,
+) -> dict[str, Any]:
+    """Call ``evaluate(config)`` and report the outcome as plain data.
+
+    Args:
+        evaluate: The user's function; returns a dict of objective values and metrics.
+        config: The configuration to evaluate.
+        timeout: Seconds the call may take. Enforced here with ``SIGALRM`` when running in a
+            process's main thread (process pools); the driving process enforces it otherwise.
+
+    Returns:
+        ``{"ok": True, "result": {name: float}, "seconds": s}`` or
+        ``{"ok": False, "error": "Type: message", "seconds": s}``.
+    """
+    start = time.monotonic()
+    use_alarm = (
+        timeout is not None
+        and hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+    )
+    previous = signal.signal(signal.SIGALRM, _on_alarm) if use_alarm else None
+    try:
+        if use_alarm:
+            signal.setitimer(signal.ITIMER_REAL, float(timeout))  # type: ignore[arg-type]
+        result = evaluate(config)
+        if use_alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0.0)
+        out = {"ok": True, "result": _numbers(result)}
+    except TrialTimeout:
+        out = {"ok": False, "error": f"TimeoutError: trial exceeded its timeout of {timeout:g} s"}
+    except Exception as err:  # every evaluate failure becomes data, never a crash
+        tb = traceback.extract_tb(err.__traceback__)
+        where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
+        out = {"ok": False, "error": f"{type(err).__name__}: {err}{where}"}
+    finally:
+        if use_alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0.0)
+            signal.signal(signal.SIGALRM, previous)
+    out["seconds"] = time.monotonic() - start
+    return out
+
+
+def _numbers(result: Any) -> dict[str, float]:
+    if not isinstance(result, Mapping):
+        raise TypeError(
+            f"evaluate must return a dict of objective values and metrics, but returned "
+            f"{type(result).__name__}: {result!r}"
+        )
+    out: dict[str, float] = {}
+    for k, v in result.items():
+        if not isinstance(k, str):
+            raise TypeError(f"evaluate returned a non-string key {k!r}")
+        if hasattr(v, "item") and callable(v.item):  # numpy / torch scalars
+            v = v.item()
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise TypeError(f"evaluate returned {k}={v!r}; every value must be a real number")
+        out[k] = float(v)
+    return out
+
+
+def split_outcome(
+    result: Mapping[str, float], objectives: Mapping[str, str], required: list[str]
+) -> tuple[dict[str, float] | None, dict[str, float], str | None]:
+    """Split an evaluate result into (values, metrics, error).
+
+    Objective values and the ``required`` (constraint) metrics must be present and finite;
+    otherwise ``values`` is ``None`` and ``error`` says why. Non-finite tracking metrics are
+    dropped (stored JSON holds finite numbers only).
+    """
+    missing = [k for k in [*objectives, *required] if k not in result]
+    metrics = {k: v for k, v in result.items() if k not in objectives and math.isfinite(v)}
+    if missing:
+        return (
+            None,
+            metrics,
+            (
+                f"MissingOutcome: evaluate returned {sorted(result)} but not {missing} (objectives "
+                f"{list(objectives)}, constraint metrics {required})"
+            ),
+        )
+    bad = [k for k in [*objectives, *required] if not math.isfinite(result[k])]
+    if bad:
+        told = ", ".join(f"{k}={result[k]!r}" for k in bad)
+        return None, metrics, f"NonFiniteOutcome: {told}"
+    return {k: result[k] for k in objectives}, metrics, None
