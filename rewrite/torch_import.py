@@ -1,0 +1,346 @@
+"""Import PyTorch modules into the IR through `torch.export`.
+
+`from_torch(module, example_inputs)` exports the module (``strict=False``), lowers it to core
+ATen with a decomposition table that keeps ``linear``, ``scaled_dot_product_attention``,
+``layer_norm``, ``rms_norm``, ``silu`` and ``gelu`` whole, then converts each ATen node with the
+table in `rewrite.torch_converters`:
+
+* user inputs become ``input`` nodes, parameters and persistent buffers (e.g. batch-norm
+  statistics) become ``param`` nodes named by their fully qualified name (so
+  ``module.state_dict()`` supplies their values), and non-persistent buffers and lifted tensor
+  constants with known values become constants;
+* every node whose tensor inputs are all constants (causal-mask building, position ids, rotary
+  tables) is evaluated once with torch on the CPU and folded into a ``const``;
+* an ATen op without a converter becomes an ``opaque`` node with the shapes torch inferred, and
+  the import emits one `OpaqueOpWarning` listing such ops.
+
+Shapes are static: the example inputs fix them.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rewrite.builder import GraphBuilder
+from rewrite.errors import OpaqueOpWarning, RewriteError, TorchImportError
+from rewrite.ir import Graph, TensorType, Value
+from rewrite.torch_converters import CONVERTERS, IGNORED, Unsupported, torch_dtype_name
+
+__all__ = ["decomposition_table", "from_torch"]
+
+logger = logging.getLogger(__name__)
+
+
+def decomposition_table() -> dict[Any, Any]:
+    """Core-ATen decompositions minus the ops the IR keeps whole."""
+    import torch
+
+    aten = torch.ops.aten
+    table = torch.export.default_decompositions()
+    keep = [
+        aten.linear.default,
+        aten.scaled_dot_product_attention.default,
+        aten.layer_norm.default,
+        aten.silu.default,
+        aten.gelu.default,
+        aten.rms_norm.default,
+    ]
+    for op in keep:
+        table.pop(op, None)
+    return table
+
+
+def _export(
+    module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: str, strict: bool
+) -> Any:
+    import torch
+
+    try:
+        ep = torch.export.export(module, args, kwargs, strict=strict)
+    except Exception as e:  # torch raises many types; all mean "cannot capture"
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        hint = "make forward free of data-dependent Python control flow, or try strict=False"
+        if "cache" in str(e).lower() or "pytree" in str(e).lower():
+            hint = "pass use_cache=False (as an example kwarg) so no cache object is returned"
+        raise TorchImportError(
+            f"torch.export could not capture model {name!r}: {type(e).__name__}: {msg[:500]}. Hint: {hint}."
+        ) from e
+    try:
+        return ep.run_decompositions(decomposition_table())
+    except Exception as e:
+        raise TorchImportError(
+            f"decomposing the export of {name!r} failed: {type(e).__name__}: {e}"
+        ) from e
+
+
+def from_torch(
+    module: Any,
+    example_inputs: Sequence[Any] | Any,
+    example_kwargs: Mapping[str, Any] | None = None,
+    *,
+    name: str | None = None,
+    constants: Mapping[str, Any] | None = None,
+    strict: bool = False,
+) -> Graph:
+    """Import ``module`` as a `Graph`.
+
+    Args:
+        module: A ``torch.nn.Module`` (put it in eval mode first; it may live on ``meta``).
+        example_inputs: Positional example inputs (a tensor or a sequence); they fix the shapes.
+        example_kwargs: Keyword example inputs, e.g. ``{"use_cache": False}``.
+        name: Graph name; defaults to the module's class name.
+        constants: Values for buffers by fully qualified name, used when the module's own
+            buffers are on ``meta`` (see `rewrite.zoo`).
+        strict: Passed to ``torch.export.export``.
+
+    Returns:
+        The imported graph.
+
+    Raises:
+        TorchImportError: If ``torch.export`` cannot capture the module.
+    """
+    import torch
+
+    name = name or type(module).__name__
+    args = tuple(example_inputs) if isinstance(example_inputs, list | tuple) else (example_inputs,)
+    ep = _export(module, args, dict(example_kwargs or {}), name, strict)
+    conv = _Converter(ep, name, dict(constants or {}))
+    with torch.no_grad():
+        graph = conv.run()
+    if conv.opaque:
+        listing = ", ".join(f"{k} x{v}" for k, v in sorted(conv.opaque.items()))
+        warnings.warn(
+            f"model {name!r}: {sum(conv.opaque.values())} nodes of ops unknown to rewrite were kept as "
+            f"opaque nodes (never rewritten, costed conservatively): {listing}.",
+            OpaqueOpWarning,
+            stacklevel=2,
+        )
+    logger.debug("imported %s: %d nodes, %d folded", name, len(graph), conv.folded)
+    return graph
+
+
+class _Converter:
+    """Walks an exported program once, building the IR."""
+
+    def __init__(self, ep: Any, name: str, constants: dict[str, Any]) -> None:
+        self.ep, self.name, self.constants = ep, name, constants
+        self.b = GraphBuilder(name)
+        self.env: dict[str, Any] = {}
+        self.folded_values: dict[str, Any] = {}  # fx name -> torch tensor (CPU)
+        self.materialized: dict[str, Value] = {}
+        self.opaque: Counter[str] = Counter()
+        self.folded = 0
+
+    # ------------------------------------------------------------------ values
+    def is_const(self, x: Any) -> bool:
+        import torch.fx
+
+        return isinstance(x, torch.fx.Node) and x.name in self.folded_values
+
+    def tensor(self, x: Any) -> Value:
+        """The IR value of an fx argument (a folded constant is materialized once)."""
+        import torch.fx
+
+        if isinstance(x, torch.fx.Node):
+            if x.name in self.folded_values:
+                if x.name not in self.materialized:
+                    t = self.folded_values[x.name]
+                    arr = t.float().numpy() if t.dtype == _bf16() else t.numpy()
+                    self.materialized[x.name] = self.b.const(
+                        np.asarray(arr), torch_dtype_name(t.dtype)
+                    )
+                return self.materialized[x.name]
+            v = self.env.get(x.name)
+            if isinstance(v, Value):
+                return v
+            raise Unsupported(f"input {x.name} is not a tensor in the IR ({type(v).__name__})")
+        raise Unsupported(f"expected a tensor argument, got {type(x).__name__}")
+
+    def val_type(self, node: Any, index: int | None = None) -> TensorType:
+        val = node.meta.get("val")
+        if index is not None:
+            val = val[index]
+        return TensorType(tuple(int(d) for d in val.shape), torch_dtype_name(val.dtype))
+
+    # ------------------------------------------------------------------ walk
+    def run(self) -> Graph:
+        specs = {
+            s.arg.name: s for s in self.ep.graph_signature.input_specs if hasattr(s.arg, "name")
+        }
+        outputs: list[Value] = []
+        for node in self.ep.graph.nodes:
+            if node.op == "placeholder":
+                self.placeholder(node, specs.get(node.name))
+            elif node.op == "call_function":
+                self.call(node)
+            elif node.op == "output":
+                outputs = self.collect_outputs(node)
+        return self.b.build(outputs, self.name)
+
+    def placeholder(self, node: Any, spec: Any) -> None:
+        from torch.export.graph_signature import InputKind
+
+        val = node.meta.get("val")
+        if spec is None or not hasattr(val, "shape"):
+            self.env[node.name] = val
+            return
+        t = self.val_type(node)
+        if spec.kind == InputKind.USER_INPUT:
+            self.env[node.name] = self.b.input(node.name, t.shape, t.dtype)
+            return
+        target = spec.target
+        value = self.constants.get(target)
+        if value is None:
+            value = self.ep.state_dict.get(target, self.ep.constants.get(target))
+        known = (
+            value is not None
+            and getattr(value, "device", None) is not None
+            and value.device.type != "meta"
+        )
+        persistent = spec.kind == InputKind.PARAMETER or (
+            spec.kind == InputKind.BUFFER and spec.persistent
+        )
+        if persistent and target not in self.constants:
+            self.env[node.name] = self.b.param(target, t.shape, t.dtype)
+        elif known:
+            self.folded_values[node.name] = value.detach().cpu()
+        else:
+            self.env[node.name] = self.b.param(target, t.shape, t.dtype)
+
+    def call(self, node: Any) -> None:
+        key = str(node.target)
+        if node.target is _getitem():
+            src, idx = node.args
+            if src.name in self.folded_values:
+                self.folded_values[node.name] = self.folded_values[src.name][idx]
+            else:
+                self.env[node.name] = self.env[src.name][idx]
+            return
+        if key in IGNORED:
+            return
+        if self.try_fold(node):
+            return
+        fn = CONVERTERS.get(key)
+        try:
+            if fn is None:
+                raise Unsupported("no converter")
+            out = fn(self, node, *node.args, **node.kwargs)
+            self.check_types(node, out)
+            self.env[node.name] = out
+        except (Unsupported, RewriteError) as e:
+            self.env[node.name] = self.make_opaque(node, key, str(e))
+        except Exception as e:  # a converter bug must not abort the import
+            logger.warning(
+                "converter for %s failed (%s: %s); keeping an opaque node", key, type(e).__name__, e
+            )
+            self.env[node.name] = self.make_opaque(node, key, f"{type(e).__name__}: {e}")
+
+    def check_types(self, node: Any, out: Any) -> None:
+        vals = out if isinstance(out, tuple) else (out,)
+        metas = (
+            node.meta["val"]
+            if isinstance(node.meta.get("val"), list | tuple)
+            else (node.meta.get("val"),)
+        )
+        for v, m in zip(vals, metas):
+            if isinstance(v, Value) and m is not None and hasattr(m, "shape"):
+                want = TensorType(tuple(int(d) for d in m.shape), torch_dtype_name(m.dtype))
+                got = self.b.type_of(v)
+                if got != want:
+                    raise Unsupported(f"converter produced {got}, torch says {want}")
+
+    def try_fold(self, node: Any) -> bool:
+        import torch
+        import torch.fx
+
+        if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
+            return False
+        tensors = [a for a in _flat(node.args, node.kwargs) if isinstance(a, torch.fx.Node)]
+        if not all(a.name in self.folded_values for a in tensors):
+            return False
+        sub = lambda a: self.folded_values[a.name] if isinstance(a, torch.fx.Node) else a  # noqa: E731
+        args = torch.fx.node.map_aggregate(node.args, sub)
+        kwargs = {k: torch.fx.node.map_aggregate(v, sub) for k, v in node.kwargs.items()}
+        if "device" in kwargs:
+            kwargs["device"] = torch.device("cpu")
+        kwargs.pop("pin_memory", None)
+        try:
+            out = node.target(*args, **kwargs)
+        except Exception:  # not foldable on the CPU: convert it normally
+            return False
+        if not isinstance(out, torch.Tensor | tuple | list):
+            return False
+        self.folded_values[node.name] = out
+        self.folded += 1
+        return True
+
+    def make_opaque(self, node: Any, key: str, reason: str) -> Any:
+        import torch.fx
+
+        val = node.meta.get("val")
+        multi = isinstance(val, list | tuple)
+        vals = [v for v in (val if multi else [val])]
+        if not all(hasattr(v, "shape") for v in vals):
+            raise TorchImportError(
+                f"model {self.name!r}: op {key} returns a non-tensor ({type(val).__name__}) and has no "
+                "converter; add one to rewrite.torch_converters."
+            )
+        ins = [
+            self.tensor(a) for a in _flat(node.args, node.kwargs) if isinstance(a, torch.fx.Node)
+        ]
+        out_types = tuple((tuple(int(d) for d in v.shape), torch_dtype_name(v.dtype)) for v in vals)
+        self.opaque[key] += 1
+        n = self.b.add("opaque", ins, target=key, out_types=out_types, reason=reason[:200])
+        return n.outs if multi else n.out(0)
+
+    def collect_outputs(self, node: Any) -> list[Value]:
+        import torch.fx
+        from torch.export.graph_signature import OutputKind
+
+        specs = self.ep.graph_signature.output_specs
+        flat = list(node.args[0])
+        outs = []
+        for spec, arg in zip(specs, flat):
+            if spec.kind != OutputKind.USER_OUTPUT or not isinstance(arg, torch.fx.Node):
+                continue
+            if arg.name in self.folded_values or isinstance(self.env.get(arg.name), Value):
+                outs.append(self.tensor(arg))
+        if not outs:
+            raise TorchImportError(f"model {self.name!r} has no tensor outputs to import.")
+        return outs
+
+
+def _flat(args: Any, kwargs: Mapping[str, Any]) -> list[Any]:
+    out: list[Any] = []
+
+    def rec(x: Any) -> None:
+        if isinstance(x, list | tuple):
+            for y in x:
+                rec(y)
+        elif isinstance(x, dict):
+            for y in x.values():
+                rec(y)
+        else:
+            out.append(x)
+
+    rec(args)
+    rec(kwargs)
+    return out
+
+
+def _getitem() -> Any:
+    import operator
+
+    return operator.getitem
+
+
+def _bf16() -> Any:
+    import torch
+
+    return torch.bfloat16

@@ -1,0 +1,277 @@
+"""Random-testing equivalence checks of graphs: whole graphs, rewrites and rule regions.
+
+`Verifier.check(a, b)` evaluates both graphs on the same random inputs ``tests`` times and
+compares every output. In ``field`` mode (default) values live in ``F_p`` (see
+`rewrite.verify.field`): equality is exact and one test falsely accepts a wrong graph with
+probability at most ``d / p`` (``d`` the degree bound, estimated per graph); ``tests`` independent
+tests give the reported ``bound = (d / p) ** tests``. In ``float`` mode the reference
+implementations run in the declared dtypes and outputs are compared with dtype-aware tolerances
+(`TOLERANCES`); no bound is claimed (``bound = nan``). ``mode="auto"`` uses the field and falls
+back to float when a graph holds an op without field semantics.
+
+Cheap checks for a search: `check_rewrite(parent, child)` reuses the memoized values of every
+node the child shares with its parent (one `Evaluator` per test seed, kept across calls), and
+`check_site(rule, graph, site)` tests just the rewritten region: the matched nodes are cut out
+with fresh inputs at their boundary, rewritten by the rule, and the two small graphs compared.
+Verdicts are cached in a `VerdictCache` keyed by the two graphs' hashes and the settings.
+
+Not thread-safe (evaluators hold memos); give each worker process its own `Verifier` and share
+the on-disk cache.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from rewrite.verify.region import region_graphs
+
+from rewrite.ir import Graph
+from rewrite.rule_errors import VerificationError
+from rewrite.verify.backend import Backend, get_backend
+from rewrite.verify.cache import VerdictCache
+from rewrite.verify.degree import degree_bound
+from rewrite.verify.field import PRIME, FieldOps
+from rewrite.verify.interp import Evaluator, FloatOps
+
+if TYPE_CHECKING:
+    from rewrite.rules.base import Rule, Site
+
+__all__ = ["MODES", "TOLERANCES", "CheckResult", "Verifier"]
+
+#: Check modes.
+MODES = ("field", "float", "auto")
+#: ``(rtol, atol relative to the output's max magnitude)`` per dtype in float mode.
+TOLERANCES = {
+    "float64": (1e-9, 1e-9),
+    "float32": (2e-4, 2e-4),
+    "float16": (2e-2, 2e-2),
+    "bfloat16": (2e-2, 2e-2),
+}
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Outcome of one equivalence check.
+
+    Attributes:
+        ok: Whether every test agreed on every output.
+        mode: ``"field"`` or ``"float"`` (the mode actually used).
+        tests: Number of random tests run.
+        bound: Probability bound of a false accept (``nan`` in float mode).
+        detail: Why the check failed (first mismatch), empty when ok.
+        cached: Whether the verdict came from the cache.
+        seconds: Wall time of the check.
+    """
+
+    ok: bool
+    mode: str
+    tests: int
+    bound: float
+    detail: str = ""
+    cached: bool = False
+    seconds: float = field(default=0.0, compare=False)
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+class Verifier:
+    """Random-testing verifier (see the module docstring).
+
+    Args:
+        mode: ``"field"``, ``"float"`` or ``"auto"``.
+        tests: Number of independent random tests per check (``>= 1``).
+        seed: Base seed; test ``i`` uses seed ``seed + i``.
+        backend: ``"numpy"``, ``"cupy"``, ``"auto"``, a `Backend`, or None (``REWRITE_BACKEND``).
+        cache: Verdict cache, or None for no caching.
+        memo_bytes: Memo budget per test evaluator.
+
+    Raises:
+        VerificationError: On an unknown mode or ``tests < 1``.
+        BackendError: If the requested backend is unusable.
+    """
+
+    def __init__(
+        self,
+        mode: str = "auto",
+        tests: int = 2,
+        seed: int = 0,
+        backend: str | Backend | None = None,
+        cache: VerdictCache | None = None,
+        memo_bytes: int = 256 << 20,
+    ) -> None:
+        if mode not in MODES:
+            raise VerificationError(f"mode must be one of {MODES}, but got {mode!r}.")
+        if tests < 1:
+            raise VerificationError(f"`tests >= 1` must hold, but got {tests=}.")
+        self.mode, self.tests, self.seed = mode, tests, seed
+        self.backend = backend if isinstance(backend, Backend) else get_backend(backend)
+        self.cache = cache
+        self.memo_bytes = memo_bytes
+        self._evals: dict[tuple[str, int], Evaluator] = {}
+
+    # ------------------------------------------------------------------ internals
+    def _evaluator(self, mode: str, i: int) -> Evaluator:
+        ev = self._evals.get((mode, i))
+        if ev is None:
+            xp, seed = self.backend.xp, self.seed + i
+            sem = FieldOps(xp, seed) if mode == "field" else FloatOps(xp, seed)
+            ev = self._evals[(mode, i)] = Evaluator(sem, self.memo_bytes)
+        return ev
+
+    def _key(self, a: Graph, b: Graph) -> str:
+        lo, hi = sorted((a.hash, b.hash))
+        return f"{lo}|{hi}|{self.mode}|{self.tests}|{self.seed}"
+
+    def _run(self, a: Graph, b: Graph, mode: str) -> CheckResult:
+        for i in range(self.tests):
+            ev = self._evaluator(mode, i)
+            xs, ys = ev.outputs(a), ev.outputs(b)
+            for j, (x, y, t) in enumerate(zip(xs, ys, a.output_types)):
+                bad = self._mismatch(x, y, t.dtype, mode)
+                if bad:
+                    return CheckResult(
+                        False,
+                        mode,
+                        i + 1,
+                        _bound(a, b, mode, self.tests),
+                        f"output {j}, test {i}: {bad}",
+                    )
+        return CheckResult(True, mode, self.tests, _bound(a, b, mode, self.tests))
+
+    def _mismatch(self, x: Any, y: Any, dtype: str, mode: str) -> str:
+        b = self.backend
+        x, y = b.asnumpy(x), b.asnumpy(y)
+        if x.shape != y.shape:
+            return f"shapes differ: {x.shape} vs {y.shape}"
+        if mode == "field" or x.dtype.kind in "biu":
+            diff = x != y
+        else:
+            rtol, atol = TOLERANCES.get(dtype, (1e-4, 1e-4))
+            xf, yf = x.astype(np.float64), y.astype(np.float64)
+            scale = max(
+                float(np.max(np.abs(xf), initial=0.0)),
+                float(np.max(np.abs(yf), initial=0.0)),
+                1e-30,
+            )
+            both_nan = np.isnan(xf) & np.isnan(yf)
+            diff = ~(np.isclose(xf, yf, rtol=rtol, atol=atol * scale) | both_nan)
+        if not diff.any():
+            return ""
+        idx = tuple(int(i) for i in np.argwhere(diff)[0])
+        return f"{int(diff.sum())} of {diff.size} elements differ, first at {idx}: {x[idx]!r} vs {y[idx]!r}"
+
+    # ------------------------------------------------------------------ public
+    def check(self, a: Graph, b: Graph) -> CheckResult:
+        """Whether ``a`` and ``b`` compute the same outputs on the same inputs.
+
+        Args:
+            a: A graph.
+            b: A graph with the same input names/types and output types.
+
+        Returns:
+            The `CheckResult` (cached verdicts are returned with ``cached=True``).
+
+        Raises:
+            VerificationError: If the signatures differ, or an op has no semantics in the mode.
+        """
+        t0 = time.perf_counter()
+        if (
+            a.input_types != b.input_types
+            or a.input_names != b.input_names
+            or a.output_types != b.output_types
+        ):
+            raise VerificationError(
+                f"graphs must have equal signatures to be compared, but got inputs "
+                f"{list(zip(a.input_names, map(str, a.input_types)))} -> {list(map(str, a.output_types))} and "
+                f"{list(zip(b.input_names, map(str, b.input_types)))} -> {list(map(str, b.output_types))}."
+            )
+        key = self._key(a, b)
+        if self.cache is not None:
+            rec = self.cache.get("check", key)
+            if rec is not None:
+                return CheckResult(
+                    rec["ok"],
+                    rec["mode"],
+                    rec["tests"],
+                    rec["bound"],
+                    rec["detail"],
+                    True,
+                    time.perf_counter() - t0,
+                )
+        if a.digest == b.digest:
+            res = CheckResult(True, "field" if self.mode != "float" else "float", 0, 0.0)
+        elif self.mode == "auto":
+            try:
+                res = self._run(a, b, "field")
+            except VerificationError:
+                res = self._run(a, b, "float")
+        else:
+            res = self._run(a, b, self.mode)
+        res = CheckResult(
+            res.ok, res.mode, res.tests, res.bound, res.detail, False, time.perf_counter() - t0
+        )
+        if self.cache is not None:
+            self.cache.put(
+                "check",
+                key,
+                {
+                    "ok": res.ok,
+                    "mode": res.mode,
+                    "tests": res.tests,
+                    "bound": res.bound,
+                    "detail": res.detail,
+                },
+            )
+        return res
+
+    def check_rewrite(self, parent: Graph, child: Graph) -> CheckResult:
+        """Check a rewritten graph against its parent (only the child's new nodes are computed
+        when the parent was checked or evaluated by this verifier before)."""
+        return self.check(parent, child)
+
+    def check_many(self, parent: Graph, children: Iterable[Graph]) -> list[CheckResult]:
+        """Check a batch of candidate children of one parent; the parent is evaluated once."""
+        return [self.check(parent, c) for c in children]
+
+    def check_site(self, rule: Rule, graph: Graph, site: Site) -> CheckResult:
+        """Check one rule application by testing only the rewritten region.
+
+        Raises:
+            MatchError: If ``site`` does not match ``graph``.
+        """
+        before, after = region_graphs(rule, graph, site)
+        return self.check(before, after)
+
+    def check_rule(self, rule: Rule, graphs: Sequence[Graph]) -> CheckResult:
+        """Apply ``rule`` at every site of each sample graph and check each result.
+
+        Returns:
+            The first failing result, or the last passing one.
+
+        Raises:
+            VerificationError: If no graph holds a site.
+        """
+        last: CheckResult | None = None
+        for g in graphs:
+            for site in rule.matches(g):
+                last = self.check(g, rule.apply(g, site))
+                if not last.ok:
+                    return last
+        if last is None:
+            raise VerificationError(
+                f"rule {rule.name!r} has no site in the given graphs; nothing was checked."
+            )
+        return last
+
+
+def _bound(a: Graph, b: Graph, mode: str, tests: int) -> float:
+    if mode != "field":
+        return math.nan
+    d = max(degree_bound(a), degree_bound(b))
+    return min(1.0, d / PRIME) ** tests

@@ -1,0 +1,423 @@
+"""Finite-field semantics of the IR ops (exact random testing, after Mirage).
+
+Float tensors hold elements of the field ``F_p`` with ``p = 1,048,343`` (a safe prime below
+``2**20``) stored in float64, so a product of two elements is below ``2**40`` and a matrix product
+is exact in float64 BLAS while its contraction is chunked to at most 8,192 terms (every partial
+sum stays below ``2**53``). Integer and bool tensors keep their ordinary values (indices, masks).
+
+Linear and layout ops (add, mul, products, sums, reshape, concat, ...) run their numpy reference
+implementation on field elements and reduce mod ``p``. Everything else has a field surrogate:
+
+* unary non-linear ops (exp, tanh, gelu, relu, sqrt, ...) are *consistent random maps*: a seeded
+  table ``F_p -> F_p`` shared by both graphs under test. That is sound for rules valid for every
+  element-wise function. Surrogates keep the identities rules rely on: ``rsqrt = 1 / sqrt``,
+  ``silu(x) = x * sigmoid(x)``, ``reciprocal`` and ``div`` use the true field inverse;
+* softmax is ``E(x) / sum(E(x))``, layer/RMS/batch norm use the field mean, the ``sqrt`` map and
+  the inverse, attention is ``softmax(q k^T * scale + mask) v``; amax/amin are symmetric
+  surrogates (a sum of a random map), comparisons are consistent random predicates;
+* float constants map to the field by their exact dyadic value ``m * 2**e``
+  (``m * inverse(2)**-e mod p``), so scalar algebra (``0.5 * 2 == 1``) stays exact; ``inf`` and
+  ``nan`` map to fixed random elements.
+
+False-accept bound: if the two graphs differ as polynomials of degree at most ``d`` in the random
+inputs and map values, one test accepts with probability at most ``d / p`` (Schwartz-Zippel), and
+``k`` independent tests at most ``(d / p) ** k``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rewrite.ir import ConstArray, Node
+from rewrite.rule_errors import VerificationError
+
+__all__ = ["MAX_CHUNK", "PRIME", "FieldOps", "field_const"]
+
+#: The field's prime: a safe prime below 2**20 (``(p - 1) / 2 = 524,171`` is prime too).
+PRIME = 1_048_343
+#: Longest contraction summed in one float64 product (``MAX_CHUNK * p**2 < 2**53``).
+MAX_CHUNK = 8192
+
+_FLOATS = ("bfloat16", "float16", "float32", "float64")
+_LINEAR = frozenset(
+    {
+        "add",
+        "sub",
+        "mul",
+        "neg",
+        "sum",
+        "reshape",
+        "expand",
+        "slice",
+        "split",
+        "permute",
+        "transpose",
+        "concat",
+        "index_select",
+        "embedding",
+        "where",
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "shard",
+    }
+)
+_RANDOM_MAPS = frozenset(
+    {
+        "exp",
+        "log",
+        "sqrt",
+        "tanh",
+        "sigmoid",
+        "gelu",
+        "erf",
+        "sin",
+        "cos",
+        "relu",
+        "abs",
+    }
+)
+
+
+def is_float(dtype: str) -> bool:
+    """Whether ``dtype`` is held as field elements."""
+    return dtype in _FLOATS
+
+
+@functools.cache
+def _pow2_table() -> np.ndarray:
+    inv2 = pow(2, PRIME - 2, PRIME)
+    return np.array(
+        [pow(inv2, -e, PRIME) if e < 0 else pow(2, e, PRIME) for e in range(-1200, 1200)],
+        dtype=np.float64,
+    )
+
+
+def field_const(values: Any) -> np.ndarray:
+    """Map float (or int/bool) values to field elements by their exact value.
+
+    Args:
+        values: A numpy array or scalar.
+
+    Returns:
+        A float64 array of field elements (same shape).
+    """
+    a = np.asarray(values)
+    if a.dtype.kind in "biu":
+        return np.mod(a.astype(np.int64), PRIME).astype(np.float64)
+    a = a.astype(np.float64)
+    finite = np.isfinite(a)
+    mant, exp = np.frexp(np.where(finite, a, 0.0))
+    m = np.rint(mant * 2.0**53).astype(np.int64)  # exact: a == m * 2**(exp - 53)
+    out = np.mod(m, PRIME).astype(np.float64) * _pow2_table()[exp.astype(np.int64) - 53 + 1200]
+    out = np.mod(out, PRIME)
+    out = np.where(np.isposinf(a), 777_001.0, out)
+    out = np.where(np.isneginf(a), 333_017.0, out)
+    return np.where(np.isnan(a), 555_557.0, out)
+
+
+class FieldOps:
+    """Field semantics for one test: random maps and the op table.
+
+    Args:
+        xp: Array namespace (numpy or cupy).
+        seed: Seed of this test's random maps (both graphs of a check use the same one).
+    """
+
+    def __init__(self, xp: Any, seed: int) -> None:
+        self.xp, self.seed = xp, seed
+        self._maps: dict[str, Any] = {}
+        self._inv: Any = None
+
+    # ------------------------------------------------------------------ primitives
+    def mod(self, a: Any) -> Any:
+        """``a mod p`` in ``[0, p)``."""
+        return self.xp.mod(a, PRIME)
+
+    def inv(self, a: Any) -> Any:
+        """Field inverse (``0`` maps to ``0``)."""
+        if self._inv is None:
+            self._inv = self.xp.asarray(_inverse_table())
+        return self._inv[a.astype(self.xp.int64)]
+
+    def rmap(self, key: str, a: Any) -> Any:
+        """The consistent random map named ``key`` applied to field elements ``a``."""
+        t = self._maps.get(key)
+        if t is None:
+            t = self.xp.asarray(_random_table(key, self.seed))
+            self._maps[key] = t
+        return t[a.astype(self.xp.int64)]
+
+    def matmul(self, a: Any, b: Any) -> Any:
+        """Exact field matrix product (numpy ``matmul`` broadcasting), chunked along K."""
+        k = a.shape[-1]
+        if k <= MAX_CHUNK:
+            return self.mod(self.xp.matmul(a, b))
+        out = None
+        for s in range(0, k, MAX_CHUNK):
+            part = self.mod(self.xp.matmul(a[..., s : s + MAX_CHUNK], b[..., s : s + MAX_CHUNK, :]))
+            out = part if out is None else self.mod(out + part)
+        return out
+
+    def to_field(self, a: Any) -> Any:
+        """Bring a plain int/bool array into the field."""
+        if a.dtype == self.xp.float64:
+            return a
+        return self.mod(a.astype(self.xp.int64)).astype(self.xp.float64)
+
+    def from_field(self, a: Any, dtype: str) -> Any:
+        """A field array seen as a plain ``dtype`` array (casts to int/bool)."""
+        if dtype == "bool":
+            return a != 0
+        return self.rmap("to_int", a).astype(self.xp.int64) % 2
+
+    # ------------------------------------------------------------------ evaluation
+    def run(self, node: Node, args: Sequence[Any]) -> tuple[Any, ...]:
+        """Outputs of ``node`` on field/plain ``args`` (non-source nodes only).
+
+        Raises:
+            VerificationError: For ops without field semantics (opaque nodes).
+        """
+        from rewrite.ops import get_op
+
+        op, attrs = node.op, node.attrs
+        out_float = [is_float(t.dtype) for t in node.types]
+        if not any(out_float) and not any(is_float(t.dtype) for t in node.in_types):
+            outs = get_op(op).impl(self.xp, list(args), attrs)  # plain int/bool computation
+            return tuple(self.xp.asarray(o) for o in outs)
+        fn = _SPECIAL.get(op)
+        if fn is not None:
+            return fn(self, node, args)
+        if op in _RANDOM_MAPS:
+            key = f"{op}|{sorted(attrs.items())}"
+            return (self.rmap(key, args[0]),)
+        if op in _LINEAR:
+            args = [a if _index_arg(op, i) else self.to_field(a) for i, a in enumerate(args)]
+            outs = get_op(op).impl(self.xp, args, attrs)
+            return tuple(self.mod(self.xp.asarray(o, dtype=self.xp.float64)) for o in outs)
+        raise VerificationError(
+            f"op {op!r} has no finite-field semantics; check this graph in float mode "
+            "(Verifier(mode='float')) or register field semantics in rewrite.verify.field."
+        )
+
+
+def _index_arg(op: str, i: int) -> bool:
+    return (op in ("index_select", "embedding") and i == 1) or (op == "where" and i == 0)
+
+
+@functools.cache
+def _inverse_table() -> np.ndarray:
+    x = np.arange(PRIME, dtype=np.int64)
+    out = np.ones(PRIME, dtype=np.int64)
+    base, e = x.copy(), PRIME - 2
+    while e:
+        if e & 1:
+            out = out * base % PRIME
+        base = base * base % PRIME
+        e >>= 1
+    out[0] = 0
+    return out.astype(np.float64)
+
+
+@functools.lru_cache(maxsize=64)
+def _random_table(key: str, seed: int) -> np.ndarray:
+    import hashlib
+
+    h = int.from_bytes(hashlib.blake2b(f"{key}|{seed}".encode(), digest_size=8).digest(), "little")
+    rng = np.random.default_rng(h)
+    return rng.integers(0, PRIME, size=PRIME).astype(np.float64)
+
+
+# ---------------------------------------------------------------------- special ops
+Special = Callable[[FieldOps, Node, Sequence[Any]], tuple[Any, ...]]
+
+
+def _fc(f: FieldOps, value: float) -> float:
+    return float(field_const(value))
+
+
+def _products(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
+    op = node.op
+    a = [f.to_field(x) for x in a]
+    if op in ("mm", "bmm", "matmul"):
+        return (f.matmul(a[0], a[1]),)
+    if op == "linear":
+        y = f.matmul(a[0], f.xp.swapaxes(a[1], -1, -2))
+        return (f.mod(y + a[2]) if len(a) == 3 else y,)
+    if op == "addmm":
+        return (f.mod(a[0] + f.matmul(a[1], a[2])),)
+    raise AssertionError(op)
+
+
+def _pow(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
+    base, e = f.to_field(a[0]), a[1]
+    if e.size == 1:  # small integer exponents are exact powers (x ** 2 in RMS norm, GELU's x ** 3)
+        ev = float(f.xp.asarray(e).reshape(()).item())
+        if ev == int(ev) and 0 <= ev <= 8:
+            out = f.xp.ones_like(base)
+            for _ in range(int(ev)):
+                out = f.mod(out * base)
+            return (out,)
+    return (f.rmap("pow", f.mod(base * 7919 + f.to_field(e))),)
+
+
+def _div(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
+    return (f.mod(f.to_field(a[0]) * f.inv(f.to_field(a[1]))),)
+
+
+def _unary_derived(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
+    x = f.to_field(a[0])
+    if node.op == "reciprocal":
+        return (f.inv(x),)
+    if node.op == "rsqrt":
+        return (f.inv(f.rmap("sqrt|[]", x)),)
+    if node.op == "silu":
+        return (f.mod(x * f.rmap("sigmoid|[]", x)),)
+    if node.op == "cast":
+        return (x,) if is_float(node.types[0].dtype) else (f.from_field(x, node.types[0].dtype),)
+    if node.op == "logical_not":
+        return (f.xp.logical_not(a[0]),)
+    raise AssertionError(node.op)
+
+
+def _compare(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
+    x, y = (f.to_field(v) for v in a)
+    if node.op in ("maximum", "minimum"):
+        return (f.rmap(node.op, f.mod(x * 7919 + y)),)
+    return (f.rmap(node.op, f.mod(x * 7919 + y)) < PRIME / 2,)
+
+
+def _reduce_dims(node: Node, ndim: int) -> tuple[int, ...]:
+    d = node.attrs.get("dims")
+    return tuple(range(ndim)) if d is None else tuple(d)
+
+
+def _mean(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
+    x = f.to_field(a[0])
+    dims = _reduce_dims(node, x.ndim)
+    n = math.prod(x.shape[d] for d in dims)
+    s = f.mod(x.sum(axis=dims, keepdims=node.attrs["keepdim"]))
+    return (f.mod(s * f.inv(f.xp.asarray([n % PRIME], dtype=f.xp.float64))[0]),)
+
+
+def _amax(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
+    x = f.rmap(node.op, f.to_field(a[0]))
+    dims = _reduce_dims(node, x.ndim)
+    return (f.mod(x.sum(axis=dims, keepdims=node.attrs["keepdim"])),)
+
+
+def softmax_field(f: FieldOps, x: Any, dim: int, log: bool = False) -> Any:
+    """Field surrogate of (log-)softmax along ``dim``."""
+    e = f.rmap("exp|[]", x)
+    s = f.mod(e.sum(axis=dim, keepdims=True))
+    if log:
+        return f.mod(x - f.rmap("log|[]", s))
+    return f.mod(e * f.inv(s))
+
+
+def _softmax(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
+    return (softmax_field(f, f.to_field(a[0]), node.attrs["dim"], node.op == "log_softmax"),)
+
+
+def _norm(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
+    x = f.to_field(a[0])
+    axes = tuple(range(x.ndim - len(node.attrs["normalized_shape"]), x.ndim))
+    n = f.inv(f.xp.asarray([math.prod(x.shape[i] for i in axes) % PRIME], dtype=f.xp.float64))[0]
+    eps = _fc(f, node.attrs["eps"])
+    if node.op == "layer_norm":
+        mu = f.mod(f.mod(x.sum(axis=axes, keepdims=True)) * n)
+        x = f.mod(x - mu)
+    var = f.mod(f.mod((x * x).sum(axis=axes, keepdims=True)) * n)
+    y = f.mod(x * f.inv(f.rmap("sqrt|[]", f.mod(var + eps))))
+    if len(a) > 1:
+        y = f.mod(y * f.to_field(a[1]))
+    if len(a) > 2:
+        y = f.mod(y + f.to_field(a[2]))
+    return (y,)
+
+
+def _batch_norm(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
+    x, w, b, mean, var = (f.to_field(v) for v in a)
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    scale = f.mod(w * f.inv(f.rmap("sqrt|[]", f.mod(var + _fc(f, node.attrs["eps"])))))
+    y = f.mod(f.mod(x - mean.reshape(shape)) * scale.reshape(shape))
+    return (f.mod(y + b.reshape(shape)),)
+
+
+def _sdpa(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
+    xp, attrs = f.xp, node.attrs
+    q, k, v = (f.to_field(t) for t in a[:3])
+    if attrs.get("enable_gqa") and q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
+        rep = q.shape[-3] // k.shape[-3]
+        k, v = xp.repeat(k, rep, axis=-3), xp.repeat(v, rep, axis=-3)
+    scale = attrs["scale"] if attrs["scale"] is not None else 1.0 / math.sqrt(q.shape[-1])
+    s = f.mod(f.matmul(q, xp.swapaxes(k, -1, -2)) * _fc(f, scale))
+    L, S = q.shape[-2], k.shape[-2]
+    ninf = float(field_const(-np.inf))
+    if attrs["is_causal"]:
+        s = xp.where(xp.tril(xp.ones((L, S), dtype=bool)), s, ninf)
+    if len(a) == 4:
+        m = a[3]
+        s = xp.where(m, s, ninf) if m.dtype == bool else f.mod(s + f.to_field(m))
+    return (f.matmul(softmax_field(f, s, -1), v),)
+
+
+def _conv(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
+    from rewrite.ops import get_op
+
+    a = [f.to_field(x) for x in a]
+    if a[1].shape[1] * a[1].shape[2] * a[1].shape[3] > MAX_CHUNK:
+        raise VerificationError(
+            f"conv2d with a contraction over {MAX_CHUNK} is not exact in the field."
+        )
+    return tuple(f.mod(o) for o in get_op(node.op).impl(f.xp, a, node.attrs))
+
+
+def _avg_pool(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
+    from rewrite.ops import get_op
+
+    x = f.to_field(a[0])
+    kh, kw = node.attrs["kernel_size"]
+    (y,) = get_op(node.op).impl(f.xp, [x], node.attrs)
+    summed = f.mod(f.xp.rint(y * (kh * kw)))
+    return (f.mod(summed * f.inv(f.xp.asarray([kh * kw], dtype=f.xp.float64))[0]),)
+
+
+def _fused(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
+    from rewrite.verify.interp import run_body
+
+    return run_body(f, node.attrs["body"], a)
+
+
+def _const(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
+    arr: ConstArray = node.attrs["value"]
+    if is_float(arr.dtype):
+        return (f.xp.asarray(field_const(arr.array)),)
+    return (f.xp.asarray(arr.array),)
+
+
+_SPECIAL: Mapping[str, Special] = {
+    **{op: _products for op in ("mm", "bmm", "matmul", "linear", "addmm")},
+    "pow": _pow,
+    "div": _div,
+    **{op: _unary_derived for op in ("reciprocal", "rsqrt", "silu", "cast", "logical_not")},
+    **{op: _compare for op in ("maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge")},
+    "mean": _mean,
+    "amax": _amax,
+    "amin": _amax,
+    "softmax": _softmax,
+    "log_softmax": _softmax,
+    "layer_norm": _norm,
+    "rms_norm": _norm,
+    "batch_norm": _batch_norm,
+    "sdpa": _sdpa,
+    "conv2d": _conv,
+    "avg_pool2d": _avg_pool,
+    "fused": _fused,
+    "const": _const,
+}
