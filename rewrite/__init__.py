@@ -74,7 +74,7 @@ def __getattr__(name: str) -> object:
 
         return from_torch
     if name == "zoo":
-        from rewrite import zoo
+        import importlib
 
-        return zoo
+        return importlib.import_module("rewrite.zoo")
     raise AttributeError(f"module 'rewrite' has no attribute {name!r}")

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from rewrite.verify.region import region_graphs
 
 from rewrite.ir import Graph
 from rewrite.rule_errors import VerificationError
@@ -37,6 +36,7 @@ from rewrite.verify.cache import VerdictCache
 from rewrite.verify.degree import degree_bound
 from rewrite.verify.field import PRIME, FieldOps
 from rewrite.verify.interp import Evaluator, FloatOps
+from rewrite.verify.region import region_graphs
 
 if TYPE_CHECKING:
     from rewrite.rules.base import Rule, Site

@@ -1,0 +1,458 @@
+"""The search engine: population, Pareto archive, children, verification, credit.
+
+One `Engine` is one island: its own population, archive, online credit and random generator.
+`Engine.step()` makes and evaluates one child with the configured strategy:
+
+* ``stochastic`` (Tapestry-style Pareto search): a parent is the input graph with probability
+  ``restart_prob``, otherwise a population member drawn with probability proportional to
+  ``exp(-rank / tau)`` (``rank`` from non-dominated sorting; 0 is the frontier; graphs outside the
+  constraint region rank one lower). The child applies ``m`` rewrites; each draws a rule among
+  those with a site, with probability proportional to ``prior ** beta * credit ** (1 - beta)``,
+  then a site uniformly. See `_evaluate` for what happens to the child.
+* ``greedy`` and ``best_first``: the baselines in `rewrite.search.baselines`.
+
+A child is costed incrementally (one `rewrite.cost` update per rewrite), deduplicated by graph
+hash, dropped when over the size cap or when some frontier point times ``alpha`` is at most its
+cost everywhere, verified by a region check of each of its rewrites with probability
+``verify_rate`` (always before it may enter the frontier), and joins the population; if it is
+inside the constraint region and no frontier point weakly dominates it, it enters the frontier.
+Credit is an exponentially weighted average (rate ``eta``) of frontier improvements: a child that
+improves the frontier rewards every rule in its history from the input; one that does not gives
+its own rules a zero reward.
+
+State is explicit: everything lives on the engine object, every random choice comes from its
+`numpy.random.Generator`, so a seeded run repeats exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rewrite.cost import CostVector, cost
+from rewrite.ir import Graph
+from rewrite.rule_errors import MatchError, RuleError, VerificationError
+from rewrite.rules.base import Rule, Site
+from rewrite.search.config import SearchConfig
+from rewrite.search.matching import SiteTable, all_sites, inherit_sites, match_radius, revalidate
+from rewrite.search.pareto import (
+    alpha_dominated,
+    hypervolume,
+    non_dominated_rank,
+    truncate_by_crowding,
+)
+from rewrite.search.result import RunStats, Step, normalizer
+
+__all__ = ["Context", "Engine", "Entry"]
+
+_CREDIT0 = 0.5
+_CREDIT_FLOOR = 1e-3
+
+
+class Context:
+    """What every island of one search shares (read-only after construction).
+
+    Args:
+        graph: The input graph.
+        rules: The rules, with distinct names.
+        prior: ``n``-dim firing prior aligned with ``rules`` (sums to 1).
+        config: The search config.
+        device: Cost-model device.
+        verifier: A `rewrite.verify.Verifier` (owned by this process).
+    """
+
+    def __init__(
+        self,
+        graph: Graph,
+        rules: Sequence[Rule],
+        prior: np.ndarray,
+        config: SearchConfig,
+        device: Any,
+        verifier: Any,
+    ) -> None:
+        self.graph, self.rules, self.config = graph, list(rules), config
+        self.names = [r.name for r in self.rules]
+        self.index = {n: i for i, n in enumerate(self.names)}
+        self.prior = np.asarray(prior, dtype=np.float64)
+        self.device, self.verifier = device, verifier
+        self.input_cost = cost(graph, device)
+        self.input_costs = self.input_cost.as_dict()
+        self.objectives = config.objectives
+        self.scale = normalizer(self.input_costs, self.objectives)
+        self.ref = np.full(len(self.objectives), 1.1)
+        self.max_nodes = int(math.floor(config.max_size_ratio * len(graph)))
+        self.radius = match_radius(self.rules)
+
+    def vector(self, c: CostVector) -> np.ndarray:
+        """Raw objective values of a cost vector, in objective order."""
+        return np.array([float(getattr(c, o)) for o in self.objectives])
+
+    def feasible(self, c: CostVector) -> bool:
+        """Whether a cost lies inside the constraint region (the memory cap)."""
+        cap = self.config.memory_cap
+        return cap is None or c.peak_memory <= cap
+
+
+@dataclass(eq=False)
+class Entry:
+    """A graph in the population.
+
+    Attributes:
+        graph: The graph.
+        cost: Its cost vector.
+        y: Raw objective values.
+        steps: Rewrites from the input graph.
+        feasible: Inside the constraint region.
+        verified: Every rewrite from the input has passed a region check.
+        parent: The entry it was made from (dropped once verified).
+        pending: ``(rule, graph before, site)`` of its own unverified rewrites.
+        sites: Its site table (computed on first use).
+    """
+
+    graph: Graph
+    cost: CostVector
+    y: np.ndarray
+    steps: tuple[Step, ...]
+    feasible: bool
+    verified: bool
+    parent: Entry | None = None
+    pending: tuple[tuple[Rule, Graph, Site], ...] = ()
+    sites: SiteTable | None = field(default=None, repr=False)
+
+
+class Engine:
+    """One island of the search (see the module docstring).
+
+    Args:
+        ctx: Shared context.
+        seed: Seed of this island's generator (a `numpy.random.SeedSequence` or int).
+    """
+
+    def __init__(self, ctx: Context, seed: Any) -> None:
+        self.ctx = ctx
+        self.config = ctx.config
+        self.rng = np.random.default_rng(seed)
+        self.stats = RunStats()
+        self.credit = np.full(len(ctx.rules), _CREDIT0)
+        self.seen: set[bytes] = {ctx.graph.digest}
+        root = Entry(
+            ctx.graph,
+            ctx.input_cost,
+            ctx.vector(ctx.input_cost),
+            (),
+            ctx.feasible(ctx.input_cost),
+            verified=True,
+        )
+        self.root = root
+        self.population: list[Entry] = [root]
+        self.frontier: list[Entry] = [root] if root.feasible else []
+        self.improvements: list[Entry] = []  # frontier entries not yet reported to other islands
+        self.steps = 0
+        self.hv = self._hv()
+        self.hv_trace: list[tuple[int, float, float]] = [(0, 0.0, self.hv)]
+        self.t0 = time.perf_counter()
+        self.exhausted = False
+        self._strategy_state: Any = None
+
+    # ------------------------------------------------------------------ archive
+    def _norm(self, entries: Sequence[Entry]) -> np.ndarray:
+        if not entries:
+            return np.zeros((0, len(self.ctx.objectives)))
+        return np.stack([e.y for e in entries]) / self.ctx.scale
+
+    def _hv(self) -> float:
+        return hypervolume(self._norm(self.frontier), self.ctx.ref)
+
+    def frontier_costs(self) -> np.ndarray:
+        """``n x k`` raw objective values of the frontier."""
+        return np.stack([e.y for e in self.frontier]) if self.frontier else np.zeros((0, 0))
+
+    def dominated_by_frontier(self, y: np.ndarray) -> bool:
+        """Whether some frontier point weakly dominates ``y``."""
+        return alpha_dominated(y, self.frontier_costs(), 1.0)
+
+    def offer_frontier(self, entry: Entry) -> bool:
+        """Insert a verified, feasible entry into the frontier if no point weakly dominates it.
+
+        Returns:
+            Whether the frontier changed.
+        """
+        if not entry.feasible or not entry.verified or self.dominated_by_frontier(entry.y):
+            return False
+        keep = [e for e in self.frontier if not np.all(entry.y <= e.y)]
+        keep.append(entry)
+        if len(keep) > self.config.archive_size:
+            idx = truncate_by_crowding(self._norm(keep), self.config.archive_size)
+            keep = [keep[i] for i in idx]
+        self.frontier = keep
+        if entry in keep:
+            self.improvements.append(entry)
+        self.hv = self._hv()
+        self.hv_trace.append((self.steps, time.perf_counter() - self.t0, self.hv))
+        return entry in keep
+
+    def add_population(self, entry: Entry) -> None:
+        """Add an entry; beyond the population size drop the worst-ranked, most crowded one."""
+        self.population.append(entry)
+        cap = self.config.population
+        if len(self.population) <= cap:
+            return
+        ranks = self.ranks()
+        on_front = {id(e) for e in self.frontier}
+        worst = max(ranks[i] for i, e in enumerate(self.population) if id(e) not in on_front)
+        cands = [
+            i
+            for i, e in enumerate(self.population)
+            if ranks[i] == worst and id(e) not in on_front and e is not self.root
+        ]
+        if not cands:
+            return
+        if len(cands) > 1:
+            sub = self._norm([self.population[i] for i in cands])
+            keep = truncate_by_crowding(sub, len(cands) - 1)
+            drop = next(c for j, c in enumerate(cands) if j not in set(keep.tolist()))
+        else:
+            drop = cands[0]
+        del self.population[drop]
+
+    def ranks(self) -> np.ndarray:
+        """Non-dominated rank of each population member (+1 outside the constraint region)."""
+        r = non_dominated_rank(self._norm(self.population))
+        return r + np.array([0 if e.feasible else 1 for e in self.population])
+
+    # ------------------------------------------------------------------ verification
+    def verify(self, entry: Entry) -> bool:
+        """Verify every unverified rewrite from the input to ``entry`` (parents first).
+
+        Returns:
+            Whether all passed; a failing entry is marked and never enters the frontier.
+        """
+        chain: list[Entry] = []
+        e: Entry | None = entry
+        while e is not None and not e.verified:
+            chain.append(e)
+            e = e.parent
+        for e in reversed(chain):
+            for rule, before, site in e.pending:
+                if not self.check_site(rule, before, site):
+                    return False
+            e.verified, e.pending, e.parent = True, (), None
+        return True
+
+    def check_site(self, rule: Rule, graph: Graph, site: Site) -> bool:
+        """Region check of one rewrite; counts ``verified``/``rejected`` for its rule."""
+        t0 = time.perf_counter()
+        try:
+            res = self.ctx.verifier.check_site(rule, graph, site)
+            ok, cached = bool(res.ok), bool(res.cached)
+        except (VerificationError, MatchError):
+            ok, cached = False, False
+        self.stats.times["verify"] += time.perf_counter() - t0
+        self.stats.hit("verify", cached)
+        self.stats.count(rule.name, "verified" if ok else "rejected")
+        return ok
+
+    # ------------------------------------------------------------------ children
+    def sites_of(self, entry: Entry) -> SiteTable:
+        """The site table of an entry (a full match pass the first time)."""
+        if entry.sites is None:
+            t0 = time.perf_counter()
+            entry.sites = all_sites(self.ctx.rules, entry.graph)
+            self.stats.times["match"] += time.perf_counter() - t0
+            self.stats.hit("match", False)
+        return entry.sites
+
+    def choose_rule(self, sites: SiteTable) -> int | None:
+        """Draw a rule index among rules with a site (prior^beta * credit^(1-beta))."""
+        ctx = self.ctx
+        ok = np.array([bool(sites.get(n)) for n in ctx.names])
+        if not ok.any():
+            return None
+        for i in np.flatnonzero(ok):
+            self.stats.count(ctx.names[i], "applicable")
+        beta = self.config.beta
+        credit = np.maximum(self.credit, _CREDIT_FLOOR)
+        w = np.where(ok, ctx.prior**beta * credit ** (1.0 - beta), 0.0)
+        if not w.sum() > 0:
+            w = ok.astype(float)
+        return int(self.rng.choice(len(w), p=w / w.sum()))
+
+    def rewrite(
+        self, graph: Graph, c: CostVector, sites: SiteTable, ri: int, si: int
+    ) -> tuple[Graph, CostVector, SiteTable, Site] | None:
+        """Apply site ``si`` of rule ``ri``; returns the new graph, its cost and site table."""
+        rule = self.ctx.rules[ri]
+        site = sites[rule.name][si]
+        stats = self.stats
+        t0 = time.perf_counter()
+        try:
+            if not revalidate(rule, graph, site):
+                sites[rule.name] = [s for s in sites[rule.name] if s != site]
+                return None
+            new = rule.apply(graph, site)
+        except (MatchError, RuleError, VerificationError):
+            stats.dropped["error"] += 1
+            return None
+        t1 = time.perf_counter()
+        stats.times["apply"] += t1 - t0
+        new_cost = cost(new, self.ctx.device, base=c)
+        t2 = time.perf_counter()
+        stats.times["cost"] += t2 - t1
+        table, reused = inherit_sites(self.ctx.rules, sites, new, self.ctx.radius)
+        stats.times["match"] += time.perf_counter() - t2
+        stats.cache["match"][0] += reused
+        stats.count(rule.name, "fired")
+        return new, new_cost, table, site
+
+    def make_child(self, parent: Entry, m: int) -> Entry | None:
+        """Apply up to ``m`` rewrites to ``parent`` (rules drawn by `choose_rule`)."""
+        graph, c, sites = parent.graph, parent.cost, self.sites_of(parent)
+        steps: list[Step] = []
+        pending: list[tuple[Rule, Graph, Site]] = []
+        for _ in range(m):
+            ri = self.choose_rule(sites)
+            if ri is None:
+                break
+            name = self.ctx.names[ri]
+            si = int(self.rng.integers(len(sites[name])))
+            out = self.rewrite(graph, c, sites, ri, si)
+            if out is None:
+                continue
+            new, c, sites, site = out
+            steps.append(Step(name, site))
+            pending.append((self.ctx.rules[ri], graph, site))
+            graph = new
+        if not steps:
+            return None
+        return self.entry(parent, graph, c, sites, steps, pending)
+
+    def entry(
+        self,
+        parent: Entry,
+        graph: Graph,
+        c: CostVector,
+        sites: SiteTable,
+        steps: Sequence[Step],
+        pending: Sequence[tuple[Rule, Graph, Site]],
+    ) -> Entry:
+        """An unverified entry for a child of ``parent``."""
+        t0 = time.perf_counter()
+        y = self.ctx.vector(c)  # may compute peak memory
+        self.stats.times["cost"] += time.perf_counter() - t0
+        return Entry(
+            graph,
+            c,
+            y,
+            parent.steps + tuple(steps),
+            self.ctx.feasible(c),
+            verified=False,
+            parent=parent,
+            pending=tuple(pending),
+            sites=sites,
+        )
+
+    def evaluate(self, child: Entry) -> bool:
+        """Dedupe, size and alpha filters, sampled verification, population and frontier.
+
+        Returns:
+            Whether the child improved the frontier.
+        """
+        stats, names = self.stats, {s.rule for s in child.steps[len(child.parent.steps) :]}  # type: ignore[union-attr]
+        digest = child.graph.digest
+        if digest in self.seen:
+            stats.hit("dedupe", True)
+            stats.dropped["duplicate"] += 1
+            return False
+        stats.hit("dedupe", False)
+        self.seen.add(digest)
+        if len(child.graph) > self.ctx.max_nodes:
+            stats.dropped["size"] += 1
+            return False
+        if alpha_dominated(child.y, self.frontier_costs(), self.config.alpha):
+            stats.dropped["alpha"] += 1
+            self._credit(names, 0.0)
+            return False
+        if self.rng.random() < self.config.verify_rate and not self.verify(child):
+            stats.dropped["rejected"] += 1
+            return False
+        for n in names:
+            stats.count(n, "accepted")
+        self.add_population(child)
+        improved = False
+        if child.feasible and not self.dominated_by_frontier(child.y):
+            if self.verify(child):
+                improved = self.offer_frontier(child)
+            else:
+                stats.dropped["rejected"] += 1
+                self.population.remove(child)
+        if improved:
+            for n in names:
+                stats.count(n, "improved")
+            self._credit({s.rule for s in child.steps}, 1.0)
+        else:
+            self._credit(names, 0.0)
+        return improved
+
+    def _credit(self, names: set[str], reward: float) -> None:
+        eta = self.config.eta
+        for n in names:
+            i = self.ctx.index[n]
+            self.credit[i] = (1.0 - eta) * self.credit[i] + eta * reward
+
+    def sample_parent(self) -> Entry:
+        """The input graph with probability ``restart_prob``, else a rank-weighted member."""
+        if self.rng.random() < self.config.restart_prob or len(self.population) == 1:
+            return self.root
+        ranks = self.ranks().astype(float)
+        w = np.exp(-(ranks - ranks.min()) / self.config.tau)
+        return self.population[int(self.rng.choice(len(w), p=w / w.sum()))]
+
+    # ------------------------------------------------------------------ driving
+    def step(self) -> bool:
+        """Make and evaluate one child with the configured strategy.
+
+        Returns:
+            Whether the frontier improved.
+        """
+        strategy = self.config.strategy
+        if strategy == "stochastic":
+            improved = self._stochastic_step()
+        else:
+            from rewrite.search.baselines import baseline_step
+
+            improved = baseline_step(self)
+        self.stats.pop_sum += len(self.population)
+        self.stats.front_sum += len(self.frontier)
+        return improved
+
+    def _stochastic_step(self) -> bool:
+        parent = self.sample_parent()
+        self.steps += 1
+        self.stats.steps += 1
+        child = self.make_child(parent, self.config.m)
+        if child is None:
+            if not any(
+                self.sites_of(e) and any(self.sites_of(e).values()) for e in self.population
+            ):
+                self.exhausted = True
+            return False
+        return self.evaluate(child)
+
+    def import_entry(self, entry: Entry) -> bool:
+        """Take a verified frontier entry found by another island; returns whether it entered."""
+        if entry.graph.digest in self.seen and any(
+            e.graph.digest == entry.graph.digest for e in self.frontier
+        ):
+            return False
+        self.seen.add(entry.graph.digest)
+        entry.sites = None
+        if self.offer_frontier(entry):
+            self.improvements.remove(entry)  # came from outside: nothing to report back
+            self.add_population(entry)
+            return True
+        return False

@@ -1,0 +1,273 @@
+"""Run statistics and the `SearchResult` of `rewrite.search`.
+
+`RunStats` holds the counters a search accumulates (per rule, per phase, per cache); it is a plain
+picklable object so worker processes can send their deltas to the driver, which adds them up.
+`SearchResult.metrics()` flattens everything into ``dict[str, float]`` for tabular use (the
+studies layer logs it per trial; the structured surrogate learns from it).
+
+Metric names (all floats):
+
+* ``rule.<name>.<counter>`` for counters ``applicable`` (a rewrite was being chosen and the rule
+  had a site), ``fired`` (the rule was chosen and applied), ``verified`` / ``rejected`` (a
+  random-testing check of one of its rewrites passed / failed), ``accepted`` (a child holding one
+  of its rewrites joined the population) and ``improved`` (such a child entered the frontier);
+* ``time.<phase>`` seconds for phases ``match``, ``apply``, ``verify``, ``cost`` and ``total``;
+* ``cache.<name>.hits``, ``cache.<name>.misses`` and ``cache.<name>.hit_rate`` for the caches
+  ``dedupe`` (graph hashes already seen), ``verify`` (verdicts reused) and ``match`` (match lists
+  inherited from the parent rather than recomputed);
+* ``steps``, ``steps_per_s``, ``children``, ``dropped.<reason>``, ``population.size`` (final),
+  ``population.mean``, ``frontier.size`` (final), ``frontier.mean``;
+* ``hypervolume`` (final, of cost vectors normalized by the input's, reference point 1.1 per
+  objective), ``hypervolume.input`` (the input graph's own), and
+  ``best.<objective>.ratio`` (best frontier value over the input's, < 1 is an improvement).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rewrite.ir import Graph
+from rewrite.rules.base import Site
+
+__all__ = ["RULE_COUNTERS", "RunStats", "SearchResult", "Solution", "Step"]
+
+RULE_COUNTERS = ("applicable", "fired", "verified", "rejected", "accepted", "improved")
+"""Per-rule counters, in metric-name order."""
+
+PHASES = ("match", "apply", "verify", "cost")
+CACHES = ("dedupe", "verify", "match")
+
+
+class RunStats:
+    """Counters of a (part of a) search run; `merge` adds another run's counters.
+
+    Attributes:
+        rules: Rule name -> counter name (`RULE_COUNTERS`) -> count.
+        times: Phase (``match``, ``apply``, ``verify``, ``cost``) -> seconds.
+        cache: Cache name -> ``[hits, misses]``.
+        dropped: Reason -> number of children dropped for it.
+        steps: Children made (every step makes one).
+        pop_sum: Sum of the population size over steps (for the mean).
+        front_sum: Sum of the frontier size over steps (for the mean).
+    """
+
+    def __init__(self) -> None:
+        self.rules: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(RULE_COUNTERS, 0))
+        self.times: dict[str, float] = dict.fromkeys(PHASES, 0.0)
+        self.cache: dict[str, list[int]] = {c: [0, 0] for c in CACHES}
+        self.dropped: dict[str, int] = defaultdict(int)
+        self.steps = 0
+        self.pop_sum = 0
+        self.front_sum = 0
+
+    def count(self, rule: str, counter: str, n: int = 1) -> None:
+        """Add ``n`` to ``rule``'s ``counter``."""
+        self.rules[rule][counter] += n
+
+    def hit(self, cache: str, hit: bool) -> None:
+        """Record one lookup of ``cache``."""
+        self.cache[cache][0 if hit else 1] += 1
+
+    def merge(self, other: RunStats) -> None:
+        """Add every counter of ``other`` into this one."""
+        for rule, counters in other.rules.items():
+            mine = self.rules[rule]
+            for k, v in counters.items():
+                mine[k] += v
+        for k, v in other.times.items():
+            self.times[k] = self.times.get(k, 0.0) + v
+        for k, (h, m) in other.cache.items():
+            mine_c = self.cache.setdefault(k, [0, 0])
+            mine_c[0] += h
+            mine_c[1] += m
+        for k, v in other.dropped.items():
+            self.dropped[k] += v
+        self.steps += other.steps
+        self.pop_sum += other.pop_sum
+        self.front_sum += other.front_sum
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "rules": {k: dict(v) for k, v in self.rules.items()},
+            "times": self.times,
+            "cache": self.cache,
+            "dropped": dict(self.dropped),
+            "steps": self.steps,
+            "pop_sum": self.pop_sum,
+            "front_sum": self.front_sum,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__()  # type: ignore[misc]
+        for k, v in state["rules"].items():
+            self.rules[k].update(v)
+        self.times.update(state["times"])
+        self.cache.update(state["cache"])
+        self.dropped.update(state["dropped"])
+        self.steps, self.pop_sum, self.front_sum = (
+            state["steps"],
+            state["pop_sum"],
+            state["front_sum"],
+        )
+
+    def to_metrics(self, rule_names: Sequence[str]) -> dict[str, float]:
+        """Flat counters (see the module docstring); every rule of ``rule_names`` appears."""
+        out: dict[str, float] = {}
+        for rule in rule_names:
+            counters = self.rules.get(rule) or dict.fromkeys(RULE_COUNTERS, 0)
+            for c in RULE_COUNTERS:
+                out[f"rule.{rule}.{c}"] = float(counters[c])
+        for phase in PHASES:
+            out[f"time.{phase}"] = float(self.times.get(phase, 0.0))
+        for name in CACHES:
+            h, m = self.cache.get(name, [0, 0])
+            out[f"cache.{name}.hits"] = float(h)
+            out[f"cache.{name}.misses"] = float(m)
+            out[f"cache.{name}.hit_rate"] = h / (h + m) if h + m else 0.0
+        for reason in ("duplicate", "alpha", "size", "rejected", "error"):
+            out[f"dropped.{reason}"] = float(self.dropped.get(reason, 0))
+        out["steps"] = float(self.steps)
+        out["population.mean"] = self.pop_sum / self.steps if self.steps else 0.0
+        out["frontier.mean"] = self.front_sum / self.steps if self.steps else 0.0
+        return out
+
+
+@dataclass(frozen=True)
+class Step:
+    """One rewrite on the way from the input graph: the rule and the site it rewrote."""
+
+    rule: str
+    site: Site
+
+
+@dataclass(frozen=True)
+class Solution:
+    """One graph of the final Pareto set.
+
+    Attributes:
+        graph: The rewritten graph.
+        cost: Its full cost vector (`rewrite.cost.COST_FIELDS` -> value).
+        objectives: Its objective values, in `SearchResult.objectives` order.
+        steps: The rewrites that turn the input graph into ``graph``, in order.
+    """
+
+    graph: Graph
+    cost: dict[str, float]
+    objectives: tuple[float, ...]
+    steps: tuple[Step, ...]
+
+    @property
+    def rules(self) -> list[str]:
+        """Rule names of `steps`, in order."""
+        return [s.rule for s in self.steps]
+
+
+@dataclass
+class SearchResult:
+    """What `rewrite.search` returns.
+
+    Attributes:
+        input_graph: The graph searched from.
+        input_cost: Its cost vector (name -> value).
+        objectives: Names of the minimized cost entries.
+        pareto: Final Pareto set: verified, inside the constraint region, non-dominated; sorted
+            by the first objective.
+        reference: The hypervolume reference point in raw units (input cost x 1.1).
+        hv_trace: ``(step, seconds, hypervolume)`` each time the frontier changed, starting with
+            the input graph alone at step 0; hypervolume of normalized costs (see module doc).
+        stats: The run's counters.
+        rule_names: The rules the search ran with.
+        priors: The resolved firing prior per rule.
+        config: The `SearchConfig` used (as a dict).
+        device: The cost model's device profile.
+        stop_reason: ``"steps"``, ``"time"``, ``"converged"`` (hypervolume gain below epsilon
+            over the window), ``"exhausted"`` (no rewrite applies / search space exhausted).
+        wall_time: Seconds from start to return.
+        workers: Worker processes used (1 = in-process).
+        final_checks: Graph hash -> whether its whole-graph random test against the input passed
+            (empty when ``final_check`` was off).
+    """
+
+    input_graph: Graph
+    input_cost: dict[str, float]
+    objectives: tuple[str, ...]
+    pareto: list[Solution]
+    reference: tuple[float, ...]
+    hv_trace: list[tuple[int, float, float]]
+    stats: RunStats
+    rule_names: list[str]
+    priors: dict[str, float]
+    config: dict[str, Any]
+    device: str
+    stop_reason: str
+    wall_time: float
+    workers: int = 1
+    final_checks: dict[str, bool] = field(default_factory=dict)
+    final_population: int = 0
+
+    @property
+    def hypervolume(self) -> float:
+        """Final hypervolume (normalized costs, reference 1.1 per objective)."""
+        return self.hv_trace[-1][2] if self.hv_trace else 0.0
+
+    def best(self, objective: str | None = None) -> Solution:
+        """The Pareto solution with the lowest ``objective`` (default: the first objective)."""
+        name = objective or self.objectives[0]
+        if name not in self.objectives:
+            raise KeyError(f"{name!r} is not an objective of this search; {self.objectives}.")
+        j = self.objectives.index(name)
+        return min(self.pareto, key=lambda s: s.objectives[j])
+
+    def reduction(self, objective: str | None = None) -> float:
+        """Best relative reduction of ``objective``: ``1 - best / input`` (0 = none)."""
+        name = objective or self.objectives[0]
+        base = self.input_cost[name]
+        return 1.0 - self.best(name).cost[name] / base if base else 0.0
+
+    def metrics(self) -> dict[str, float]:
+        """Flat run metrics ``name -> float`` (see the module docstring for the names)."""
+        out = self.stats.to_metrics(self.rule_names)
+        total = max(self.wall_time, 1e-9)
+        out["time.total"] = float(self.wall_time)
+        out["steps_per_s"] = self.stats.steps / total
+        out["children"] = float(self.stats.steps)
+        out["population.size"] = float(self.final_population)
+        out["frontier.size"] = float(len(self.pareto))
+        out["hypervolume"] = float(self.hypervolume)
+        out["hypervolume.input"] = float(self.hv_trace[0][2]) if self.hv_trace else 0.0
+        out["workers"] = float(self.workers)
+        for j, name in enumerate(self.objectives):
+            base = self.input_cost[name]
+            best = min((s.objectives[j] for s in self.pareto), default=base)
+            out[f"best.{name}.ratio"] = best / base if base else 1.0
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-able summary: objectives, Pareto costs and rule sequences, metrics (no graphs)."""
+        return {
+            "objectives": list(self.objectives),
+            "input_cost": self.input_cost,
+            "reference": list(self.reference),
+            "pareto": [
+                {"hash": s.graph.hash, "cost": s.cost, "rules": s.rules} for s in self.pareto
+            ],
+            "hv_trace": [list(t) for t in self.hv_trace],
+            "stop_reason": self.stop_reason,
+            "metrics": self.metrics(),
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"SearchResult({len(self.pareto)} Pareto graphs, hypervolume={self.hypervolume:.4g}, "
+            f"steps={self.stats.steps}, stop={self.stop_reason!r}, {self.wall_time:.2f} s)"
+        )
+
+
+def normalizer(input_cost: Mapping[str, float], objectives: Sequence[str]) -> np.ndarray:
+    """Per-objective scale dividing raw costs: the input's cost (1 where it is 0)."""
+    return np.array([input_cost[o] if input_cost[o] > 0 else 1.0 for o in objectives], float)

@@ -1,0 +1,282 @@
+"""Real models built offline from configs and imported with `rewrite.from_torch`.
+
+Models come from Hugging Face ``transformers`` classes built from a config (never downloaded,
+safe under ``HF_HUB_OFFLINE=1``): GPT-2, BERT, a LLaMA-family decoder, ViT and a ResNet-style CNN.
+Each has a ``small`` size (2 layers or stages, narrow; real random weights on the CPU, seeded)
+and a ``full`` size (GPT-2 124M, BERT-base, a Llama-3-8B-shaped decoder in bfloat16, ViT-B/16,
+ResNet-50) whose parameters live on the ``meta`` device (no memory, no init time); buffers are
+materialized on the CPU first so constant folding still sees their values.
+
+Example:
+    >>> g = zoo.build("gpt2")                           # small
+    >>> g = zoo.build("gpt2", size="full", seq_len=256)
+    >>> g = zoo.build("llama-full", num_hidden_layers=4)  # config fields override
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from rewrite.errors import RewriteError
+from rewrite.ir import Graph
+
+__all__ = ["SIZES", "ZooModel", "build", "model", "names"]
+
+SIZES = ("small", "full")
+
+
+@dataclass(frozen=True)
+class _Spec:
+    config_class: str
+    model_class: str
+    input_kind: str  # "tokens" | "image"
+    small: dict[str, Any]
+    full: dict[str, Any]
+    full_defaults: dict[str, Any] = field(default_factory=dict)  # batch/seq_len/image_size/dtype
+    small_defaults: dict[str, Any] = field(default_factory=dict)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+_SMALL_TX = {
+    "num_hidden_layers": 2,
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "intermediate_size": 128,
+}
+_SPECS: dict[str, _Spec] = {
+    "gpt2": _Spec(
+        "GPT2Config",
+        "GPT2LMHeadModel",
+        "tokens",
+        small={
+            "n_layer": 2,
+            "n_embd": 64,
+            "n_head": 4,
+            "vocab_size": 1000,
+            "n_positions": 128,
+            "bos_token_id": 0,
+            "eos_token_id": 0,
+        },
+        full={},
+        full_defaults={"seq_len": 512},
+        small_defaults={"seq_len": 16},
+        kwargs={"use_cache": False},
+    ),
+    "bert": _Spec(
+        "BertConfig",
+        "BertModel",
+        "tokens",
+        small={**_SMALL_TX, "vocab_size": 1000},
+        full={},
+        full_defaults={"seq_len": 512},
+        small_defaults={"seq_len": 16},
+    ),
+    "llama": _Spec(
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        "tokens",
+        small={**_SMALL_TX, "num_key_value_heads": 2, "vocab_size": 1000},
+        full={
+            "hidden_size": 4096,
+            "intermediate_size": 14336,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "vocab_size": 128256,
+            "max_position_embeddings": 8192,
+            "rope_theta": 500000.0,
+            "rms_norm_eps": 1e-5,
+        },
+        full_defaults={"seq_len": 1024, "dtype": "bfloat16"},
+        small_defaults={"seq_len": 16},
+        kwargs={"use_cache": False},
+    ),
+    "vit": _Spec(
+        "ViTConfig",
+        "ViTModel",
+        "image",
+        small={**_SMALL_TX, "image_size": 32, "patch_size": 8},
+        full={},
+        full_defaults={"image_size": 224},
+        small_defaults={"image_size": 32},
+    ),
+    "resnet": _Spec(
+        "ResNetConfig",
+        "ResNetModel",
+        "image",
+        small={
+            "embedding_size": 16,
+            "hidden_sizes": [16, 32],
+            "depths": [1, 1],
+            "layer_type": "bottleneck",
+        },
+        full={},
+        full_defaults={"image_size": 224},
+        small_defaults={"image_size": 64},
+    ),
+}
+_RUN_KEYS = ("batch", "seq_len", "image_size", "dtype", "device", "seed")
+
+
+@dataclass(frozen=True)
+class ZooModel:
+    """A built (not yet imported) zoo model.
+
+    Attributes:
+        name: ``"<model>-<size>"``.
+        module: The ``torch.nn.Module`` in eval mode.
+        args: Example positional inputs.
+        kwargs: Example keyword inputs (e.g. ``use_cache=False``).
+        constants: Non-persistent buffer values by name (for meta-device modules).
+    """
+
+    name: str
+    module: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    constants: dict[str, Any]
+
+    def to_graph(self) -> Graph:
+        """Import the module with `rewrite.from_torch`."""
+        from rewrite.torch_import import from_torch
+
+        return from_torch(
+            self.module, self.args, self.kwargs, name=self.name, constants=self.constants
+        )
+
+
+def names() -> list[str]:
+    """Names of the zoo models (each available in `SIZES`)."""
+    return sorted(_SPECS)
+
+
+def _split_name(name: str, size: str | None) -> tuple[str, str]:
+    base, _, suffix = name.partition("-")
+    size = size or suffix or "small"
+    if base not in _SPECS or size not in SIZES or (suffix and suffix != size):
+        raise RewriteError(
+            f"zoo model must be one of {names()} (optionally suffixed -small/-full) with size in {SIZES}, "
+            f"but got name={name!r}, size={size!r}."
+        )
+    return base, size
+
+
+def model(name: str, **overrides: Any) -> ZooModel:
+    """Build a zoo model without importing it (see `build` for the arguments)."""
+    import torch
+    import transformers
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    base, size = _split_name(name, overrides.pop("size", None))
+    spec = _SPECS[base]
+    run = {**(spec.small_defaults if size == "small" else spec.full_defaults)}
+    run.update({k: overrides.pop(k) for k in _RUN_KEYS if k in overrides})
+    config = getattr(transformers, spec.config_class)(
+        **(spec.small if size == "small" else spec.full)
+    )
+    for k, v in overrides.items():
+        if not hasattr(config, k):
+            raise RewriteError(
+                f"zoo override {k!r} is neither a run option {_RUN_KEYS} nor a field of {spec.config_class}; "
+                "check the spelling against the transformers config."
+            )
+        setattr(config, k, v)
+    device = run.get("device", "cpu" if size == "small" else "meta")
+    dtype = getattr(torch, run.get("dtype", "float32"))
+    torch.manual_seed(run.get("seed", 0))
+    make = getattr(transformers, spec.model_class)
+    with _params_on_meta(device == "meta"), _quiet_transformers():
+        module = make(config).to(dtype).eval()
+    constants = _non_persistent_buffers(module) if device == "meta" else {}
+    if device == "meta":
+        module = module.to("meta")
+    args = _example_inputs(spec, config, run, device, dtype)
+    return ZooModel(f"{base}-{size}", module, args, dict(spec.kwargs), constants)
+
+
+def build(name: str, **overrides: Any) -> Graph:
+    """Build a zoo model from its config and import it.
+
+    Args:
+        name: One of `names()`, optionally suffixed ``-small`` or ``-full``.
+        **overrides: ``size`` (``"small"`` or ``"full"``, default small), run options ``batch``
+            (default 1), ``seq_len`` / ``image_size``, ``dtype`` (torch dtype name), ``device``
+            (``"cpu"`` or ``"meta"``; default cpu for small, meta for full), ``seed``, and any
+            field of the model's transformers config (e.g. ``n_layer=4``).
+
+    Returns:
+        The imported `Graph`.
+
+    Raises:
+        RewriteError: On an unknown model, size or override.
+    """
+    return model(name, **overrides).to_graph()
+
+
+def _example_inputs(
+    spec: _Spec, config: Any, run: dict[str, Any], device: str, dtype: Any
+) -> tuple[Any, ...]:
+    import torch
+
+    batch = run.get("batch", 1)
+    if spec.input_kind == "tokens":
+        gen = torch.Generator().manual_seed(run.get("seed", 0))
+        ids = torch.randint(0, config.vocab_size, (batch, run["seq_len"]), generator=gen)
+        return (ids.to(device),)
+    size = run["image_size"]
+    if hasattr(config, "image_size"):
+        config.image_size = size
+    return (
+        torch.zeros(
+            batch, getattr(config, "num_channels", 3), size, size, dtype=dtype, device=device
+        ),
+    )
+
+
+def _non_persistent_buffers(module: Any) -> dict[str, Any]:
+    out = {}
+    for prefix, mod in module.named_modules():
+        for bname in getattr(mod, "_non_persistent_buffers_set", ()):
+            buf = mod._buffers.get(bname)
+            if buf is not None and buf.device.type != "meta":
+                out[f"{prefix}.{bname}" if prefix else bname] = buf.detach().clone()
+    return out
+
+
+@contextlib.contextmanager
+def _params_on_meta(enabled: bool) -> Iterator[None]:
+    """Create parameters on ``meta`` while buffers stay real (no weight memory or init time)."""
+    import torch
+
+    if not enabled:
+        yield
+        return
+    original: Callable[..., Any] = torch.nn.Module.register_parameter
+
+    def register(self: Any, name: str, param: Any) -> None:
+        original(self, name, param)
+        if param is not None and param.device.type != "meta":
+            p = self._parameters[name]
+            self._parameters[name] = type(p)(p.to("meta"), requires_grad=p.requires_grad)
+
+    torch.nn.Module.register_parameter = register  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch.nn.Module.register_parameter = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
