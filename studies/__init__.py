@@ -1,10 +1,75 @@
 """Studies: the user-facing API, crash-safe storage, resume, export and the `tuner` command."""
 
+from __future__ import annotations
+
+import importlib
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
 try:
     __version__ = version("rewrite-tuner")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
     __version__ = "0.0.0+unknown"
 
-__all__ = ["__version__"]
+# Public names resolve lazily (PEP 562) so `tuner --help` does not import SQLAlchemy or torch.
+_EXPORTS = {
+    "Study": "studies.study",
+    "StudySettings": "studies.settings",
+    "Storage": "studies.storage",
+    "StudyRecord": "studies.records",
+    "TrialRecord": "studies.records",
+    "Weighted": "studies.pareto",
+    "Constrained": "studies.pareto",
+    "PriorsFile": "studies.export",
+    "export_priors": "studies.export",
+    "read_priors_file": "studies.export",
+    "plot_study": "studies.plots",
+    "StudyError": "studies.errors",
+    "StorageError": "studies.errors",
+    "StorageLockedError": "studies.errors",
+    "StorageCorruptError": "studies.errors",
+    "FormatVersionError": "studies.errors",
+    "StudyNotFoundError": "studies.errors",
+    "StudyConflictError": "studies.errors",
+    "StudyFileError": "studies.errors",
+    "EvaluateError": "studies.errors",
+    "ExportError": "studies.errors",
+    "PriorsFileError": "studies.errors",
+}
+
+__all__ = ["__version__", *sorted(_EXPORTS)]
+
+if TYPE_CHECKING:
+    from studies.errors import (
+        EvaluateError,
+        ExportError,
+        FormatVersionError,
+        PriorsFileError,
+        StorageCorruptError,
+        StorageError,
+        StorageLockedError,
+        StudyConflictError,
+        StudyError,
+        StudyFileError,
+        StudyNotFoundError,
+    )
+    from studies.export import PriorsFile, export_priors, read_priors_file
+    from studies.pareto import Constrained, Weighted
+    from studies.plots import plot_study
+    from studies.records import StudyRecord, TrialRecord
+    from studies.settings import StudySettings
+    from studies.storage import Storage
+    from studies.study import Study
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'studies' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -84,7 +84,8 @@ def run(
                     last_beat = time.monotonic()
                 view.update()
     except BaseException as err:
-        numbers = [s.number for s in running.values()]
+        # every trial this process holds, including ones allocated but not yet submitted
+        numbers = [t.number for t in study.trials if t.state == "RUNNING" and t.worker == worker]
         if numbers:
             reason = f"Interrupted: {type(err).__name__} in the driving process; re-queued."
             study.storage.requeue(study._record.id, numbers, worker, reason)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -82,6 +83,8 @@ class Storage:
         self.busy_timeout = float(busy_timeout)
         self.engine = _make_engine(self.url, self.busy_timeout)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
+        if self.is_sqlite and self.engine.url.database not in (None, "", ":memory:"):
+            _precheck_sqlite(self.engine.url.database, self.url)
         with self._errors():
             self._open()
 
@@ -430,6 +433,36 @@ def _sqlite_engine(parsed: Any, busy_timeout: float) -> Engine:
     return engine
 
 
+def _precheck_sqlite(path: str, url: str) -> None:
+    """Look at an existing SQLite file read-only before the engine touches it (switching a file to
+    WAL rewrites its header), so a foreign, damaged or newer file is refused unchanged."""
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
+    except sqlite3.Error as err:
+        raise StorageError(f"Cannot open {url}: {err}.") from err
+    try:
+        names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if names and "format_version" not in names:
+            raise StorageCorruptError(
+                f"{url} holds tables {sorted(names)} but no 'format_version' table, so it is not "
+                "a rewrite-tuner study storage. Nothing was changed; use another database file."
+            )
+        row = con.execute("SELECT max(version) FROM format_version").fetchone() if names else None
+        if row and row[0] is not None and int(row[0]) > schema.FORMAT_VERSION:
+            _migrate(None, int(row[0]), url)  # raises FormatVersionError
+    except sqlite3.DatabaseError as err:
+        if "locked" in str(err).lower():
+            return  # a writer holds it; the engine's busy timeout decides
+        raise StorageCorruptError(
+            f"{url} is damaged or is not a SQLite database ({err}). Nothing was changed; restore "
+            "it from a backup or pass another --storage."
+        ) from err
+    finally:
+        con.close()
+
+
 def _translate(err: DBAPIError, url: str) -> StorageError:
     msg = str(err.orig) if err.orig is not None else str(err)
     low = msg.lower()
@@ -458,13 +491,15 @@ def _version_row() -> dict[str, Any]:
     }
 
 
-def _migrate(conn: Connection, version: int, url: str) -> None:
+def _migrate(conn: Connection | None, version: int, url: str) -> None:
     if version > schema.FORMAT_VERSION:
         raise FormatVersionError(
             f"{url} has schema format_version {version}, but this rewrite-tuner reads versions up "
             f"to {schema.FORMAT_VERSION}. Upgrade rewrite-tuner (pip install -U rewrite-tuner); "
             "nothing was changed."
         )
+    if conn is None:
+        return
     while version < schema.FORMAT_VERSION:
         schema.MIGRATIONS[version](conn)
         version += 1

@@ -1,0 +1,79 @@
+"""Evaluate functions and settings shared by the studies tests (module-level: picklable)."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Any
+
+from studies.examples import toy_evaluate
+from studies.settings import StudySettings
+
+#: Cheap tuner: tiny acquisition budget, capped GP fit; short heartbeats for stale detection.
+FAST_TUNER = {
+    "num_restarts": 1,
+    "raw_samples": 16,
+    "maxiter": 5,
+    "mc_samples": 16,
+    "fit_maxiter": 5,
+}
+
+
+def fast_settings(n_initial: int = 4, **kwargs: Any) -> StudySettings:
+    """Settings for tests: small Sobol design, cheap tuner, 0.2 s heartbeats, 1 s grace."""
+    base = {"heartbeat_interval": 0.2, "grace_period": 1.0, "n_initial": n_initial}
+    base.update(kwargs)
+    return StudySettings(tuner_options=FAST_TUNER, **base)
+
+
+def flaky_evaluate(config: dict[str, Any]) -> dict[str, float]:
+    """Fails in different ways depending on the population (4..64)."""
+    pop = config["population"]
+    out = toy_evaluate(config)
+    if pop % 5 == 0:
+        raise RuntimeError(f"boom at population {pop}")
+    if pop % 5 == 1:
+        out["latency"] = math.nan
+    elif pop % 5 == 2:
+        out["search_seconds"] = math.inf
+    elif pop % 5 == 3:
+        out["steps"] = math.nan  # a non-finite tracking metric is dropped, the trial completes
+    return out
+
+
+def missing_objective(config: dict[str, Any]) -> dict[str, float]:
+    """Returns only one of the two objectives."""
+    return {"latency": 1.0}
+
+
+def not_a_dict(config: dict[str, Any]) -> Any:
+    """Returns a list instead of a dict."""
+    return [1.0, 2.0]
+
+
+def sleepy_evaluate(config: dict[str, Any]) -> dict[str, float]:
+    """Sleeps 3 s when the population is even (to hit timeouts), else evaluates at once."""
+    if config["population"] % 2 == 0:
+        time.sleep(3)
+    return toy_evaluate(config)
+
+
+def crashing_worker(config: dict[str, Any]) -> dict[str, float]:
+    """Kills its own worker process for small populations (a segfault stand-in)."""
+    if config["population"] < 10:
+        os._exit(13)
+    return toy_evaluate(config)
+
+
+def slow_toy(config: dict[str, Any]) -> dict[str, float]:
+    """The toy problem taking ~50 ms, so kills land while trials run."""
+    time.sleep(0.05)
+    return toy_evaluate(config)
+
+
+def constrained_evaluate(config: dict[str, Any]) -> dict[str, float]:
+    """The toy problem plus a constraint metric ``memory``."""
+    out = toy_evaluate(config)
+    out["memory"] = float(config["population"]) / 8.0
+    return out

@@ -1,0 +1,191 @@
+"""Storage conformance: every test runs on SQLite and (when configured) PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+
+import pytest
+from sqlalchemy import create_engine, select, text, update
+from sqlalchemy.pool import NullPool
+
+from studies import schema
+from studies.errors import (
+    FormatVersionError,
+    StorageCorruptError,
+    StorageError,
+    StorageLockedError,
+    StudyConflictError,
+    StudyNotFoundError,
+)
+from studies.records import StudyRecord
+from studies.storage import Storage
+
+
+def _record(name: str = "s", seed: int = 0, space: dict | None = None) -> StudyRecord:
+    return StudyRecord(
+        id=0,
+        name=name,
+        space=space or {"format_version": 1, "params": {}},
+        objectives={"f": "minimize"},
+        constraints=[],
+        settings={"grace_period": 1.0},
+        seed=seed,
+        budget=None,
+        evaluate_ref=None,
+        created=time.time(),
+    )
+
+
+def test_create_get_and_reattach(storage_url: str) -> None:
+    store = Storage(storage_url)
+    created = store.create_study(_record())
+    assert store.get_study("s") == created
+    assert store.create_study(_record()) == created  # identical definition: attach
+    assert store.study_names() == ["s"]
+    with pytest.raises(StudyConflictError, match="different seed"):
+        store.create_study(_record(seed=1))
+    with pytest.raises(StudyNotFoundError, match=r"No study named 'x'.*\['s'\]"):
+        store.get_study("x")
+
+
+def test_trial_lifecycle_and_numbers(storage_url: str) -> None:
+    store = Storage(storage_url)
+    sid = store.create_study(_record()).id
+    with store.write() as conn:
+        store.lock_study(conn, sid)
+        a = store.add_trial(conn, sid, {"x": 0.1}, worker="w1")
+        b = store.add_trial(conn, sid, {"x": 0.2}, state="WAITING")
+    assert (a.number, a.state, b.number, b.state) == (0, "RUNNING", 1, "WAITING")
+    with store.write() as conn:
+        claimed = store.claim_waiting(conn, sid, "w2")
+        assert store.claim_waiting(conn, sid, "w2") is None
+    assert claimed is not None and claimed.number == 1 and claimed.worker == "w2"
+    assert store.finish_trial(sid, 0, state="COMPLETE", values={"f": 1.5}, worker="w1")
+    assert not store.finish_trial(sid, 0, state="COMPLETE", values={"f": 2.0})  # already done
+    assert not store.finish_trial(sid, 1, state="FAILED", error="x", worker="w1")  # not owner
+    assert store.finish_trial(sid, 1, state="FAILED", error="E: x", metrics={"m": 1.0})
+    t0, t1 = store.trials(sid)
+    assert t0.values == {"f": 1.5} and t0.duration is not None and t0.duration >= 0
+    assert t1.state == "FAILED" and t1.error == "E: x" and t1.metrics == {"m": 1.0}
+
+
+def test_reap_stale_requeues_once(storage_url: str) -> None:
+    store = Storage(storage_url)
+    sid = store.create_study(_record()).id
+    with store.write() as conn:
+        store.add_trial(conn, sid, {"x": 0.3}, worker="dead")
+        store.add_trial(conn, sid, {"x": 0.4}, worker="manual", heartbeat=False)
+    time.sleep(0.3)
+    with store.write() as conn:
+        assert store.reap_stale(conn, sid, grace_period=0.1) == [0]
+        assert store.reap_stale(conn, sid, grace_period=0.1) == []
+    trials = store.trials(sid)
+    assert [t.state for t in trials] == ["FAILED", "RUNNING", "WAITING"]
+    assert "StaleTrial" in trials[0].error and trials[2].retry_of == 0
+    assert trials[2].config == trials[0].config
+    # a live heartbeat keeps a trial; a dead-worker predicate reaps it at once
+    with store.write() as conn:
+        store.add_trial(conn, sid, {"x": 0.5}, worker="gone")
+        assert store.reap_stale(conn, sid, 60.0, is_dead=lambda w: w == "gone") == [3]
+
+
+def test_requeue_only_own_running(storage_url: str) -> None:
+    store = Storage(storage_url)
+    sid = store.create_study(_record()).id
+    with store.write() as conn:
+        store.add_trial(conn, sid, {"x": 0.1}, worker="me")
+        store.add_trial(conn, sid, {"x": 0.2}, worker="other")
+    assert store.requeue(sid, [0, 1], "me", "Interrupted") == [0]
+    assert [t.state for t in store.trials(sid)] == ["FAILED", "RUNNING", "WAITING"]
+
+
+def test_json_columns_are_strict_json(storage_url: str) -> None:
+    store = Storage(storage_url)
+    sid = store.create_study(_record()).id
+    with store.write() as conn:
+        store.add_trial(conn, sid, {"x": 0.1, "p": {"a": 0.5, "b": 0.5}}, worker="w")
+    store.finish_trial(sid, 0, state="COMPLETE", values={"f": 1.0}, metrics={"m": 2.0})
+    with store.read() as conn:
+        row = conn.execute(select(schema.trials)).one()._mapping
+        raw = {k: row[k] for k in ("config", "values", "metrics")}
+    assert {k: json.loads(v) for k, v in raw.items()} == {
+        "config": {"p": {"a": 0.5, "b": 0.5}, "x": 0.1},
+        "values": {"f": 1.0},
+        "metrics": {"m": 2.0},
+    }
+    with pytest.raises(ValueError):
+        store.finish_trial(sid, 0, state="COMPLETE", values={"f": float("nan")})
+
+
+def test_newer_format_version_is_refused(storage_url: str) -> None:
+    Storage(storage_url)
+    engine = create_engine(storage_url, poolclass=NullPool)
+    with engine.begin() as conn:
+        conn.execute(update(schema.format_version).values(version=schema.FORMAT_VERSION + 1))
+    engine.dispose()
+    with pytest.raises(FormatVersionError, match="Upgrade rewrite-tuner"):
+        Storage(storage_url)
+
+
+def test_foreign_database_is_not_touched(tmp_path) -> None:
+    path = tmp_path / "other.db"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE users (id INTEGER)")
+    con.commit()
+    con.close()
+    before = path.read_bytes()
+    with pytest.raises(StorageCorruptError, match=r"not a rewrite-tuner study storage"):
+        Storage(f"sqlite:///{path}")
+    assert path.read_bytes() == before
+
+
+def test_corrupt_file_is_not_touched(tmp_path) -> None:
+    path = tmp_path / "junk.db"
+    path.write_bytes(b"this is not a database\n" * 200)
+    before = path.read_bytes()
+    with pytest.raises(StorageCorruptError, match="not a SQLite database"):
+        Storage(f"sqlite:///{path}")
+    assert path.read_bytes() == before
+
+
+def test_damaged_database_is_reported(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    store = Storage(url)
+    store.create_study(_record())
+    del store
+    raw = bytearray((tmp_path / "s.db").read_bytes())
+    raw[100:4096] = b"\xff" * (4096 - 100)  # wipe the rest of page 1 (schema root)
+    (tmp_path / "s.db").write_bytes(bytes(raw))
+    with pytest.raises(StorageCorruptError):
+        Storage(url).get_study("s")
+
+
+def test_locked_database(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    Storage(url)
+    holder = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StorageLockedError, match="locked by another process"):
+            Storage(url, busy_timeout=0.2)  # opening takes the write lock to check the schema
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def test_bad_urls(tmp_path) -> None:
+    with pytest.raises(StorageError, match="malformed"):
+        Storage("not a url")
+    with pytest.raises(StorageError, match="does not exist"):
+        Storage(f"sqlite:///{tmp_path / 'missing' / 'x.db'}")
+
+
+def test_sqlite_pragmas(sqlite_url: str) -> None:
+    store = Storage(sqlite_url)
+    with store.read() as conn:
+        assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+        assert conn.execute(text("PRAGMA synchronous")).scalar() == 1  # NORMAL
+        assert conn.execute(text("PRAGMA busy_timeout")).scalar() == 60000
+    assert store.integrity_check() == "ok"

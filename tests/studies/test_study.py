@@ -1,0 +1,294 @@
+"""Study API: optimize with failures, ask/tell, resume after stale trials, Pareto, DataFrame."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from studies import Study, StudyConflictError, StudyError
+from studies.errors import EvaluateError, StudyNotFoundError
+from studies.examples import toy_evaluate, toy_space
+from studies.storage import Storage
+from tests.studies import helpers
+
+OBJ = {"latency": "minimize", "search_seconds": "minimize"}
+
+
+def make(url: str, evaluate=toy_evaluate, name: str = "s", **kw) -> Study:
+    kw.setdefault("settings", helpers.fast_settings(n_initial=kw.pop("n_initial", 100)))
+    return Study(name, toy_space(), OBJ, evaluate, storage=url, **kw)
+
+
+def test_optimize_runs_budget_and_records(storage_url: str) -> None:
+    study = make(storage_url)
+    study.optimize(6, n_workers=2, progress=False)
+    trials = study.trials
+    assert [t.number for t in trials] == list(range(6))
+    assert all(t.state == "COMPLETE" for t in trials)
+    for t in trials:
+        assert t.values == {k: toy_evaluate(t.config)[k] for k in OBJ}
+        assert t.metrics == {"steps": toy_evaluate(t.config)["steps"]}
+        assert t.started <= t.finished and t.worker and t.heartbeat is not None
+    assert study.budget == 6
+    # the budget is a total: asking for 6 again runs nothing, 8 runs two more
+    study.optimize(6, progress=False)
+    assert len(study.trials) == 6
+    study.optimize(8, progress=False)
+    assert len(study.trials) == 8 and study.progress()["finished"] == 8
+
+
+def test_failures_never_crash(sqlite_url: str) -> None:
+    study = make(sqlite_url, helpers.flaky_evaluate)
+    study.optimize(12, n_workers=2, progress=False)
+    trials = study.trials
+    assert len(trials) == 12
+    for t in trials:
+        pop = t.config["population"]
+        kind = pop % 5
+        if kind == 0:
+            assert t.state == "FAILED" and t.error.startswith("RuntimeError: boom"), t
+        elif kind in (1, 2):
+            assert t.state == "FAILED" and t.error.startswith("NonFiniteOutcome"), t
+        else:
+            assert t.state == "COMPLETE" and t.values is not None, t
+            if kind == 3:
+                assert "steps" not in t.metrics
+    assert {t.state for t in trials} == {"FAILED", "COMPLETE"}
+
+
+@pytest.mark.parametrize(
+    ("evaluate", "message"),
+    [
+        (helpers.missing_objective, "MissingOutcome"),
+        (helpers.not_a_dict, "TypeError: evaluate must return a dict"),
+    ],
+)
+def test_malformed_results_fail_the_trial(sqlite_url: str, evaluate, message: str) -> None:
+    study = make(sqlite_url, evaluate)
+    study.optimize(2, progress=False)
+    assert [t.state for t in study.trials] == ["FAILED", "FAILED"]
+    assert all(message in t.error for t in study.trials)
+
+
+def test_timeout_fails_the_trial(sqlite_url: str) -> None:
+    study = make(sqlite_url, helpers.sleepy_evaluate)
+    start = time.monotonic()
+    study.optimize(4, n_workers=2, timeout=0.5, progress=False)
+    assert time.monotonic() - start < 20
+    for t in study.trials:
+        if t.config["population"] % 2 == 0:
+            assert t.state == "FAILED" and "TimeoutError" in t.error
+        else:
+            assert t.state == "COMPLETE"
+
+
+def test_driver_side_timeout_with_thread_executor(sqlite_url: str) -> None:
+    """Executors whose tasks run in threads (like Dask's) cannot use SIGALRM; the driver fails
+    the trial itself and moves on."""
+    study = make(sqlite_url, helpers.sleepy_evaluate)
+    pool = ThreadPoolExecutor(4)
+    try:
+        study.optimize(3, n_workers=2, executor=pool, timeout=0.3, progress=False)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    assert len(study.trials) == 3
+    for t in study.trials:
+        if t.config["population"] % 2 == 0:
+            assert t.state == "FAILED" and "TimeoutError" in t.error
+        else:
+            assert t.state == "COMPLETE"
+    assert any(t.state == "FAILED" for t in study.trials)
+
+
+def test_worker_process_crash_is_a_failed_trial(sqlite_url: str) -> None:
+    study = make(sqlite_url, helpers.crashing_worker)
+    study.optimize(6, n_workers=1, progress=False)
+    trials = study.trials
+    assert len(trials) == 6 and all(t.is_finished for t in trials)
+    for t in trials:
+        if t.config["population"] < 10:
+            assert t.state == "FAILED" and "WorkerCrashed" in t.error
+
+
+def test_ask_tell(storage_url: str) -> None:
+    study = make(storage_url, evaluate=None)
+    a, b = study.ask(), study.ask()
+    assert (a.number, b.number, a.state) == (0, 1, "RUNNING")
+    assert a.heartbeat is None  # manual trials are never declared stale
+    done = study.tell(a, {k: toy_evaluate(a.config)[k] for k in OBJ}, metrics={"steps": 3.0})
+    assert done.state == "COMPLETE" and done.metrics == {"steps": 3.0}
+    failed = study.tell(b.number, {"latency": float("nan"), "search_seconds": 1.0})
+    assert failed.state == "FAILED" and "NonFiniteOutcome" in failed.error
+    with pytest.raises(StudyError, match="not RUNNING"):
+        study.tell(a, {"latency": 1.0, "search_seconds": 1.0})
+    with pytest.raises(StudyError, match="exactly one of"):
+        study.tell(study.ask(), None)
+    c = study.trials[-1]
+    study.tell(c, error=RuntimeError("gave up"))
+    assert study.trials[-1].error == "RuntimeError: gave up"
+    with pytest.raises(ValueError, match="exactly the objectives"):
+        study.tell(study.ask(), {"latency": 1.0})
+    with pytest.raises(EvaluateError, match="no evaluate function"):
+        study.optimize(10)
+
+
+def test_same_name_other_definition_is_refused(sqlite_url: str) -> None:
+    make(sqlite_url)
+    again = make(sqlite_url)  # identical definition attaches
+    assert again.name == "s"
+    with pytest.raises(StudyConflictError, match="different seed"):
+        make(sqlite_url, seed=3)
+    with pytest.raises(StudyConflictError, match="different objectives"):
+        Study(
+            "s",
+            toy_space(),
+            {"latency": "maximize", "search_seconds": "minimize"},
+            storage=sqlite_url,
+        )
+    with pytest.raises(StudyNotFoundError):
+        Study.load("nope", sqlite_url)
+
+
+def test_stale_trial_is_requeued_and_rerun(storage_url: str) -> None:
+    study = make(storage_url)
+    store = study.storage
+    # a RUNNING trial of a process that stopped beating (another host: no pid shortcut)
+    with store.write() as conn:
+        store.add_trial(conn, study._record.id, toy_space().sample(1, 5)[0], worker="elsewhere:1:x")
+    time.sleep(1.2)  # past the 1 s grace period
+    loaded = Study.load("s", storage_url, evaluate=toy_evaluate)
+    loaded.optimize(3, progress=False)
+    trials = loaded.trials
+    assert trials[0].state == "FAILED" and "StaleTrial" in trials[0].error
+    assert trials[1].retry_of == 0 and trials[1].config == trials[0].config
+    assert trials[1].state == "COMPLETE"
+    assert loaded.progress()["finished"] == 3 and len(trials) == 4
+
+
+def test_dead_local_worker_is_reaped_without_waiting(sqlite_url: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    import socket
+
+    dead = f"{socket.gethostname()}:{proc.stdout.strip()}:tok"
+    study = make(
+        sqlite_url, settings=helpers.fast_settings(100, grace_period=600.0, heartbeat_interval=0.2)
+    )
+    with study.storage.write() as conn:
+        study.storage.add_trial(conn, study._record.id, toy_space().sample(1, 5)[0], worker=dead)
+    assert study.reap_stale() == [0]
+
+
+def test_interrupt_requeues_trials_in_flight(sqlite_url: str) -> None:
+    class Exploding(ThreadPoolExecutor):
+        calls = 0
+
+        def submit(self, fn, *args, **kwargs):
+            Exploding.calls += 1
+            if Exploding.calls == 3:
+                raise KeyboardInterrupt
+            return super().submit(fn, *args, **kwargs)
+
+    study = make(sqlite_url, helpers.slow_toy)
+    with Exploding(2) as pool, pytest.raises(KeyboardInterrupt):
+        study.optimize(6, n_workers=2, executor=pool, progress=False)
+    waiting = [t for t in study.trials if t.state == "WAITING"]
+    assert waiting and all(t.retry_of is not None for t in waiting)
+    study.optimize(6, progress=False)
+    assert study.progress()["finished"] == 6
+    assert not [t for t in study.trials if t.state in ("WAITING", "RUNNING")]
+
+
+def test_pareto_and_dataframe(sqlite_url: str) -> None:
+    study = make(sqlite_url)
+    study.optimize(10, n_workers=2, progress=False)
+    front = study.pareto()
+    Y = np.array([[t.values[k] for k in OBJ] for t in study.trials])
+    for t in front:  # nobody dominates a Pareto trial
+        y = np.array([t.values[k] for k in OBJ])
+        assert not np.any(np.all(y >= Y, axis=1) & np.any(y > Y, axis=1))
+    others = [t for t in study.trials if t not in front]
+    for t in others:  # every other trial is dominated by someone
+        y = np.array([t.values[k] for k in OBJ])
+        assert np.any(np.all(y >= Y, axis=1) & np.any(y > Y, axis=1))
+    df = study.to_dataframe()
+    assert len(df) == 10
+    for col in (
+        "number",
+        "state",
+        "values.latency",
+        "metrics.steps",
+        "config.tau",
+        "config.priors.fuse",
+        "started",
+        "finished",
+        "duration",
+        "worker",
+        "error",
+    ):
+        assert col in df.columns
+    assert np.allclose(df["values.latency"], Y[:, 0])
+
+
+def test_constraints_filter_pareto(sqlite_url: str) -> None:
+    study = Study(
+        "c",
+        toy_space(),
+        OBJ,
+        helpers.constrained_evaluate,
+        constraints=["memory <= 2"],
+        storage=sqlite_url,
+        settings=helpers.fast_settings(100),
+    )
+    study.optimize(8, progress=False)
+    assert study.constraints == ["memory <= 2"]
+    for t in study.pareto():
+        assert t.metrics["memory"] <= 2
+
+
+def test_model_proposals_rebuild_exactly(tmp_path) -> None:
+    """Two studies with the same seed propose the same configs; a study rebuilt from storage in a
+    fresh process continues exactly as one that never stopped."""
+    a = make(f"sqlite:///{tmp_path / 'a.db'}", n_initial=3)
+    a.optimize(5, progress=False)
+    b = make(f"sqlite:///{tmp_path / 'b.db'}", n_initial=3)
+    b.optimize(3, progress=False)
+    code = (
+        "from studies import Study; from studies.examples import toy_evaluate; "
+        f"s = Study.load('s', 'sqlite:///{tmp_path / 'b.db'}', evaluate=toy_evaluate); "
+        "s.optimize(5, progress=False)"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        cwd=str(tmp_path.parent),
+        env={**__import__("os").environ, "PYTHONPATH": _root()},
+    )
+    ca = [t.config for t in a.trials]
+    cb = [t.config for t in Study.load("s", f"sqlite:///{tmp_path / 'b.db'}").trials]
+    assert ca == cb
+
+
+def _root() -> str:
+    from pathlib import Path
+
+    return str(Path(__file__).resolve().parents[2])
+
+
+def test_settings_are_stored_and_validated(sqlite_url: str) -> None:
+    s = make(sqlite_url)
+    assert Study.load("s", sqlite_url).settings == s.settings
+    with pytest.raises(ValueError, match="grace_period >= 2 \\* heartbeat_interval"):
+        helpers.fast_settings(grace_period=0.1)
+    with pytest.raises(ValueError, match="Unknown TunerOptions keys"):
+        helpers.StudySettings(tuner_options={"bogus": 1})
+    assert Storage(sqlite_url).get_study("s").evaluate_ref == "studies.examples:toy_evaluate"
