@@ -37,7 +37,31 @@ _EXPORTS = {
     "PriorsFileError": "studies.errors",
 }
 
-__all__ = ["__version__", *sorted(_EXPORTS)]
+__all__ = [
+    "Constrained",
+    "EvaluateError",
+    "ExportError",
+    "FormatVersionError",
+    "PriorsFile",
+    "PriorsFileError",
+    "StorageCorruptError",
+    "StorageError",
+    "StorageLockedError",
+    "Storage",
+    "Study",
+    "StudyConflictError",
+    "StudyError",
+    "StudyFileError",
+    "StudyNotFoundError",
+    "StudyRecord",
+    "StudySettings",
+    "TrialRecord",
+    "Weighted",
+    "__version__",
+    "export_priors",
+    "plot_study",
+    "read_priors_file",
+]
 
 if TYPE_CHECKING:
     from studies.errors import (
