@@ -73,7 +73,7 @@ class _NodeFactory:
             f"inputs must be Values, Nodes, scalars or numpy arrays, but got {type(v).__name__}."
         )
 
-    def add(
+    def add_node(
         self,
         op: str,
         inputs: Sequence[ValueLike] = (),
@@ -115,12 +115,18 @@ class _NodeFactory:
         self._new[node.id] = node
         return node
 
+    def add(self, *args: Any, **kw: Any) -> Any:
+        """Two uses: ``add("op", inputs, attrs)`` is `add_node`; ``add(x, y)`` is the ``add`` op."""
+        if args and isinstance(args[0], str):
+            return self.add_node(*args, **kw)
+        return self.__getattr__("add")(*args, **kw)
+
     def const(self, value: Any, dtype: str | None = None) -> Value:
         """A constant node holding ``value`` (deduplicated by content)."""
         arr = value if isinstance(value, ConstArray) else ConstArray(value, dtype)
         hit = self._consts.get(arr.digest)
         if hit is None:
-            hit = self.add("const", value=arr).out(0)
+            hit = self.add_node("const", value=arr).out(0)
             self._consts[arr.digest] = hit
         return hit
 
@@ -135,7 +141,7 @@ class _NodeFactory:
                 flat.extend(x) if isinstance(x, list | tuple) and not isinstance(
                     x, Value
                 ) else flat.append(x)
-            node = self.add(op, flat, attrs)
+            node = self.add_node(op, flat, attrs)
             return node.out(0) if len(node.types) == 1 else node.outs
 
         method.__name__ = op
@@ -165,13 +171,13 @@ class GraphBuilder(_NodeFactory):
 
     def input(self, name: str, shape: Sequence[int], dtype: str = "float32") -> Value:
         """Declare a graph input (inputs keep declaration order)."""
-        v = self.add("input", name=name, shape=tuple(shape), dtype=dtype).out(0)
+        v = self.add_node("input", name=name, shape=tuple(shape), dtype=dtype).out(0)
         self._inputs.append(v.node)
         return v
 
     def param(self, name: str, shape: Sequence[int], dtype: str = "float32") -> Value:
         """Declare a parameter (weight) named ``name``."""
-        return self.add("param", name=name, shape=tuple(shape), dtype=dtype).out(0)
+        return self.add_node("param", name=name, shape=tuple(shape), dtype=dtype).out(0)
 
     def build(self, outputs: Sequence[ValueLike], name: str | None = None) -> Graph:
         """The graph computing ``outputs``; nodes they do not need are dropped.
@@ -195,7 +201,7 @@ class GraphBuilder(_NodeFactory):
 class GraphEditor(_NodeFactory):
     """Edits a graph into a new one that shares every node the edit does not touch.
 
-    Use: add nodes (``ed.add`` or op methods), redirect uses with `replace`, then `finish`.
+    Use: add nodes (``ed.add_node`` or op methods), redirect uses with `replace`, then `finish`.
     The source graph is never modified. An editor is single-use and not thread-safe.
 
     Args:

@@ -129,7 +129,7 @@ def _cat(ctx: Any, node: Any, xs: Any, dim: int = 0) -> Value:
 
 @_conv("aten.split_with_sizes.default")
 def _split_sizes(ctx: Any, node: Any, x: Any, sizes: Any, dim: int = 0) -> tuple[Value, ...]:
-    return ctx.b.add("split", [ctx.tensor(x)], sizes=tuple(sizes), dim=dim).outs
+    return ctx.b.add_node("split", [ctx.tensor(x)], sizes=tuple(sizes), dim=dim).outs
 
 
 @_conv("aten.split.Tensor")
@@ -137,7 +137,7 @@ def _split(ctx: Any, node: Any, x: Any, size: int, dim: int = 0) -> tuple[Value,
     v = ctx.tensor(x)
     total = ctx.b.type_of(v).shape[dim]
     sizes = tuple(min(size, total - s) for s in range(0, total, size))
-    return ctx.b.add("split", [v], sizes=sizes, dim=dim).outs
+    return ctx.b.add_node("split", [v], sizes=sizes, dim=dim).outs
 
 
 @_conv(
@@ -192,7 +192,7 @@ _UNARY = {
 
 def _unary(op: str) -> Callable[..., Value]:
     def fn(ctx: Any, node: Any, x: Any) -> Value:
-        return ctx.b.add(op, [ctx.tensor(x)]).out(0)
+        return ctx.b.add_node(op, [ctx.tensor(x)]).out(0)
 
     return fn
 
@@ -226,7 +226,7 @@ def _binary(op: str, compare: bool = False) -> Callable[..., Value]:
         va, vb = _operand(ctx, node, a, b, compare), _operand(ctx, node, b, a, compare)
         if kw.get("alpha", 1) != 1:
             vb = ctx.b.mul(vb, ctx.b.const(kw["alpha"], dtype=ctx.b.type_of(vb).dtype))
-        return ctx.b.add(op, [va, vb]).out(0)
+        return ctx.b.add_node(op, [va, vb]).out(0)
 
     return fn
 
@@ -280,7 +280,7 @@ def _reduce(op: str) -> Callable[..., Value]:
             if isinstance(dims, list | tuple) and len(dims)
             else (None if dims in (None, []) else dims)
         )
-        out = ctx.b.add(op, [v], dims=dims, keepdim=keepdim).out(0)
+        out = ctx.b.add_node(op, [v], dims=dims, keepdim=keepdim).out(0)
         want = ctx.val_type(node).dtype
         return out if ctx.b.type_of(out).dtype == want else ctx.b.cast(out, dtype=want)
 
@@ -303,7 +303,7 @@ for _aten, _op in [
 )
 def _softmax(ctx: Any, node: Any, x: Any, dim: int, *rest: Any, **kw: Any) -> Value:
     op = "log_softmax" if "log_softmax" in str(node.target) else "softmax"
-    out = ctx.b.add(op, [ctx.tensor(x)], dim=dim).out(0)
+    out = ctx.b.add_node(op, [ctx.tensor(x)], dim=dim).out(0)
     want = ctx.val_type(node).dtype
     return out if ctx.b.type_of(out).dtype == want else ctx.b.cast(out, dtype=want)
 

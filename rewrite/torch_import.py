@@ -296,7 +296,7 @@ class _Converter:
         ]
         out_types = tuple((tuple(int(d) for d in v.shape), torch_dtype_name(v.dtype)) for v in vals)
         self.opaque[key] += 1
-        n = self.b.add("opaque", ins, target=key, out_types=out_types, reason=reason[:200])
+        n = self.b.add_node("opaque", ins, target=key, out_types=out_types, reason=reason[:200])
         return n.outs if multi else n.out(0)
 
     def collect_outputs(self, node: Any) -> list[Value]:

@@ -251,7 +251,7 @@ def test_op_matches_torch(case: Case, seed: int) -> None:
     arrays = _arrays(specs, seed)
     gb = GraphBuilder(op)
     ins = [gb.input(f"x{k}", s[0], s[1]) for k, s in enumerate(specs)]
-    node = gb.add(op, ins, attrs)
+    node = gb.add_node(op, ins, attrs)
     g = gb.build(node.outs)
     with torch.no_grad():
         ref = fn(*[torch.from_numpy(a) for a in arrays])
@@ -270,8 +270,8 @@ def test_op_matches_torch(case: Case, seed: int) -> None:
 def test_flops_of_products_and_norms() -> None:
     gb = GraphBuilder()
     x, w = gb.input("x", (2, 5, 7)), gb.param("w", (3, 7))
-    lin = gb.add("linear", [x, w])
-    mm = gb.add("mm", [gb.input("a", (4, 6)), gb.input("c", (6, 9))])
+    lin = gb.add_node("linear", [x, w])
+    mm = gb.add_node("mm", [gb.input("a", (4, 6)), gb.input("c", (6, 9))])
     get = ops.get_op
     assert get("linear").flops(lin.in_types, lin.types, lin.attrs) == 2 * 10 * 3 * 7
     assert get("mm").flops(mm.in_types, mm.types, mm.attrs) == 2 * 4 * 9 * 6
@@ -298,5 +298,5 @@ def test_shape_errors_name_the_op_and_rule(
     gb = GraphBuilder()
     ins = [gb.input(f"x{k}", s[0], s[1]) for k, s in enumerate(specs)]
     with pytest.raises(ShapeError, match=op) as info:
-        gb.add(op, ins, attrs)
+        gb.add_node(op, ins, attrs)
     assert fragment in str(info.value)
