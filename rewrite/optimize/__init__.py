@@ -2,10 +2,10 @@
 
 Public names: `SearchConfig` (every knob and its range), `search_space` (the tuner's space over
 those knobs and the rule priors), `RulePriors` (rule firing priors, versioned JSON), and the
-Pareto utilities in `rewrite.search.pareto`.
+Pareto utilities in `rewrite.optimize.pareto`.
 """
 
-from rewrite.search.config import (
+from rewrite.optimize.config import (
     DEFAULT_TUNED,
     KNOBS,
     STRATEGIES,
@@ -13,8 +13,8 @@ from rewrite.search.config import (
     config_from_params,
     search_space,
 )
-from rewrite.search.errors import PriorsError, SearchConfigError, SearchError
-from rewrite.search.priors import RulePriors
+from rewrite.optimize.errors import PriorsError, SearchConfigError, SearchError
+from rewrite.optimize.priors import RulePriors
 
 __all__ = [
     "DEFAULT_TUNED",

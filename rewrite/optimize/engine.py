@@ -9,7 +9,7 @@ One `Engine` is one island: its own population, archive, online credit and rando
   constraint region rank one lower). The child applies ``m`` rewrites; each draws a rule among
   those with a site, with probability proportional to ``prior ** beta * credit ** (1 - beta)``,
   then a site uniformly. See `_evaluate` for what happens to the child.
-* ``greedy`` and ``best_first``: the baselines in `rewrite.search.baselines`.
+* ``greedy`` and ``best_first``: the baselines in `rewrite.optimize.baselines`.
 
 A child is costed incrementally (one `rewrite.cost` update per rewrite), deduplicated by graph
 hash, dropped when over the size cap or when some frontier point times ``alpha`` is at most its
@@ -36,17 +36,17 @@ import numpy as np
 
 from rewrite.cost import CostVector, cost
 from rewrite.ir import Graph
-from rewrite.rule_errors import MatchError, RuleError, VerificationError
-from rewrite.rules.base import Rule, Site
-from rewrite.search.config import SearchConfig
-from rewrite.search.matching import SiteTable, all_sites, inherit_sites, match_radius, revalidate
-from rewrite.search.pareto import (
+from rewrite.optimize.config import SearchConfig
+from rewrite.optimize.matching import SiteTable, all_sites, inherit_sites, match_radius, revalidate
+from rewrite.optimize.pareto import (
     alpha_dominated,
     hypervolume,
     non_dominated_rank,
     truncate_by_crowding,
 )
-from rewrite.search.result import RunStats, Step, normalizer
+from rewrite.optimize.result import RunStats, Step, normalizer
+from rewrite.rule_errors import MatchError, RuleError, VerificationError
+from rewrite.rules.base import Rule, Site
 
 __all__ = ["Context", "Engine", "Entry"]
 
@@ -89,8 +89,12 @@ class Context:
         self.radius = match_radius(self.rules)
 
     def vector(self, c: CostVector) -> np.ndarray:
-        """Raw objective values of a cost vector, in objective order."""
-        return np.array([float(getattr(c, o)) for o in self.objectives])
+        """Raw objective values of a cost vector, in objective order.
+
+        Values are rounded to 12 significant digits: incremental costing sums floats in a
+        different order than a full pass, and rounding noise must not create Pareto points.
+        """
+        return np.array([float(f"{float(getattr(c, o)):.12g}") for o in self.objectives])
 
     def feasible(self, c: CostVector) -> bool:
         """Whether a cost lies inside the constraint region (the memory cap)."""
@@ -204,14 +208,13 @@ class Engine:
             return
         ranks = self.ranks()
         on_front = {id(e) for e in self.frontier}
-        worst = max(ranks[i] for i, e in enumerate(self.population) if id(e) not in on_front)
-        cands = [
-            i
-            for i, e in enumerate(self.population)
-            if ranks[i] == worst and id(e) not in on_front and e is not self.root
+        free = [
+            i for i, e in enumerate(self.population) if id(e) not in on_front and e is not self.root
         ]
-        if not cands:
+        if not free:
             return
+        worst = max(ranks[i] for i in free)
+        cands = [i for i in free if ranks[i] == worst]
         if len(cands) > 1:
             sub = self._norm([self.population[i] for i in cands])
             keep = truncate_by_crowding(sub, len(cands) - 1)
@@ -356,47 +359,48 @@ class Engine:
             sites=sites,
         )
 
-    def evaluate(self, child: Entry) -> bool:
+    def evaluate(self, child: Entry) -> tuple[bool, bool]:
         """Dedupe, size and alpha filters, sampled verification, population and frontier.
 
         Returns:
-            Whether the child improved the frontier.
+            ``(accepted, improved)``: whether the child joined the population, and whether it
+            entered the frontier.
         """
-        stats, names = self.stats, {s.rule for s in child.steps[len(child.parent.steps) :]}  # type: ignore[union-attr]
+        assert child.parent is not None
+        stats, names = self.stats, {s.rule for s in child.steps[len(child.parent.steps) :]}
         digest = child.graph.digest
         if digest in self.seen:
             stats.hit("dedupe", True)
             stats.dropped["duplicate"] += 1
-            return False
+            return False, False
         stats.hit("dedupe", False)
         self.seen.add(digest)
         if len(child.graph) > self.ctx.max_nodes:
             stats.dropped["size"] += 1
-            return False
+            return False, False
         if alpha_dominated(child.y, self.frontier_costs(), self.config.alpha):
             stats.dropped["alpha"] += 1
             self._credit(names, 0.0)
-            return False
+            return False, False
         if self.rng.random() < self.config.verify_rate and not self.verify(child):
             stats.dropped["rejected"] += 1
-            return False
+            return False, False
+        improved = False
+        if child.feasible and not self.dominated_by_frontier(child.y):
+            if not self.verify(child):
+                stats.dropped["rejected"] += 1
+                return False, False
+            improved = self.offer_frontier(child)
         for n in names:
             stats.count(n, "accepted")
         self.add_population(child)
-        improved = False
-        if child.feasible and not self.dominated_by_frontier(child.y):
-            if self.verify(child):
-                improved = self.offer_frontier(child)
-            else:
-                stats.dropped["rejected"] += 1
-                self.population.remove(child)
         if improved:
             for n in names:
                 stats.count(n, "improved")
             self._credit({s.rule for s in child.steps}, 1.0)
         else:
             self._credit(names, 0.0)
-        return improved
+        return True, improved
 
     def _credit(self, names: set[str], reward: float) -> None:
         eta = self.config.eta
@@ -423,7 +427,7 @@ class Engine:
         if strategy == "stochastic":
             improved = self._stochastic_step()
         else:
-            from rewrite.search.baselines import baseline_step
+            from rewrite.optimize.baselines import baseline_step
 
             improved = baseline_step(self)
         self.stats.pop_sum += len(self.population)
@@ -436,21 +440,17 @@ class Engine:
         self.stats.steps += 1
         child = self.make_child(parent, self.config.m)
         if child is None:
-            if not any(
-                self.sites_of(e) and any(self.sites_of(e).values()) for e in self.population
-            ):
+            if not any(any(self.sites_of(e).values()) for e in self.population):
                 self.exhausted = True
             return False
-        return self.evaluate(child)
+        return self.evaluate(child)[1]
 
     def import_entry(self, entry: Entry) -> bool:
         """Take a verified frontier entry found by another island; returns whether it entered."""
-        if entry.graph.digest in self.seen and any(
-            e.graph.digest == entry.graph.digest for e in self.frontier
-        ):
+        digest = entry.graph.digest
+        if any(e.graph.digest == digest for e in self.frontier):
             return False
-        self.seen.add(entry.graph.digest)
-        entry.sites = None
+        self.seen.add(digest)
         if self.offer_frontier(entry):
             self.improvements.remove(entry)  # came from outside: nothing to report back
             self.add_population(entry)

@@ -1,4 +1,4 @@
-"""Exception classes of `rewrite.search`.
+"""Exception classes of `rewrite.optimize` (the search behind `rewrite.search`).
 
 They subclass `rewrite.errors.RewriteError`, so ``except RewriteError`` catches them too.
 """

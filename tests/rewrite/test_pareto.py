@@ -7,7 +7,7 @@ import pytest
 import torch
 from botorch.utils.multi_objective.hypervolume import Hypervolume
 
-from rewrite.search.pareto import (
+from rewrite.optimize.pareto import (
     alpha_dominated,
     crowding_distance,
     dominates,

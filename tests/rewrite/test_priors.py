@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rewrite.search.errors import PriorsError
-from rewrite.search.priors import FORMAT_VERSION, KIND, RulePriors
+from rewrite.optimize.errors import PriorsError
+from rewrite.optimize.priors import FORMAT_VERSION, KIND, RulePriors
 
 RULES = ["fuse", "merge", "shard"]
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from rewrite.search.config import (
+from rewrite.optimize.config import (
     DEFAULT_TUNED,
     KNOBS,
     SearchConfig,
     config_from_params,
     search_space,
 )
-from rewrite.search.errors import SearchConfigError
+from rewrite.optimize.errors import SearchConfigError
 from spaces import Simplex
 
 

@@ -1,0 +1,262 @@
+"""`search(graph, ...)`: the entry point of the rewrite search (re-exported as `rewrite.search`)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor
+from typing import Any
+
+import numpy as np
+
+from rewrite.ir import Graph
+from rewrite.optimize.config import SearchConfig, knob_names
+from rewrite.optimize.engine import Context, Engine, Entry
+from rewrite.optimize.errors import SearchConfigError, SearchError
+from rewrite.optimize.priors import RulePriors
+from rewrite.optimize.result import SearchResult, Solution
+from rewrite.rules.base import Rule
+
+__all__ = ["default_rules", "make_verifier", "search"]
+
+logger = logging.getLogger(__name__)
+
+PriorsLike = RulePriors | Mapping[str, float] | str | os.PathLike | None
+
+
+def default_rules() -> list[Rule]:
+    """The verified rule catalogue of `rewrite.rules`.
+
+    Raises:
+        SearchError: If the catalogue is not available.
+    """
+    try:
+        from rewrite.rules import catalogue  # type: ignore[attr-defined]
+    except ImportError as err:
+        raise SearchError(
+            "rewrite.rules provides no rule catalogue in this installation; pass rules=[...]."
+        ) from err
+    return list(catalogue())
+
+
+def make_verifier(seed: int = 0, cache: Any = "default", tests: int = 2) -> Any:
+    """A `rewrite.verify.Verifier` for one process of a search.
+
+    Args:
+        seed: Seed of the random tests.
+        cache: ``"default"`` (the machine-wide on-disk cache shared by all processes), a path to
+            a SQLite cache file, a `VerdictCache`, or None (private in-memory cache).
+        tests: Random tests per check.
+    """
+    from rewrite.verify import VerdictCache, Verifier, default_cache
+
+    if cache == "default":
+        vc = default_cache()
+    elif cache is None or isinstance(cache, str | os.PathLike):
+        vc = VerdictCache(cache)
+    else:
+        vc = cache
+    return Verifier(mode="auto", tests=tests, seed=seed, cache=vc)
+
+
+def _coerce_config(
+    config: SearchConfig | Mapping[str, Any] | None, priors: RulePriors
+) -> SearchConfig:
+    if isinstance(config, SearchConfig):
+        return config
+    if isinstance(config, Mapping):
+        return SearchConfig.from_dict(config)
+    if config is not None:
+        raise SearchConfigError(
+            f"config must be a SearchConfig, a dict of knobs or None, but got {config!r}."
+        )
+    known = set(knob_names())
+    extra = sorted(set(priors.search_config) - known)
+    if extra:
+        warnings.warn(
+            f"The priors file's search_config holds knobs this version does not know: {extra}; "
+            "they are ignored.",
+            UserWarning,
+            stacklevel=3,
+        )
+    return SearchConfig.from_dict({k: v for k, v in priors.search_config.items() if k in known})
+
+
+def _check_rules(rules: Sequence[Rule]) -> list[Rule]:
+    rules = list(rules)
+    if not rules or not all(isinstance(r, Rule) for r in rules):
+        raise SearchError(
+            f"rules must be a non-empty list of rewrite.rules Rule objects, got {rules!r}."
+        )
+    names = [r.name for r in rules]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise SearchError(f"rule names must be distinct, but {dupes} repeat.")
+    return rules
+
+
+def search(
+    graph: Graph,
+    config: SearchConfig | Mapping[str, Any] | None = None,
+    priors: PriorsLike = None,
+    device: Any = "h100",
+    executor: Executor | None = None,
+    *,
+    rules: Sequence[Rule] | None = None,
+    verify_cache: Any = "default",
+) -> SearchResult:
+    """Search for rewrites of ``graph`` that trade off the configured cost objectives.
+
+    Args:
+        graph: The input graph (e.g. ``rewrite.zoo.build("gpt2")``).
+        config: A `SearchConfig`, a dict of its knobs, or None: the defaults, or the
+            ``search_config`` of a priors file passed as ``priors``.
+        priors: Rule firing priors: a `RulePriors`, a dict, a path to a priors file (as written
+            by `RulePriors.save` or ``tuner export``), or None (uniform).
+        device: Cost-model device profile (``"h100"``, ``"h200"``, ``"a100"``, ``"cpu"``, a JSON
+            path or a `DeviceProfile`).
+        executor: Run islands through this `concurrent.futures.Executor` (e.g. a Dask client's
+            ``get_executor()``); None runs in this process when ``config.workers == 1`` and in a
+            local process pool otherwise.
+        rules: The rules to search with (default: the verified catalogue of `rewrite.rules`).
+        verify_cache: Verdict cache of the random tests (see `make_verifier`).
+
+    Returns:
+        A `SearchResult`.
+
+    Raises:
+        SearchError: If ``graph`` is not a `Graph`, the rules are unusable, or a worker failed.
+        SearchConfigError: On an invalid config or an objective the cost model does not know.
+        PriorsError: On invalid priors or priors naming a rule outside ``rules``.
+    """
+    if not isinstance(graph, Graph):
+        raise SearchError(f"search needs a rewrite Graph, but got {type(graph).__name__}.")
+    pri = RulePriors.coerce(priors)
+    cfg = _coerce_config(config, pri)
+    rule_list = _check_rules(default_rules() if rules is None else rules)
+    names = [r.name for r in rule_list]
+    prior = pri.resolve(names)
+    _check_objectives(cfg)
+    if executor is not None or cfg.workers > 1:
+        from rewrite.optimize.parallel import run_parallel
+
+        return run_parallel(graph, cfg, rule_list, prior, device, executor, verify_cache)
+    t0 = time.perf_counter()
+    verifier = make_verifier(cfg.seed, verify_cache)
+    ctx = Context(graph, rule_list, prior, cfg, device, verifier)
+    engine = Engine(ctx, np.random.SeedSequence(cfg.seed))
+    reason = run_engine(engine, cfg, t0)
+    return build_result(
+        ctx, engine.frontier, engine.hv_trace, engine.stats, reason, t0, 1, len(engine.population)
+    )
+
+
+def _check_objectives(cfg: SearchConfig) -> None:
+    from rewrite.cost import COST_FIELDS
+
+    bad = [o for o in cfg.objectives if o not in COST_FIELDS]
+    if bad:
+        raise SearchConfigError(
+            f"objectives {bad} are not cost-vector entries; choose from {list(COST_FIELDS)}."
+        )
+
+
+def stop_reason(engine: Engine, cfg: SearchConfig, t0: float, steps: int) -> str | None:
+    """Why the search should stop now, or None to go on."""
+    if steps >= cfg.max_steps:
+        return "steps"
+    if cfg.time_budget is not None and time.perf_counter() - t0 >= cfg.time_budget:
+        return "time"
+    if engine.exhausted:
+        return "exhausted"
+    if converged(engine.hv_trace, steps, cfg.window, cfg.epsilon):
+        return "converged"
+    return None
+
+
+def converged(
+    trace: Sequence[tuple[int, float, float]], steps: int, window: int, eps: float
+) -> bool:
+    """Whether the hypervolume grew by less than ``eps`` over the last ``window`` steps."""
+    if eps <= 0 or steps < window or not trace:
+        return False
+    then = trace[0][2]
+    for s, _, hv in trace:
+        if s > steps - window:
+            break
+        then = hv
+    return trace[-1][2] - then < eps
+
+
+def run_engine(engine: Engine, cfg: SearchConfig, t0: float, max_steps: int | None = None) -> str:
+    """Step ``engine`` until a stop rule fires; returns the stop reason."""
+    limit = cfg.max_steps if max_steps is None else max_steps
+    sub = cfg.replace(max_steps=max(1, limit))
+    while True:
+        reason = stop_reason(engine, sub, t0, engine.steps)
+        if reason is not None:
+            return reason
+        engine.step()
+
+
+def build_result(
+    ctx: Context,
+    frontier: Sequence[Entry],
+    hv_trace: list[tuple[int, float, float]],
+    stats: Any,
+    reason: str,
+    t0: float,
+    workers: int,
+    population: int,
+) -> SearchResult:
+    """Final checks of the frontier against the input graph, and the `SearchResult`."""
+    cfg = ctx.config
+    checks: dict[str, bool] = {}
+    kept: list[Entry] = []
+    for e in frontier:
+        ok = True
+        if cfg.final_check and e.steps:
+            tv = time.perf_counter()
+            ok = bool(ctx.verifier.check(ctx.graph, e.graph).ok)
+            stats.times["verify"] += time.perf_counter() - tv
+            checks[e.graph.hash] = ok
+        if ok:
+            kept.append(e)
+        else:
+            logger.warning(
+                "graph %s failed its whole-graph check and is not reported", e.graph.hash
+            )
+    kept.sort(key=lambda e: tuple(e.y))
+    pareto = [
+        Solution(e.graph, e.cost.as_dict(), tuple(float(v) for v in e.y), e.steps) for e in kept
+    ]
+    wall = time.perf_counter() - t0
+    logger.info(
+        "search done: %d steps, %d Pareto graphs, hypervolume %.4g, stop=%s, %.2f s",
+        stats.steps,
+        len(pareto),
+        hv_trace[-1][2] if hv_trace else 0.0,
+        reason,
+        wall,
+    )
+    return SearchResult(
+        input_graph=ctx.graph,
+        input_cost=ctx.input_costs,
+        objectives=ctx.objectives,
+        pareto=pareto,
+        reference=tuple(float(x) for x in ctx.scale * 1.1),
+        hv_trace=list(hv_trace),
+        stats=stats,
+        rule_names=list(ctx.names),
+        priors=dict(zip(ctx.names, (float(p) for p in ctx.prior))),
+        config=cfg.to_dict(),
+        device=ctx.input_cost.device,
+        stop_reason=reason,
+        wall_time=wall,
+        workers=workers,
+        final_checks=checks,
+        final_population=population,
+    )
