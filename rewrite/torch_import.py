@@ -62,7 +62,9 @@ def _export(
     import torch
 
     try:
-        ep = torch.export.export(module, args, kwargs, strict=strict)
+        with warnings.catch_warnings():  # torch's own pytree deprecation noise
+            warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
+            ep = torch.export.export(module, args, kwargs, strict=strict)
     except Exception as e:  # torch raises many types; all mean "cannot capture"
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         hint = "make forward free of data-dependent Python control flow, or try strict=False"

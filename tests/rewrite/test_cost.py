@@ -1,0 +1,146 @@
+"""Cost model against hand-computed values; incremental costing equals a full pass."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rewrite import (
+    COST_FIELDS,
+    CostModelError,
+    DeviceProfile,
+    Graph,
+    GraphBuilder,
+    cost,
+    device_names,
+    load_device,
+    node_cost,
+)
+
+UNIT = DeviceProfile(
+    name="unit",
+    description="round numbers for hand computation",
+    peak_flops={"matmul": {"float32": 1e12}, "vector": {"float32": 1e11}},
+    memory_bandwidth=1e11,
+    memory_capacity=1e9,
+    launch_overhead=1e-6,
+    efficiency={"matmul": 0.5, "vector": 1.0, "memory": 1.0},
+    matmul_tile=(1, 1, 1),
+    interconnect={},
+)
+
+
+def linear_relu(m: int = 128, view: bool = False) -> Graph:
+    b = GraphBuilder("lr")
+    x = b.input("x", (m, 256))
+    y = b.linear(x, b.param("w", (512, 256)))
+    if view:
+        y = b.reshape(y, shape=(m, 2, 256))
+    return b.build([b.relu(y)])
+
+
+def test_latency_flops_bytes_kernels_by_hand() -> None:
+    c = cost(linear_relu(), UNIT)
+    f_lin, b_lin = 2 * 128 * 512 * 256, 4 * (128 * 256 + 512 * 256 + 128 * 512)
+    f_relu, b_relu = 128 * 512, 4 * 2 * 128 * 512
+    t_lin = max(f_lin / (0.5 * 1e12), b_lin / 1e11) + 1e-6
+    t_relu = max(f_relu / 1e11, b_relu / 1e11) + 1e-6
+    assert c.flops == f_lin + f_relu
+    assert c.bytes == b_lin + b_relu
+    assert c.kernels == 2
+    assert c.latency == pytest.approx(t_lin + t_relu, rel=1e-12)
+    assert c.communication == 0.0
+    assert set(c.as_dict()) == set(COST_FIELDS)
+
+
+@pytest.mark.parametrize("view", [False, True])
+def test_peak_memory_by_hand(view: bool) -> None:
+    # weights 512x256 resident; x (128x256) is freed after linear; y and relu(y) coexist.
+    c = cost(linear_relu(view=view), UNIT)
+    weights, x, y = 4 * 512 * 256, 4 * 128 * 256, 4 * 128 * 512
+    assert c.peak_memory == weights + max(x + y, 2 * y)
+    assert c.bytes == 4 * (128 * 256 + 512 * 256 + 128 * 512) + 2 * y  # the view moves nothing
+
+
+def test_tile_quantization_penalty() -> None:
+    tiled = DeviceProfile(
+        **{
+            **UNIT.__dict__,
+            "name": "tiled",
+            "matmul_tile": (128, 128, 64),
+            "memory_bandwidth": 1e15,
+        }
+    )
+    lin = next(n for n in linear_relu(m=100) if n.op == "linear")
+    t, flops, _, _ = node_cost(lin, tiled)
+    assert flops == 2 * 100 * 512 * 256
+    assert t == pytest.approx(flops * 128 / 100 / (0.5 * 1e12) + 1e-6, rel=1e-12)
+
+
+def test_fused_group_is_one_kernel_without_internal_traffic() -> None:
+    bb = GraphBuilder("body")
+    u = bb.input("u", (4, 8))
+    body = bb.build([bb.tanh(bb.exp(u))])
+    b = GraphBuilder()
+    g = b.build([b.fused(b.input("x", (4, 8)), body=body)])
+    c = cost(g, UNIT)
+    assert (c.flops, c.bytes, c.kernels) == (8 * 32, 2 * 4 * 32, 1)
+    unfused = cost(body, UNIT)
+    assert unfused.kernels == 2 and unfused.bytes == 2 * c.bytes
+
+
+def test_opaque_nodes_are_costed_conservatively() -> None:
+    b = GraphBuilder()
+    x = b.input("x", (4, 8))
+    op = b.add_node("opaque", [x], target="aten.foo.default", out_types=(((4, 8), "float32"),))
+    c = cost(b.build([op.out(0)]), UNIT)
+    assert (c.flops, c.bytes, c.kernels) == (0, 2 * 2 * 128, 1)
+
+
+def _swap_op(g: Graph, op: str, new_op: str, k: int = 0) -> Graph:
+    node = g.node(g.by_op(op)[k])
+    ed = g.editor()
+    ed.replace(node.out(), ed.add_node(new_op, node.inputs, dict(node.attrs)).out(0))
+    return ed.finish()
+
+
+@pytest.mark.parametrize("device", ["h100", "cpu"])
+def test_incremental_cost_equals_full_pass(zoo_gpt2: Graph, device: str) -> None:
+    g, c = zoo_gpt2, cost(zoo_gpt2, device)
+    for _ in range(2):  # a chain of edits, each costed incrementally from its parent
+        g2 = _swap_op(g, "tanh", "sigmoid")
+        c2 = cost(g2, device, base=c)
+        full = cost(g2.copy(), device)
+        for f in COST_FIELDS:
+            assert getattr(c2, f) == pytest.approx(getattr(full, f), rel=1e-12), f
+        g, c = g2, c2
+
+
+def test_incremental_needs_the_parent_cost() -> None:
+    g = linear_relu()
+    g2 = _swap_op(g, "relu", "gelu")
+    other = cost(linear_relu(view=True), UNIT)
+    c2 = cost(g2, UNIT, base=other)  # wrong base: falls back to a full pass
+    assert c2.as_tuple() == cost(g2.copy(), UNIT).as_tuple()
+
+
+def test_device_profiles_load_and_validate(tmp_path: Path) -> None:
+    assert {"h100_sxm", "h200", "a100", "cpu"} <= set(device_names())
+    assert load_device("h100") is load_device("H100_SXM")
+    h100, h200 = load_device("h100"), load_device("h200")
+    assert h200.memory_bandwidth > h100.memory_bandwidth
+    g = linear_relu()
+    assert cost(g, "cpu").latency > cost(g, "h100").latency
+    with pytest.raises(CostModelError, match="device must be one of"):
+        load_device("tpu-v9")
+    d = json.loads((Path(load_device.__code__.co_filename).parent / "h200.json").read_text())
+    d["efficiency"]["memory"] = 1.5
+    (tmp_path / "bad.json").write_text(json.dumps(d))
+    with pytest.raises(CostModelError, match=r"efficiency\['memory'\]"):
+        load_device(tmp_path / "bad.json")
+    d["efficiency"]["memory"], d["format_version"] = 0.8, 99
+    (tmp_path / "new.json").write_text(json.dumps(d))
+    with pytest.raises(CostModelError, match="upgrade"):
+        load_device(tmp_path / "new.json")

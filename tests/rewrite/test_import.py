@@ -1,0 +1,99 @@
+"""Import of real PyTorch models: every zoo model, numerics against torch, bad input.
+
+Every zoo model imports with no opaque node at both sizes (the full sizes are `slow`).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from rewrite import OpaqueOpWarning, TorchImportError, evaluate, from_torch, zoo
+
+
+def _reference(zm: zoo.ZooModel) -> np.ndarray:
+    with torch.no_grad():
+        out = zm.module(*zm.args, **zm.kwargs)
+    for attr in ("logits", "last_hidden_state"):
+        if getattr(out, attr, None) is not None:
+            return getattr(out, attr).numpy()
+    return out[0].numpy()
+
+
+@pytest.mark.parametrize("name", zoo.names())
+def test_small_zoo_model_imports_whole_and_matches_torch(name: str) -> None:
+    zm = zoo.model(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OpaqueOpWarning)
+        g = zm.to_graph()
+    counts = g.op_counts()
+    assert "opaque" not in counts
+    assert len(g) > 20 and counts["param"] > 10
+    state = {k: v.detach().numpy() for k, v in zm.module.state_dict().items()}
+    (got, *_) = evaluate(g, [a.numpy() for a in zm.args], state)
+    ref = _reference(zm)
+    assert got.shape == ref.shape
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_importer_keeps_linear_sdpa_and_layer_norm_whole(zoo_gpt2) -> None:
+    counts = zoo.build("bert").op_counts()
+    assert counts["linear"] > 0 and counts["sdpa"] == 2 and counts["layer_norm"] == 5
+    assert "softmax" not in counts and "bmm" not in counts
+    assert zoo_gpt2.op_counts()["sdpa"] == 2
+
+
+def test_causal_mask_building_is_folded(zoo_gpt2) -> None:
+    ops = set(zoo_gpt2.op_counts())
+    assert not ops & {"opaque", "le", "logical_and", "eq", "cumsum"}
+    llama = zoo.build("llama").op_counts()
+    assert not set(llama) & {"opaque", "cos", "sin", "le", "logical_and"}
+
+
+class _Odd(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cumsum(torch.relu(x), dim=1).flip(0) * 2
+
+
+def test_unknown_ops_become_opaque_with_one_warning() -> None:
+    with pytest.warns(
+        OpaqueOpWarning, match=r"aten.cumsum.default x1, aten.flip.default x1"
+    ) as rec:
+        g = from_torch(_Odd(), (torch.randn(3, 4),))
+    assert sum(issubclass(w.category, OpaqueOpWarning) for w in rec) == 1
+    assert g.op_counts()["opaque"] == 2
+    assert g.output_types[0].shape == (3, 4)
+
+
+class _DataDependent(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.sum() > 0:
+            return x * 2
+        return x
+
+
+def test_export_failure_names_the_model_and_gives_a_hint() -> None:
+    with pytest.raises(TorchImportError, match=r"model 'dd'.*Hint"):
+        from_torch(_DataDependent(), (torch.randn(3),), name="dd")
+
+
+def test_zoo_rejects_unknown_names_and_overrides() -> None:
+    with pytest.raises(Exception, match="zoo model must be one of"):
+        zoo.build("gpt5")
+    with pytest.raises(Exception, match="n_layerz"):
+        zoo.build("gpt2", n_layerz=3)
+    g = zoo.build("gpt2", n_layer=1, seq_len=8)
+    assert g.op_counts()["sdpa"] == 1 and g.input_types[0].shape == (1, 8)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", zoo.names())
+def test_full_zoo_model_imports_whole(name: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OpaqueOpWarning)
+        g = zoo.build(name, size="full")
+    assert "opaque" not in g.op_counts()
+    assert len(g) > 400
