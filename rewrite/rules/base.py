@@ -21,7 +21,7 @@ Thread-safety: rules are immutable; `matches` and `apply` may run concurrently.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -118,6 +118,10 @@ class Rule:
         exclusive: Require matched non-root nodes to have no users outside the match.
         symmetric: The roots are interchangeable (report each unordered match once).
         exact: The finite-field check applies (False: float mode with tolerances).
+        extra_nodes: Nodes a rewrite at a match reads beyond the matched ones (e.g. the
+            producer a fusion absorbs), so region checks cut them out too; None for none.
+        multi_output: The single root is a multi-output node and ``build`` returns one value
+            per output of it (e.g. ``split``).
         version: Bump when the rule's semantics change (part of the fingerprint).
     """
 
@@ -134,6 +138,8 @@ class Rule:
     exclusive: bool = True
     symmetric: bool = False
     exact: bool = True
+    multi_output: bool = False
+    extra_nodes: Callable[[Match], Iterable[int]] | None = None
     version: int = 1
 
     def __post_init__(self) -> None:
@@ -220,14 +226,27 @@ class Rule:
         m = self.match_of(graph, site)
         ed = graph.editor()
         new = list(self.build(ed, m))
-        if len(new) != len(m.roots):
+        olds = self.replaced_values(m)
+        if len(new) != len(olds):
             raise RuleError(
-                f"rule {self.name!r}: build must return one value per root ({len(m.roots)}), "
+                f"rule {self.name!r}: build must return one value per replaced value ({len(olds)}), "
                 f"but returned {len(new)}."
             )
-        for old, v in zip(m.roots, new):
+        for old, v in zip(olds, new):
             ed.replace(old, v)
         return ed.finish()
+
+    def region_nodes(self, m: Match) -> frozenset[int]:
+        """Ids of the nodes a rewrite at ``m`` reads: the matched ones plus `extra_nodes`."""
+        if self.extra_nodes is None:
+            return m.nodes
+        return m.nodes | frozenset(self.extra_nodes(m))
+
+    def replaced_values(self, m: Match) -> list[Value]:
+        """The values a rewrite at ``m`` replaces (the output mapping's domain), in order."""
+        if self.multi_output:
+            return list(m.root_node().outs)
+        return list(m.roots)
 
     # ------------------------------------------------------------------ identity
     def sample_graph(self, rng: np.random.Generator | int, *, lo: int = 2, hi: int = 8) -> Graph:

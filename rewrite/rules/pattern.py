@@ -46,7 +46,7 @@ class P:
         name: Optional binding name for the value this node produces.
         attrs: Attribute values the node must have (exact equality).
         output: Which output of the node the parent reads (multi-output ops such as ``split``).
-        variadic: Accept any number of inputs (the sub-patterns are then ignored).
+        variadic: Accept any number of inputs; the sub-patterns then match a prefix of them.
     """
 
     op: str | tuple[str, ...]
@@ -151,7 +151,8 @@ def _match(g: Graph, pat: P | V, value: Value, env: dict[str, Value], nodes: set
     node = g._nodes[value.node]
     if node.op not in pat.ops:
         return False
-    if not pat.variadic and len(node.inputs) != len(pat.args):
+    n_in = len(node.inputs)
+    if n_in != len(pat.args) and not (pat.variadic and n_in >= len(pat.args)):
         return False
     attrs = node.attrs
     for k, want in pat.attrs.items():
@@ -163,8 +164,6 @@ def _match(g: Graph, pat: P | V, value: Value, env: dict[str, Value], nodes: set
             return False
         env[pat.name] = value
     nodes.add(node.id)
-    if pat.variadic:
-        return True
     return all(_match(g, a, v, env, nodes) for a, v in zip(pat.args, node.inputs))
 
 

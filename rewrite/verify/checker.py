@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rewrite.ir import Graph
-from rewrite.rule_errors import VerificationError
+from rewrite.rule_errors import MatchError, VerificationError
 from rewrite.verify.backend import Backend, get_backend
 from rewrite.verify.cache import VerdictCache
 from rewrite.verify.degree import degree_bound
@@ -245,7 +245,11 @@ class Verifier:
         Raises:
             MatchError: If ``site`` does not match ``graph``.
         """
-        before, after = region_graphs(rule, graph, site)
+        try:
+            before, after = region_graphs(rule, graph, site)
+        except MatchError:
+            rule.match_of(graph, site)  # re-raise for a stale site
+            return self.check(graph, rule.apply(graph, site))  # graph-wide precondition
         return self.check(before, after)
 
     def check_rule(self, rule: Rule, graphs: Sequence[Graph]) -> CheckResult:

@@ -29,7 +29,8 @@ def region_graphs(rule: Rule, graph: Graph, site: Site) -> tuple[Graph, Graph]:
     """
     m = rule.match_of(graph, site)
     b = GraphBuilder(f"region:{rule.name}")
-    ids = _topo(graph, m.nodes)
+    region = rule.region_nodes(m)
+    ids = _topo(graph, region)
     mapped: dict[Value, Value] = {}
     n_in = 0
     for nid in ids:
@@ -38,7 +39,7 @@ def region_graphs(rule: Rule, graph: Graph, site: Site) -> tuple[Graph, Graph]:
         for v in node.inputs:
             if v not in mapped:
                 src = graph.node(v.node)
-                if v.node in m.nodes:
+                if v.node in region:
                     raise MatchError(
                         f"region of rule {rule.name!r} is not closed under its order at {v}."
                     )
@@ -52,11 +53,11 @@ def region_graphs(rule: Rule, graph: Graph, site: Site) -> tuple[Graph, Graph]:
         new = b.add(node.op, ins, dict(node.attrs))
         for i in range(len(node.types)):
             mapped[Value(nid, i)] = new.out(i)
-    roots = [mapped[r] for r in m.roots]
-    before = b.build(roots)
-    anchor = mapped[m.roots[0]].node
+    roots = tuple(mapped[r] for r in m.roots)
+    before = b.build([mapped[v] for v in rule.replaced_values(m)])
+    anchor = roots[0].node
     for s in rule.matches_at(before, anchor):
-        if s.roots == tuple(roots):
+        if s.roots == roots:
             return before, rule.apply(before, s)
     raise MatchError(
         f"rule {rule.name!r} does not match its own cut-out region (its precondition reads the "
