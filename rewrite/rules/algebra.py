@@ -57,6 +57,7 @@ def _views(d: Dims, kind: str) -> Graph:
     elif kind == "pp":
         y = op(b, "permute", op(b, "permute", x, dims=(1, 2, 0)), dims=(2, 0, 1))
         y = op(b, "permute", op(b, "permute", y, dims=(0, 2, 1)), dims=(1, 0, 2))
+        y = op(b, "transpose", op(b, "permute", y, dims=(1, 2, 0)), dim0=0, dim1=1)
     elif kind == "rr":
         y = op(b, "reshape", op(b, "reshape", x, shape=(s0 * s1, s2)), shape=(s0, s1 * s2))
     else:
@@ -102,8 +103,17 @@ def _split_concat_pre(m: Match) -> bool:
     return s.attrs["dim"] == c.attrs["dim"] and tuple(s.attrs["sizes"]) == sizes
 
 
+def _as_perm(attrs, rank: int) -> tuple[int, ...]:  # noqa: ANN001
+    if "dims" in attrs:
+        return tuple(attrs["dims"])
+    p = list(range(rank))
+    p[attrs["dim0"]], p[attrs["dim1"]] = p[attrs["dim1"]], p[attrs["dim0"]]
+    return tuple(p)
+
+
 def _perm_compose(m: Match) -> tuple[int, ...]:
-    p, q = m.attr("inner", "dims"), m.root_node().attrs["dims"]
+    rank = m.type("x").rank
+    p, q = _as_perm(m.node("inner").attrs, rank), _as_perm(m.root_node().attrs, rank)
     return tuple(p[i] for i in q)
 
 
@@ -210,9 +220,9 @@ def algebra_rules() -> list[Rule]:
             pre=lambda m: dict(m.node("inner").attrs) == dict(m.root_node().attrs),
         ),
         Rule(
-            "permute_permute",
+            "fold_permutes",
             "algebra",
-            (P("permute", P("permute", V("x"), name="inner")),),
+            (P(("permute", "transpose"), P(("permute", "transpose"), V("x"), name="inner")),),
             lambda ed, m: [
                 m["x"]
                 if _perm_compose(m) == tuple(range(len(_perm_compose(m))))
@@ -220,7 +230,7 @@ def algebra_rules() -> list[Rule]:
             ],
             lambda d: _views(d, "pp"),
             {"memory": "-", "kernels": "-"},
-            "permute(permute(x, p), q) -> permute(x, p o q)",
+            "permute/transpose of a permute/transpose -> one permute (or x)",
         ),
         Rule(
             "reshape_reshape",
