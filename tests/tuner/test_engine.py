@@ -1,0 +1,234 @@
+"""Tests for proposals: exact rebuild, determinism, pending points, failures, reference point."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from botorch.models.model import Model
+
+from spaces import Space
+from tests.tuner.conftest import FAST, OBJECTIVES, evaluate, make_space, make_tuner, run
+from tuner import (
+    FlatSurrogate,
+    InvalidSpecError,
+    Surrogate,
+    SurrogateError,
+    TrainingData,
+    Trial,
+    TrialState,
+    Tuner,
+    TunerOptions,
+)
+from tuner.acquisition import check_reference_point, infer_reference
+from tuner.engine import _pending, default_n_initial, derive_seed
+from tuner.problem import Problem
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class RecordingSurrogate(Surrogate):
+    """Flat GP that remembers the data of every fit."""
+
+    def __init__(self) -> None:
+        self.inner = FlatSurrogate(fit_options={"maxiter": 25})
+        self.seen: list[TrainingData] = []
+
+    def fit(self, data: TrainingData) -> Model:
+        self.seen.append(data)
+        return self.inner.fit(data)
+
+
+def _mixed_history(tuner: Tuner) -> None:
+    """Complete, fail (raise and NaN) and leave running some trials, past the Sobol design."""
+    run(tuner, 5)
+    a, b, c = tuner.ask(3)
+    tuner.fail(a.id, TimeoutError("took too long"))
+    tuner.tell(b.id, {"latency": math.nan, "speedup": 1.0}, metrics=evaluate(b.config)[1])
+    del c  # stays RUNNING
+
+
+def test_rebuild_from_trials_proposes_the_same(space: Space) -> None:
+    tuner = make_tuner(space, constraints=("search_seconds <= 6",), seed=5)
+    _mixed_history(tuner)
+    records = json.loads(json.dumps([t.to_dict() for t in tuner.trials]))
+    rebuilt = make_tuner(space, constraints=("search_seconds <= 6",), seed=5, trials=records)
+    assert rebuilt.trials == tuner.trials
+    assert [t.config for t in rebuilt.ask(2)] == [t.config for t in tuner.ask(2)]
+
+
+def test_different_seed_proposes_differently(space: Space) -> None:
+    a, b = make_tuner(space, seed=0), make_tuner(space, seed=1)
+    assert [t.config for t in a.ask(2)] != [t.config for t in b.ask(2)]
+
+
+def test_sobol_design_continues_across_asks(space: Space) -> None:
+    one = make_tuner(space, n_initial=4)
+    configs = [one.ask(1)[0].config for _ in range(4)]
+    assert configs == [t.config for t in make_tuner(space, n_initial=4).ask(4)]
+    assert torch.allclose(space.to_unit(configs), space.sample_unit(4, 0), atol=1e-12)
+
+
+SCRIPT = """
+import json, sys, torch
+sys.path.insert(0, {root!r})
+torch.set_num_threads(1)
+from tests.tuner.conftest import make_space, make_tuner, run
+tuner = make_tuner(make_space(), constraints=("search_seconds <= 6",), seed=11)
+run(tuner, 3, batch=2)
+print(json.dumps([t.to_dict() for t in tuner.trials]))
+"""
+
+
+def test_seeded_run_repeats_in_a_fresh_process() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT.format(root=str(ROOT))],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=300,
+    )
+    fresh = json.loads(out.stdout.strip().splitlines()[-1])
+    tuner = make_tuner(make_space(), constraints=("search_seconds <= 6",), seed=11)
+    run(tuner, 3, batch=2)
+    assert fresh == json.loads(json.dumps([t.to_dict() for t in tuner.trials]))
+    assert sum(t["state"] == "COMPLETE" for t in fresh) == 6
+
+
+def test_failed_trials_never_reach_the_surrogate(space: Space) -> None:
+    surrogate = RecordingSurrogate()
+    tuner = make_tuner(space, surrogate=surrogate)
+    _mixed_history(tuner)
+    tuner.ask(1)
+    data = surrogate.seen[-1]
+    completed = [t for t in tuner.trials if t.state is TrialState.COMPLETE]
+    assert data.n == len(completed) == 5
+    assert torch.equal(data.X, space.to_unit([t.config for t in completed]))
+    assert bool(torch.isfinite(data.Y).all())
+    assert data.outcome_names == ["latency", "speedup"] and data.n_objectives == 2
+    assert torch.allclose(
+        data.Y[:, 0], -torch.tensor([t.values["latency"] for t in completed]).double()
+    )
+    assert set(data.metrics) == {"n_steps", "search_seconds"}
+
+
+def test_pending_points_are_running_waiting_and_latest_failed(space: Space) -> None:
+    tuner = make_tuner(space)
+    _mixed_history(tuner)
+    tuner.enqueue(space.default())
+    trials = tuner.trials
+    by_state = {s: [t for t in trials if t.state is s] for s in TrialState}
+    X = _pending(space, trials, max_failed=1)
+    live = by_state[TrialState.RUNNING] + by_state[TrialState.WAITING]
+    expected = space.to_unit([t.config for t in live] + [by_state[TrialState.FAILED][-1].config])
+    assert torch.equal(X, expected)
+    assert _pending(space, trials, max_failed=0).shape[0] == len(live)
+
+
+def test_batches_with_pending_points_never_duplicate(space: Space) -> None:
+    tuner = make_tuner(space, n_initial=3)
+    run(tuner, 3)
+    first = tuner.ask(2)  # model batch; stays RUNNING
+    second = tuner.ask(2)  # must treat `first` as pending
+    configs = [json.dumps(t.config, sort_keys=True) for t in tuner.trials]
+    assert len(set(configs)) == len(configs) == 7
+    assert {t.state for t in first + second} == {TrialState.RUNNING}
+
+
+def test_custom_surrogate_with_wrong_outputs_is_rejected(space: Space) -> None:
+    class OneOutput(Surrogate):
+        def fit(self, data: TrainingData) -> Model:
+            return FlatSurrogate({"maxiter": 5}).fit(
+                TrainingData(data.X, data.Y[:, :1], data.outcome_names[:1], {}, data.space, 0)
+            )
+
+    tuner = make_tuner(space, surrogate=OneOutput(), n_initial=2)
+    run(tuner, 2)
+    before = [t.to_dict() for t in tuner.trials]
+    with pytest.raises(SurrogateError, match="outputs"):
+        tuner.ask(1)
+    assert [t.to_dict() for t in tuner.trials] == before
+
+
+def test_constraint_metrics_are_modeled_outcomes(space: Space) -> None:
+    surrogate = RecordingSurrogate()
+    tuner = make_tuner(
+        space, surrogate=surrogate, constraints=("search_seconds <= 6", "latency <= 1")
+    )
+    run(tuner, 5)
+    data = surrogate.seen[-1]
+    assert data.outcome_names == ["latency", "speedup", "search_seconds"]
+    raw = torch.tensor(
+        [t.metrics["search_seconds"] for t in tuner.trials[: data.n]], dtype=torch.float64
+    )
+    assert torch.equal(data.Y[:, 2], raw)
+
+
+def test_single_objective(space: Space) -> None:
+    tuner = Tuner(space, {"latency": "minimize"}, options=FAST, n_initial=3)
+    for _ in range(5):
+        (t,) = tuner.ask()
+        tuner.tell(t.id, {"latency": evaluate(t.config)[0]["latency"]})
+    assert len(tuner.pareto()) == 1
+    best = min(t.values["latency"] for t in tuner.trials)
+    assert tuner.pareto()[0].values["latency"] == best
+
+
+def test_reference_point_rule() -> None:
+    p = Problem({"lat": "minimize", "sp": "maximize"}, ["t <= 3"])
+    trials = [
+        Trial(0, {}, TrialState.COMPLETE, {"lat": 1.0, "sp": 2.0}, {"t": 0.0}),
+        Trial(1, {}, TrialState.COMPLETE, {"lat": 3.0, "sp": 6.0}, {"t": 0.0}),
+        Trial(2, {}, TrialState.COMPLETE, {"lat": 4.0, "sp": 1.0}, {"t": 0.0}),  # dominated
+        Trial(3, {}, TrialState.COMPLETE, {"lat": 0.0, "sp": 9.0}, {"t": 5.0}),  # infeasible
+    ]
+    ref = infer_reference(p, trials, None, 0.1)
+    # feasible front in max convention: (-1, 2), (-3, 6) -> nadir (-3, 2), range (2, 4)
+    assert torch.allclose(ref, torch.tensor([-3.2, 1.6], dtype=torch.float64))
+    user = check_reference_point(p, {"lat": 10, "sp": 0.5})
+    assert torch.equal(infer_reference(p, trials, user, 0.1), torch.tensor([-10.0, 0.5]).double())
+    with pytest.raises(InvalidSpecError):
+        check_reference_point(p, {"lat": 1.0, "speed": 2.0})
+
+
+def test_user_reference_point_accepted(space: Space) -> None:
+    tuner = make_tuner(space, reference_point={"latency": 2.0, "speedup": 0.0}, n_initial=2)
+    run(tuner, 3)
+    assert tuner.settings_dict()["reference_point"] == {"latency": 2.0, "speedup": 0.0}
+
+
+def test_derived_seeds_and_defaults() -> None:
+    seeds = {derive_seed(s, n) for s in range(4) for n in range(50)}
+    assert len(seeds) == 200 and all(0 <= s < 2**31 for s in seeds)
+    assert derive_seed(3, 7) == derive_seed(3, 7)
+    assert [default_n_initial(d) for d in (1, 4, 6, 30)] == [5, 5, 7, 10]
+
+
+def test_options_validation() -> None:
+    for bad in (
+        {"num_restarts": 0},
+        {"raw_samples": 1, "num_restarts": 2},
+        {"local_fraction": 2},
+        {"fit_maxiter": 0},
+        {"ref_point_scale": 0.0},
+        {"max_failed_pending": -1},
+    ):
+        with pytest.raises(InvalidSpecError):
+            TunerOptions(**bad)
+    assert TunerOptions.from_dict(FAST.to_dict()) == FAST
+    with pytest.raises(InvalidSpecError, match="Unknown"):
+        TunerOptions.from_dict({"maxiters": 3})
+
+
+def test_objectives_property_is_a_copy(space: Space) -> None:
+    tuner = make_tuner(space)
+    tuner.objectives["latency"] = "maximize"
+    assert tuner.objectives == OBJECTIVES
