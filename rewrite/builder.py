@@ -249,7 +249,8 @@ class GraphEditor(_NodeFactory):
         """The edited graph, with `Graph.delta` describing the change.
 
         Raises:
-            GraphError: If the edit created a cycle or was already finished.
+            GraphError: If the editor was already finished. A cycle created by the edit raises
+                `GraphError` at the new graph's first topological sort.
         """
         if self._done:
             raise GraphError(
@@ -270,10 +271,9 @@ class GraphEditor(_NodeFactory):
         outputs = tuple(self._resolve(v) for v in base.outputs)
         self._prune(nodes, users, removed, added, outputs)
         delta = GraphDelta(base.uid, tuple(removed.values()), tuple(added.values()))
-        g = Graph._from_edit(base, nodes, outputs, users, delta, self._next_id)
-        if self._new:
-            g.topo_order()  # raises GraphError on a cycle created by the edit
-        return g
+        # A cycle (a replacement reading a descendant of what it replaces) is reported by the
+        # first topological sort (costing, hashing, iteration), keeping edits O(changed nodes).
+        return Graph._from_edit(base, nodes, outputs, users, delta, self._next_id)
 
     def _redirect_readers(
         self,

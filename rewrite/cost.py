@@ -243,47 +243,67 @@ def cost(
     return CostVector(lat, fl, by, ke, 0.0, p.name, graph, peak=peak_memory(graph))
 
 
+_ALLOC, _VIEW, _RESIDENT = 0, 1, 2
+
+
+def _mem_info(node: Node) -> tuple[int, tuple[int, ...]]:
+    cache = node._cost
+    if cache is None:
+        cache = node._cost = {}
+    info = cache.get("mem")
+    if info is None:
+        kind = get_op(node.op).kind
+        code = (
+            _VIEW
+            if kind == "view"
+            else (_RESIDENT if kind == "source" and node.op != "input" else _ALLOC)
+        )
+        info = cache["mem"] = (code, tuple(t.nbytes for t in node.types))
+    return info
+
+
 def peak_memory(graph: Graph) -> int:
     """Peak bytes in use over the topological schedule (see the module docstring)."""
     nodes = graph._nodes
     order = graph.topo_order()
+    n = len(order)
     resident = 0
-    owner: dict[tuple[int, int], tuple[int, int]] = {}  # value -> buffer (owning value)
-    last: dict[tuple[int, int], int] = {}
-    kinds: dict[int, str] = {}
+    owner: dict[int, int] = {}  # value key (id << 8 | index) -> buffer key (owning value)
+    last: dict[int, int] = {}  # buffer -> position of its last reader
+    born: dict[int, tuple[int, int]] = {}  # buffer -> (position, bytes)
+    alloc = [0] * n
     for i, nid in enumerate(order):
         node = nodes[nid]
-        kind = kinds[nid] = get_op(node.op).kind if node.op not in ("input",) else "input"
+        code, sizes = _mem_info(node)
         for v in node.inputs:
-            b = owner.get(v)
+            b = owner.get((v[0] << 8) | v[1])
             if b is not None:
                 last[b] = i
-        if kind == "view":
-            base = owner.get(node.inputs[0])
-            for j in range(len(node.types)):
-                if base is not None:
-                    owner[(nid, j)] = base
-        elif kind == "source":
-            resident += node.types[0].nbytes
+        if code == _ALLOC:
+            for j, size in enumerate(sizes):
+                k = (nid << 8) | j
+                owner[k] = k
+                born[k] = (i, size)
+                alloc[i] += size
+        elif code == _VIEW:
+            v0 = node.inputs[0]
+            base = owner.get((v0[0] << 8) | v0[1])
+            if base is not None:
+                for j in range(len(sizes)):
+                    owner[(nid << 8) | j] = base
         else:
-            for j in range(len(node.types)):
-                owner[(nid, j)] = (nid, j)
-    end = len(order)
+            resident += sizes[0]
     for v in graph.outputs:
-        b = owner.get(v)
+        b = owner.get((v[0] << 8) | v[1])
         if b is not None:
-            last[b] = end
-    frees: dict[int, int] = {}
-    for b, pos in last.items():
-        frees[pos] = frees.get(pos, 0) + nodes[b[0]].types[b[1]].nbytes
+            last[b] = n
+    frees = [0] * (n + 1)
+    for k, (pos, size) in born.items():
+        frees[last.get(k, pos)] += size  # a buffer nobody reads is freed right away
     live = peak = 0
-    for i, nid in enumerate(order):
-        if kinds[nid] in ("kernel", "opaque", "input"):
-            node = nodes[nid]
-            for j, t in enumerate(node.types):
-                live += t.nbytes
-                if (nid, j) not in last:  # never read: freed right away
-                    frees[i] = frees.get(i, 0) + t.nbytes
-        peak = max(peak, live)
-        live -= frees.get(i, 0)
+    for i in range(n):
+        live += alloc[i]
+        if live > peak:
+            peak = live
+        live -= frees[i]
     return resident + peak

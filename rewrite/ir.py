@@ -459,25 +459,24 @@ class Graph:
         nodes = self._nodes
         done: set[int] = set(self.inputs)
         order: list[int] = list(self.inputs)
-        active: set[int] = set()
+        active: set[int] = set()  # expanded, not finished: the current DFS path
         for out in self.outputs:
-            if out.node in done:
-                continue
-            stack = [(out.node, iter(nodes[out.node].inputs))]
-            active.add(out.node)
+            stack = [out[0]]
             while stack:
-                nid, it = stack[-1]
-                for v in it:
-                    c = v.node
-                    if c in done:
-                        continue
-                    if c in active:
+                nid = stack[-1]
+                if nid in done:
+                    stack.pop()
+                    continue
+                pending = [v[0] for v in nodes[nid].inputs if v[0] not in done]
+                if pending:
+                    if nid in active or not active.isdisjoint(pending):
+                        bad = nid if nid in active else next(c for c in pending if c in active)
                         raise GraphError(
-                            f"graphs must be acyclic, but node %{c} is its own ancestor."
+                            f"graphs must be acyclic, but node %{bad} is its own ancestor."
                         )
-                    active.add(c)
-                    stack.append((c, iter(nodes[c].inputs)))
-                    break
+                    active.add(nid)
+                    pending.reverse()
+                    stack.extend(pending)
                 else:
                     stack.pop()
                     active.discard(nid)

@@ -198,3 +198,14 @@ def test_text_dump_lists_every_node() -> None:
     assert text.startswith("graph mlp(")
     assert len(text.splitlines()) == len(g) + 2
     assert "linear(" in text and "return" in text
+
+
+def test_edit_creating_a_cycle_is_reported_on_first_sort() -> None:
+    g = mlp()
+    relu = g.node(g.by_op("relu")[0])
+    ed = g.editor()
+    mul = g.node(g.users(relu.id)[0])  # relu -> mul; make relu read relu(mul): a cycle
+    ed.replace(relu.out(), ed.add_node("relu", [mul.out()]).out(0))
+    g2 = ed.finish()
+    with pytest.raises(GraphError, match="acyclic"):
+        g2.topo_order()
