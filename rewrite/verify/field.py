@@ -382,7 +382,7 @@ def _avg_pool(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
     from rewrite.ops import get_op
 
     x = f.to_field(a[0])
-    kh, kw = node.attrs["kernel_size"]
+    kh, kw = node.attrs["kernel"]
     (y,) = get_op(node.op).impl(f.xp, [x], node.attrs)
     summed = f.mod(f.xp.rint(y * (kh * kw)))
     return (f.mod(summed * f.inv(f.xp.asarray([kh * kw], dtype=f.xp.float64))[0]),)

@@ -1,0 +1,72 @@
+"""z3 prover: verdicts, counterexamples, time boxing, and the on-disk verdict cache."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import rewrite.prove as prove
+from rewrite.rule_errors import RuleRejectedError
+from rewrite.rules import RuleRegistry
+from rewrite.verify import VerdictCache
+from tests.rewrite.rule_fixtures import rules_by_name, session_cache, wrong_rules
+
+
+def test_correct_rule_is_proved_and_cached_by_fingerprint(tmp_path):
+    cache = VerdictCache(tmp_path / "p.sqlite")
+    rule = rules_by_name()["merge_parallel_linear"]
+    first = prove.prove_rule(rule, cache=cache)
+    second = prove.prove_rule(rule, cache=VerdictCache(tmp_path / "p.sqlite"))
+    assert first.verdict == second.verdict == "proved"
+    assert not first.cached and second.cached and first.fingerprint == second.fingerprint
+
+
+def test_fingerprint_changes_with_the_builder():
+    rule = rules_by_name()["matmul_assoc_left_to_right"]
+    other = dataclasses.replace(rule, build=rules_by_name()["matmul_assoc_right_to_left"].build)
+    assert rule.fingerprint() != other.fingerprint()
+
+
+@pytest.mark.parametrize("rule", wrong_rules(), ids=lambda r: r.name)
+def test_wrong_rules_are_refuted_quickly_with_a_counterexample(rule):
+    res = prove.prove_rule(rule, timeout_ms=2000)
+    assert res.verdict == "refuted", res
+    assert res.seconds < 5 and "output" in res.detail
+
+
+def test_unknown_counts_as_rejection(monkeypatch):
+    monkeypatch.setattr(prove, "prove_graphs", lambda a, b, t: ("unknown", "timeout"))
+    monkeypatch.setattr("rewrite.rules.registry.prove_rule", prove.prove_rule)
+    rule = rules_by_name()["cse_unary"]
+    renamed = dataclasses.replace(rule, name="cse_unary_copy")
+    with pytest.raises(RuleRejectedError, match="z3 check: unknown"):
+        RuleRegistry([renamed], cache=VerdictCache(None))
+
+
+def test_unknown_verdicts_are_not_cached(monkeypatch):
+    cache = VerdictCache(None)
+    monkeypatch.setattr(prove, "prove_graphs", lambda a, b, t: ("unknown", "timeout"))
+    prove.prove_rule(rules_by_name()["cse_binary"], cache=cache)
+    assert len(cache) == 0
+
+
+def test_elementwise_ops_are_uninterpreted_functions():
+    # tanh(x) = x is not provable: z3 may pick any function for tanh
+    from rewrite.builder import GraphBuilder
+    from rewrite.rules._helpers import op
+
+    b = GraphBuilder("t")
+    x = b.input("x", (2,))
+    g1 = b.build([op(b, "tanh", x)])
+    b2 = GraphBuilder("t")
+    x2 = b2.input("x", (2,))
+    g2 = b2.build([op(b2, "neg", op(b2, "neg", x2))])
+    assert prove.prove_graphs(g1, g2)[0] == "refuted"
+
+
+def test_session_cache_serves_repeated_proofs():
+    cache = session_cache()
+    rule = rules_by_name()["identity_view"]
+    prove.prove_rule(rule, cache=cache)
+    assert prove.prove_rule(rule, cache=cache).cached

@@ -1,0 +1,198 @@
+"""Random-testing verifier: field arithmetic, modes, memoization, cache, backends."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from rewrite.builder import GraphBuilder
+from rewrite.rule_errors import BackendError, VerificationError
+from rewrite.rules._helpers import op
+from rewrite.verify import PRIME, VerdictCache, Verifier, cupy_works, field_const, get_backend
+from rewrite.verify.field import MAX_CHUNK, FieldOps
+from tests.rewrite.rule_fixtures import BACKENDS, rules_by_name, wrong_rules
+
+
+def _pair(wrong: bool):
+    def g(swap: bool):
+        b = GraphBuilder("p")
+        a, w, c = b.input("a", (4, 5)), b.param("w", (5, 6)), b.param("c", (6, 3))
+        y = op(b, "mm", a, op(b, "mm", w, c)) if swap else op(b, "mm", op(b, "mm", a, w), c)
+        return b.build([op(b, "tanh", y) if (wrong and swap) else y])
+
+    return g(False), g(True)
+
+
+def test_field_constants_are_exact_dyadic_rationals():
+    half, two, eps = field_const(0.5), field_const(2.0), field_const(np.float32(1e-5))
+    assert float(half) * float(two) % PRIME == 1.0
+    assert field_const(-3.0) == PRIME - 3
+    assert float(field_const(0.125)) * 8 % PRIME == 1
+    assert 0 <= float(eps) < PRIME
+    assert field_const(-np.inf) != field_const(np.inf)
+
+
+def test_field_matmul_is_exact_beyond_one_chunk():
+    rng = np.random.default_rng(0)
+    k = MAX_CHUNK + 100
+    a = rng.integers(0, PRIME, size=(2, k))
+    b = rng.integers(0, PRIME, size=(k, 3))
+    exact = [
+        [sum(int(x) * int(y) for x, y in zip(a[i], b[:, j])) % PRIME for j in range(3)]
+        for i in range(2)
+    ]
+    got = FieldOps(np, 0).matmul(a.astype(np.float64), b.astype(np.float64))
+    assert got.tolist() == exact
+
+
+def test_inverse_and_rsqrt_surrogate_identities():
+    f = FieldOps(np, 1)
+    x = np.arange(1, 1000, dtype=np.float64)
+    assert np.all(f.mod(x * f.inv(x)) == 1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode", ["field", "float"])
+def test_equal_graphs_pass_and_wrong_graphs_fail(mode, backend):
+    v = Verifier(mode=mode, tests=3, backend=backend)
+    ok = v.check(*_pair(False))
+    bad = v.check(*_pair(True))
+    assert ok.ok and ok.mode == mode and ok.tests == 3
+    assert not bad.ok and "differ" in bad.detail
+    if mode == "field":
+        assert 0 < ok.bound < 1e-10
+    else:
+        assert np.isnan(ok.bound)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("rule", wrong_rules(), ids=lambda r: r.name)
+def test_wrong_rules_fail_random_testing_in_both_modes(rule, backend):
+    for mode in ("field", "float"):
+        graphs = [rule.sample_graph(s, lo=2, hi=6) for s in range(3)]
+        assert not Verifier(mode=mode, backend=backend).check_rule(rule, graphs).ok
+
+
+def test_rewrite_check_only_computes_new_nodes():
+    rule = rules_by_name()["fuse_elementwise"]
+    g = rule.sample_graph(0, lo=4, hi=8)
+    v = Verifier(mode="field", tests=1)
+    ev = v._evaluator("field", 0)
+    ev.outputs(g)  # the parent was evaluated before (e.g. when it was itself checked)
+    before = ev.misses
+    child = rule.apply(g, rule.matches(g)[0])
+    assert v.check_rewrite(g, child).ok
+    assert ev.misses - before == len(child.delta.added)
+
+
+def test_check_many_batches_children_of_one_parent():
+    rule = rules_by_name()["fuse_elementwise"]
+    g = rule.sample_graph(1)
+    children = [rule.apply(g, s) for s in rule.matches(g)]
+    res = Verifier(mode="field").check_many(g, children)
+    assert len(res) == len(children) and all(r.ok for r in res)
+
+
+def test_signature_mismatch_is_a_clear_error():
+    b = GraphBuilder("a")
+    g1 = b.build([op(b, "exp", b.input("x", (2, 2)))])
+    b = GraphBuilder("b")
+    g2 = b.build([op(b, "exp", b.input("y", (2, 2)))])
+    with pytest.raises(VerificationError, match="equal signatures"):
+        Verifier().check(g1, g2)
+
+
+def test_field_mode_rejects_ops_without_field_semantics_and_auto_falls_back():
+    def g(double_neg: bool):
+        b = GraphBuilder("mp")
+        x = b.input("x", (1, 1, 4, 4))
+        x = op(b, "neg", op(b, "neg", x)) if double_neg else x
+        return b.build([op(b, "max_pool2d", x, kernel=(2, 2))])
+
+    with pytest.raises(VerificationError, match="finite-field"):
+        Verifier(mode="field").check(g(False), g(True))
+    res = Verifier(mode="auto").check(g(False), g(True))
+    assert res.ok and res.mode == "float"
+
+
+def test_same_seed_repeats_and_seeds_matter():
+    a, b = _pair(True)
+    r1, r2 = Verifier(seed=5).check(a, b), Verifier(seed=5).check(a, b)
+    assert r1.detail == r2.detail
+    assert r1.detail != Verifier(seed=6).check(a, b).detail
+
+
+def test_verdict_cache_is_shared_through_sqlite(tmp_path):
+    path = tmp_path / "v.sqlite"
+    a, b = _pair(False)
+    first = Verifier(cache=VerdictCache(path)).check(a, b)
+    second = Verifier(cache=VerdictCache(path)).check(a, b)
+    assert not first.cached and second.cached and second.ok
+    code = (
+        "import sys; from rewrite.verify import VerdictCache; c = VerdictCache(sys.argv[1]); "
+        "print(len(c)); c.put('x', 'k', {'v': 1})"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "1"
+    assert VerdictCache(path).get("x", "k") == {"v": 1}
+
+
+def test_verdict_cache_rejects_newer_format_and_ignores_corrupt_records(tmp_path):
+    path = tmp_path / "v.sqlite"
+    c = VerdictCache(path)
+    c.put("ns", "k", {"ok": True})
+    con = sqlite3.connect(path)
+    con.execute("UPDATE verdicts SET record = '{broken' WHERE key = 'k'")
+    con.execute("UPDATE meta SET v = '99' WHERE k = 'format_version'")
+    con.commit()
+    con.close()
+    assert VerdictCache.__new__(VerdictCache) is not None
+    with pytest.raises(VerificationError, match="newer"):
+        VerdictCache(path)
+    con = sqlite3.connect(path)
+    con.execute("UPDATE meta SET v = '1' WHERE k = 'format_version'")
+    con.commit()
+    con.close()
+    assert VerdictCache(path).get("ns", "k") is None
+    assert json.loads(json.dumps({"a": 1}))  # records are JSON, never pickle
+
+
+def test_backend_selection(monkeypatch):
+    assert get_backend("numpy").name == "numpy"
+    monkeypatch.setenv("REWRITE_BACKEND", "numpy")
+    assert get_backend().name == "numpy"
+    with pytest.raises(BackendError, match="must be one of"):
+        get_backend("tpu")
+    if not cupy_works():
+        monkeypatch.setenv("REWRITE_BACKEND", "cupy")
+        with pytest.raises(BackendError, match="cupy"):
+            get_backend()
+        monkeypatch.delenv("REWRITE_BACKEND")
+        assert get_backend().name == "numpy"
+
+
+def test_bad_verifier_settings():
+    with pytest.raises(VerificationError, match="mode must be"):
+        Verifier(mode="exact")
+    with pytest.raises(VerificationError, match="tests >= 1"):
+        Verifier(tests=0)
+
+
+@pytest.mark.slow
+def test_whole_graph_check_of_gpt2(zoo_gpt2):
+    rule = rules_by_name()["fuse_elementwise"]
+    g = zoo_gpt2
+    for site in rule.matches(g)[:3]:
+        g = rule.apply(g, site) if rule.matches(g) else g
+    child = g
+    v = Verifier(mode="auto", tests=2)
+    assert v.check(zoo_gpt2, child).ok
+    bad = rules_by_name()["unfuse_attention"]
+    assert v.check(zoo_gpt2, bad.apply(zoo_gpt2, bad.matches(zoo_gpt2)[0])).ok
