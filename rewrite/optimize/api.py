@@ -27,19 +27,28 @@ logger = logging.getLogger(__name__)
 PriorsLike = RulePriors | Mapping[str, float] | str | os.PathLike | None
 
 
-def default_rules() -> list[Rule]:
-    """The verified rule catalogue of `rewrite.rules`.
+def default_rules(max_fusion_size: int | None = None) -> list[Rule]:
+    """The verified built-in catalogue (`rewrite.rules.default_registry`).
 
-    Raises:
-        SearchError: If the catalogue is not available.
+    Every rule has passed the registry's gate (z3 proof and random tests; verdicts are cached on
+    disk, so after the first run this costs about a second).
+
+    Args:
+        max_fusion_size: Largest fused group the fusion rules build (the catalogue's default
+            when None).
     """
-    try:
-        from rewrite.rules import catalogue  # type: ignore[attr-defined]
-    except ImportError as err:
-        raise SearchError(
-            "rewrite.rules provides no rule catalogue in this installation; pass rules=[...]."
-        ) from err
-    return list(catalogue())
+    from rewrite.rules import default_registry
+
+    if max_fusion_size is None:
+        return list(default_registry())
+    return list(default_registry(max_fuse=max_fusion_size))
+
+
+def rules_from_source(source: Any) -> list[Rule]:
+    """Rules from what a work item carries: a list of rules or ``("catalogue", max_fuse)``."""
+    if isinstance(source, tuple) and source and source[0] == "catalogue":
+        return default_rules(source[1])
+    return list(source)
 
 
 def make_verifier(seed: int = 0, cache: Any = "default", tests: int = 2) -> Any:
@@ -136,14 +145,19 @@ def search(
         raise SearchError(f"search needs a rewrite Graph, but got {type(graph).__name__}.")
     pri = RulePriors.coerce(priors)
     cfg = _coerce_config(config, pri)
-    rule_list = _check_rules(default_rules() if rules is None else rules)
+    rule_list = _check_rules(default_rules(cfg.max_fusion_size) if rules is None else rules)
     names = [r.name for r in rule_list]
     prior = pri.resolve(names)
     _check_objectives(cfg)
     if executor is not None or cfg.workers > 1:
-        from rewrite.optimize.parallel import run_parallel
+        from rewrite.optimize.parallel import check_picklable, run_parallel
 
-        return run_parallel(graph, cfg, rule_list, prior, device, executor, verify_cache)
+        if rules is None:
+            source: Any = ("catalogue", cfg.max_fusion_size)
+        else:
+            check_picklable(rule_list)
+            source = rule_list
+        return run_parallel(graph, cfg, rule_list, prior, device, executor, verify_cache, source)
     t0 = time.perf_counter()
     verifier = make_verifier(cfg.seed, verify_cache)
     ctx = Context(graph, rule_list, prior, cfg, device, verifier)

@@ -306,9 +306,9 @@ class Engine:
         new_cost = cost(new, self.ctx.device, base=c)
         t2 = time.perf_counter()
         stats.times["cost"] += t2 - t1
-        table, reused = inherit_sites(self.ctx.rules, sites, new, self.ctx.radius)
+        table, _ = inherit_sites(self.ctx.rules, sites, new, self.ctx.radius)
         stats.times["match"] += time.perf_counter() - t2
-        stats.cache["match"][0] += reused
+        stats.hit("match", True)
         stats.count(rule.name, "fired")
         return new, new_cost, table, site
 

@@ -13,8 +13,8 @@ Metric names (all floats):
   of its rewrites joined the population) and ``improved`` (such a child entered the frontier);
 * ``time.<phase>`` seconds for phases ``match``, ``apply``, ``verify``, ``cost`` and ``total``;
 * ``cache.<name>.hits``, ``cache.<name>.misses`` and ``cache.<name>.hit_rate`` for the caches
-  ``dedupe`` (graph hashes already seen), ``verify`` (verdicts reused) and ``match`` (match lists
-  inherited from the parent rather than recomputed);
+  ``dedupe`` (graph hashes already seen), ``verify`` (verdicts reused) and ``match`` (a hit is a
+  site table inherited from the parent graph and updated near the edit, a miss a full pass);
 * ``steps``, ``steps_per_s``, ``children``, ``dropped.<reason>``, ``population.size`` (final),
   ``population.mean``, ``frontier.size`` (final), ``frontier.mean``;
 * ``hypervolume`` (final, of cost vectors normalized by the input's, reference point 1.1 per

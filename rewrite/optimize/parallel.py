@@ -1,0 +1,428 @@
+"""Island parallelism through any `concurrent.futures.Executor`.
+
+Each island is an `Engine` with its own population, credit and generator. The driver hands out
+work items: "run island ``i`` for up to ``island_steps`` steps (or until the time budget ends),
+starting from this state, after importing these frontier graphs". Whenever any item finishes,
+the driver merges that island's frontier improvements into the global frontier (union plus a
+non-dominated filter: commutative and idempotent, so arrival order does not matter) and
+immediately submits the island's next item with the global improvements it has not seen. Work
+is thus distributed dynamically to whichever worker is free, never split statically, and
+islands exchange nothing but frontier improvements.
+
+Nothing heavier than rewrite histories crosses process boundaries: a state holds each graph as
+its rewrite sequence from the input. A worker keeps the input graph, the rules and a cache of
+rebuilt graphs per run (per thread, so thread-based executors are safe), and rebuilds a graph it
+has not seen by replaying the shortest missing suffix of its history. Verification verdicts are
+shared through the on-disk `rewrite.verify.VerdictCache` of the host.
+
+Unlike an in-process run, a parallel run is not bit-for-bit repeatable: which island result
+arrives first depends on the scheduler.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+import os
+import pickle
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rewrite.cost import cost
+from rewrite.ir import Graph
+from rewrite.optimize.config import SearchConfig
+from rewrite.optimize.engine import Context, Engine, Entry
+from rewrite.optimize.errors import SearchError
+from rewrite.optimize.pareto import hypervolume, truncate_by_crowding
+from rewrite.optimize.result import RunStats, SearchResult, Step
+from rewrite.rules.base import Rule
+
+__all__ = ["EntrySpec", "IslandReport", "IslandTask", "run_island", "run_parallel"]
+
+_CACHE_ENTRIES = 4096
+
+
+@dataclass(frozen=True)
+class EntrySpec:
+    """A graph as its rewrite history: enough to rebuild it anywhere.
+
+    Attributes:
+        steps: Rewrites from the input graph.
+        n_verified: How many leading steps are verified.
+        y: Raw objective values.
+        feasible: Inside the constraint region.
+    """
+
+    steps: tuple[Step, ...]
+    n_verified: int
+    y: tuple[float, ...]
+    feasible: bool
+
+    @property
+    def verified(self) -> bool:
+        """Whether every step is verified."""
+        return self.n_verified == len(self.steps)
+
+
+@dataclass
+class IslandState:
+    """What an island carries between work items."""
+
+    population: list[EntrySpec]
+    frontier: list[EntrySpec]
+    credit: np.ndarray
+    rng_state: dict[str, Any]
+
+
+@dataclass
+class IslandTask:
+    """One work item (see the module docstring)."""
+
+    run_id: str
+    graph_json: str
+    rules: Any  # a picklable list of rules, or ("catalogue", max_fuse)
+    prior: np.ndarray
+    config: dict[str, Any]
+    device: Any
+    verify_cache: Any
+    island: int
+    seed: Any
+    steps: int
+    seconds: float | None
+    state: IslandState | None
+    imports: list[EntrySpec] = field(default_factory=list)
+
+
+@dataclass
+class IslandReport:
+    """What a work item returns."""
+
+    island: int
+    state: IslandState
+    improvements: list[EntrySpec]
+    stats: RunStats
+    steps: int
+    exhausted: bool
+    population: int
+
+
+# ---------------------------------------------------------------------- worker side
+def _spec(e: Entry) -> EntrySpec:
+    n, cur = len(e.steps), e
+    while cur is not None and not cur.verified:
+        n -= len(cur.pending)
+        cur = cur.parent
+    return EntrySpec(e.steps, n, tuple(float(v) for v in e.y), e.feasible)
+
+
+class _Runtime:
+    """Per-thread worker state of one run: context, rebuilt graphs, seen hashes."""
+
+    def __init__(self, task: IslandTask) -> None:
+        from rewrite.optimize.api import make_verifier, rules_from_source
+        from rewrite.serialize import from_json
+
+        cfg = SearchConfig.from_dict(task.config)
+        graph = from_json(task.graph_json)
+        rules = rules_from_source(task.rules)
+        verifier = make_verifier(cfg.seed, task.verify_cache)
+        self.run_id = task.run_id
+        self.ctx = Context(graph, rules, task.prior, cfg, task.device, verifier)
+        self.by_name = {r.name: r for r in rules}
+        self.entries: OrderedDict[tuple[Step, ...], Entry] = OrderedDict()
+        self.seen: set[bytes] = set()
+        self.root: Entry | None = None
+
+    def remember(self, e: Entry) -> None:
+        self.entries[e.steps] = e
+        self.entries.move_to_end(e.steps)
+        while len(self.entries) > _CACHE_ENTRIES:
+            self.entries.popitem(last=False)
+
+    def rebuild(self, spec: EntrySpec, engine: Engine) -> Entry | None:
+        """The entry for ``spec``: cached, or replayed from its longest cached prefix."""
+        hit = self.entries.get(spec.steps)
+        if hit is not None:
+            if spec.verified and not hit.verified:
+                hit.verified, hit.pending, hit.parent = True, (), None
+            return hit
+        k = len(spec.steps)
+        while k > 0 and spec.steps[:k] not in self.entries:
+            k -= 1
+        base = self.entries[spec.steps[:k]] if k else engine.root
+        graph, c, sites = base.graph, base.cost, engine.sites_of(base)
+        pending = []
+        for i, step in enumerate(spec.steps[k:], start=k):
+            rule = self.by_name[step.rule]
+            try:
+                new = rule.apply(graph, step.site)
+            except Exception:  # noqa: BLE001 - a history that no longer replays is dropped
+                return None
+            if i >= spec.n_verified:
+                pending.append((rule, graph, step.site))
+            c = cost(new, self.ctx.device, base=c)
+            from rewrite.optimize.matching import inherit_sites
+
+            sites, _ = inherit_sites(self.ctx.rules, sites, new, self.ctx.radius)
+            graph = new
+        y = self.ctx.vector(c)
+        e = Entry(
+            graph,
+            c,
+            y,
+            spec.steps,
+            self.ctx.feasible(c),
+            spec.verified,
+            None,
+            tuple(pending),
+            sites,
+        )
+        self.remember(e)
+        return e
+
+
+_LOCAL = threading.local()
+
+
+def _runtime(task: IslandTask) -> _Runtime:
+    rt = getattr(_LOCAL, "rt", None)
+    if rt is None or rt.run_id != task.run_id:
+        rt = _LOCAL.rt = _Runtime(task)
+    return rt
+
+
+def _restore(rt: _Runtime, task: IslandTask) -> Engine:
+    engine = Engine(rt.ctx, task.seed)
+    if rt.root is None:
+        rt.root = engine.root
+        rt.remember(engine.root)
+    engine.root = rt.root
+    engine.seen = rt.seen
+    engine.seen.add(rt.root.graph.digest)
+    st = task.state
+    if st is None:
+        engine.population, engine.frontier = [rt.root], [rt.root] if rt.root.feasible else []
+    else:
+        engine.rng.bit_generator.state = st.rng_state
+        engine.credit = np.array(st.credit, dtype=np.float64)
+        pop = [rt.rebuild(s, engine) for s in st.population]
+        engine.population = [e for e in pop if e is not None] or [rt.root]
+        front = [rt.rebuild(s, engine) for s in st.frontier]
+        engine.frontier = [e for e in front if e is not None]
+    engine.hv = engine._hv()
+    for spec in task.imports:
+        e = rt.rebuild(spec, engine)
+        if e is not None and e.verified:
+            engine.import_entry(e)
+    engine.improvements = []
+    return engine
+
+
+def run_island(task: IslandTask) -> IslandReport:
+    """Run one work item (module-level so executors can pickle it)."""
+    rt = _runtime(task)
+    engine = _restore(rt, task)
+    t0 = time.perf_counter()
+    done = 0
+    while done < task.steps and not engine.exhausted:
+        if task.seconds is not None and time.perf_counter() - t0 >= task.seconds:
+            break
+        engine.step()
+        done += 1
+    for e in engine.population:
+        rt.remember(e)
+    state = IslandState(
+        [_spec(e) for e in engine.population],
+        [_spec(e) for e in engine.frontier],
+        engine.credit.copy(),
+        engine.rng.bit_generator.state,
+    )
+    improvements = [_spec(e) for e in engine.improvements if e in engine.frontier]
+    return IslandReport(
+        task.island,
+        state,
+        improvements,
+        engine.stats,
+        done,
+        engine.exhausted,
+        len(engine.population),
+    )
+
+
+# ---------------------------------------------------------------------- driver side
+class _Global:
+    """The driver's merged frontier, hypervolume trace and counters."""
+
+    def __init__(self, ctx: Context, t0: float) -> None:
+        self.ctx, self.t0 = ctx, t0
+        root = EntrySpec((), 0, tuple(float(v) for v in ctx.vector(ctx.input_cost)), True)
+        root_ok = ctx.feasible(ctx.input_cost)
+        self.frontier: list[EntrySpec] = [root] if root_ok else []
+        self.origin: dict[tuple[Step, ...], int] = {(): -1}
+        self.steps = 0
+        self.hv = self._hv()
+        self.trace: list[tuple[int, float, float]] = [(0, 0.0, self.hv)]
+        self.stats = RunStats()
+
+    def _norm(self, specs: Sequence[EntrySpec]) -> np.ndarray:
+        k = len(self.ctx.objectives)
+        if not specs:
+            return np.zeros((0, k))
+        return np.array([s.y for s in specs]) / self.ctx.scale
+
+    def _hv(self) -> float:
+        return hypervolume(self._norm(self.frontier), self.ctx.ref)
+
+    def merge(self, island: int, specs: Sequence[EntrySpec]) -> None:
+        """Union plus non-dominated filter (then crowding truncation to the archive size)."""
+        changed = False
+        for s in specs:
+            y = np.array(s.y)
+            if any(np.all(np.array(f.y) <= y) for f in self.frontier):
+                continue
+            self.frontier = [f for f in self.frontier if not np.all(y <= np.array(f.y))]
+            self.frontier.append(s)
+            self.origin.setdefault(s.steps, island)
+            changed = True
+        cap = self.ctx.config.archive_size
+        if len(self.frontier) > cap:
+            idx = truncate_by_crowding(self._norm(self.frontier), cap)
+            self.frontier = [self.frontier[i] for i in idx]
+        if changed:
+            self.hv = self._hv()
+            self.trace.append((self.steps, time.perf_counter() - self.t0, self.hv))
+
+
+def _make_executor(cfg: SearchConfig) -> cf.Executor:
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+    ctx = multiprocessing.get_context(method)
+    return cf.ProcessPoolExecutor(max_workers=cfg.workers, mp_context=ctx)
+
+
+def run_parallel(
+    graph: Graph,
+    cfg: SearchConfig,
+    rules: list[Rule],
+    prior: np.ndarray,
+    device: Any,
+    executor: cf.Executor | None,
+    verify_cache: Any,
+    rule_source: Any,
+) -> SearchResult:
+    """Run ``cfg.workers`` islands through ``executor`` (a local process pool when None).
+
+    Raises:
+        SearchError: If a work item fails in a worker.
+    """
+    from rewrite.optimize.api import build_result, converged, make_verifier
+    from rewrite.serialize import to_json
+
+    t0 = time.perf_counter()
+    ctx = Context(graph, rules, prior, cfg, device, make_verifier(cfg.seed, verify_cache))
+    glob = _Global(ctx, t0)
+    own = executor is None
+    pool = _make_executor(cfg) if own else executor
+    seeds = np.random.SeedSequence(cfg.seed).spawn(cfg.workers)
+    base = dict(
+        run_id=f"{os.getpid()}-{id(glob)}-{time.time_ns()}",
+        graph_json=to_json(graph),
+        rules=rule_source,
+        prior=prior,
+        config=cfg.to_dict(),
+        device=device,
+        verify_cache=verify_cache,
+    )
+    sent: dict[int, set[tuple[Step, ...]]] = {i: set() for i in range(cfg.workers)}
+    pops: dict[int, int] = {}
+    assigned, reason = 0, "steps"
+
+    def submit(i: int, state: IslandState | None) -> cf.Future:
+        nonlocal assigned
+        n = min(cfg.island_steps, cfg.max_steps - assigned)
+        assigned += n
+        left = (
+            None
+            if cfg.time_budget is None
+            else max(cfg.time_budget - (time.perf_counter() - t0), 0.0)
+        )
+        imports = [
+            s
+            for s in glob.frontier
+            if s.steps and s.steps not in sent[i] and glob.origin.get(s.steps) != i
+        ]
+        sent[i].update(s.steps for s in imports)
+        task = IslandTask(
+            island=i, seed=seeds[i], steps=n, seconds=left, state=state, imports=imports, **base
+        )
+        return pool.submit(run_island, task)
+
+    try:
+        futures = {submit(i, None): i for i in range(cfg.workers) if assigned < cfg.max_steps}
+        exhausted: set[int] = set()
+        while futures:
+            done, _ = cf.wait(futures, return_when=cf.FIRST_COMPLETED)
+            for fut in done:
+                i = futures.pop(fut)
+                try:
+                    rep: IslandReport = fut.result()
+                except Exception as err:
+                    raise SearchError(f"island {i} failed in its worker: {err!r}") from err
+                glob.steps += rep.steps
+                glob.stats.merge(rep.stats)
+                glob.merge(i, rep.improvements)
+                pops[i] = rep.population
+                if rep.exhausted:
+                    exhausted.add(i)
+                stop = _stop(cfg, t0, assigned, glob, exhausted, converged)
+                if stop is None:
+                    futures[submit(i, rep.state)] = i
+                elif stop != "steps" or reason == "steps":
+                    reason = stop
+    finally:
+        if own:
+            pool.shutdown(wait=True, cancel_futures=True)
+    frontier = [e for e in (_rebuild_final(ctx, s) for s in glob.frontier) if e is not None]
+    return build_result(
+        ctx, frontier, glob.trace, glob.stats, reason, t0, cfg.workers, sum(pops.values())
+    )
+
+
+def _stop(
+    cfg: SearchConfig, t0: float, assigned: int, glob: _Global, exhausted: set[int], conv: Any
+) -> str | None:
+    if cfg.time_budget is not None and time.perf_counter() - t0 >= cfg.time_budget:
+        return "time"
+    if len(exhausted) == cfg.workers:
+        return "exhausted"
+    if conv(glob.trace, glob.steps, cfg.window, cfg.epsilon):
+        return "converged"
+    if assigned >= cfg.max_steps:
+        return "steps"
+    return None
+
+
+def _rebuild_final(ctx: Context, spec: EntrySpec) -> Entry | None:
+    """Replay a frontier history in the driver (its graph, full cost)."""
+    by_name = {r.name: r for r in ctx.rules}
+    graph = ctx.graph
+    for step in spec.steps:
+        graph = by_name[step.rule].apply(graph, step.site)
+    c = cost(graph, ctx.device)
+    return Entry(graph, c, ctx.vector(c), spec.steps, ctx.feasible(c), verified=True)
+
+
+def check_picklable(rules: Sequence[Rule]) -> None:
+    """Raise `SearchError` unless ``rules`` can be sent to worker processes."""
+    try:
+        pickle.dumps(list(rules))
+    except Exception as err:  # noqa: BLE001
+        raise SearchError(
+            f"custom rules must be picklable to run on worker processes ({err!r}); define their "
+            "callables at module level, or run with workers=1."
+        ) from err
