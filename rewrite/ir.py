@@ -116,7 +116,7 @@ class Value(NamedTuple):
     """One output of one node: ``(node id, output index)``."""
 
     node: int
-    index: int = 0
+    index: int = 0  # type: ignore[assignment]  # shadows tuple.index on purpose
 
 
 class ConstArray:

@@ -27,7 +27,7 @@ def _reshape_norm(ins: Types, attrs: dict[str, Any]) -> dict[str, Any]:
     if shape.count(-1) > 1:
         raise ShapeError(f"op 'reshape' allows at most one -1 in shape, but got {shape}.")
     if -1 in shape:
-        known = numel(d for d in shape if d != -1)
+        known = numel(tuple(d for d in shape if d != -1))
         if known == 0 or x.numel % known:
             raise ShapeError(
                 f"op 'reshape' cannot infer -1 in {shape} for {x} ({x.numel} elements)."
@@ -187,7 +187,7 @@ def _copy_flops(ins: Types, outs: Types, attrs: Mapping[str, Any]) -> int:
 
 
 def _register_all() -> None:
-    view = {"kind": "view", "family": "shape", "bytes": _zero}
+    view: dict[str, Any] = {"kind": "view", "family": "shape", "bytes": _zero}
     register(
         OpDef(
             "reshape",
