@@ -93,10 +93,16 @@ def random_inputs(graph: Graph, seed: int = 0, int_high: int = 2) -> dict[str, n
 
 
 def random_params(graph: Graph, seed: int = 0, scale: float = 0.1) -> dict[str, np.ndarray]:
-    """Seeded random arrays for every ``param`` node (normal with std ``scale``)."""
+    """Seeded random arrays for every ``param`` node: normal with std ``scale``, except
+    batch-norm running variances, uniform in ``[0.5, 1.5)``."""
     rng = np.random.default_rng(seed)
+    variances = {bn.inputs[4].node for bn in graph if bn.op == "batch_norm"}
     out = {}
     for n in graph.params():
         arr = _random(n.type, rng, 2)
-        out[n.attrs["name"]] = (arr * scale).astype(arr.dtype) if arr.dtype.kind == "f" else arr
+        if n.id in variances:  # running variances must be positive
+            arr = rng.uniform(0.5, 1.5, n.type.shape).astype(arr.dtype)
+        elif arr.dtype.kind == "f":
+            arr = (arr * scale).astype(arr.dtype)
+        out[n.attrs["name"]] = arr
     return out
