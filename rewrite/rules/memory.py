@@ -24,7 +24,7 @@ def _sample_remat(d: Dims) -> Graph:
 def _remat_pre(m: Match) -> bool:
     c = m.node("c")
     outs = {v.node for v in m.graph.outputs}
-    return len(m.graph.users(c.id)) > 1 and c.id not in outs and len(c.types) == 1
+    return (len(m.graph.users(c.id)) > 1 or c.id in outs) and len(c.types) == 1
 
 
 def _remat(ed, m: Match) -> list[Value]:  # noqa: ANN001

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from rewrite.ir import Graph, Node, TensorType, numpy_dtype
-from rewrite.verify.field import PRIME, FieldOps, is_float
+from rewrite.verify.field import PRIME, FieldOps, is_float, random_elements
 
 __all__ = ["Evaluator", "FloatOps", "Semantics", "run_body"]
 
@@ -68,6 +68,17 @@ def run_body(sem: Semantics, body: Graph, args: Sequence[Any]) -> tuple[Any, ...
     return tuple(env[v.node][v.index] for v in body.outputs)
 
 
+def node_hashes(graph: Graph) -> dict[int, bytes]:
+    """Structural hash of every node of ``graph`` (id -> 16 bytes), computed once per graph.
+
+    Uses the graph's internal hash table when available (one call instead of one per node).
+    """
+    table = getattr(graph, "_ensure_hashes", None)
+    if table is not None:
+        return table()
+    return {nid: bytes.fromhex(graph.node_hash(nid)) for nid in graph.nodes}
+
+
 def _source_rng(seed: int, key: str) -> np.random.Generator:
     d = hashlib.blake2b(f"{seed}|{key}".encode(), digest_size=8).digest()
     return np.random.default_rng(int.from_bytes(d, "little"))
@@ -85,7 +96,7 @@ class Evaluator:
     def __init__(self, sem: Semantics, memo_bytes: int = 256 << 20, int_high: int = 2) -> None:
         self.sem, self.xp = sem, sem.xp
         self.field = isinstance(sem, FieldOps)
-        self.memo: OrderedDict[str, tuple[Any, ...]] = OrderedDict()
+        self.memo: OrderedDict[bytes, tuple[Any, ...]] = OrderedDict()
         self.memo_bytes, self._bytes = memo_bytes, 0
         self.int_high = int_high
         self.hits = self.misses = 0
@@ -93,18 +104,18 @@ class Evaluator:
     def source(self, node: Node, key: str) -> Any:
         """Random value of an ``input``/``param`` node (a function of the seed and ``key``)."""
         t: TensorType = node.type
-        rng = _source_rng(getattr(self.sem, "seed", 0), key)
-        if t.dtype == "bool":
-            a = rng.random(t.shape) < 0.5
-        elif not is_float(t.dtype):
-            a = rng.integers(0, self.int_high, size=t.shape).astype(numpy_dtype(t.dtype))
-        elif self.field:
-            a = rng.integers(0, PRIME, size=t.shape).astype(np.float64)
-        else:
-            a = rng.standard_normal(t.shape).astype(numpy_dtype(t.dtype))
-        return self.xp.asarray(a)
+        seed = getattr(self.sem, "seed", 0)
+        xp = self.xp
+        if self.field or not is_float(t.dtype):
+            modulus = PRIME if is_float(t.dtype) else (2 if t.dtype == "bool" else self.int_high)
+            a = random_elements(xp, f"{seed}|{key}", t.shape, modulus)
+            if t.dtype == "bool":
+                return a != 0
+            return a if is_float(t.dtype) else a.astype(numpy_dtype(t.dtype))
+        rng = _source_rng(seed, key)
+        return xp.asarray(rng.standard_normal(t.shape).astype(numpy_dtype(t.dtype)))
 
-    def _remember(self, key: str, outs: tuple[Any, ...]) -> None:
+    def _remember(self, key: bytes, outs: tuple[Any, ...]) -> None:
         self.memo[key] = outs
         self._bytes += sum(int(getattr(o, "nbytes", 0)) for o in outs)
         while self._bytes > self.memo_bytes and len(self.memo) > 1:
@@ -113,11 +124,12 @@ class Evaluator:
 
     def outputs(self, graph: Graph) -> list[Any]:
         """The graph's output arrays, computing only nodes missing from the memo."""
-        need = self._needed(graph)
+        hashes = node_hashes(graph)
+        need = self._needed(graph, hashes)
         env: dict[int, tuple[Any, ...]] = {}
         for nid in need:
             node = graph.node(nid)
-            key = graph.node_hash(nid)
+            key = hashes[nid]
             hit = self.memo.get(key)
             if hit is not None:
                 self.memo.move_to_end(key)
@@ -126,14 +138,14 @@ class Evaluator:
                 continue
             self.misses += 1
             if node.op in ("input", "param"):
-                outs: tuple[Any, ...] = (self.source(node, key),)
+                outs: tuple[Any, ...] = (self.source(node, key.hex()),)
             else:
                 outs = self.sem.run(node, [env[v.node][v.index] for v in node.inputs])
             env[nid] = outs
             self._remember(key, outs)
         return [env[v.node][v.index] for v in graph.outputs]
 
-    def _needed(self, graph: Graph) -> list[int]:
+    def _needed(self, graph: Graph, hashes: dict[int, bytes]) -> list[int]:
         """Node ids to visit in topological order: stop descending at memoized nodes."""
         order: list[int] = []
         seen: set[int] = set()
@@ -148,7 +160,7 @@ class Evaluator:
                 continue
             seen.add(nid)
             stack.append((nid, True))
-            if graph.node_hash(nid) in memo:
+            if hashes[nid] in memo:
                 continue
             for v in reversed(graph.node(nid).inputs):
                 if v.node not in seen:

@@ -2,7 +2,8 @@
 
 The region is the nodes the rule's pattern matched. Values flowing into it from outside become
 fresh graph inputs (constants and parameters are copied, so preconditions that inspect them still
-hold); the region's outputs are the rule's roots. The rule is then applied to the region graph at
+hold); the region's outputs are the values the rule replaces, followed by any other region value
+still read outside the region (it stays live, so the cut-out keeps it as an output). The rule is then applied to the region graph at
 the corresponding site, giving the pair ``(before, after)`` to compare.
 """
 
@@ -54,7 +55,11 @@ def region_graphs(rule: Rule, graph: Graph, site: Site) -> tuple[Graph, Graph]:
         for i in range(len(node.types)):
             mapped[Value(nid, i)] = new.out(i)
     roots = tuple(mapped[r] for r in m.roots)
-    before = b.build([mapped[v] for v in rule.replaced_values(m)])
+    replaced = rule.replaced_values(m)
+    outs = [mapped[v] for v in replaced] + [
+        mapped[v] for v in _escaping(graph, region, set(replaced))
+    ]
+    before = b.build(outs)
     anchor = roots[0].node
     for s in rule.matches_at(before, anchor):
         if s.roots == roots:
@@ -63,6 +68,21 @@ def region_graphs(rule: Rule, graph: Graph, site: Site) -> tuple[Graph, Graph]:
         f"rule {rule.name!r} does not match its own cut-out region (its precondition reads the "
         "surrounding graph); check the rewrite on the whole graph with Verifier.check_rewrite."
     )
+
+
+def _escaping(graph: Graph, region: frozenset[int], replaced: set[Value]) -> list[Value]:
+    """Values of the region still read outside it (or graph outputs): kept as extra outputs."""
+    outs = set(graph.outputs)
+    res = []
+    for nid in sorted(region):
+        for v in graph.node(nid).outs:
+            if v in replaced:
+                continue
+            if v in outs or any(
+                u not in region and v in graph.node(u).inputs for u in graph.users(nid)
+            ):
+                res.append(v)
+    return res
 
 
 def _topo(graph: Graph, nodes: frozenset[int]) -> list[int]:
