@@ -152,7 +152,9 @@ def _identity(ctx: Any, node: Any, x: Any, *rest: Any, **kw: Any) -> Value:
     return ctx.tensor(x)
 
 
-@_conv("aten._to_copy.default", "aten.to.dtype", "aten._to_dtype_copy.default")
+@_conv(
+    "aten._to_copy.default", "aten.to.dtype", "aten.to.dtype_layout", "aten._to_dtype_copy.default"
+)
 def _to(ctx: Any, node: Any, x: Any, *rest: Any, **kw: Any) -> Value:
     v = ctx.tensor(x)
     want = ctx.val_type(node).dtype

@@ -3,7 +3,9 @@
 `from_torch(module, example_inputs)` exports the module (``strict=False``), lowers it to core
 ATen with a decomposition table that keeps ``linear``, ``scaled_dot_product_attention``,
 ``layer_norm``, ``rms_norm``, ``silu`` and ``gelu`` whole, then converts each ATen node with the
-table in `rewrite.torch_converters`:
+table in `rewrite.torch_converters`. (When every op of the exported program already has a
+converter, the decomposition pass, which would keep those same ops whole, is skipped: it costs as
+much as the export itself.)
 
 * user inputs become ``input`` nodes, parameters and persistent buffers (e.g. batch-norm
   statistics) become ``param`` nodes named by their fully qualified name (so
@@ -73,6 +75,10 @@ def _export(
         raise TorchImportError(
             f"torch.export could not capture model {name!r}: {type(e).__name__}: {msg[:500]}. Hint: {hint}."
         ) from e
+    return ep
+
+
+def _decompose(ep: Any, name: str) -> Any:
     try:
         return ep.run_decompositions(decomposition_table())
     except Exception as e:
@@ -112,9 +118,18 @@ def from_torch(
     name = name or type(module).__name__
     args = tuple(example_inputs) if isinstance(example_inputs, list | tuple) else (example_inputs,)
     ep = _export(module, args, dict(example_kwargs or {}), name, strict)
-    conv = _Converter(ep, name, dict(constants or {}))
     with torch.no_grad():
-        graph = conv.run()
+        # Fast path: when every op of the exported program has a converter, decomposing first
+        # would give the same IR (the kept ops are whole either way) at twice the cost.
+        try:
+            conv = _Converter(ep, name, dict(constants or {}))
+            graph = conv.run()
+            direct = not conv.opaque
+        except Exception:
+            direct = False
+        if not direct:
+            conv = _Converter(_decompose(ep, name), name, dict(constants or {}))
+            graph = conv.run()
     if conv.opaque:
         listing = ", ".join(f"{k} x{v}" for k, v in sorted(conv.opaque.items()))
         warnings.warn(
@@ -293,9 +308,17 @@ class _Converter:
                 f"model {self.name!r}: op {key} returns a non-tensor ({type(val).__name__}) and has no "
                 "converter; add one to rewrite.torch_converters."
             )
-        ins = [
-            self.tensor(a) for a in _flat(node.args, node.kwargs) if isinstance(a, torch.fx.Node)
-        ]
+        try:
+            ins = [
+                self.tensor(a)
+                for a in _flat(node.args, node.kwargs)
+                if isinstance(a, torch.fx.Node)
+            ]
+        except Unsupported as e:
+            raise TorchImportError(
+                f"model {self.name!r}: op {key} reads a value the IR cannot hold ({e}); add a "
+                "converter to rewrite.torch_converters."
+            ) from None
         out_types = tuple((tuple(int(d) for d in v.shape), torch_dtype_name(v.dtype)) for v in vals)
         self.opaque[key] += 1
         n = self.b.add_node("opaque", ins, target=key, out_types=out_types, reason=reason[:200])

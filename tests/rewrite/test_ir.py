@@ -213,7 +213,7 @@ def test_edit_creating_a_cycle_is_reported_on_first_sort() -> None:
 
 def test_child_indexes_and_hashes_match_a_fresh_graph(zoo_gpt2: Graph) -> None:
     g = zoo_gpt2
-    g.hash  # parent hashes computed, so the children inherit them
+    assert g.hash  # parent hashes computed, so the children inherit them
     for op, new_op in (("tanh", "sigmoid"), ("pow", "maximum"), ("sigmoid", "tanh")):
         node = g.node(g.by_op(op)[0])
         ed = g.editor()
