@@ -1,0 +1,407 @@
+"""Tiered structure learning: parameters -> metrics -> objectives.
+
+`learn_structure` runs causal-learn's PC algorithm (Fisher-z conditional-independence tests)
+with background knowledge (tiers; no edges within the parameter or objective tier; expert
+forbidden edges) on bootstrap resamples of the trials table, keeps the adjacencies found in at
+least ``stability`` of them (their frequency is the edge strength), orients them (across tiers by
+tier; within the metric tier by the data's majority vote, else by the search's phase order, else
+by column order), breaks any cycle by dropping the weakest edge, adds required and formula edges,
+and post-processes: caps each node's in-degree, drops metrics that no parameter drives or that
+reach no objective, gives parentless metrics every parameter as parent, and connects every
+parameter that has no path to an objective directly to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+from scipy.stats import norm, rankdata
+
+from structure.dag import Edge, Knowledge, Structure
+from structure.errors import KnowledgeError, StructureLearningError
+
+__all__ = ["LearnConfig", "learn_structure"]
+
+_log = logging.getLogger(__name__)
+_TIER_RANK = {"param": 0, "metric": 1, "objective": 2}
+
+
+@dataclass(frozen=True)
+class LearnConfig:
+    """Options of `learn_structure`.
+
+    Attributes:
+        alpha: Significance level of PC's Fisher-z tests.
+        bootstrap: Number of bootstrap resamples PC runs on.
+        stability: Least fraction of resamples an adjacency must appear in to be kept.
+        max_parents: Largest in-degree of a node among learned edges (required, formula and
+            repair edges may exceed it).
+        min_rows: Fewest trials structure learning runs on.
+        direct_edges: Keep an edge from every parameter to every objective (not defined by an
+            exact formula), so each objective's GP sees the parameters as well as its metric
+            parents: a metric parent that structure learning missed then costs accuracy, not
+            correctness. Off for a trusted structure (e.g. the true DAG).
+    """
+
+    alpha: float = 0.05
+    bootstrap: int = 12
+    stability: float = 0.5
+    max_parents: int = 6
+    min_rows: int = 8
+    direct_edges: bool = True
+
+    def __post_init__(self) -> None:
+        if not (0.0 < self.alpha < 1.0 and 0.0 < self.stability <= 1.0):
+            raise StructureLearningError(
+                f"`0 < alpha < 1` and `0 < stability <= 1` must hold, got {self.alpha=}, "
+                f"{self.stability=}."
+            )
+        if self.bootstrap < 1 or self.max_parents < 1 or self.min_rows < 4:
+            raise StructureLearningError(
+                "`bootstrap >= 1`, `max_parents >= 1` and `min_rows >= 4` must hold, got "
+                f"{self.bootstrap=}, {self.max_parents=}, {self.min_rows=}."
+            )
+
+
+@dataclass(frozen=True)
+class _Table:
+    """Column view of the trials table for PC: one or more columns per node."""
+
+    data: np.ndarray  # n x c, normal scores
+    column_node: list[str]  # column -> node name
+    nodes: list[str]
+    tier: dict[str, str]
+
+
+def learn_structure(
+    params: Mapping[str, np.ndarray],
+    metrics: Mapping[str, np.ndarray],
+    objectives: Mapping[str, np.ndarray],
+    knowledge: Knowledge | None = None,
+    config: LearnConfig | None = None,
+    seed: int = 0,
+    transforms: Mapping[str, str] | None = None,
+    outputs: Collection[str] = (),
+) -> Structure:
+    """Learn a tiered DAG from a trials table.
+
+    Args:
+        params: Parameter name -> ``n x k``-dim array of its unit-cube columns (``k >= 1``).
+        metrics: Metric name -> ``n``-dim array (featurized, no NaN).
+        objectives: Objective name -> ``n``-dim array.
+        knowledge: Expert knowledge (required/forbidden edges, formulas, phase order).
+        config: Options; defaults when None.
+        seed: Seed of the bootstrap resampling.
+        transforms: Node -> ``"identity"``/``"log1p"``, recorded in the result.
+        outputs: Metrics that must stay in the structure and be predictable from the parameters
+            (the outcome-constraint metrics of the tuner).
+
+    Returns:
+        The learned `Structure`.
+
+    Raises:
+        StructureLearningError: Fewer than ``config.min_rows`` trials or no objective.
+        KnowledgeError: Knowledge names an unknown node or breaks the tier rules.
+    """
+    config = config or LearnConfig()
+    knowledge = knowledge or Knowledge()
+    table = _make_table(params, metrics, objectives)
+    n = table.data.shape[0]
+    if n < config.min_rows or not objectives:
+        raise StructureLearningError(
+            f"Structure learning needs at least {config.min_rows} trials and one objective, got "
+            f"n={n} trials and objectives {list(objectives)}."
+        )
+    _check_knowledge(knowledge, table.tier)
+    adj, votes = _bootstrap_pc(table, knowledge, config, seed)
+    edges = _orient(table, adj, votes, knowledge, config.stability)
+    edges = _add_knowledge(edges, knowledge, table.tier)
+    edges = _cap_in_degree(edges, config.max_parents)
+    protected = {f.node for f in knowledge.formulas} | {
+        i for f in knowledge.formulas for i in f.inputs
+    }
+    protected |= {n for pair in knowledge.required for n in pair} | set(outputs)
+    exact = {f.node for f in knowledge.formulas if not f.residual}
+    edges = _prune_and_repair(edges, [*params], [*metrics], [*objectives], protected, exact)
+    if config.direct_edges:
+        for o in objectives:
+            if o not in exact:
+                edges.update(
+                    {(p, o): Edge(p, o, 0.0, "direct") for p in params if (p, o) not in edges}
+                )
+    return Structure(
+        params=tuple(params),
+        metrics=tuple(metrics),
+        objectives=tuple(objectives),
+        edges=tuple(sorted(edges.values(), key=lambda e: (e.target, e.source))),
+        formulas=knowledge.formulas,
+        transforms={k: v for k, v in (transforms or {}).items() if k in table.tier},
+        n_trials=n,
+    )
+
+
+def _make_table(
+    params: Mapping[str, np.ndarray],
+    metrics: Mapping[str, np.ndarray],
+    objectives: Mapping[str, np.ndarray],
+) -> _Table:
+    """Stack the columns as normal scores (a Gaussian copula, so Fisher-z also sees monotone
+    non-linear relations); drop each multi-column parameter's redundant last column."""
+    cols: list[np.ndarray] = []
+    column_node: list[str] = []
+    tier: dict[str, str] = {}
+    for name, values in params.items():
+        block = np.asarray(values, dtype=np.float64)
+        block = block.reshape(block.shape[0], -1)
+        if block.shape[1] > 1 and np.ptp(block.sum(1)) < 1e-9:  # simplex / one-hot block
+            block = block[:, :-1]
+        cols.extend(block.T)
+        column_node.extend([name] * block.shape[1])
+        tier[name] = "param"
+    for group, kind in ((metrics, "metric"), (objectives, "objective")):
+        for name, values in group.items():
+            if name in tier:
+                raise KnowledgeError(f"Node name {name!r} appears in two tiers.")
+            cols.append(np.asarray(values, dtype=np.float64).reshape(-1))
+            column_node.append(name)
+            tier[name] = kind
+    if not cols:
+        raise StructureLearningError("The trials table has no columns.")
+    data = norm.ppf(rankdata(np.stack(cols, axis=1), axis=0) / (len(cols[0]) + 1.0))
+    return _Table(data, column_node, list(tier), tier)
+
+
+def _check_knowledge(knowledge: Knowledge, tier: Mapping[str, str]) -> None:
+    pairs = [*knowledge.required, *knowledge.forbidden]
+    pairs += [(i, f.node) for f in knowledge.formulas for i in f.inputs]
+    for s, t in pairs:
+        if s not in tier or t not in tier:
+            raise KnowledgeError(
+                f"Knowledge edge {s!r} -> {t!r} names a node that is not in the table; "
+                f"known nodes: {sorted(tier)}."
+            )
+        if _TIER_RANK[tier[s]] > _TIER_RANK[tier[t]] or (tier[s] == tier[t] != "metric"):
+            raise KnowledgeError(
+                f"Knowledge edge {s!r} ({tier[s]}) -> {t!r} ({tier[t]}) breaks the tier rules."
+            )
+
+
+def _bootstrap_pc(
+    table: _Table, knowledge: Knowledge, config: LearnConfig, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Node-level adjacency counts and directed-vote counts over the bootstrap resamples.
+
+    Returns:
+        ``adj`` (``N x N`` symmetric counts of adjacencies) and ``votes`` (``N x N``,
+        ``votes[i, j]`` = resamples where PC oriented ``i -> j``), over ``N`` nodes; both are
+        divided by the number of successful resamples.
+    """
+    rng = np.random.default_rng(seed)
+    index = {name: i for i, name in enumerate(table.nodes)}
+    col_idx = np.array([index[c] for c in table.column_node])
+    is_obj = np.array([table.tier[c] == "objective" for c in table.column_node])
+    # Stage 1 learns the parameter/metric part without the objectives: conditioning on a
+    # descendant never separates an upstream pair and, with near-deterministic objectives,
+    # wrongly does. Stage 2 (all columns) contributes only the edges into objectives.
+    stages = [(np.flatnonzero(~is_obj), False), (np.arange(len(is_obj)), True)]
+    size = len(table.nodes)
+    adj = np.zeros((size, size))
+    votes = np.zeros((size, size))
+    ok = 0
+    n = table.data.shape[0]
+    for b in range(config.bootstrap):
+        rows = np.arange(n) if b == 0 else rng.integers(0, n, size=n)
+        node_adj = np.zeros((size, size), dtype=bool)
+        node_dir = np.zeros((size, size), dtype=bool)
+        failed = False
+        for cols, objective_stage in stages:
+            if not objective_stage and not any(
+                table.tier[table.column_node[c]] == "metric" for c in cols
+            ):
+                continue
+            graph = _run_pc(table, rows, cols, knowledge, config.alpha)
+            if graph is None:
+                failed = True
+                break
+            for i, j in zip(*np.nonzero(graph != 0)):
+                ci, cj = cols[i], cols[j]
+                a, c = col_idx[ci], col_idx[cj]
+                if a == c or objective_stage != (is_obj[ci] or is_obj[cj]):
+                    continue
+                node_adj[a, c] = node_adj[c, a] = True
+                if graph[j, i] == 1 and graph[i, j] == -1:  # causal-learn: i -> j
+                    node_dir[a, c] = True
+        if failed:
+            continue
+        ok += 1
+        adj += node_adj
+        votes += node_dir
+    if ok == 0:
+        raise StructureLearningError(f"PC failed on all {config.bootstrap} bootstrap resamples.")
+    return adj / ok, votes / ok
+
+
+def _run_pc(
+    table: _Table, rows: np.ndarray, cols: np.ndarray, knowledge: Knowledge, alpha: float
+) -> np.ndarray | None:
+    """One PC run on the given rows and columns; the causal-learn graph matrix over `cols`, or
+    None on failure."""
+    from causallearn.graph.GraphNode import GraphNode
+    from causallearn.search.ConstraintBased.PC import pc
+    from causallearn.utils.PCUtils.BackgroundKnowledge import BackgroundKnowledge
+
+    data = table.data[np.ix_(rows, cols)]
+    column_node = [table.column_node[c] for c in cols]
+    std = data.std(0)
+    if (std <= 1e-12).any():  # a constant column in this resample breaks Fisher-z
+        data = data + 1e-6 * np.random.default_rng(len(rows)).standard_normal(data.shape)
+    names = [f"c{i}" for i in range(data.shape[1])]
+    gnodes = [GraphNode(name) for name in names]
+    bk = BackgroundKnowledge()
+    for g, node in zip(gnodes, column_node):
+        bk.add_node_to_tier(g, _TIER_RANK[table.tier[node]])
+    bk.forbid_within_tier(0)
+    bk.forbid_within_tier(2)
+    for i, a in enumerate(column_node):  # columns of one node are never adjacent
+        for j, b in enumerate(column_node):
+            if i != j and (a == b or (a, b) in knowledge.forbidden):
+                bk.add_forbidden_by_node(gnodes[i], gnodes[j])
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cg = pc(
+                data, alpha, "fisherz", background_knowledge=bk, show_progress=False,
+                node_names=names, verbose=False,
+            )  # fmt: skip
+    except (ValueError, np.linalg.LinAlgError, ZeroDivisionError) as err:
+        _log.debug("PC failed on a resample: %s", err)
+        return None
+    return np.asarray(cg.G.graph)
+
+
+def _orient(
+    table: _Table, adj: np.ndarray, votes: np.ndarray, knowledge: Knowledge, stability: float
+) -> dict[tuple[str, str], Edge]:
+    """Orient the stable adjacencies and make the result acyclic (weakest edges dropped)."""
+    nodes = table.nodes
+    rank = {name: i for i, name in enumerate(nodes)}
+    candidates: list[Edge] = []
+    for i, j in zip(*np.nonzero(np.triu(adj >= stability, k=1))):
+        a, b = nodes[i], nodes[j]
+        ta, tb = _TIER_RANK[table.tier[a]], _TIER_RANK[table.tier[b]]
+        if ta != tb:
+            src, dst = (a, b) if ta < tb else (b, a)
+        elif votes[i, j] >= 2 * votes[j, i] and votes[i, j] >= 0.5 * adj[i, j]:
+            src, dst = a, b
+        elif votes[j, i] >= 2 * votes[i, j] and votes[j, i] >= 0.5 * adj[i, j]:
+            src, dst = b, a
+        else:
+            src, dst = _phase_order(a, b, knowledge, rank)
+        if (src, dst) not in knowledge.forbidden:
+            candidates.append(Edge(src, dst, round(float(adj[i, j]), 4), "learned"))
+    graph = nx.DiGraph()
+    graph.add_nodes_from(nodes)
+    kept: dict[tuple[str, str], Edge] = {}
+    for e in sorted(candidates, key=lambda e: (-e.strength, rank[e.source], rank[e.target])):
+        graph.add_edge(e.source, e.target)
+        if nx.is_directed_acyclic_graph(graph):
+            kept[(e.source, e.target)] = e
+        else:
+            graph.remove_edge(e.source, e.target)
+    return kept
+
+
+def _phase_order(a: str, b: str, knowledge: Knowledge, rank: Mapping[str, int]) -> tuple[str, str]:
+    """Orient a within-tier pair by phase order, else by column order."""
+    pa, pb = knowledge.phase_rank(a), knowledge.phase_rank(b)
+    if pa is not None and pb is not None and pa != pb:
+        return (a, b) if pa < pb else (b, a)
+    if pa is not None and pb is None:
+        return a, b
+    if pb is not None and pa is None:
+        return b, a
+    return (a, b) if rank[a] < rank[b] else (b, a)
+
+
+def _add_knowledge(
+    edges: dict[tuple[str, str], Edge], knowledge: Knowledge, tier: Mapping[str, str]
+) -> dict[tuple[str, str], Edge]:
+    """Add required and formula edges; a formula node keeps only its inputs (and parameters
+    when it has a residual GP) as parents."""
+    out = dict(edges)
+    required = list(knowledge.required)
+    for f in knowledge.formulas:
+        for key in [k for k in out if k[1] == f.node]:
+            if not (f.residual and tier[key[0]] == "param"):
+                del out[key]
+        required += [(i, f.node) for i in f.inputs]
+    for s, t in required:
+        out.pop((t, s), None)
+        out[(s, t)] = Edge(s, t, 1.0, "required")
+    graph = nx.DiGraph(list(out))
+    if not nx.is_directed_acyclic_graph(graph):
+        cycle = nx.find_cycle(graph)
+        for s, t in cycle:  # drop a learned edge of the cycle; required edges stay
+            if out[(s, t)].origin == "learned":
+                del out[(s, t)]
+                return _add_knowledge(out, Knowledge(), tier)
+        raise KnowledgeError(f"Required and formula edges form a cycle: {cycle}.")
+    return out
+
+
+def _cap_in_degree(
+    edges: dict[tuple[str, str], Edge], max_parents: int
+) -> dict[tuple[str, str], Edge]:
+    """Keep at most ``max_parents`` learned parents per node, the strongest first."""
+    out = {k: e for k, e in edges.items() if e.origin != "learned"}
+    by_target: dict[str, list[Edge]] = {}
+    for e in edges.values():
+        if e.origin == "learned":
+            by_target.setdefault(e.target, []).append(e)
+    for group in by_target.values():
+        group.sort(key=lambda e: (-e.strength, e.source))
+        out.update({(e.source, e.target): e for e in group[:max_parents]})
+    return out
+
+
+def _prune_and_repair(
+    edges: dict[tuple[str, str], Edge],
+    params: list[str],
+    metrics: list[str],
+    objectives: list[str],
+    protected: set[str],
+    exact: set[str],
+) -> dict[tuple[str, str], Edge]:
+    """Drop unprotected metrics that reach no objective; give every remaining metric without
+    parents all parameters as parents (PC's linear tests miss non-monotone parameter effects, the
+    node's ARD GP sorts them out); then connect each parameter without a path to an objective
+    directly to it."""
+    out = dict(edges)
+    while True:
+        graph = nx.DiGraph(list(out))
+        graph.add_nodes_from([*params, *metrics, *objectives])
+        reach_o = set().union(*(nx.ancestors(graph, o) for o in objectives))
+        dead = [m for m in metrics if m not in protected and m not in reach_o]
+        dead = [m for m in dead if any(m in k for k in out)]
+        if not dead:
+            break
+        out = {k: e for k, e in out.items() if k[0] not in dead and k[1] not in dead}
+    used = {n for k in out for n in k} | (protected & set(metrics))
+    for m in metrics:
+        if m in used and m not in exact and not any(k[1] == m for k in out):
+            out.update({(p, m): Edge(p, m, 0.0, "repaired") for p in params})
+    graph = nx.DiGraph(list(out))
+    graph.add_nodes_from([*params, *metrics, *objectives])
+    for o in objectives:
+        if o in exact:
+            continue
+        ancestors = nx.ancestors(graph, o)
+        for p in params:
+            if p not in ancestors:
+                out[(p, o)] = Edge(p, o, 0.0, "repaired")
+    return out

@@ -1,0 +1,334 @@
+"""A GP network over a learned `Structure`, as a BoTorch `Model`.
+
+Each non-parameter node with parents gets one `SingleTaskGP` on its parameter parents' columns
+and its parent nodes' values (float64, learned noise, `Normalize` with fixed bounds: the unit cube
+for parameter columns, the observed range plus a 10% margin for node values, `Standardize` on the
+output). Formula nodes are deterministic (`structure.Formula`), optionally plus a GP on the
+residual. The joint posterior is represented by ``num_paths`` posterior sample paths per node
+(Matheron's rule with random Fourier features, `botorch.sampling.pathwise`), composed through the
+DAG in topological order: sample ``s`` of a child reads sample ``s`` of its parents, so the
+network's samples are exact draws of the composed (non-Gaussian) posterior up to the feature
+approximation. The model is an `EnsembleModel`; its `EnsemblePosterior` supports `rsample` and
+`rsample_from_base_samples` (with BoTorch's `IndexSampler`), so
+`qLogNoisyExpectedHypervolumeImprovement` and `optimize_acqf` run on it unchanged. Every node,
+intermediate metrics included, can be an output, so intermediate nodes serve as outcome
+constraints.
+
+Sample paths are deterministic functions, so a point's output does not depend on the other
+points of a batch. `forward` uses that: rows shared by every batch element (the baseline that
+qLogNEHVI concatenates to each candidate) are evaluated once.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from botorch.fit import fit_gpytorch_mll
+from botorch.models import SingleTaskGP
+from botorch.models.ensemble import EnsembleModel
+from botorch.models.transforms.input import Normalize
+from botorch.models.transforms.outcome import Standardize
+from botorch.sampling.pathwise import draw_kernel_feature_paths, draw_matheron_paths
+from gpytorch.mlls import ExactMarginalLogLikelihood
+from torch import Tensor
+from torch.nn import ModuleDict
+
+from structure.dag import Structure
+from structure.errors import StructureError
+
+__all__ = ["GPNetwork", "NetworkConfig", "fit_gp_network"]
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    """Options of the GP network.
+
+    Attributes:
+        num_paths: Joint posterior samples (sample paths per node); the ensemble size.
+        num_features: Random Fourier features per prior sample path.
+        fit_options: Options of the L-BFGS-B hyper-parameter fit (e.g. ``{"maxiter": 50}``).
+    """
+
+    num_paths: int = 128
+    num_features: int = 512
+    fit_options: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class _NodeSpec:
+    name: str
+    columns: list[int]  # columns of X read by the node's GP
+    parents: list[str]  # parent nodes whose values the GP (or formula) reads
+
+
+class GPNetwork(EnsembleModel):
+    """A GP network: composed posterior sample paths through a DAG (see module docstring).
+
+    Build it with `fit_gp_network`. ``posterior(X)`` for a ``batch x q x d`` input returns an
+    `EnsemblePosterior` with values ``batch x num_paths x q x m`` (raw units, ``m`` outputs).
+
+    Args:
+        structure: The DAG.
+        specs: Per non-parameter node, in topological order: its columns and parents.
+        gps: Node name -> fitted GP (nodes defined by a formula without residual have none).
+        outputs: Output node names, in output order.
+        config: Network options.
+        seed: Seed of the sample paths.
+    """
+
+    def __init__(
+        self,
+        structure: Structure,
+        specs: Sequence[_NodeSpec],
+        gps: Mapping[str, SingleTaskGP],
+        outputs: Sequence[str],
+        config: NetworkConfig,
+        seed: int,
+    ) -> None:
+        super().__init__()
+        self.structure = structure
+        self.specs = list(specs)
+        self.outputs = list(outputs)
+        self.config = config
+        self.gps = ModuleDict(dict(gps))
+        self._num_outputs = len(self.outputs)
+        prior = functools.partial(draw_kernel_feature_paths, num_features=config.num_features)
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            self.paths = ModuleDict(
+                {
+                    name: draw_matheron_paths(
+                        gp, sample_shape=torch.Size([config.num_paths]), prior_sampler=prior
+                    )
+                    for name, gp in gps.items()
+                }
+            )
+        for p in self.parameters():
+            p.requires_grad_(False)
+
+    def forward(self, X: Tensor) -> Tensor:
+        """Network outputs at ``X``.
+
+        Args:
+            X: A ``batch x q x d``-dim Tensor of unit-cube inputs.
+
+        Returns:
+            A ``batch x num_paths x q x m``-dim Tensor of joint samples (raw units).
+        """
+        if X.dim() >= 3 and X.shape[-2] > 1:
+            flat = X.reshape(-1, *X.shape[-2:])
+            same = (flat == flat[:1]).all(dim=-1).all(dim=0)
+            k = int(torch.cumprod(same.int(), 0).sum())
+            if 0 < k < X.shape[-2]:
+                shared = self._evaluate(flat[0, :k])  # S x k x m
+                rest = self._evaluate(X[..., k:, :])  # batch x S x (q-k) x m
+                shared = shared.expand(*rest.shape[:-2], k, rest.shape[-1])
+                return torch.cat([shared, rest], dim=-2)
+        return self._evaluate(X)
+
+    def _evaluate(self, X: Tensor) -> Tensor:
+        """Compose the paths: ``... x q x d`` -> ``... x S x q x m``."""
+        S = self.config.num_paths
+        Xe = X.unsqueeze(-3).expand(*X.shape[:-2], S, *X.shape[-2:])
+        values: dict[str, Tensor] = {}
+        for spec in self.specs:
+            values[spec.name] = self._node_value(spec, Xe, values)
+        outs = [self._to_raw(name, values[name]) for name in self.outputs]
+        return torch.stack(outs, dim=-1)
+
+    def _node_value(self, spec: _NodeSpec, Xe: Tensor, values: Mapping[str, Tensor]) -> Tensor:
+        """Model-space value of one node: ``... x S x q``."""
+        formula = self.structure.formula_for(spec.name)
+        gp_value = None
+        if spec.name in self.paths:
+            inputs = [Xe[..., spec.columns]]
+            if formula is None:
+                inputs += [values[p].unsqueeze(-1) for p in spec.parents]
+            gp_value = self.paths[spec.name](torch.cat(inputs, dim=-1))
+        if formula is None:
+            assert gp_value is not None
+            return gp_value
+        raw = formula.evaluate([self._to_raw(p, values[p]) for p in formula.inputs])
+        if gp_value is not None:
+            raw = raw + gp_value
+        return self._to_model(spec.name, raw)
+
+    def _to_raw(self, node: str, value: Tensor) -> Tensor:
+        if self.structure.transforms.get(node) == "log1p":
+            return torch.expm1(value)
+        return value
+
+    def _to_model(self, node: str, raw: Tensor) -> Tensor:
+        if self.structure.transforms.get(node) == "log1p":
+            return torch.log1p(raw.clamp_min(0.0))
+        return raw
+
+    def noise_variance(self, node: str) -> float:
+        """Fitted observation-noise variance of `node` in its model units (0 without a GP)."""
+        if node not in self.gps:
+            return 0.0
+        gp = self.gps[node]
+        noise = float(gp.likelihood.noise.detach().reshape(-1)[0])
+        return noise * float(gp.outcome_transform.stdvs.detach().reshape(-1)[0]) ** 2
+
+    def predict(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        """Moment-matched predictive distribution of the outputs, observation noise included.
+
+        Args:
+            X: An ``n x d``-dim Tensor.
+
+        Returns:
+            ``(mean, variance)``, each ``n x m``.
+        """
+        with torch.no_grad():
+            samples = self.forward(X)  # S x n x m
+        noise = torch.tensor([self.noise_variance(o) for o in self.outputs], dtype=X.dtype)
+        return samples.mean(0), samples.var(0) + noise
+
+    def hyperparameters(self) -> dict[str, dict[str, Tensor]]:
+        """Node -> GP state dict without the outcome transform (to refit with fixed hypers)."""
+        return {
+            name: {k: v for k, v in gp.state_dict().items() if not k.startswith("outcome_")}
+            for name, gp in self.gps.items()
+        }
+
+
+def fit_gp_network(
+    structure: Structure,
+    X: Tensor,
+    values: Mapping[str, Tensor],
+    param_columns: Mapping[str, Sequence[int]],
+    outputs: Sequence[str],
+    config: NetworkConfig | None = None,
+    seed: int = 0,
+    hyperparameters: Mapping[str, Mapping[str, Tensor]] | None = None,
+) -> GPNetwork:
+    """Fit one GP per node of `structure` and compose them into a `GPNetwork`.
+
+    Args:
+        structure: The DAG; its parameter nodes must be keys of `param_columns`.
+        X: ``n x d``-dim float64 Tensor of unit-cube inputs.
+        values: Node name -> ``n``-dim Tensor of observed values in model units (after the
+            node's transform) for every non-parameter node with parents.
+        param_columns: Parameter node -> its columns of `X`.
+        outputs: Output node names (the objectives and constraint metrics, in order).
+        config: Network options; defaults when None.
+        seed: Seed of the hyper-parameter fits and the sample paths.
+        hyperparameters: When given (from `GPNetwork.hyperparameters`), load them instead of
+            fitting: the GPs are only conditioned on `X` (used for cross-validation).
+
+    Returns:
+        The fitted `GPNetwork` in eval mode.
+
+    Raises:
+        StructureError: An output or a parent node has no values, or an output has no model.
+    """
+    config = config or NetworkConfig()
+    specs = _node_specs(structure, param_columns, outputs)
+    gps: dict[str, SingleTaskGP] = {}
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        for spec in specs:
+            target = _target(structure, spec, values)
+            if target is None:
+                continue
+            columns = [X[:, spec.columns]]
+            if structure.formula_for(spec.name) is None:
+                columns += [values[p].unsqueeze(-1) for p in spec.parents]
+            train_X = torch.cat(columns, dim=-1)
+            bounds = _bounds(train_X, len(spec.columns))
+            state = None if hyperparameters is None else hyperparameters.get(spec.name)
+            gps[spec.name] = _fit_gp(train_X, target, bounds, config, state)
+    model = GPNetwork(structure, specs, gps, outputs, config, seed)
+    model.eval()
+    return model
+
+
+def _node_specs(
+    structure: Structure, param_columns: Mapping[str, Sequence[int]], outputs: Sequence[str]
+) -> list[_NodeSpec]:
+    """Specs of the nodes the outputs depend on, in topological order."""
+    graph = structure.to_networkx()
+    missing = [o for o in outputs if o not in graph]
+    if missing:
+        raise StructureError(f"Outputs {missing} are not nodes of the structure.")
+    needed = set(outputs)
+    for o in outputs:
+        needed |= {a for a in _ancestors(graph, o)}
+    specs = []
+    params = set(structure.params)
+    for name in structure.topological_order():
+        if name not in needed:
+            continue
+        parents = structure.parents(name)
+        formula = structure.formula_for(name)
+        if not parents and formula is None:
+            raise StructureError(
+                f"Node {name!r} has no parents and no formula; it cannot be modelled."
+            )
+        columns = [c for p in parents if p in params for c in param_columns[p]]
+        if formula is not None and formula.residual and not columns:
+            columns = sorted(c for cols in param_columns.values() for c in cols)
+        specs.append(_NodeSpec(name, columns, [p for p in parents if p not in params]))
+    return specs
+
+
+def _ancestors(graph: Any, node: str) -> set[str]:
+    import networkx as nx
+
+    return set(nx.ancestors(graph, node))
+
+
+def _target(structure: Structure, spec: _NodeSpec, values: Mapping[str, Tensor]) -> Tensor | None:
+    """Training target of the node's GP (its values, or the formula residual); None when the
+    node is an exact formula."""
+    for name in (spec.name, *spec.parents):
+        if name not in values:
+            raise StructureError(f"Node {name!r} needs observed values to fit the network.")
+    formula = structure.formula_for(spec.name)
+    if formula is None:
+        return values[spec.name]
+    if not formula.residual:
+        return None
+    raw = {n: _raw(structure, n, values[n]) for n in (spec.name, *formula.inputs)}
+    return raw[spec.name] - formula.evaluate([raw[i] for i in formula.inputs])
+
+
+def _raw(structure: Structure, node: str, value: Tensor) -> Tensor:
+    return torch.expm1(value) if structure.transforms.get(node) == "log1p" else value
+
+
+def _bounds(train_X: Tensor, n_params: int) -> Tensor:
+    """Fixed normalization bounds: unit cube for parameters, observed range +-10% for nodes."""
+    lo, hi = train_X.min(0).values, train_X.max(0).values
+    span = (hi - lo).clamp_min(1e-6)
+    lo, hi = lo - 0.1 * span, hi + 0.1 * span
+    lo[:n_params], hi[:n_params] = 0.0, 1.0
+    return torch.stack([lo, hi])
+
+
+def _fit_gp(
+    train_X: Tensor,
+    y: Tensor,
+    bounds: Tensor,
+    config: NetworkConfig,
+    state: Mapping[str, Tensor] | None,
+) -> SingleTaskGP:
+    gp = SingleTaskGP(
+        train_X,
+        y.unsqueeze(-1),
+        input_transform=Normalize(train_X.shape[-1], bounds=bounds),
+        outcome_transform=Standardize(1),
+    )
+    if state is not None:
+        gp.load_state_dict(dict(state), strict=False)
+    else:
+        mll = ExactMarginalLogLikelihood(gp.likelihood, gp)
+        options = {"options": dict(config.fit_options)} if config.fit_options else None
+        fit_gpytorch_mll(mll, optimizer_kwargs=options)
+    gp.eval()
+    return gp

@@ -1,0 +1,135 @@
+"""What users see: the learned DAG as a PNG and a plain-text account of the surrogate in use."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from structure.dag import Structure
+
+__all__ = ["draw_structure", "explain"]
+
+_TIER_COLOR = {"param": "#9ecae1", "metric": "#fdd0a2", "objective": "#a1d99b"}
+_TIER_X = {"param": 0.0, "metric": 1.0, "objective": 2.0}
+
+
+def draw_structure(structure: Structure | Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Draw the DAG to a PNG: tiers as columns (parameters, metrics, objectives), edge width and
+    label by strength (bootstrap frequency), dashed edges for required/repaired/direct ones.
+
+    Nodes without any edge are left out. Within-metric edges bend so they stay visible.
+
+    Args:
+        structure: A `Structure`, or its dict (`Structure.to_dict`, e.g. from `describe()`).
+        path: Where to write the PNG (written atomically).
+
+    Returns:
+        The path written.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import networkx as nx
+
+    if not isinstance(structure, Structure):
+        structure = Structure.from_dict(structure)
+    graph = structure.to_networkx()
+    graph.remove_nodes_from([n for n in list(graph) if graph.degree(n) == 0])
+    pos = _layout(structure, graph)
+    height = max(3.0, 0.45 * max(_tier_counts(structure, graph).values(), default=1))
+    fig, ax = plt.subplots(figsize=(9.0, height))
+    colors = [_TIER_COLOR[graph.nodes[n]["tier"]] for n in graph]
+    nx.draw_networkx_nodes(graph, pos, ax=ax, node_color=colors, node_size=900, edgecolors="#555")
+    nx.draw_networkx_labels(graph, pos, ax=ax, font_size=7)
+    for (s, t), data in graph.edges.items():
+        learned = data["origin"] == "learned"
+        same_tier = graph.nodes[s]["tier"] == graph.nodes[t]["tier"]
+        nx.draw_networkx_edges(
+            graph, pos, edgelist=[(s, t)], ax=ax, node_size=900, arrowsize=12,
+            width=0.8 + 3.0 * data["strength"], style="solid" if learned else "dashed",
+            edge_color="#333" if learned else "#999",
+            connectionstyle="arc3,rad=0.35" if same_tier else "arc3,rad=0.0",
+        )  # fmt: skip
+    labels = {e: f"{d['strength']:.2f}" for e, d in graph.edges.items() if d["origin"] == "learned"}
+    nx.draw_networkx_edge_labels(graph, pos, edge_labels=labels, ax=ax, font_size=6)
+    ax.set_title(
+        f"Learned structure ({structure.n_trials} trials): edge label = bootstrap strength"
+    )
+    ax.axis("off")
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".png", dir=target.parent)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=120, bbox_inches="tight")
+        os.replace(tmp, target)
+    finally:
+        plt.close(fig)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return target
+
+
+def _tier_counts(structure: Structure, graph: Any) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for n in graph:
+        counts[graph.nodes[n]["tier"]] = counts.get(graph.nodes[n]["tier"], 0) + 1
+    return counts
+
+
+def _layout(structure: Structure, graph: Any) -> dict[str, tuple[float, float]]:
+    """Tiers as columns; within the metric tier, topological order top to bottom."""
+    order = {n: i for i, n in enumerate([*structure.params, *structure.topological_order()])}
+    pos: dict[str, tuple[float, float]] = {}
+    for tier in _TIER_X:
+        names = sorted((n for n in graph if graph.nodes[n]["tier"] == tier), key=order.get)
+        for i, name in enumerate(names):
+            pos[name] = (_TIER_X[tier], -(i - (len(names) - 1) / 2.0))
+    return pos
+
+
+def explain(description: Mapping[str, Any]) -> str:
+    """Say which surrogate is in use and why, from a surrogate's `describe()` dict.
+
+    Args:
+        description: `StructuredSurrogate.describe()` (other surrogates' dicts are shown
+            briefly).
+
+    Returns:
+        A few lines of plain text.
+    """
+    if not description:
+        return "No surrogate has been fitted yet (the tuner is still in its initial design)."
+    if description.get("surrogate") != "StructuredSurrogate":
+        name = description.get("model", "unknown model")
+        return f"Surrogate in use: {name} (flat; no structure is learned by this surrogate)."
+    model = description.get("model", "flat")
+    lines = [
+        f"Surrogate in use: {'GP network over the learned structure' if model == 'network' else 'flat GP'}"
+        f" (after {description.get('n_train', 0)} trials; structure from the first "
+        f"{description.get('checkpoint', 0)}).",
+        f"Why: {description.get('reason', 'n/a')}.",
+    ]
+    scores = description.get("scores") or {}
+    for kind in ("heldout", "prequential"):
+        s = scores.get(kind)
+        if s:
+            lines.append(
+                f"  {kind} log-likelihood over {s['n_points']} trials: network {s['network']:.2f}, "
+                f"flat {s['flat']:.2f} (advantage {s['advantage']:+.2f} nats, margin "
+                f"{description.get('margin', 0.0)})"
+            )
+    learned = [e for e in description.get("edges", []) if e[3] in ("learned", "required")]
+    if learned:
+        lines.append(
+            "Edges (strength): " + ", ".join(f"{s}->{t} ({w:.2f})" for s, t, w, _ in learned)
+        )
+    history = description.get("history") or []
+    if history:
+        used = sum(1 for h in history if h["model"] == "network")
+        lines.append(f"Network used in {used} of {len(history)} fits so far.")
+    return "\n".join(lines)

@@ -1,0 +1,367 @@
+"""`StructuredSurrogate`: a GP network over a structure learned from the tracking metrics, used
+only while it predicts better than the flat GP kept alongside.
+
+Checkpoints. Structure and model choice are decided at checkpoints ``n_j = min_trials + k *
+relearn_every`` (``k = 0, 1, ...``), each from the first ``n_j`` trials only, so the decision is a
+pure function of the trials (the tuner's exact rebuild relies on it; checkpoints are cached, a
+fresh instance recomputes the latest one). At a checkpoint the surrogate
+
+1. featurizes the tracking metrics (`structure.features`), learns the tiered DAG
+   (`structure.learn`) and fits both the flat GP and the GP network on the ``n_j`` trials;
+2. scores both by predictive log-likelihood of the observed outcomes (all outputs, raw units,
+   observation noise included; the network's predictive is moment-matched from its samples):
+   *held-out*: ``cv_folds``-fold cross-validation; *prequential*: each of the last ``window``
+   trials scored by the models conditioned on the trials before it. Both use the hyper-parameters
+   fitted on the ``n_j`` trials (only conditioning is redone), which keeps scoring cheap and
+   treats both models alike;
+3. chooses the network only if it wins both scores by more than ``margin`` nats (summed over the
+   scored points); otherwise the flat GP.
+
+Between checkpoints every `fit` refits the chosen model's hyper-parameters on all trials, with the
+checkpoint's structure. The surrogate falls back to the flat GP with a recorded reason when there
+are fewer than ``min_trials`` trials, no informative tracking metric, no metric on a path to an
+objective, when structure learning or the network fit fails, or when the network loses the scores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from botorch.models import SingleTaskGP
+from botorch.models.model import Model
+from botorch.models.transforms.outcome import Standardize
+from torch import Tensor
+
+from structure.dag import Knowledge, Structure
+from structure.errors import StructureError
+from structure.features import FeatureConfig, FeatureMap, fit_features
+from structure.learn import LearnConfig, learn_structure
+from structure.network import GPNetwork, NetworkConfig, fit_gp_network
+from tuner.surrogate import FlatSurrogate, Surrogate, TrainingData
+
+__all__ = ["StructuredConfig", "StructuredSurrogate"]
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StructuredConfig:
+    """Options of `StructuredSurrogate`.
+
+    Attributes:
+        min_trials: Fewest completed trials before structure is learned (flat GP before).
+        relearn_every: Trials between checkpoints (structure re-learned, scores recomputed).
+        cv_folds: Folds of the held-out score.
+        window: Trials scored prequentially at each checkpoint.
+        margin: Nats by which the network must win both scores to be used.
+        features: Featurization options.
+        learn: Structure-learning options.
+        network: GP-network options used for proposals.
+        score_paths: Sample paths per node when scoring (smaller than for proposals).
+    """
+
+    min_trials: int = 10
+    relearn_every: int = 5
+    cv_folds: int = 5
+    window: int = 10
+    margin: float = 2.0
+    features: FeatureConfig = field(default_factory=FeatureConfig)
+    learn: LearnConfig = field(default_factory=LearnConfig)
+    network: NetworkConfig = field(default_factory=lambda: NetworkConfig(64, 256))
+    score_paths: int = 64
+
+    def __post_init__(self) -> None:
+        if self.min_trials < 4 or self.relearn_every < 1 or self.cv_folds < 2 or self.window < 1:
+            raise StructureError(
+                "`min_trials >= 4`, `relearn_every >= 1`, `cv_folds >= 2` and `window >= 1` must "
+                f"hold, got {self.min_trials=}, {self.relearn_every=}, {self.cv_folds=}, "
+                f"{self.window=}."
+            )
+
+
+@dataclass(frozen=True)
+class _Checkpoint:
+    key: str
+    n: int
+    choice: str  # "network" | "flat"
+    reason: str
+    structure: Structure | None = None
+    feature_map: FeatureMap | None = None
+    scores: Mapping[str, Any] = field(default_factory=dict)
+    models: Mapping[str, Model] = field(default_factory=dict)  # fitted on the n_j trials
+
+
+class StructuredSurrogate(Surrogate):
+    """GP network over a learned structure with a flat-GP fallback (see module docstring).
+
+    Args:
+        knowledge: Expert knowledge for structure learning.
+        config: Options; defaults when None.
+        flat: The flat surrogate kept alongside; `tuner.FlatSurrogate()` when None.
+        structure: A fixed structure to use instead of learning one (e.g. a known DAG); its
+            metric nodes must be featurized metric names or constraint outcomes.
+    """
+
+    def __init__(
+        self,
+        knowledge: Knowledge | None = None,
+        config: StructuredConfig | None = None,
+        flat: Surrogate | None = None,
+        structure: Structure | None = None,
+    ) -> None:
+        self.knowledge = knowledge or Knowledge()
+        self.config = config or StructuredConfig()
+        self.flat = flat or FlatSurrogate()
+        self.fixed_structure = structure
+        self._checkpoint: _Checkpoint | None = None
+        self._last: dict[str, Any] = {}
+        self.history: list[dict[str, Any]] = []
+
+    @property
+    def structure(self) -> Structure | None:
+        """The structure of the latest checkpoint (None before the first)."""
+        return None if self._checkpoint is None else self._checkpoint.structure
+
+    def fit(self, data: TrainingData) -> Model:
+        """Fit the chosen model on `data` (see `tuner.Surrogate.fit`)."""
+        cfg = self.config
+        if data.n < cfg.min_trials:
+            ck = _Checkpoint("", 0, "flat", f"{data.n} trials < min_trials={cfg.min_trials}")
+        else:
+            ck = self._checkpoint_for(data)
+        reason = ck.reason
+        model: Model | None = ck.models.get(ck.choice) if data.n == ck.n else None
+        network_ok = ck.structure is not None and ck.feature_map is not None
+        if model is None and ck.choice == "network" and network_ok:
+            try:
+                assert ck.structure is not None and ck.feature_map is not None
+                model = _fit_network(data, ck.structure, ck.feature_map, cfg.network, data.seed)
+            except (StructureError, RuntimeError, ValueError) as err:
+                reason = f"network fit failed on {data.n} trials ({err}); using the flat GP"
+                _log.warning(reason)
+        if model is None:
+            model = self.flat.fit(data)
+        self._record(data, ck, "network" if isinstance(model, GPNetwork) else "flat", reason)
+        return model
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-able record of the last fit: ``model`` (``"network"``/``"flat"``), ``reason``,
+        ``n_train``, ``checkpoint``, ``scores`` (held-out and prequential log-likelihoods of both
+        models), ``edges`` (``[source, target, strength, origin]``), ``structure`` (its dict),
+        ``features`` and ``history`` (model and scores of every fit so far)."""
+        return dict(self._last, history=list(self.history))
+
+    def _record(self, data: TrainingData, ck: _Checkpoint, model: str, reason: str) -> None:
+        s = ck.structure
+        self._last = {
+            "surrogate": "StructuredSurrogate",
+            "model": model,
+            "reason": reason,
+            "n_train": data.n,
+            "checkpoint": ck.n,
+            "scores": dict(ck.scores),
+            "margin": self.config.margin,
+            "edges": []
+            if s is None
+            else [[e.source, e.target, e.strength, e.origin] for e in s.edges],
+            "structure": None if s is None else s.to_dict(),
+            "features": None if ck.feature_map is None else ck.feature_map.to_dict(),
+        }
+        self.history.append({"n_train": data.n, "model": model, "scores": dict(ck.scores)})
+
+    def _checkpoint_for(self, data: TrainingData) -> _Checkpoint:
+        cfg = self.config
+        n_j = cfg.min_trials + cfg.relearn_every * ((data.n - cfg.min_trials) // cfg.relearn_every)
+        prefix = _prefix(data, n_j)
+        key = _data_key(prefix)
+        if self._checkpoint is None or self._checkpoint.key != key:
+            # Seeded from the prefix itself: a rebuild at any n >= n_j decides identically.
+            prefix = dataclasses.replace(prefix, seed=int(key[:8], 16))
+            self._checkpoint = self._compute_checkpoint(prefix, key)
+        return self._checkpoint
+
+    def _compute_checkpoint(self, data: TrainingData, key: str) -> _Checkpoint:
+        seed = data.seed
+        try:
+            fmap, structure = self._learn(data, seed)
+        except StructureError as err:
+            return _Checkpoint(key, data.n, "flat", f"structure learning failed: {err}")
+        used = {e.source for e in structure.edges} | {e.target for e in structure.edges}
+        if not used & set(structure.metrics) - set(data.outcome_names):
+            reason = "no tracking metric lies on a path to an objective; using the flat GP"
+            return _Checkpoint(key, data.n, "flat", reason, structure, fmap)
+        try:
+            scores, models = _score(data, structure, fmap, self.flat, self.config, seed)
+        except (StructureError, RuntimeError, ValueError) as err:
+            reason = f"scoring the network failed ({err}); using the flat GP"
+            return _Checkpoint(key, data.n, "flat", reason, structure, fmap)
+        adv = min(scores["heldout"]["advantage"], scores["prequential"]["advantage"])
+        scores["advantage"] = adv
+        if adv > self.config.margin:
+            choice = "network"
+            reason = (
+                f"the network predicts better by {adv:.1f} nats (> margin {self.config.margin})"
+            )
+        else:
+            choice = "flat"
+            reason = (
+                f"the network's advantage {adv:.1f} nats is not above the margin "
+                f"{self.config.margin}; using the flat GP"
+            )
+        return _Checkpoint(key, data.n, choice, reason, structure, fmap, scores, models)
+
+    def _learn(self, data: TrainingData, seed: int) -> tuple[FeatureMap, Structure]:
+        """Featurize the metrics and learn (or take) the structure on `data`."""
+        keep = {n for f in self.knowledge.formulas for n in (f.node, *f.inputs)}
+        keep |= {n for pair in (*self.knowledge.required, *self.knowledge.forbidden) for n in pair}
+        if self.fixed_structure is not None:
+            keep |= set(self.fixed_structure.metrics)
+        raw = {k: v for k, v in data.metrics.items() if k not in data.outcome_names}
+        objectives = data.Y[:, : data.n_objectives].numpy()
+        fmap = fit_features(raw, objectives, self.config.features, keep=keep & set(raw))
+        if self.fixed_structure is not None:
+            return fmap, self.fixed_structure
+        feats = fmap.transform(raw, data.n)
+        space = data.space
+        params = {name: data.X[:, space.columns_of(name)].numpy() for name in _param_nodes(space)}
+        metrics = {f.name: feats[:, j] for j, f in enumerate(fmap.features)}
+        constraints = data.outcome_names[data.n_objectives :]
+        metrics.update(
+            {c: data.Y[:, data.n_objectives + i].numpy() for i, c in enumerate(constraints)}
+        )
+        objs = {o: objectives[:, i] for i, o in enumerate(data.outcome_names[: data.n_objectives])}
+        transforms = {f.name: f.transform for f in fmap.features}
+        structure = learn_structure(
+            params, metrics, objs, self.knowledge, self.config.learn, seed, transforms, constraints
+        )
+        return fmap, structure
+
+
+def _param_nodes(space: Any) -> list[str]:
+    """Parameter names that have unit-cube columns (a `Fixed` parameter has none)."""
+    return [name for name in space.names if space.columns_of(name)]
+
+
+def _prefix(data: TrainingData, n: int) -> TrainingData:
+    return TrainingData(
+        X=data.X[:n],
+        Y=data.Y[:n],
+        outcome_names=list(data.outcome_names),
+        metrics={k: v[:n] for k, v in data.metrics.items()},
+        space=data.space,
+        seed=data.seed,
+        n_objectives=data.n_objectives,
+    )
+
+
+def _data_key(data: TrainingData) -> str:
+    """Hash of the trials (inputs, outcomes, metrics) that a checkpoint depends on."""
+    h = hashlib.sha1()
+    h.update(data.X.numpy().tobytes())
+    h.update(data.Y.numpy().tobytes())
+    for name in sorted(data.metrics):
+        h.update(name.encode())
+        h.update(data.metrics[name].numpy().tobytes())
+    return h.hexdigest()
+
+
+def _node_values(data: TrainingData, fmap: FeatureMap) -> dict[str, Tensor]:
+    """Model-space values of every metric and outcome node."""
+    raw = {k: v for k, v in data.metrics.items() if k not in data.outcome_names}
+    feats = torch.as_tensor(fmap.transform(raw, data.n), dtype=torch.float64)
+    values = {f.name: feats[:, j] for j, f in enumerate(fmap.features)}
+    values.update({name: data.Y[:, i] for i, name in enumerate(data.outcome_names)})
+    return values
+
+
+def _fit_network(
+    data: TrainingData,
+    structure: Structure,
+    fmap: FeatureMap,
+    config: NetworkConfig,
+    seed: int,
+    hyperparameters: Mapping[str, Mapping[str, Tensor]] | None = None,
+    rows: Tensor | None = None,
+) -> GPNetwork:
+    """Fit the network on `data` (or on its `rows`)."""
+    values = _node_values(data, fmap)
+    X = data.X
+    if rows is not None:
+        X, values = X[rows], {k: v[rows] for k, v in values.items()}
+    columns = {name: data.space.columns_of(name) for name in structure.params}
+    return fit_gp_network(
+        structure, X, values, columns, data.outcome_names, config, seed, hyperparameters
+    )
+
+
+def _score(
+    data: TrainingData,
+    structure: Structure,
+    fmap: FeatureMap,
+    flat: Surrogate,
+    config: StructuredConfig,
+    seed: int,
+) -> tuple[dict[str, Any], dict[str, Model]]:
+    """Held-out and prequential log-likelihoods of the flat GP and the network on `data`, and
+    both models fitted on all of `data` (keys ``"flat"``, ``"network"``)."""
+    flat_model = flat.fit(data)
+    net = _fit_network(data, structure, fmap, config.network, seed)
+    net_hypers = net.hyperparameters()
+    score_cfg = NetworkConfig(config.score_paths, config.network.num_features)
+    flat_state = {
+        k: v for k, v in flat_model.state_dict().items() if not k.startswith("outcome_transform")
+    }
+    n = data.n
+    folds = [
+        torch.arange(n)[torch.arange(n) % config.cv_folds == f] for f in range(config.cv_folds)
+    ]
+    start = max(n - config.window, 4)
+    steps = [torch.tensor([i]) for i in range(start, n)]
+    out: dict[str, Any] = {}
+    for kind, tests in (("heldout", folds), ("prequential", steps)):
+        ll_flat = ll_net = 0.0
+        for test in tests:
+            if kind == "heldout":
+                train = torch.tensor([i for i in range(n) if i not in set(test.tolist())])
+            else:
+                train = torch.arange(int(test[0]))
+            y = data.Y[test]
+            m, v = _flat_predict(data.X[train], data.Y[train], flat_state, data.X[test])
+            ll_flat += _gauss_ll(y, m, v)
+            sub = _fit_network(data, structure, fmap, score_cfg, seed, net_hypers, train)
+            m, v = sub.predict(data.X[test])
+            ll_net += _gauss_ll(y, m, v)
+        out[kind] = {
+            "flat": round(ll_flat, 4),
+            "network": round(ll_net, 4),
+            "n_points": int(sum(len(t) for t in tests)),
+            "advantage": round(ll_net - ll_flat, 4),
+        }
+    return out, {"flat": flat_model, "network": net}
+
+
+def _flat_predict(
+    X: Tensor, Y: Tensor, state: Mapping[str, Tensor], X_test: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Predictive mean and variance (noise included) of a flat GP with fixed hyper-parameters."""
+    gp = SingleTaskGP(X, Y, outcome_transform=Standardize(m=Y.shape[-1]))
+    gp.load_state_dict(dict(state), strict=False)
+    gp.eval()
+    with torch.no_grad():
+        post = gp.posterior(X_test, observation_noise=True)
+    return post.mean, post.variance
+
+
+def _gauss_ll(y: Tensor, mean: Tensor, var: Tensor) -> float:
+    """Sum of Gaussian log densities; the variance is floored at 1e-9 * (1 + y^2)."""
+    var = var.clamp_min(1e-9 * (1.0 + y**2))
+    ll = -0.5 * (torch.log(2 * math.pi * var) + (y - mean) ** 2 / var)
+    return float(np.nan_to_num(float(ll.sum().detach()), nan=-1e9, neginf=-1e9))

@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from structure import Formula, Knowledge, KnowledgeError, LearnConfig, learn_structure
+from structure.errors import StructureLearningError
+from tests.structure.synthetic import chain_table
+
+FAST = LearnConfig(bootstrap=6)
+
+
+def _learned(structure, origin: str = "learned") -> set[tuple[str, str]]:
+    return {(e.source, e.target) for e in structure.edges if e.origin == origin}
+
+
+def test_recovers_a_known_chain_and_ignores_nuisance_metrics() -> None:
+    s = learn_structure(**chain_table(n=80, seed=1), config=FAST)
+    edges = _learned(s)
+    assert ("m1", "m2") in edges and ("m2", "o") in edges
+    assert ("x2", "m2") in edges
+    assert ("x0", "m1") in edges or ("x1", "m1") in edges
+    used = {n for e in s.edges for n in (e.source, e.target)}
+    assert not any(n.startswith("noise") for n in used)
+    assert all(0.5 <= e.strength <= 1.0 for e in s.edges if e.origin == "learned")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_tier_rules_and_paths_hold_on_random_tables(seed: int) -> None:
+    table = chain_table(n=30, seed=seed, nuisance=3)
+    rng = np.random.default_rng(seed)
+    table["objectives"]["o2"] = rng.standard_normal(30)
+    s = learn_structure(**table, config=LearnConfig(bootstrap=3, max_parents=2), seed=seed)
+    tier = s.tier_of
+    graph = s.to_networkx()
+    assert nx.is_directed_acyclic_graph(graph)
+    for e in s.edges:
+        assert tier[e.target] != "param" and tier[e.source] != "objective"
+    for p in s.params:
+        assert all(nx.has_path(graph, p, o) for o in s.objectives)
+    for node in s.metrics + s.objectives:
+        assert sum(1 for e in s.edges if e.target == node and e.origin == "learned") <= 2
+
+
+def test_knowledge_required_forbidden_and_formula() -> None:
+    table = chain_table(n=60, seed=2)
+    table["metrics"]["m3"] = table["metrics"]["m1"] + table["metrics"]["m2"]
+    knowledge = Knowledge(
+        required=(("x3", "m1"),),
+        forbidden=(("m2", "o"),),
+        formulas=(Formula("m3", ("m1", "m2")),),
+    )
+    s = learn_structure(**table, knowledge=knowledge, config=FAST)
+    required = _learned(s, "required")
+    assert {("x3", "m1"), ("m1", "m3"), ("m2", "m3")} <= required
+    assert ("m2", "o") not in {(e.source, e.target) for e in s.edges}
+    assert set(s.parents("m3")) == {"m1", "m2"}
+    assert s.formula_for("m3") == knowledge.formulas[0]
+
+
+def test_phase_order_orients_what_the_data_cannot() -> None:
+    rng = np.random.default_rng(0)
+    n = 80
+    x = rng.random((n, 1))
+    a = rng.standard_normal(n)
+    b = a + 0.3 * rng.standard_normal(n)  # a - b: both orientations are Markov equivalent
+    o = a + b + x[:, 0] + 0.3 * rng.standard_normal(n)
+    names = {"late.b": b, "early.a": a}
+    for order, expect in (
+        (("early.", "late."), ("early.a", "late.b")),
+        (("late.", "early."), ("late.b", "early.a")),
+    ):
+        s = learn_structure(
+            {"x": x}, names, {"o": o}, Knowledge(phase_order=order), LearnConfig(bootstrap=4)
+        )
+        assert expect in {(e.source, e.target) for e in s.edges}
+
+
+def test_bad_input_is_a_clear_error() -> None:
+    table = chain_table(n=30)
+    with pytest.raises(KnowledgeError, match="tier"):
+        learn_structure(**table, knowledge=Knowledge(required=(("o", "m1"),)), config=FAST)
+    with pytest.raises(KnowledgeError, match="not in the table"):
+        learn_structure(**table, knowledge=Knowledge(forbidden=(("x0", "zzz"),)), config=FAST)
+    small = chain_table(n=5)
+    with pytest.raises(StructureLearningError, match="at least"):
+        learn_structure(**small, config=FAST)
