@@ -278,6 +278,11 @@ class _Converter:
 
         if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
             return False
+        schema = getattr(node.target, "_schema", None)
+        if (
+            schema is not None and schema.is_mutable
+        ):  # in-place ops: leave them to functionalization
+            return False
         tensors = [a for a in _flat(node.args, node.kwargs) if isinstance(a, torch.fx.Node)]
         if not all(a.name in self.folded_values for a in tensors):
             return False
