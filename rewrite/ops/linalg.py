@@ -257,7 +257,7 @@ def _pool_flops(ins: Types, outs: Types, attrs: Mapping[str, Any]) -> int:
 _POOL_ATTRS = {"kernel": (2, 2), "stride": (2, 2), "padding": (0, 0)}
 
 
-def _register_all() -> None:
+def _register_products() -> None:
     mm_impl = lambda xp, arrs, a: (xp.matmul(arrs[0], arrs[1]),)  # noqa: E731
     for name, infer in (("mm", _mm_infer), ("bmm", _bmm_infer), ("matmul", _matmul_infer)):
         register(
@@ -293,6 +293,9 @@ def _register_all() -> None:
             doc="bias + a @ b",
         )
     )
+
+
+def _register_attention_conv() -> None:
     register(
         OpDef(
             "sdpa",
@@ -342,4 +345,5 @@ def _register_all() -> None:
     )
 
 
-_register_all()
+_register_products()
+_register_attention_conv()

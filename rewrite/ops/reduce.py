@@ -148,7 +148,7 @@ def _bn_impl(xp: Any, arrs: Sequence[Any], attrs: Mapping[str, Any]) -> tuple[An
     return ((x - mean.reshape(shape)) * scale.reshape(shape) + b.reshape(shape),)
 
 
-def _register_all() -> None:
+def _register_reductions() -> None:
     red = {"dims": None, "keepdim": False}
     for name, fn in (("sum", "sum"), ("mean", "mean"), ("amax", "max"), ("amin", "min")):
         register(
@@ -176,6 +176,9 @@ def _register_all() -> None:
                 doc=f"{name} along dim",
             )
         )
+
+
+def _register_norms() -> None:
     register(
         OpDef(
             "layer_norm",
@@ -214,4 +217,5 @@ def _register_all() -> None:
     )
 
 
-_register_all()
+_register_reductions()
+_register_norms()

@@ -186,7 +186,7 @@ def _copy_flops(ins: Types, outs: Types, attrs: Mapping[str, Any]) -> int:
     return 0
 
 
-def _register_all() -> None:
+def _register_views() -> None:
     view: dict[str, Any] = {"kind": "view", "family": "shape", "bytes": _zero}
     register(
         OpDef(
@@ -232,6 +232,9 @@ def _register_all() -> None:
             **view,
         )
     )
+
+
+def _register_copies() -> None:
     register(
         OpDef(
             "permute",
@@ -297,4 +300,5 @@ def _register_all() -> None:
     )
 
 
-_register_all()
+_register_views()
+_register_copies()
