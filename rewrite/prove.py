@@ -37,7 +37,7 @@ import z3
 
 from rewrite.ir import ConstArray, Graph, Node
 from rewrite.rule_errors import VerificationError
-from rewrite.verify.field import is_float
+from rewrite.verify.field import gelu_tanh_consts, is_float
 from rewrite.verify.interp import run_body
 
 if TYPE_CHECKING:
@@ -185,6 +185,13 @@ def _derived(z: Z3Ops, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
         return (z.recip(z.apply("sqrt[]", a[0])),)
     if op == "silu":
         return (a[0] * z.apply("sigmoid[]", a[0]),)
+    if op == "gelu":
+        if node.attrs["approximate"] != "tanh":
+            return (z.apply("gelu", a[0]),)
+        k, c = (_rational(v) for v in gelu_tanh_consts(node.in_types[0].dtype))
+        x = a[0]
+        t = z.apply("tanh[]", (x + x * x * x * k) * c)
+        return (x * _rational(0.5) * (t + 1),)
     if op == "cast" and is_float(node.types[0].dtype) and is_float(node.in_types[0].dtype):
         return (a[0],)
     if op == "pow":
@@ -270,7 +277,8 @@ def _fused(z: Z3Ops, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
 _SPECIAL = {
     "const": _const,
     **{
-        op: _derived for op in ("div", "reciprocal", "rsqrt", "silu", "cast", "pow", "amax", "amin")
+        op: _derived
+        for op in ("div", "reciprocal", "rsqrt", "silu", "gelu", "cast", "pow", "amax", "amin")
     },
     "softmax": _softmax,
     "log_softmax": _softmax,

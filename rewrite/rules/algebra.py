@@ -128,6 +128,44 @@ def _scalar_move(ed, m: Match):  # noqa: ANN001, ANN202
     return [op(ed, m.node("mmv").op, a, op(ed, "mul", w, s))]
 
 
+def _sample_addmm(d: Dims, linear: bool) -> Graph:
+    b = GraphBuilder("addmm")
+    m, k, n = d(), d(), d()
+    x = b.input("x", (m, k))
+    if linear:
+        return b.build([op(b, "linear", x, b.param("w", (n, k)), b.param("b", (n,)))])
+    return b.build([op(b, "addmm", b.param("b", (n,)), x, b.param("w", (k, n)))])
+
+
+def _canonical_rules() -> list[Rule]:
+    return [
+        Rule(
+            "addmm_as_linear",
+            "algebra",
+            (P("addmm", V("b"), V("x"), V("w")),),
+            lambda ed, m: [op(ed, "linear", m["x"], _transposed(ed, m["w"]), m["b"])],
+            lambda d: _sample_addmm(d, False),
+            {"kernels": "~", "memory": "~"},
+            "addmm(b, x, W) -> linear(x, W^T, b) (one product op for the linear-only rules)",
+            pre=lambda m: m.type("b").rank == 1,
+            inverse="linear_as_addmm",
+            direction="forward",
+        ),
+        Rule(
+            "linear_as_addmm",
+            "algebra",
+            (P("linear", V("x"), V("w"), V("b")),),
+            lambda ed, m: [op(ed, "addmm", m["b"], m["x"], _transposed(ed, m["w"]))],
+            lambda d: _sample_addmm(d, True),
+            {"kernels": "~", "memory": "~"},
+            "linear(x, W, b) -> addmm(b, x, W^T) (2-d x)",
+            pre=lambda m: m.type("x").rank == 2,
+            inverse="addmm_as_linear",
+            direction="backward",
+        ),
+    ]
+
+
 def algebra_rules() -> list[Rule]:
     """The algebra family."""
     mm, T = ("mm",), {"dim0": 0, "dim1": 1}
@@ -309,4 +347,4 @@ def algebra_rules() -> list[Rule]:
             multi_output=True,
         ),
     ]
-    return rules
+    return [*rules, *_canonical_rules()]

@@ -13,6 +13,7 @@ import numpy as np
 
 from rewrite.builder import GraphBuilder
 from rewrite.ir import ConstArray, Graph, Node, Value
+from rewrite.rule_errors import MatchError
 from rewrite.rules._helpers import EW_BINARY, EW_UNARY, const_scalar, is_scalar_const, op
 from rewrite.rules.base import Dims, Rule
 from rewrite.rules.pattern import Match, P, V
@@ -21,7 +22,7 @@ __all__ = ["MAX_FUSE", "fusion_rules"]
 
 #: Default maximum number of ops in one fused body.
 MAX_FUSE = 8
-_EW = frozenset(EW_UNARY + EW_BINARY)
+_EW = frozenset((*EW_UNARY, *EW_BINARY, "batch_norm"))  # inference batch norm is per-channel affine
 _PRODUCTS = frozenset({"linear", "addmm", "mm", "conv2d"})
 
 
@@ -49,6 +50,15 @@ def _producer(m: Match, kinds: str, max_fuse: int) -> Node | None:
         if len(_body_ops(p)) + len(_body_ops(root)) <= max_fuse:
             return p
     return None
+
+
+def _need_producer(m: Match, kinds: str, max_fuse: int) -> Node:
+    p = _producer(m, kinds, max_fuse)
+    if p is None:
+        raise MatchError(
+            f"no fusable producer at {m.roots}; the precondition should have rejected this match."
+        )
+    return p
 
 
 def _inline(bb: GraphBuilder, n: Node, ins: Sequence[Value]) -> Value:
@@ -228,23 +238,27 @@ def fusion_rules(max_fuse: int = MAX_FUSE) -> list[Rule]:
             "fuse_elementwise",
             "fusion",
             (P(anchors, variadic=True),),
-            lambda ed, m: [_fuse_pair(ed, m.graph, _producer(m, "ew", max_fuse), m.root_node())],
+            lambda ed, m: [
+                _fuse_pair(ed, m.graph, _need_producer(m, "ew", max_fuse), m.root_node())
+            ],
             _sample_ew,
             {"memory": "-", "kernels": "-"},
             f"f(g(x)) -> fused[g; f] for element-wise f, g (bodies of at most {max_fuse} ops)",
             pre=lambda m: _producer(m, "ew", max_fuse) is not None,
-            extra_nodes=lambda m: [_producer(m, "ew", max_fuse).id],
+            extra_nodes=lambda m: [_need_producer(m, "ew", max_fuse).id],
         ),
         Rule(
             "fuse_matmul_epilogue",
             "fusion",
             (P(anchors, variadic=True),),
-            lambda ed, m: [_fuse_pair(ed, m.graph, _producer(m, "mm", max_fuse), m.root_node())],
+            lambda ed, m: [
+                _fuse_pair(ed, m.graph, _need_producer(m, "mm", max_fuse), m.root_node())
+            ],
             _sample_epilogue,
             {"memory": "-", "kernels": "-"},
             "act(x W + b) -> fused[matmul; bias; act] (epilogue of linear/addmm/mm/conv2d)",
             pre=lambda m: _producer(m, "mm", max_fuse) is not None,
-            extra_nodes=lambda m: [_producer(m, "mm", max_fuse).id],
+            extra_nodes=lambda m: [_need_producer(m, "mm", max_fuse).id],
         ),
         Rule(
             "fuse_rms_norm",

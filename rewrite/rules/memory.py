@@ -72,9 +72,28 @@ def _chunk_attention(ed, m: Match) -> list[Value]:  # noqa: ANN001
     return [op(ed, "concat", *parts, dim=hd)]
 
 
+def _chunk_norm(ed, m: Match) -> list[Value]:  # noqa: ANN001
+    nn = m.root_node()
+    d = nn.types[0].rank - 1 - len(nn.attrs["normalized_shape"])
+    parts = [
+        op(ed, nn.op, x, *nn.inputs[1:], **dict(nn.attrs))
+        for x in _halves(ed, nn.inputs[0], d, nn.types[0].shape[d])
+    ]
+    return [op(ed, "concat", *parts, dim=d)]
+
+
+def _norm_even(m: Match) -> bool:
+    nn = m.root_node()
+    d = nn.types[0].rank - 1 - len(nn.attrs["normalized_shape"])
+    return d >= 0 and nn.types[0].shape[d] >= 2 and nn.types[0].shape[d] % 2 == 0
+
+
 def _sample_chunk(d: Dims, kind: str) -> Graph:
     b = GraphBuilder(kind)
     s, k, n = 2 * d(), d(), d()
+    if kind == "norm":
+        x = b.input("x", (1, s, k))
+        return b.build([op(b, "rms_norm", x, b.param("g", (k,)), normalized_shape=(k,))])
     if kind == "linear":
         x = b.input("x", (1, s, k))
         return b.build([op(b, "linear", x, b.param("w", (n, k)), b.param("b", (n,)))])
@@ -97,6 +116,16 @@ def memory_rules() -> list[Rule]:
     """The memory family."""
     cheap = (*EW_UNARY, *EW_BINARY)
     return [
+        Rule(
+            "chunk_norm",
+            "memory",
+            (P(("layer_norm", "rms_norm"), variadic=True),),
+            _chunk_norm,
+            lambda d: _sample_chunk(d, "norm"),
+            {"peak_memory": "-", "kernels": "+"},
+            "norm(x) -> concat(norm(x[:half]), norm(x[half:])) along the rows",
+            pre=_norm_even,
+        ),
         Rule(
             "rematerialize_elementwise",
             "memory",

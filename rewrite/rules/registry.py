@@ -25,6 +25,7 @@ from rewrite.rules.algebra import algebra_rules
 from rewrite.rules.base import FAMILIES, Rule, Site
 from rewrite.rules.folding import folding_rules
 from rewrite.rules.fusion import MAX_FUSE, fusion_rules
+from rewrite.rules.fusion_ops import fusion_op_rules
 from rewrite.rules.memory import memory_rules
 from rewrite.rules.merging import merging_rules
 from rewrite.rules.sharding import sharding_rules
@@ -45,6 +46,7 @@ def catalogue(n_shards: int = 2, max_fuse: int = MAX_FUSE) -> list[Rule]:
         *algebra_rules(),
         *merging_rules(),
         *fusion_rules(max_fuse),
+        *fusion_op_rules(max_fuse),
         *memory_rules(),
         *folding_rules(),
         *sharding_rules(n_shards),

@@ -116,6 +116,47 @@ def _heads(n: int):  # noqa: ANN202
     return build
 
 
+def _conv_out(n: int):  # noqa: ANN202
+    def build(ed, m: Match) -> list[Value]:  # noqa: ANN001
+        c = m.root_node()
+        ws = _sh(ed, c.inputs[1], 0, n)
+        bs = _sh(ed, c.inputs[2], 0, n) if len(c.inputs) == 3 else None
+        parts = [
+            op(ed, "conv2d", c.inputs[0], ws[i], *([bs[i]] if bs else []), **dict(c.attrs))
+            for i in range(n)
+        ]
+        return [op(ed, "all_gather", *parts, dim=1)]
+
+    return build
+
+
+def _embedding_dim(n: int):  # noqa: ANN202
+    def build(ed, m: Match) -> list[Value]:  # noqa: ANN001
+        e = m.root_node()
+        ws = _sh(ed, e.inputs[0], 1, n)
+        parts = [op(ed, "embedding", ws[i], e.inputs[1]) for i in range(n)]
+        return [op(ed, "all_gather", *parts, dim=e.types[0].rank - 1)]
+
+    return build
+
+
+def _norm_rows(n: int):  # noqa: ANN202
+    def build(ed, m: Match) -> list[Value]:  # noqa: ANN001
+        nn = m.root_node()
+        d = nn.types[0].rank - 1 - len(nn.attrs["normalized_shape"])
+        xs = _sh(ed, nn.inputs[0], d, n)
+        parts = [op(ed, nn.op, x, *nn.inputs[1:], **dict(nn.attrs)) for x in xs]
+        return [op(ed, "all_gather", *parts, dim=d)]
+
+    return build
+
+
+def _norm_rows_ok(m: Match, n: int) -> bool:
+    nn = m.root_node()
+    d = nn.types[0].rank - 1 - len(nn.attrs["normalized_shape"])
+    return d >= 0 and _div(nn.types[0].shape[d], n)
+
+
 def _all_reduce_split(ed, m: Match) -> list[Value]:  # noqa: ANN001
     ar = m.root_node()
     d = ar.types[0].rank - 1
@@ -136,6 +177,29 @@ def _sample(d: Dims, kind: str) -> Graph:
     if kind == "addmm":
         x = b.input("x", (s, k))
         return b.build([op(b, "addmm", b.param("b", (f,)), x, b.param("w", (k, f)))])
+    if kind == "conv":
+        x = b.input("x", (1, d(), d() + 2, d() + 2))
+        c = b.type_of(x).shape[1]
+        return b.build(
+            [op(b, "conv2d", x, b.param("w", (f, c, 3, 3)), b.param("b", (f,)), padding=(1, 1))]
+        )
+    if kind == "embedding":
+        ids = b.input("ids", (1, s), "int64")
+        return b.build([op(b, "embedding", b.param("w", (d() + 2, f)), ids)])
+    if kind == "norm":
+        x = b.input("x", (1, s, k))
+        return b.build(
+            [
+                op(
+                    b,
+                    "layer_norm",
+                    x,
+                    b.param("g", (k,)),
+                    b.param("beta", (k,)),
+                    normalized_shape=(k,),
+                )
+            ]
+        )
     if kind == "attn":
         e = d()
         q, kk, v = (b.input(c, (1, f, s, e)) for c in "qkv")
@@ -145,9 +209,54 @@ def _sample(d: Dims, kind: str) -> Graph:
     return b.build([op(b, "all_reduce", *xs)])
 
 
+_COMM = {"compute": "-", "communication": "+", "peak_memory": "-"}
+
+
 def sharding_rules(n: int = 2) -> list[Rule]:
     """The sharding family for ``n`` devices."""
-    comm = {"compute": "-", "communication": "+", "peak_memory": "-"}
+    return [*_product_rules(n), *_more_rules(n)]
+
+
+def _more_rules(n: int) -> list[Rule]:
+    comm = dict(_COMM)
+    return [
+        Rule(
+            f"shard_conv_out_channels_{n}",
+            "sharding",
+            (P("conv2d", variadic=True),),
+            _conv_out(n),
+            lambda d: _sample(d, "conv"),
+            dict(comm),
+            f"conv2d(x, W) -> all_gather(conv2d(x, W[i])) over {n} devices (output channels split)",
+            pre=lambda m: (
+                m.root_node().attrs["groups"] == 1 and _div(m.root_node().in_types[1].shape[0], n)
+            ),
+        ),
+        Rule(
+            f"shard_embedding_dim_{n}",
+            "sharding",
+            (P("embedding", V("w"), V("ids")),),
+            _embedding_dim(n),
+            lambda d: _sample(d, "embedding"),
+            {"peak_memory": "-", "communication": "+"},
+            f"embedding(W, ids) -> all_gather(embedding(W[:, i], ids)) over {n} devices (hidden dim split)",
+            pre=lambda m: m.type("w").rank == 2 and _div(m.shape("w")[1], n),
+        ),
+        Rule(
+            f"shard_norm_rows_{n}",
+            "sharding",
+            (P(("layer_norm", "rms_norm"), variadic=True),),
+            _norm_rows(n),
+            lambda d: _sample(d, "norm"),
+            dict(comm),
+            f"norm(x) -> all_gather(norm(x[i])) over {n} devices (rows split: sequence parallelism)",
+            pre=lambda m: _norm_rows_ok(m, n),
+        ),
+    ]
+
+
+def _product_rules(n: int) -> list[Rule]:
+    comm = dict(_COMM)
     lin = P("linear", V("x"), V("w"), variadic=True)
     am = P("addmm", V("b"), V("x"), V("w"))
     last = lambda m, name, i: _div(m.shape(name)[i], n)  # noqa: E731

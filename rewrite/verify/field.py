@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from rewrite.ir import ConstArray, Node
+from rewrite.ir import ConstArray, Node, numpy_dtype
 from rewrite.ops import get_op
 from rewrite.rule_errors import VerificationError
 
@@ -340,6 +340,24 @@ def _div(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
     return (f.mod(f.to_field(a[0]) * f.inv(f.to_field(a[1]))),)
 
 
+def gelu_tanh_consts(dtype: str) -> tuple[float, float]:
+    """``(0.044715, sqrt(2 / pi))`` rounded to the compute dtype of ``dtype`` (as torch does)."""
+    t = numpy_dtype(dtype).type
+    return float(t(0.044715)), float(t(math.sqrt(2.0 / math.pi)))
+
+
+def _gelu(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
+    x = f.to_field(a[0])
+    if node.attrs["approximate"] != "tanh":
+        return (f.rmap("gelu", x),)
+    # the tanh form spelled out, so the decomposed formula (GPT-2's gelu_new) equals it exactly
+    k, c = (_fc(f, v) for v in gelu_tanh_consts(node.in_types[0].dtype))
+    cube = f.mod(f.mod(x * x) * x)
+    inner = f.mod(f.mod(x + f.mod(cube * k)) * c)
+    t = f.rmap("tanh|[]", inner)
+    return (f.mod(f.mod(x * _fc(f, 0.5)) * f.mod(t + 1.0)),)
+
+
 def _unary_derived(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
     x = f.to_field(a[0])
     if node.op == "reciprocal":
@@ -474,6 +492,7 @@ def _const(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
 _SPECIAL: Mapping[str, Special] = {
     **{op: _products for op in ("mm", "bmm", "matmul", "linear", "addmm")},
     "pow": _pow,
+    "gelu": _gelu,
     "div": _div,
     **{op: _unary_derived for op in ("reciprocal", "rsqrt", "silu", "cast", "logical_not")},
     **{op: _compare for op in ("maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge")},

@@ -27,7 +27,10 @@ __all__ = ["Evaluator", "FloatOps", "Semantics", "run_body"]
 class Semantics(Protocol):
     """What an evaluator needs from a semantics: an array namespace and a node runner."""
 
-    xp: Any
+    @property
+    def xp(self) -> Any:
+        """The array namespace."""
+        ...
 
     def run(self, node: Node, args: Sequence[Any]) -> tuple[Any, ...]:
         """Outputs of ``node`` on ``args``."""
