@@ -157,6 +157,9 @@ def _ax_client(problem: Problem, seed: int) -> Any:
         for k in range(n_free)
     ]
     constraints = [" + ".join(f"w{k}" for k in range(n_free)) + " <= 1.0"] if n_free else None
+    for name in list(logging.Logger.manager.loggerDict):  # Ax sets INFO on each of its loggers
+        if name.startswith("ax"):
+            logging.getLogger(name).setLevel(logging.ERROR)
     client = Client(random_seed=seed)
     client.configure_experiment(parameters=params, parameter_constraints=constraints)
     client.configure_optimization(objective="-f1, -f2")
@@ -233,17 +236,21 @@ def _random_data(problem: Problem, n: int, seed: int) -> list[tuple[dict[str, An
     return [(c, problem.evaluate(*problem.split(c))) for c in configs]
 
 
-def time_tuner(problem: Problem, data: list[tuple[dict[str, Any], dict]], seed: int) -> float:
+def time_tuner(
+    problem: Problem, data: list[tuple[dict[str, Any], dict]], seed: int
+) -> tuple[float, float]:
     trials = [
         Trial(id=i, config=c, state=TrialState.COMPLETE, values=y) for i, (c, y) in enumerate(data)
     ]
     tuner = Tuner(problem.space, OBJECTIVES, seed=seed, trials=trials)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     tuner.ask(1)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
-def time_ax(problem: Problem, data: list[tuple[dict[str, Any], dict]], seed: int) -> float:
+def time_ax(
+    problem: Problem, data: list[tuple[dict[str, Any], dict]], seed: int
+) -> tuple[float, float]:
     """Ax's own initial trials (it only leaves Sobol for trials it generated), then the data."""
     client = _ax_client(problem, seed)
     n_own = 0
@@ -259,9 +266,9 @@ def time_ax(problem: Problem, data: list[tuple[dict[str, Any], dict]], seed: int
             shrink = min(1.0, (1.0 - 1e-9) / max(sum(free), 1e-12))  # keep sum <= 1 exactly
             params.update({f"w{k}": v * shrink for k, v in enumerate(free)})
         client.complete_trial(client.attach_trial(params), raw_data=y)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     client.get_next_trials(max_trials=1)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 # ---------------------------------------------------------------------------- driver
@@ -273,9 +280,9 @@ def _append(path: Path, record: dict[str, Any]) -> None:
 
 def run_quality(args: argparse.Namespace, problems: dict[str, Problem], log: Path) -> None:
     budget = max(args.budgets)
-    for name in args.problems:
-        problem = problems[name]
-        for seed in args.seeds:
+    for seed in args.seeds:  # seed outermost: a run cut short still covers every problem
+        for name in args.problems:
+            problem = problems[name]
             for method in args.methods:
                 t0 = time.perf_counter()
                 try:
@@ -306,35 +313,24 @@ def run_quality(args: argparse.Namespace, problems: dict[str, Problem], log: Pat
 
 
 def run_timing(args: argparse.Namespace, problems: dict[str, Problem], log: Path) -> None:
+    """Interleave the tuner and Ax on the same random data so both see the same load."""
     for name in args.timing_problems:
         problem = problems[name]
         for n in args.timing_n:
             for rep in range(args.timing_reps):
                 data = _random_data(problem, n, rep)
                 for method, fn in (("tuner", time_tuner), ("ax", time_ax)):
+                    rec: dict[str, Any] = {"kind": "timing", "problem": name, "method": method}
+                    rec.update(n=n, rep=rep)
                     try:
-                        rec = {
-                            "kind": "timing",
-                            "problem": name,
-                            "method": method,
-                            "n": n,
-                            "rep": rep,
-                            "seconds": fn(problem, data, rep),
-                        }
+                        rec["seconds"], rec["cpu_seconds"] = fn(problem, data, rep)
                     except Exception as err:
-                        rec = {
-                            "kind": "timing",
-                            "problem": name,
-                            "method": method,
-                            "n": n,
-                            "rep": rep,
-                            "error": f"{type(err).__name__}: {err}",
-                        }
+                        rec["error"] = f"{type(err).__name__}: {err}"
                     _append(log, rec)
-                    print(
-                        f"  timing {name} n={n} {method}: {rec.get('seconds', rec.get('error'))}",
-                        flush=True,
+                    shown = (
+                        rec.get("error") or f"{rec['seconds']:.2f} s ({rec['cpu_seconds']:.2f} cpu)"
                     )
+                    print(f"  timing {name} n={n} {method}: {shown}", flush=True)
 
 
 def _stats(values: list[float]) -> dict[str, float]:
@@ -361,12 +357,15 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     for r in (r for r in records if r["kind"] == "timing" and "seconds" in r):
         slot = timing.setdefault(r["problem"], {}).setdefault(str(r["n"]), {})
         slot.setdefault(r["method"], []).append(r["seconds"])
+        slot.setdefault(r["method"] + "_cpu", []).append(r.get("cpu_seconds", math.nan))
     for by_n in timing.values():
         for slot in by_n.values():
             for m in list(slot):
                 slot[m] = _stats(slot[m])
-            if "tuner" in slot and "ax" in slot and slot["ax"]["median"] > 0:
-                slot["ratio_tuner_over_ax"] = slot["tuner"]["median"] / slot["ax"]["median"]
+            for suffix in ("", "_cpu"):
+                t, a = slot.get("tuner" + suffix), slot.get("ax" + suffix)
+                if t and a and a["median"] > 0:
+                    slot["ratio_tuner_over_ax" + suffix] = t["median"] / a["median"]
     errors = [r for r in records if "error" in r]
     return {"quality": quality, "timing": timing, "errors": errors}
 
@@ -398,15 +397,18 @@ def print_tables(summary: dict[str, Any]) -> list[dict[str, Any]]:
                     if b in by_m["tuner"]
                 ]
                 print(f"  tuner/{peer:<12s}" + "".join(f"{r:28.3f}" for r in ratios))
-    print("\nProposal wall time per iteration, median seconds (lower is better)")
+    print("\nProposal time per iteration, median seconds: wall (cpu); lower is better")
     for p, by_n in summary["timing"].items():
-        print(f"\n{p}\n  {'n':>5s} {'tuner':>10s} {'ax':>10s} {'tuner/ax':>10s}")
+        print(f"\n{p}\n  {'n':>5s} {'tuner':>16s} {'ax':>16s} {'tuner/ax':>16s}")
         for n, slot in sorted(by_n.items(), key=lambda kv: int(kv[0])):
-            t = slot.get("tuner", {}).get("median", math.nan)
-            a = slot.get("ax", {}).get("median", math.nan)
-            ratio = slot.get("ratio_tuner_over_ax", math.nan)
-            print(f"  {n:>5s} {t:10.2f} {a:10.2f} {ratio:10.2f}")
-            for m in ("tuner", "ax"):
+            cells = []
+            for key in ("tuner", "ax", "ratio_tuner_over_ax"):
+                wall, cpu = slot.get(key, math.nan), slot.get(key + "_cpu", math.nan)
+                wall = wall["median"] if isinstance(wall, dict) else wall
+                cpu = cpu["median"] if isinstance(cpu, dict) else cpu
+                cells.append(f"{wall:8.2f} ({cpu:5.2f})")
+            print(f"  {n:>5s} " + " ".join(cells))
+            for m in ("tuner", "ax", "tuner_cpu", "ax_cpu"):
                 if m in slot:
                     rows.append(
                         {"table": "timing", "problem": p, "method": m, "budget": n, **slot[m]}
@@ -444,7 +446,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--timing-reps", type=int, default=None, help="default 2 (quick: 1)")
     ap.add_argument("--skip-quality", action="store_true")
     ap.add_argument("--name", default=None, help="result file stem (default bench_tuner[_quick])")
-    ap.add_argument("--summarize", type=Path, default=None, help="only re-tabulate a .jsonl")
+    ap.add_argument(
+        "--summarize", type=Path, nargs="+", default=None, help="only tabulate these .jsonl files"
+    )
     args = ap.parse_args(argv)
     q = args.quick
     args.seeds = args.seeds or ([0] if q else [0, 1, 2, 3, 4])
@@ -469,7 +473,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     if args.summarize is not None:
-        records = [json.loads(line) for line in args.summarize.read_text().splitlines() if line]
+        records = [
+            json.loads(line) for f in args.summarize for line in f.read_text().splitlines() if line
+        ]
         write_all(args.name, args, records)
         return
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)

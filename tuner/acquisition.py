@@ -68,14 +68,24 @@ def infer_reference(
     completed: Sequence[Trial],
     reference_point: Mapping[str, float] | None,
     scale: float,
+    predicted: Tensor | None = None,
 ) -> Tensor:
     """The reference point in maximization convention (``n_objectives``-dim float64 Tensor).
 
     Rule: a user reference point wins (minimized objectives are negated). Otherwise take the
-    observed objective vectors of the feasible completed trials (all completed trials when none
-    is feasible), keep the Pareto-optimal ones and set ``nadir - scale * (ideal - nadir)`` per
+    completed trials' outcome vectors (the model's posterior means at their inputs when
+    ``predicted`` is given, as Ax does, else the observed values), keep the feasible ones (all
+    when none is feasible), take their Pareto front and set ``nadir - scale * (ideal - nadir)`` per
     objective (BoTorch's `infer_reference_point`; a single Pareto point ``y`` gives
     ``y - scale * |y|``). The rule is re-applied at every proposal, on the data seen so far.
+
+    Args:
+        problem: Objectives and constraints.
+        completed: The COMPLETE trials.
+        reference_point: The user's reference point in objective units, or `None`.
+        scale: How far behind the nadir the point is set, relative to the front's range.
+        predicted: ``n x m``-dim Tensor of modeled outcomes of ``completed`` (model units:
+            maximized objectives, then constraint metrics), or `None`.
     """
     signs = torch.tensor(
         [1.0 if d == "maximize" else -1.0 for d in problem.objectives.values()],
@@ -84,10 +94,13 @@ def infer_reference(
     if reference_point is not None:
         raw = torch.tensor([reference_point[k] for k in problem.objectives], dtype=torch.float64)
         return raw * signs
-    feasible = [t for t in completed if problem.is_feasible(t)] or list(completed)
-    Y = torch.tensor(
-        [problem.outcomes(t)[: problem.n_objectives] for t in feasible], dtype=torch.float64
-    )
+    if predicted is None:
+        predicted = torch.tensor([problem.outcomes(t) for t in completed], dtype=torch.float64)
+    feasible = torch.ones(predicted.shape[0], dtype=torch.bool)
+    for c in problem.constraint_callables():
+        feasible &= c(predicted) <= 0
+    Y = predicted[feasible] if bool(feasible.any()) else predicted
+    Y = Y[:, : problem.n_objectives]
     return infer_reference_point(Y[pareto_mask(Y)], scale=scale)
 
 

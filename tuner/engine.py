@@ -6,9 +6,12 @@ would have. All randomness is seeded from ``(seed, len(trials))`` inside a forke
 
 Sources of a proposal, in order:
 
-1. The initial design: point ``len(trials) + i`` of the space's scrambled Sobol sequence
-   (`Space.sample_unit` with the tuner's seed) while that index is below ``n_initial``; the same
-   sequence continues while fewer than ``options.min_completed`` trials have completed.
+1. The initial design, indexed by trial position ``k = len(trials) + i``: position 0 is the
+   space's default configuration (each parameter's default, else its center; Ax likewise starts
+   from the center of the space; `TunerOptions.start_with_default`), later positions are the
+   points of the space's scrambled Sobol sequence (`Space.sample_unit` with the tuner's seed).
+   It is used while ``k < n_initial``, and continues while fewer than
+   ``options.min_completed`` trials have completed.
 2. The model: the surrogate is fitted on the COMPLETE trials and the acquisition function
    (qLogNEHVI, or qLogNEI for one objective) is maximized one point at a time (sequential greedy
    batches). RUNNING and WAITING trials, the batch's earlier points and the latest FAILED
@@ -97,7 +100,7 @@ def propose(settings: Settings, trials: Sequence[Trial], n: int) -> list[dict[st
     taken = KeySet(space.to_unit([tr.config for tr in trials]) if trials else None)
     completed = [tr for tr in trials if tr.state is TrialState.COMPLETE]
     use_model = len(completed) >= settings.options.min_completed
-    sobol = space.sample_unit(t + n, settings.seed)
+    sobol = _design(space, t + n, settings.seed, settings.options.start_with_default)
     chosen: list[Tensor] = []
     with torch.random.fork_rng():
         torch.manual_seed(seed)
@@ -110,6 +113,14 @@ def propose(settings: Settings, trials: Sequence[Trial], n: int) -> list[dict[st
                 settings, trials, completed, chosen, n - len(chosen), taken, seed
             )
     return space.from_unit(candidates_from(chosen, space.dim))
+
+
+def _design(space: Space, n: int, seed: int, start_with_default: bool) -> Tensor:
+    """The first ``n`` points of the initial design (``n x d``)."""
+    if not start_with_default:
+        return space.sample_unit(n, seed)
+    default = space.to_unit([space.default()])
+    return torch.cat([default, space.sample_unit(max(n - 1, 0), seed)])[:n]
 
 
 def _accept(x: Tensor | None, space: Space, taken: KeySet, seed: int) -> Tensor:
@@ -142,7 +153,10 @@ def _model_batch(
             f"The surrogate's model has {model.num_outputs} outputs but the tuner models "
             f"{data.Y.shape[-1]} outcomes {data.outcome_names}; see `Surrogate.fit`."
         )
-    ref = infer_reference(problem, completed, settings.reference_point, options.ref_point_scale)
+    predicted = _posterior_mean(model, data.X)
+    ref = infer_reference(
+        problem, completed, settings.reference_point, options.ref_point_scale, predicted
+    )
     pending = _pending(space, trials, options.max_failed_pending)
     pending = torch.cat([pending, candidates_from(chosen, space.dim)])
     acqf = build_acquisition(model, problem, data.X, pending, ref, options.mc_samples, seed)
@@ -155,6 +169,15 @@ def _model_batch(
         x = optimize_candidate(acqf, space, ics, taken, options)
         out.append(_accept(x, space, taken, seed + 7919 + j))
     return out
+
+
+def _posterior_mean(model: Any, X: Tensor) -> Tensor | None:
+    """``n x m`` posterior mean at ``X``, or `None` when the posterior has no closed-form mean."""
+    with torch.no_grad():
+        try:
+            return model.posterior(X).mean
+        except (AttributeError, NotImplementedError):
+            return None
 
 
 def _pending(space: Space, trials: Sequence[Trial], max_failed: int) -> Tensor:

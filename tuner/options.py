@@ -28,6 +28,8 @@ class TunerOptions:
         max_failed_pending: At most this many of the latest failed configurations are passed to
             the acquisition as pending points.
         min_completed: Completed trials needed before the model replaces the Sobol design.
+        start_with_default: Whether the first trial of the initial design is the space's default
+            configuration (the hand-tuned baseline, or the center of the space).
     """
 
     num_restarts: int = 10
@@ -40,6 +42,7 @@ class TunerOptions:
     ref_point_scale: float = 0.1
     max_failed_pending: int = 32
     min_completed: int = 2
+    start_with_default: bool = True
 
     def __post_init__(self) -> None:
         for name in ("num_restarts", "raw_samples", "maxiter", "mc_samples", "min_completed"):
@@ -66,6 +69,10 @@ class TunerOptions:
                 raise InvalidSpecError(
                     f"TunerOptions.{name} must be > 0, got {getattr(self, name)!r}."
                 )
+        if not isinstance(self.start_with_default, bool):
+            raise InvalidSpecError(
+                f"TunerOptions.start_with_default must be a bool, got {self.start_with_default!r}."
+            )
         if not isinstance(self.max_failed_pending, int) or self.max_failed_pending < 0:
             raise InvalidSpecError(
                 f"TunerOptions.max_failed_pending must be an int >= 0, got "

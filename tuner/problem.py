@@ -235,7 +235,7 @@ class Problem:
 
     def constraint_callables(self) -> list[Callable[[Tensor], Tensor]]:
         """BoTorch outcome constraints on model samples (``... x m``): feasible where ``<= 0``."""
-        out = []
+        out: list[Callable[[Tensor], Tensor]] = []
         for c in self.constraints:
             j = self.outcome_names.index(c.name)
             # Model outputs hold minimized objectives negated; undo that for their constraints.

@@ -51,7 +51,8 @@ class Tuner:
             trial (in `tell`'s ``metrics``).
         seed: Seed of every random choice (Sobol design, fits, acquisition samples).
         surrogate: Model builder; default `FlatSurrogate` (batched `SingleTaskGP`).
-        n_initial: Size of the Sobol initial design; default ``min(max(d + 1, 5), 10)`` for a
+        n_initial: Size of the initial design (the space's default configuration, then
+            scrambled Sobol points); default ``min(max(d + 1, 5), 10)`` for a
             space with ``d`` unit-cube columns.
         trials: Stored trial records (`Trial` or `Trial.to_dict` dicts, ids ``0..n-1``) to
             rebuild from. The rebuilt tuner proposes exactly what the original would have.

@@ -7,6 +7,7 @@ import math
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -72,7 +73,12 @@ def test_sobol_design_continues_across_asks(space: Space) -> None:
     one = make_tuner(space, n_initial=4)
     configs = [one.ask(1)[0].config for _ in range(4)]
     assert configs == [t.config for t in make_tuner(space, n_initial=4).ask(4)]
-    assert torch.allclose(space.to_unit(configs), space.sample_unit(4, 0), atol=1e-12)
+    assert configs[0] == space.default()  # the initial design starts from the default
+    assert torch.allclose(space.to_unit(configs[1:]), space.sample_unit(3, 0), atol=1e-12)
+    plain = make_tuner(space, n_initial=4, options=replace(FAST, start_with_default=False))
+    assert torch.allclose(
+        space.to_unit([t.config for t in plain.ask(4)]), space.sample_unit(4, 0), atol=1e-12
+    )
 
 
 SCRIPT = """
