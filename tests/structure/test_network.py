@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolumeImprovement
+from botorch.acquisition.multi_objective.objective import IdentityMCMultiOutputObjective
+from botorch.models import SingleTaskGP
+from botorch.optim import optimize_acqf
+from botorch.posteriors.ensemble import EnsemblePosterior
+from botorch.sampling.index_sampler import IndexSampler
+
+from structure import Edge, Formula, NetworkConfig, Structure, StructureError, fit_gp_network
+
+FAST = NetworkConfig(num_paths=32, num_features=128, fit_options={"maxiter": 25})
+
+
+def _ackley_like(n: int = 16, seed: int = 0):
+    """d=3; metrics f1 = mean z^2, f2 = mean cos(2 pi z) (z = 4x - 2); objectives: an Ackley-style
+    function of (f1, f2) and -mean (z - 1)^2 read from the parameters."""
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.rand(n, 3, generator=gen, dtype=torch.float64)
+    Z = 4 * X - 2
+    f1, f2 = (Z**2).mean(-1), torch.cos(2 * math.pi * Z).mean(-1)
+    o1 = 20 * torch.exp(-0.2 * f1.sqrt()) + torch.exp(f2) - 20 - math.e
+    o2 = -((Z - 1) ** 2).mean(-1)
+    params = ("x0", "x1", "x2")
+    edges = [Edge(p, m) for p in params for m in ("f1", "f2")]
+    edges += [Edge("f1", "o1"), Edge("f2", "o1")] + [Edge(p, "o2") for p in params]
+    s = Structure(params, ("f1", "f2"), ("o1", "o2"), tuple(edges))
+    values = {"f1": f1, "f2": f2, "o1": o1, "o2": o2}
+    return s, X, values, {p: [i] for i, p in enumerate(params)}
+
+
+@pytest.fixture(scope="module")
+def network():
+    s, X, values, cols = _ackley_like()
+    return fit_gp_network(s, X, values, cols, ["o1", "o2", "f1"], FAST, seed=0), X
+
+
+def test_posterior_shapes_and_sampling(network) -> None:
+    net, X = network
+    for shape in [(5, 3), (4, 2, 3), (2, 4, 2, 3)]:
+        post = net.posterior(torch.rand(*shape, dtype=torch.float64))
+        assert isinstance(post, EnsemblePosterior)
+        assert post.values.shape == (*shape[:-2], 32, shape[-2], 3)
+        assert post.mean.shape == (*shape[:-1], 3)
+        samples = IndexSampler(torch.Size([7]), seed=0)(post)
+        assert samples.shape == (7, *shape[:-1], 3)
+        assert post.rsample(torch.Size([2])).shape == (2, *shape[:-1], 3)
+
+
+def test_shared_rows_shortcut_equals_plain_evaluation(network) -> None:
+    net, X = network
+    base = torch.rand(6, 3, dtype=torch.float64)
+    cand = torch.rand(5, 1, 3, dtype=torch.float64)
+    full = torch.cat([base.expand(5, 6, 3), cand], dim=-2)
+    fast = net(full)
+    slow = torch.stack([net._evaluate(full[b]) for b in range(5)])
+    torch.testing.assert_close(fast, slow)
+
+
+def test_single_node_network_matches_its_gp() -> None:
+    gen = torch.Generator().manual_seed(3)
+    X = torch.rand(12, 2, generator=gen, dtype=torch.float64)
+    y = torch.sin(6 * X[:, 0]) + X[:, 1]
+    s = Structure(("a", "b"), (), ("y",), (Edge("a", "y"), Edge("b", "y")))
+    cfg = NetworkConfig(num_paths=512, num_features=1024, fit_options={"maxiter": 25})
+    net = fit_gp_network(s, X, {"y": y}, {"a": [0], "b": [1]}, ["y"], cfg, seed=1)
+    gp = net.gps["y"]
+    Xt = torch.rand(20, 2, generator=gen, dtype=torch.float64)
+    with torch.no_grad():
+        exact = gp.posterior(Xt)
+        mean, var = net.predict(Xt)
+    sd = exact.variance.sqrt().squeeze(-1)
+    assert (
+        (mean.squeeze(-1) - exact.mean.squeeze(-1)).abs() <= 4 * sd / math.sqrt(512) + 1e-3
+    ).all()
+    ratio = (var.squeeze(-1) - net.noise_variance("y")) / exact.variance.squeeze(-1)
+    assert 0.6 < float(ratio.median()) < 1.4
+    assert isinstance(gp, SingleTaskGP)
+
+
+def test_formula_nodes_are_exact_and_read_raw_values() -> None:
+    gen = torch.Generator().manual_seed(0)
+    X = torch.rand(14, 2, generator=gen, dtype=torch.float64)
+    t1, t2 = torch.exp(2 * X[:, 0]), 1 + X[:, 1] ** 2
+    edges = (Edge("a", "t1"), Edge("b", "t2"), Edge("t1", "total"), Edge("t2", "total"))
+    s = Structure(
+        ("a", "b"), ("t1", "t2"), ("total",), edges, (Formula("total", ("t1", "t2"), scale=-1.0),),
+        transforms={"t1": "log1p"},
+    )  # fmt: skip
+    values = {"t1": torch.log1p(t1), "t2": t2, "total": -(t1 + t2)}
+    net = fit_gp_network(s, X, values, {"a": [0], "b": [1]}, ["t1", "t2", "total"], FAST)
+    out = net(torch.rand(4, 2, dtype=torch.float64))
+    torch.testing.assert_close(out[..., 2], -(out[..., 0] + out[..., 1]))
+    assert "total" not in net.gps
+
+
+def test_qlognehvi_with_an_intermediate_constraint_runs_on_the_network(network) -> None:
+    net, X = network
+    acq = qLogNoisyExpectedHypervolumeImprovement(
+        net, ref_point=[-7.0, -10.0], X_baseline=X, prune_baseline=True, cache_root=False,
+        objective=IdentityMCMultiOutputObjective(outcomes=[0, 1]), constraints=[lambda Z: Z[..., 2] - 2.0],
+        sampler=IndexSampler(torch.Size([32]), seed=0),
+    )  # fmt: skip
+    Xq = torch.rand(3, 1, 3, dtype=torch.float64, requires_grad=True)
+    acq(Xq).sum().backward()
+    assert torch.isfinite(Xq.grad).all() and Xq.grad.abs().sum() > 0
+    bounds = torch.stack([torch.zeros(3), torch.ones(3)]).double()
+    cand, value = optimize_acqf(
+        acq, bounds, q=1, num_restarts=2, raw_samples=16, options={"maxiter": 5}
+    )  # fmt: skip
+    assert cand.shape == (1, 3) and ((cand >= 0) & (cand <= 1)).all()
+    assert torch.isfinite(value)
+
+
+def test_missing_values_or_outputs_are_clear_errors() -> None:
+    s, X, values, cols = _ackley_like()
+    with pytest.raises(StructureError, match="not nodes"):
+        fit_gp_network(s, X, values, cols, ["nope"], FAST)
+    del values["f2"]
+    with pytest.raises(StructureError, match="observed values"):
+        fit_gp_network(s, X, values, cols, ["o1"], FAST)

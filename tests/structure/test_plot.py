@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from structure import Edge, Structure, draw_structure, explain
+
+
+def _structure() -> Structure:
+    return Structure(
+        ("a", "b"), ("t1", "t2"), ("speed",),
+        (Edge("a", "t1", 0.9), Edge("t1", "t2", 0.7), Edge("b", "t2", 0.55),
+         Edge("t2", "speed", 1.0), Edge("a", "speed", 0.0, "direct")),
+        n_trials=20,
+    )  # fmt: skip
+
+
+def test_draw_structure_writes_a_png_from_a_structure_or_its_dict(tmp_path: Path) -> None:
+    for i, arg in enumerate([_structure(), _structure().to_dict()]):
+        out = draw_structure(arg, tmp_path / f"sub/dag{i}.png")
+        assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in (tmp_path / "sub").iterdir()) == ["dag0.png", "dag1.png"]
+
+
+def test_explain_covers_every_case() -> None:
+    assert "initial design" in explain({})
+    assert "flat" in explain({"model": "FlatSurrogate(SingleTaskGP)"})
+    info = {
+        "surrogate": "StructuredSurrogate", "model": "network", "reason": "it predicts better",
+        "n_train": 30, "checkpoint": 30, "margin": 2.0,
+        "scores": {"heldout": {"flat": -9.0, "network": -3.0, "n_points": 30, "advantage": 6.0}},
+        "edges": [["t1", "t2", 0.7, "learned"], ["a", "speed", 0.0, "direct"]],
+        "history": [{"model": "flat"}, {"model": "network"}],
+    }  # fmt: skip
+    text = explain(info)
+    assert "GP network" in text and "it predicts better" in text
+    assert "t1->t2 (0.70)" in text and "a->speed" not in text
+    assert "1 of 2 fits" in text

@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from structure import (
+    Edge,
+    LearnConfig,
+    NetworkConfig,
+    Structure,
+    StructuredConfig,
+    StructuredSurrogate,
+    explain,
+)
+from structure.network import GPNetwork
+from tests.structure.synthetic import sum_sine_data, sum_sine_structure
+from tuner import FlatSurrogate
+
+FAST = StructuredConfig(
+    min_trials=10,
+    relearn_every=5,
+    cv_folds=3,
+    window=4,
+    learn=LearnConfig(bootstrap=3),
+    network=NetworkConfig(32, 128, {"maxiter": 30}),
+    score_paths=32,
+)
+
+
+def _surrogate(structure: Structure | None = None) -> StructuredSurrogate:
+    return StructuredSurrogate(
+        config=FAST, flat=FlatSurrogate({"maxiter": 30}), structure=structure
+    )
+
+
+def test_picks_the_network_on_strongly_structured_data() -> None:
+    s = _surrogate(sum_sine_structure())
+    model = s.fit(sum_sine_data(20, seed=0))
+    info = s.describe()
+    assert isinstance(model, GPNetwork) and info["model"] == "network"
+    assert info["scores"]["heldout"]["advantage"] > FAST.margin
+    assert info["scores"]["prequential"]["advantage"] > FAST.margin
+    assert ["m", "o", 1.0, "learned"] in info["edges"]
+    json.dumps(info)
+    text = explain(info)
+    assert "GP network" in text and "heldout" in text
+
+
+def test_falls_back_to_flat_when_the_structure_predicts_worse() -> None:
+    wrong = Structure(
+        tuple(f"x{i}" for i in range(6)), ("m",), ("o",),
+        tuple(Edge(f"x{i}", "m") for i in range(6)) + (Edge("m", "o"),),
+    )  # fmt: skip
+    s = _surrogate(wrong)
+    model = s.fit(sum_sine_data(20, seed=1, structured=False))
+    info = s.describe()
+    assert info["model"] == "flat" and not isinstance(model, GPNetwork)
+    assert info["scores"]["advantage"] <= FAST.margin
+    assert "flat GP" in explain(info)
+
+
+def test_learned_structure_without_informative_metrics_is_flat() -> None:
+    s = _surrogate()
+    s.fit(sum_sine_data(12, seed=2, structured=False))
+    info = s.describe()
+    assert info["model"] == "flat"
+    assert "no tracking metric" in info["reason"]
+    assert info["structure"] is not None
+
+
+def test_flat_before_min_trials_with_reason() -> None:
+    s = _surrogate()
+    s.fit(sum_sine_data(6, seed=0))
+    assert s.describe()["model"] == "flat"
+    assert "min_trials" in s.describe()["reason"]
+
+
+def test_a_fresh_instance_rebuilds_the_same_model() -> None:
+    data = sum_sine_data(22, seed=3)  # checkpoint at 20, refit at 22
+    first, second = _surrogate(sum_sine_structure()), _surrogate(sum_sine_structure())
+    first.fit(sum_sine_data(20, seed=3))
+    a = first.fit(data)
+    b = second.fit(data)
+    Xt = torch.rand(5, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(9))
+    assert first.describe()["model"] == second.describe()["model"]
+    assert first.describe()["scores"] == second.describe()["scores"]
+    with torch.no_grad():
+        torch.testing.assert_close(a.posterior(Xt).mean, b.posterior(Xt).mean)
+
+
+@pytest.mark.slow
+def test_tuner_runs_with_the_structured_surrogate() -> None:
+    from tuner import Tuner
+
+    data = sum_sine_data(1, seed=0)
+    tuner = Tuner(data.space, {"o": "maximize"}, seed=0, surrogate=_surrogate(), n_initial=10)
+    for _ in range(14):
+        (trial,) = tuner.ask(1)
+        x = torch.tensor([list(trial.config.values())], dtype=torch.float64)
+        m = float(x.mean())
+        tuner.tell(trial.id, {"o": float(torch.sin(torch.tensor(12.0 * m)))}, metrics={"m": m})
+    assert len(tuner.trials) == 14
