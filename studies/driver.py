@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from studies.pareto import feasible
-from studies.worker import run_evaluate
+from studies.worker import exit_with_parent, run_evaluate
 
 if TYPE_CHECKING:
     from studies.records import TrialRecord
@@ -50,7 +50,7 @@ def run(
     from studies.study import worker_id
 
     worker = worker_id()
-    pool = executor if executor is not None else ProcessPoolExecutor(max_workers=n_workers)
+    pool = executor if executor is not None else _process_pool(n_workers)
     running: dict[Future[Any], _Slot] = {}
     interval = study.settings.heartbeat_interval
     last_beat = time.monotonic()
@@ -94,6 +94,10 @@ def run(
     finally:
         if executor is None:
             pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _process_pool(n_workers: int) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(max_workers=n_workers, initializer=exit_with_parent)
 
 
 def _fill(
@@ -142,7 +146,7 @@ def _replace_pool(
             del running[fut]
     pool.shutdown(wait=False, cancel_futures=True)
     logger.warning("A worker process died; starting a new process pool.")
-    return ProcessPoolExecutor(max_workers=n_workers)
+    return _process_pool(n_workers)
 
 
 def _expire(

@@ -244,8 +244,12 @@ class Storage:
         if not self.is_sqlite:
             conn.execute(select(_S.c.id).where(_S.c.id == study_id).with_for_update()).first()
 
-    def claim_waiting(self, conn: Connection, study_id: int, worker: str) -> TrialRecord | None:
-        """Move the lowest-numbered WAITING trial to RUNNING for ``worker``; ``None`` if none."""
+    def claim_waiting(
+        self, conn: Connection, study_id: int, worker: str, heartbeat: bool = True
+    ) -> TrialRecord | None:
+        """Move the lowest-numbered WAITING trial to RUNNING for ``worker``; ``None`` if none.
+
+        With ``heartbeat=False`` (trials run by hand) the trial carries no heartbeat."""
         query = (
             select(_T)
             .where(_T.c.study_id == study_id, _T.c.state == "WAITING")
@@ -257,7 +261,12 @@ class Storage:
         if row is None:
             return None
         now = time.time()
-        fields = {"state": "RUNNING", "started": now, "heartbeat": now, "worker": worker}
+        fields = {
+            "state": "RUNNING",
+            "started": now,
+            "heartbeat": now if heartbeat else None,
+            "worker": worker,
+        }
         conn.execute(update(_T).where(_T.c.id == row.id, _T.c.state == "WAITING").values(**fields))
         return _trial({**row._asdict(), **fields})
 
@@ -267,14 +276,27 @@ class Storage:
         study_id: int,
         grace_period: float,
         is_dead: Callable[[str], bool] = lambda worker: False,
+        alive: str | None = None,
     ) -> list[int]:
         """Fail RUNNING trials whose heartbeat is older than ``grace_period`` seconds (or whose
         worker ``is_dead``) and re-queue each one's config as a new WAITING trial.
 
-        Trials without a heartbeat (from `Study.ask`) are left alone. Runs inside the caller's
-        write transaction. Returns the numbers of the trials declared stale.
+        Trials without a heartbeat (from `Study.ask`) and trials of the worker ``alive`` (the
+        caller itself) are left alone; the caller's heartbeats are refreshed first. Runs inside
+        the caller's write transaction. Returns the numbers of the trials declared stale.
         """
         now = time.time()
+        if alive is not None:
+            conn.execute(
+                update(_T)
+                .where(
+                    _T.c.study_id == study_id,
+                    _T.c.state == "RUNNING",
+                    _T.c.worker == alive,
+                    _T.c.heartbeat.is_not(None),
+                )
+                .values(heartbeat=now)
+            )
         rows = conn.execute(
             select(_T)
             .where(_T.c.study_id == study_id, _T.c.state == "RUNNING", _T.c.heartbeat.is_not(None))
@@ -283,6 +305,8 @@ class Storage:
         ).all()
         stale = []
         for row in rows:
+            if row.worker == alive:
+                continue
             age = now - row.heartbeat
             if age <= grace_period and not is_dead(row.worker or ""):
                 continue

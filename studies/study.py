@@ -269,10 +269,10 @@ class Study:
         """
         with self._storage.write() as conn:
             self._storage.lock_study(conn, self._record.id)
-            self._reap(conn)
+            self._reap(conn, alive=worker)
             out: list[TrialRecord] = []
             while len(out) < k:
-                claimed = self._storage.claim_waiting(conn, self._record.id, worker)
+                claimed = self._storage.claim_waiting(conn, self._record.id, worker, heartbeat)
                 if claimed is None:
                     break
                 out.append(claimed)
@@ -293,9 +293,10 @@ class Study:
         tuner = self._tuner(trials)
         return [t.config for t in tuner.ask(n)]
 
-    def _reap(self, conn: Connection) -> list[int]:
+    def _reap(self, conn: Connection, alive: str | None = None) -> list[int]:
         is_dead = _dead_local_worker if self.settings.reap_dead_local_workers else _never
-        stale = self._storage.reap_stale(conn, self._record.id, self.settings.grace_period, is_dead)
+        grace = self.settings.grace_period
+        stale = self._storage.reap_stale(conn, self._record.id, grace, is_dead, alive=alive)
         for number in stale:
             logger.warning("Trial %d went stale (worker gone); its config was re-queued.", number)
         return stale

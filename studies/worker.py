@@ -9,6 +9,7 @@ process decides what to record. The function is a module-level callable so every
 from __future__ import annotations
 
 import math
+import os
 import signal
 import threading
 import time
@@ -16,11 +17,28 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["TrialTimeout", "run_evaluate", "split_outcome"]
+__all__ = ["TrialTimeout", "exit_with_parent", "run_evaluate", "split_outcome"]
 
 
 class TrialTimeout(Exception):
     """Raised inside a worker when a trial runs past its timeout."""
+
+
+def exit_with_parent(interval: float = 0.5) -> None:
+    """Process-pool initializer: end this worker when the process that started it dies.
+
+    A worker blocked on its task queue never sees the driving process die from SIGKILL (its
+    sibling workers keep the queue open), so a daemon thread polls the parent id and exits.
+    """
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def _on_alarm(signum: int, frame: Any) -> None:

@@ -1,0 +1,46 @@
+"""A study process for the crash tests: ``python -m tests.studies.crash_child URL BUDGET [opts]``.
+
+Prints ``ready`` once the study is open (imports done), then drives it to BUDGET trials.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from studies.examples import toy_space
+from studies.study import Study
+from tests.studies import helpers
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("url")
+    parser.add_argument("budget", type=int)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--name", default="crash")
+    parser.add_argument("--n-initial", type=int, default=4)
+    parser.add_argument("--grace", type=float, default=30.0)
+    parser.add_argument("--grace-only", action="store_true", help="no dead-pid shortcut")
+    args = parser.parse_args()
+    settings = helpers.fast_settings(
+        n_initial=args.n_initial,
+        reap_dead_local_workers=not args.grace_only,
+        grace_period=args.grace,
+    )
+    study = Study(
+        args.name,
+        toy_space(),
+        {"latency": "minimize", "search_seconds": "minimize"},
+        helpers.slow_toy,
+        storage=args.url,
+        settings=settings,
+    )
+    print("ready", flush=True)
+    study.optimize(args.budget, n_workers=args.workers, progress=False)
+    print("done", flush=True)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,248 @@
+"""Pick rules, priors export (atomic, versioned, finite) and the priors-file reader."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from studies import Constrained, Study, Weighted, read_priors_file
+from studies.errors import ExportError, PriorsFileError
+from studies.examples import toy_space
+from studies.export import FORMAT_VERSION, KIND
+from studies.pareto import choose_trial, hypervolume_curve, pareto_front
+from studies.records import TrialRecord
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "studies"
+OBJ = {"a": "minimize", "b": "maximize"}
+
+
+def _t(number: int, a: float, b: float, state: str = "COMPLETE", **metrics: float) -> TrialRecord:
+    return TrialRecord(
+        number=number,
+        state=state,
+        config={"x": number},
+        values={"a": a, "b": b} if state == "COMPLETE" else None,
+        metrics=dict(metrics),
+    )
+
+
+TRIALS = [
+    _t(0, 1.0, 1.0, m=5.0),  # dominated by 1
+    _t(1, 0.5, 2.0, m=3.0),  # Pareto
+    _t(2, 2.0, 4.0, m=1.0),  # Pareto
+    _t(3, 0.2, 0.5, m=9.0),  # Pareto
+    _t(4, 0.0, 0.0, state="FAILED"),
+]
+
+
+def test_pareto_front_directions_and_constraints() -> None:
+    assert [t.number for t in pareto_front(TRIALS, OBJ)] == [1, 2, 3]
+    assert [t.number for t in pareto_front(TRIALS, OBJ, ["m <= 4"])] == [1, 2]
+    assert [t.number for t in pareto_front(TRIALS, {"a": "maximize", "b": "maximize"})] == [2]
+
+
+def test_weighted_pick_rule() -> None:
+    # normalized over the Pareto set {1, 2, 3}: a (min) -> 1:0.833 2:0 3:1 ; b (max) -> 1:0.43 2:1 3:0
+    assert choose_trial(TRIALS, OBJ, [], None)[0].number == 1  # equal weights: 1.26 vs 1 vs 1
+    assert choose_trial(TRIALS, OBJ, [], {"a": 1.0})[0].number == 3
+    assert choose_trial(TRIALS, OBJ, [], Weighted({"b": 2.0, "a": 0.0}))[0].number == 2
+    trial, rule = choose_trial(TRIALS, OBJ, [], Weighted({"a": 3, "b": 1}))
+    assert trial.number == 3 and "weights" in rule
+    for bad in ({"c": 1.0}, {"a": -1.0}, {"a": 0.0}, {"a": math.nan}):
+        with pytest.raises(ExportError, match="Weights must name objectives"):
+            choose_trial(TRIALS, OBJ, [], bad)
+
+
+def test_constrained_pick_rule() -> None:
+    trial, rule = choose_trial(TRIALS, OBJ, [], Constrained("b", ["m <= 3"]))
+    assert trial.number == 2 and "subject to" in rule
+    assert choose_trial(TRIALS, OBJ, [], Constrained("a", ["b >= 1.5"]))[0].number == 1
+    with pytest.raises(ExportError, match="relax the constraints"):
+        choose_trial(TRIALS, OBJ, [], Constrained("a", ["m <= 0"]))
+    with pytest.raises(ExportError, match="must name one of"):
+        choose_trial(TRIALS, OBJ, [], Constrained("zzz"))
+    assert choose_trial(TRIALS, OBJ, [], 0)[0].number == 0
+    with pytest.raises(ExportError, match="not a COMPLETE trial"):
+        choose_trial(TRIALS, OBJ, [], 4)
+
+
+def test_weighted_pick_is_on_the_front_for_random_weights() -> None:
+    rng = np.random.default_rng(0)
+    front = {t.number for t in pareto_front(TRIALS, OBJ)}
+    for _ in range(50):
+        w = dict(zip(OBJ, rng.random(2).tolist()))
+        assert choose_trial(TRIALS, OBJ, [], w)[0].number in front
+
+
+def test_hypervolume_curve_is_monotone() -> None:
+    numbers, hv = hypervolume_curve(TRIALS, OBJ)
+    assert numbers == [0, 1, 2, 3, 4]
+    assert all(b >= a for a, b in zip(hv, hv[1:])) and hv[-1] > 0
+    _, fixed = hypervolume_curve(TRIALS[:2], OBJ, ref=[2.0, 0.0])
+    assert fixed[0] == pytest.approx(1.0 * 1.0) and fixed[1] == pytest.approx(1.5 * 2.0)
+
+
+def _study(tmp_path: Path) -> Study:
+    study = Study(
+        "e",
+        toy_space(),
+        {"latency": "minimize", "search_seconds": "minimize"},
+        storage=f"sqlite:///{tmp_path / 's.db'}",
+    )
+    for i in range(4):
+        t = study.ask()
+        study.tell(t, {"latency": 1.0 / (i + 1), "search_seconds": float(i)})
+    return study
+
+
+def test_export_round_trip(tmp_path: Path) -> None:
+    study = _study(tmp_path)
+    path = tmp_path / "priors.json"
+    doc = study.export_priors(path, pick=Constrained("latency", ["search_seconds <= 2"]))
+    chosen = study.trials[2]
+    assert doc.provenance["trial"] == 2
+    raw = json.loads(path.read_text())
+    assert raw["format_version"] == FORMAT_VERSION and raw["kind"] == KIND
+    assert raw["priors"] == chosen.config["priors"]
+    assert raw["search_config"] == {k: v for k, v in chosen.config.items() if k != "priors"}
+    prov = raw["provenance"]
+    assert prov["study"] == "e" and prov["values"] == chosen.values and prov["simplex"] == "priors"
+    assert prov["package_version"] and prov["date"].endswith("Z")
+    back = read_priors_file(path)
+    assert back.priors == pytest.approx(chosen.config["priors"])
+    assert math.isclose(sum(back.priors.values()), 1.0)
+    assert read_priors_file(path, known_rules=["fuse", "merge", "shard", "reorder"]) == back
+    assert list(tmp_path.glob(".priors.json.*")) == []  # no temp files left behind
+
+
+def test_export_is_read_by_rewrite_rule_priors(tmp_path: Path) -> None:
+    import importlib
+
+    rule_priors = None
+    for module in ("rewrite", "rewrite.optimize"):
+        try:
+            rule_priors = getattr(importlib.import_module(module), "RulePriors", None)
+        except ImportError:
+            continue
+        if rule_priors is not None:
+            break
+    if rule_priors is None:
+        pytest.skip("rewrite has no RulePriors yet (issue 5)")
+    study = _study(tmp_path)
+    study.export_priors(tmp_path / "p.json")
+    loaded = rule_priors.load(tmp_path / "p.json")
+    assert dict(loaded.search_config)["population"] >= 4
+
+
+def test_export_refuses_non_finite_and_keeps_old_file(tmp_path: Path) -> None:
+    study = _study(tmp_path)
+    path = tmp_path / "priors.json"
+    path.write_text("old\n")
+    bad = TrialRecord(
+        number=9,
+        state="COMPLETE",
+        values={"latency": 0.0, "search_seconds": 0.0},
+        config={
+            "tau": math.nan,
+            "population": 4,
+            "priors": {"fuse": 1.0, "merge": 0.0, "shard": 0.0, "reorder": 0.0},
+        },
+    )
+
+    class Fake:
+        name, space, constraints = "f", toy_space(), []
+        objectives = {"latency": "minimize", "search_seconds": "minimize"}
+        trials = [bad]
+
+    from studies.export import export_priors
+
+    with pytest.raises(ExportError, match=r"search_config.tau is not a finite number.*Nothing"):
+        export_priors(Fake(), path)
+    assert path.read_text() == "old\n"
+    assert len(list(tmp_path.iterdir())) == 2  # s.db + priors.json: no temp file
+
+
+def test_export_needs_one_simplex(tmp_path: Path) -> None:
+    from spaces import Float, Simplex, Space
+
+    two = Space({"x": Float(0, 1), "p": Simplex(["a", "b"]), "q": Simplex(["c", "d"])})
+    study = Study("two", two, {"f": "minimize"}, storage=f"sqlite:///{tmp_path / 't.db'}")
+    study.tell(study.ask(), {"f": 1.0})
+    with pytest.raises(ExportError, match=r"has 2 \(\['p', 'q'\]\); pass simplex="):
+        study.export_priors(tmp_path / "x.json")
+    doc = study.export_priors(tmp_path / "x.json", simplex="q")
+    assert set(doc.priors) == {"c", "d"} and "p" in doc.search_config
+    none = Study(
+        "none",
+        Space({"x": Float(0, 1)}),
+        {"f": "minimize"},
+        storage=f"sqlite:///{tmp_path / 't.db'}",
+    )
+    none.tell(none.ask(), {"f": 1.0})
+    with pytest.raises(ExportError, match="has 0"):
+        none.export_priors(tmp_path / "y.json")
+    assert not (tmp_path / "y.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"format_version": 2}, "Upgrade rewrite-tuner"),
+        ({"format_version": "1"}, "integer format_version"),
+        ({"kind": "something/else"}, "expected 'rewrite-tuner/rule-priors'"),
+        ({"priors": {}}, "non-empty object"),
+        ({"priors": {"a": 0.5, "b": 0.6}}, "sum to 1"),
+        ({"priors": {"a": 1.5, "b": -0.5}}, "non-negative"),
+        ({"priors": {"a": True}}, "non-negative"),
+        ({"search_config": []}, "must be a JSON object"),
+    ],
+)
+def test_read_priors_file_rejects(tmp_path: Path, doc: dict, message: str) -> None:
+    base = {"format_version": 1, "kind": KIND, "priors": {"a": 0.5, "b": 0.5}}
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({**base, **doc}))
+    with pytest.raises(PriorsFileError, match=message):
+        read_priors_file(path)
+
+
+def test_read_priors_file_rejects_nan_unknown_rules_and_garbage(tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    path.write_text('{"format_version": 1, "kind": "%s", "priors": {"a": NaN, "b": 1}}' % KIND)
+    with pytest.raises(PriorsFileError, match="NaN"):
+        read_priors_file(path)
+    path.write_text(  # 1e400 is valid JSON that parses as an infinite float
+        '{"format_version": 1, "kind": "%s", "priors": {"a": 1}, "search_config": {"tau": 1e400}}'
+        % KIND
+    )
+    with pytest.raises(PriorsFileError, match="search_config.tau is not a finite number"):
+        read_priors_file(path)
+    path.write_text(json.dumps({"format_version": 1, "kind": KIND, "priors": {"zap": 1.0}}))
+    with pytest.raises(PriorsFileError, match=r"unknown rules \['zap'\]"):
+        read_priors_file(path, known_rules=["fuse"])
+    path.write_text("{not json")
+    with pytest.raises(PriorsFileError, match="not a valid rule-priors JSON"):
+        read_priors_file(path)
+    with pytest.raises(PriorsFileError, match="Cannot read"):
+        read_priors_file(tmp_path / "missing.json")
+
+
+def test_golden_priors_v1_loads() -> None:
+    doc = read_priors_file(DATA / "priors_v1.json")
+    assert doc.format_version == 1
+    assert doc.priors == {"fuse": 0.4, "merge": 0.3, "shard": 0.2, "reorder": 0.1}
+    assert doc.search_config == {"population": 32, "tau": 0.5}
+    assert doc.provenance["trial"] == 7
+
+
+def test_export_is_deterministic_apart_from_date(tmp_path: Path) -> None:
+    study = _study(tmp_path)
+    a = study.export_priors(tmp_path / "a.json").to_dict()
+    time.sleep(0.01)
+    b = study.export_priors(tmp_path / "b.json").to_dict()
+    a["provenance"].pop("date"), b["provenance"].pop("date")
+    assert a == b
