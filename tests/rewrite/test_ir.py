@@ -240,3 +240,16 @@ def test_random_params_keep_batch_norm_variances_positive() -> None:
     g = zoo.build("resnet")
     (out, *_) = evaluate(g, random_inputs(g), random_params(g))
     assert np.isfinite(out).all()
+
+
+GOLDEN = Path(__file__).parent / "data"
+
+
+def test_golden_files_of_every_format_version_still_load() -> None:
+    # graph_v1.json: format_version 1; its hash and exact text must never change.
+    g = load(GOLDEN / "graph_v1.json")
+    assert g.hash == "46495f84b0905bd0ffbc91f1bb52e575"
+    assert to_json(g) == (GOLDEN / "graph_v1.json").read_text()
+    ins = random_inputs(g, int_high=10)
+    outs = evaluate(g, ins, random_params(g))
+    assert [o.shape for o in outs] == [t.shape for t in g.output_types]
