@@ -140,7 +140,7 @@ def test_export_is_read_by_rewrite_rule_priors(tmp_path: Path) -> None:
 
 
 def test_export_refuses_non_finite_and_keeps_old_file(tmp_path: Path) -> None:
-    study = _study(tmp_path)
+    _study(tmp_path)  # the storage file sits beside the export
     path = tmp_path / "priors.json"
     path.write_text("old\n")
     bad = TrialRecord(
@@ -212,12 +212,15 @@ def test_read_priors_file_rejects(tmp_path: Path, doc: dict, message: str) -> No
 
 def test_read_priors_file_rejects_nan_unknown_rules_and_garbage(tmp_path: Path) -> None:
     path = tmp_path / "p.json"
-    path.write_text('{"format_version": 1, "kind": "%s", "priors": {"a": NaN, "b": 1}}' % KIND)
+    path.write_text(
+        '{"format_version": 1, "kind": "K", "priors": {"a": NaN, "b": 1}}'.replace("K", KIND)
+    )
     with pytest.raises(PriorsFileError, match="NaN"):
         read_priors_file(path)
     path.write_text(  # 1e400 is valid JSON that parses as an infinite float
-        '{"format_version": 1, "kind": "%s", "priors": {"a": 1}, "search_config": {"tau": 1e400}}'
-        % KIND
+        '{"format_version": 1, "kind": "K", "priors": {"a": 1}, "search_config": {"tau": 1e400}}'.replace(
+            "K", KIND
+        )
     )
     with pytest.raises(PriorsFileError, match="search_config.tau is not a finite number"):
         read_priors_file(path)
