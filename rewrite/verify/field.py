@@ -158,14 +158,14 @@ class FieldOps:
     def mod(self, a: Any) -> Any:
         """``a mod p`` in ``[0, p)`` for float64 ``a`` with ``|a| < 2**53`` (exact).
 
-        ``a - p * floor(a / p)`` is exact because the quotient is off by at most one (then
-        corrected) and ``p * q`` stays below ``2**53``; it is several times faster than
-        ``xp.mod`` on float64.
+        ``r = a - p * rint(a / p)`` lies in ``[-p/2 - 1, p/2 + 1]``: the quotient's rounding error
+        is below ``2**-19``, so ``rint`` is off only next to a half-integer; one correction of
+        the negative ones lands every element in ``[0, p)``. All products stay below ``2**53``,
+        so this is exact and about twice as fast as ``xp.mod`` on float64.
         """
         xp = self.xp
-        r = a - xp.floor(a * _INV_P) * PRIME
-        r = xp.where(r < 0, r + PRIME, r)
-        return xp.where(r >= PRIME, r - PRIME, r)
+        r = a - xp.rint(a * _INV_P) * PRIME
+        return xp.where(r < 0, r + PRIME, r)
 
     def _additive(self, op: str, a: Sequence[Any]) -> Any:
         """add/sub/neg of reduced elements with one conditional correction (no division)."""
@@ -308,7 +308,18 @@ Special = Callable[[FieldOps, Node, Sequence[Any]], tuple[Any, ...]]
 
 
 def _fc(f: FieldOps, value: float) -> float:
+    return _scalar(float(value))
+
+
+@functools.lru_cache(maxsize=4096)
+def _scalar(value: float) -> float:
     return float(field_const(value))
+
+
+@functools.lru_cache(maxsize=4096)
+def _inv_int(n: int) -> float:
+    """Field inverse of the integer ``n`` (a count) as a float64 scalar."""
+    return float(pow(n % PRIME, PRIME - 2, PRIME))
 
 
 def _products(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
@@ -318,9 +329,9 @@ def _products(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
         return (f.matmul(a[0], a[1]),)
     if op == "linear":
         y = f.matmul(a[0], f.xp.swapaxes(a[1], -1, -2))
-        return (f.mod(y + a[2]) if len(a) == 3 else y,)
+        return (f._additive("add", (y, a[2])) if len(a) == 3 else y,)
     if op == "addmm":
-        return (f.mod(a[0] + f.matmul(a[1], a[2])),)
+        return (f._additive("add", (f.matmul(a[1], a[2]), a[0])),)
     raise AssertionError(op)
 
 
@@ -390,7 +401,7 @@ def _mean(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
     dims = _reduce_dims(node, x.ndim)
     n = math.prod(x.shape[d] for d in dims)
     s = f.mod(x.sum(axis=dims, keepdims=node.attrs["keepdim"]))
-    return (f.mod(s * f.inv(f.xp.asarray([n % PRIME], dtype=f.xp.float64))[0]),)
+    return (f.mod(s * _inv_int(n)),)
 
 
 def _amax(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
@@ -415,7 +426,7 @@ def _softmax(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
 def _norm(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
     x = f.to_field(a[0])
     axes = tuple(range(x.ndim - len(node.attrs["normalized_shape"]), x.ndim))
-    n = f.inv(f.xp.asarray([math.prod(x.shape[i] for i in axes) % PRIME], dtype=f.xp.float64))[0]
+    n = _inv_int(math.prod(x.shape[i] for i in axes))
     eps = _fc(f, node.attrs["eps"])
     if node.op == "layer_norm":
         mu = f.mod(f.mod(x.sum(axis=axes, keepdims=True)) * n)
@@ -446,7 +457,7 @@ def _sdpa(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
     scale = attrs["scale"] if attrs["scale"] is not None else 1.0 / math.sqrt(q.shape[-1])
     s = f.mod(f.matmul(q, xp.swapaxes(k, -1, -2)) * _fc(f, scale))
     L, S = q.shape[-2], k.shape[-2]
-    ninf = float(field_const(-np.inf))
+    ninf = _scalar(-math.inf)
     if attrs["is_causal"]:
         s = xp.where(xp.tril(xp.ones((L, S), dtype=bool)), s, ninf)
     if len(a) == 4:
@@ -473,7 +484,7 @@ def _avg_pool(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
     kh, kw = node.attrs["kernel"]
     (y,) = get_op(node.op).impl(f.xp, [x], node.attrs)
     summed = f.mod(f.xp.rint(y * (kh * kw)))
-    return (f.mod(summed * f.inv(f.xp.asarray([kh * kw], dtype=f.xp.float64))[0]),)
+    return (f.mod(summed * _inv_int(kh * kw)),)
 
 
 def _fused(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:

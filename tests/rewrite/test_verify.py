@@ -50,6 +50,16 @@ def test_field_matmul_is_exact_beyond_one_chunk():
     assert got.tolist() == exact
 
 
+def test_fast_mod_is_exact_on_the_whole_range():
+    rng = np.random.default_rng(3)
+    a = np.concatenate(
+        [rng.integers(-(2**52), 2**52, size=20000), np.arange(-3 * PRIME, 3 * PRIME, 997)]
+    )
+    a = a.astype(np.float64)
+    got = FieldOps(np, 0).mod(a)
+    assert np.array_equal(got, np.mod(a, PRIME)) and got.min() >= 0 and got.max() < PRIME
+
+
 def test_inverse_and_rsqrt_surrogate_identities():
     f = FieldOps(np, 1)
     x = np.arange(1, 1000, dtype=np.float64)
