@@ -129,6 +129,9 @@ class ConstArray:
 
     __slots__ = ("array", "digest", "dtype")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ConstArray, (self.array, self.dtype))
+
     def __init__(self, array: Any, dtype: str | None = None) -> None:
         arr = np.asarray(array)
         self.dtype = dtype or ("bool" if arr.dtype == np.bool_ else arr.dtype.name)
@@ -199,6 +202,10 @@ class Node:
     def type(self) -> TensorType:
         """The type of output 0."""
         return self.types[0]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # picklable for process pools (caches are dropped); persisted graphs use JSON
+        return (Node, (self.id, self.op, dict(self.attrs), self.inputs, self.in_types, self.types))
 
     def out(self, index: int = 0) -> Value:
         """The `Value` of output ``index``."""
@@ -552,6 +559,16 @@ class Graph:
     def __repr__(self) -> str:
         return f"Graph({self.name!r}, {len(self._nodes)} nodes, hash={self.hash[:12]})"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # picklable for process pools: nodes only, no caches; the copy gets a new uid and no delta
+        return (_restore_graph, (self._nodes, self.inputs, self.outputs, self.name))
+
     def copy(self) -> Graph:
         """A new graph object sharing all nodes, with empty caches and no delta."""
         return Graph(self._nodes, self.inputs, self.outputs, self.name, validate=False)
+
+
+def _restore_graph(
+    nodes: dict[int, Node], inputs: tuple[int, ...], outputs: tuple[Value, ...], name: str
+) -> Graph:
+    return Graph(nodes, inputs, outputs, name, validate=False)

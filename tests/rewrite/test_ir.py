@@ -253,3 +253,11 @@ def test_golden_files_of_every_format_version_still_load() -> None:
     ins = random_inputs(g, int_high=10)
     outs = evaluate(g, ins, random_params(g))
     assert [o.shape for o in outs] == [t.shape for t in g.output_types]
+
+
+def test_graphs_pickle_for_process_pools() -> None:
+    import pickle
+
+    g = fused_graph()
+    g2 = pickle.loads(pickle.dumps(g))
+    assert g2 == g and g2.uid != g.uid and g2.delta is None
