@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -56,6 +57,8 @@ def main(
     """rewrite-tuner command line."""
     from rich.logging import RichHandler
 
+    # a GPyTorch internal notice, not actionable by users of the command line
+    warnings.filterwarnings("ignore", message="Sparse invariant checks", category=UserWarning)
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
     handler = RichHandler(console=console, show_path=False, markup=False)
     logging.basicConfig(level=logging.WARNING, handlers=[handler], format="%(message)s")
@@ -64,7 +67,7 @@ def main(
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 

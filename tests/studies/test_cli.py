@@ -1,0 +1,188 @@
+"""The `tuner` command: run, resume, status, export, plot, demo, bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from studies.cli import app
+from studies.export import read_priors_file
+
+ROOT = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+STUDY_FILE = """
+from studies import Study
+from studies.examples import toy_space
+from tests.studies.helpers import fast_settings
+
+def evaluate(config):
+    p = config["priors"]
+    return {"latency": 1.0 + (p["fuse"] - 0.5) ** 2, "search_seconds": config["population"] / 10}
+
+study = Study("cli", toy_space(), {"latency": "minimize", "search_seconds": "minimize"},
+              evaluate, storage="sqlite:///{db}", settings=fast_settings(100))
+n_trials = 5
+"""
+
+
+def _invoke(*args: str) -> object:
+    result = runner.invoke(app, list(args))
+    return result
+
+
+@pytest.fixture
+def study_file(tmp_path: Path) -> tuple[Path, str]:
+    db = tmp_path / "cli.db"
+    path = tmp_path / "my_study.py"
+    path.write_text(STUDY_FILE.replace("{db}", str(db)))
+    return path, f"sqlite:///{db}"
+
+
+def test_version_and_help_are_fast() -> None:
+    start = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-m", "studies.cli", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert time.monotonic() - start < 10
+    for command in ("run", "resume", "status", "export", "plot", "demo"):
+        assert command in out.stdout
+    heavy = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, studies.cli; print(sorted(m for m in "
+            "('torch', 'sqlalchemy', 'pandas', 'matplotlib') if m in sys.modules))",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert heavy.stdout.strip() == "[]"
+    result = _invoke("--version")
+    assert result.exit_code == 0 and result.stdout.startswith("rewrite-tuner ")
+
+
+def test_run_status_export_plot_resume(study_file: tuple[Path, str], tmp_path: Path) -> None:
+    path, url = study_file
+    result = _invoke("run", str(path), "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert "Pareto set" in result.stdout and "5/5 trials finished" in result.stdout
+
+    result = _invoke("status", "cli", "--storage", url)
+    assert result.exit_code == 0 and "cli: trials" in result.stdout
+    assert _invoke("status", "--storage", url).stdout.split() == ["cli"]
+
+    out = tmp_path / "priors.json"
+    result = _invoke(
+        "export",
+        "cli",
+        "--storage",
+        url,
+        "--out",
+        str(out),
+        "--best",
+        "latency",
+        "--subject-to",
+        "search_seconds <= 100",
+    )
+    assert result.exit_code == 0, result.output
+    doc = read_priors_file(out)
+    assert doc.provenance["study"] == "cli" and "best 'latency'" in doc.provenance["pick"]
+
+    result = _invoke(
+        "plot",
+        "cli",
+        "--storage",
+        url,
+        "--out-dir",
+        str(tmp_path / "png"),
+        "--weights",
+        "latency=1,search_seconds=0",
+    )
+    assert result.exit_code == 0, result.output
+    pngs = sorted(p.name for p in (tmp_path / "png").iterdir())
+    assert pngs == ["cli-hypervolume.png", "cli-pareto.png", "cli-priors.png"]
+    assert all((tmp_path / "png" / p).read_bytes()[:4] == b"\x89PNG" for p in pngs)
+
+    # resume finds the evaluate function from the stored file reference
+    result = _invoke("resume", "cli", "--storage", url, "--n-trials", "7", "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert "7/7 trials finished" in result.stdout
+
+
+def test_resume_with_module_reference(tmp_path: Path) -> None:
+    from studies.examples import toy_study
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    from tests.studies.helpers import fast_settings
+
+    toy_study("toy", url, settings=fast_settings(100)).optimize(2, progress=False)
+    result = _invoke("resume", "toy", "-s", url, "-n", "3", "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert "studies.examples:toy_evaluate" in result.output
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("def broken(:\n", "syntax error in the study file"),
+        ("raise RuntimeError('nope')\n", "failed with RuntimeError: nope"),
+        ("x = 1\n", "must define `study = studies.Study(...)` or a function `main()`"),
+        ("study = 42\n", "its `study` is a int"),
+    ],
+)
+def test_malformed_study_files(tmp_path: Path, source: str, message: str) -> None:
+    path = tmp_path / "bad.py"
+    path.write_text(source)
+    result = _invoke("run", str(path))
+    assert result.exit_code == 1
+    assert message in " ".join(result.output.split())
+
+
+def test_missing_file_and_unknown_study(tmp_path: Path) -> None:
+    result = _invoke("run", str(tmp_path / "nope.py"))
+    assert result.exit_code == 1 and "must be an existing .py file" in result.output
+    url = f"sqlite:///{tmp_path / 'e.db'}"
+    result = _invoke("status", "ghost", "--storage", url)
+    assert result.exit_code == 1 and "No study named 'ghost'" in result.output
+    result = _invoke("export", "ghost", "--storage", url, "--weights", "a=x")
+    assert result.exit_code == 1 and "--weights must read" in result.output
+
+
+def test_main_function_file(tmp_path: Path) -> None:
+    path = tmp_path / "m.py"
+    marker = tmp_path / "called"
+    path.write_text(f"def main():\n    open({str(marker)!r}, 'w').write('yes')\n")
+    result = _invoke("run", str(path))
+    assert result.exit_code == 0 and marker.read_text() == "yes"
+
+
+def test_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    # the stored budget makes a second call with the same -n a no-op; start it small
+    from studies.examples import toy_study
+    from tests.studies.helpers import fast_settings
+
+    toy_study("demo", url, settings=fast_settings(100))
+    result = _invoke("demo", "-s", url, "-n", "4", "-w", "1", "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert "Pareto set" in result.stdout and "demo-priors.json" in result.stdout
+    assert json.loads((tmp_path / "demo-priors.json").read_text())["provenance"]["study"] == "demo"
+
+
+def test_space_command() -> None:
+    result = _invoke("space", "--n", "3")
+    assert result.exit_code == 0 and "ok" in result.stdout
