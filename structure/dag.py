@@ -7,7 +7,6 @@ Everything here is plain data that serializes to JSON (`Structure.to_dict` /
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,11 +109,10 @@ class Formula:
             A ``...``-dim Tensor with the node's raw value.
         """
         weights = self.weights or (1.0,) * len(self.inputs)
-        if self.op == "sum":
-            out = sum(w * v for w, v in zip(weights, values))
-        else:
-            out = math.prod(v.clamp_min(1e-12) ** w for w, v in zip(weights, values))
-        return self.scale * torch.as_tensor(out)
+        out = torch.as_tensor(0.0 if self.op == "sum" else 1.0, dtype=values[0].dtype)
+        for w, v in zip(weights, values):
+            out = out + w * v if self.op == "sum" else out * v.clamp_min(1e-12) ** w
+        return self.scale * out
 
 
 @dataclass(frozen=True)

@@ -208,14 +208,17 @@ def _bootstrap_pc(
     # Stage 1 learns the parameter/metric part without the objectives: conditioning on a
     # descendant never separates an upstream pair and, with near-deterministic objectives,
     # wrongly does. Stage 2 (all columns) contributes only the edges into objectives.
-    stages = [(np.flatnonzero(~is_obj), False), (np.arange(len(is_obj)), True)]
+    stages: list[tuple[np.ndarray, bool]] = [
+        (np.flatnonzero(~is_obj), False),
+        (np.arange(len(is_obj)), True),
+    ]
     size = len(table.nodes)
     adj = np.zeros((size, size))
     votes = np.zeros((size, size))
     ok = 0
     n = table.data.shape[0]
     for b in range(config.bootstrap):
-        rows = np.arange(n) if b == 0 else rng.integers(0, n, size=n)
+        rows = np.arange(n) if b == 0 else np.asarray(rng.integers(0, n, size=n))
         node_adj = np.zeros((size, size), dtype=bool)
         node_dir = np.zeros((size, size), dtype=bool)
         failed = False

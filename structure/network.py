@@ -171,7 +171,7 @@ class GPNetwork(EnsembleModel):
         """Fitted observation-noise variance of `node` in its model units (0 without a GP)."""
         if node not in self.gps:
             return 0.0
-        gp = self.gps[node]
+        gp: Any = self.gps[node]
         noise = float(gp.likelihood.noise.detach().reshape(-1)[0])
         return noise * float(gp.outcome_transform.stdvs.detach().reshape(-1)[0]) ** 2
 

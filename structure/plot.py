@@ -86,7 +86,10 @@ def _layout(structure: Structure, graph: Any) -> dict[str, tuple[float, float]]:
     order = {n: i for i, n in enumerate([*structure.params, *structure.topological_order()])}
     pos: dict[str, tuple[float, float]] = {}
     for tier in _TIER_X:
-        names = sorted((n for n in graph if graph.nodes[n]["tier"] == tier), key=order.get)
+        names = sorted(
+            (n for n in graph if graph.nodes[n]["tier"] == tier),
+            key=lambda n: order.get(n, len(order)),
+        )
         for i, name in enumerate(names):
             pos[name] = (_TIER_X[tier], -(i - (len(names) - 1) / 2.0))
     return pos

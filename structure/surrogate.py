@@ -66,6 +66,8 @@ class StructuredConfig:
         learn: Structure-learning options.
         network: GP-network options used for proposals.
         score_paths: Sample paths per node when scoring (smaller than for proposals).
+        selection: Score and choose between the models; False uses the network whenever a
+            structure with a metric on a path to an objective exists (benchmarks of a known DAG).
     """
 
     min_trials: int = 10
@@ -77,6 +79,7 @@ class StructuredConfig:
     learn: LearnConfig = field(default_factory=LearnConfig)
     network: NetworkConfig = field(default_factory=lambda: NetworkConfig(64, 256))
     score_paths: int = 64
+    selection: bool = True
 
     def __post_init__(self) -> None:
         if self.min_trials < 4 or self.relearn_every < 1 or self.cv_folds < 2 or self.window < 1:
@@ -198,6 +201,9 @@ class StructuredSurrogate(Surrogate):
         if not used & set(structure.metrics) - set(data.outcome_names):
             reason = "no tracking metric lies on a path to an objective; using the flat GP"
             return _Checkpoint(key, data.n, "flat", reason, structure, fmap)
+        if not self.config.selection:
+            reason = "model selection is off; using the network"
+            return _Checkpoint(key, data.n, "network", reason, structure, fmap)
         try:
             scores, models = _score(data, structure, fmap, self.flat, self.config, seed)
         except (StructureError, RuntimeError, ValueError) as err:
