@@ -7,8 +7,9 @@ Measures, on one core (torch and BLAS limited to one thread):
 * full cost evaluations per second on the 12-layer GPT-2 (``gpt2-full``): a fresh `Graph` object
   each time (topological order and liveness recomputed) with the per-node cost cache warm, and
   fully cold (every node cache cleared);
-* graph edits per second (a one-node rewrite: ``tanh`` -> ``sigmoid``) and incremental re-costs
-  per second of such edits from the parent's cost, plus the lazy peak-memory recomputation.
+* graph edits per second (a one-node rewrite: ``tanh`` -> ``sigmoid``), structural hashes of
+  such children per second (inheriting the parent's node hashes), and incremental re-costs per
+  second of such edits from the parent's cost.
 
 Prints a table and writes ``benchmarks/results/bench_rewrite_ir.json`` with the machine,
 versions and seeds. Targets: full GPT-2 import < 10 s; >= 200 full evaluations/s; incremental
@@ -135,12 +136,24 @@ def bench_cost(g: Graph, n_full: int = 200, n_edit: int = 2000) -> dict[str, Any
             assert abs(c2.latency - c.latency) <= 1e-9 * c.latency
         return min(n_full, n_edit)
 
+    def child_hashes() -> int:
+        for child in children[:n_full]:
+            child._hashes = child._digest = None  # as if fresh from the editor
+            child._hash_src = (
+                g,
+                frozenset(n.id for n in (*child.delta.removed, *child.delta.added)),
+            )
+            _ = child.hash
+        return min(n_full, n_edit)
+
+    _ = g.hash  # parent hashes exist, as in a search
     out = {
         "nodes": len(g),
         "full_evals_per_s": _rate(full_warm),
         "full_evals_cold_per_s": _rate(full_cold, 3),
         "edits_per_s": _rate(edits, 3),
         "incremental_per_s": _rate(incremental),
+        "child_hashes_per_s": _rate(child_hashes, 3),
         "checked_incremental_vs_full": _rate(incremental_with_peak, 1),
     }
     out["incremental_speedup"] = out["incremental_per_s"] / out["full_evals_per_s"]

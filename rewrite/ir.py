@@ -494,34 +494,55 @@ class Graph:
 
     # ------------------------------------------------------------------ hashing
     def _ensure_hashes(self) -> dict[int, bytes]:
-        if self._hashes is not None and len(self._hashes) == len(self._nodes):
-            return self._hashes
-        memo: dict[int, bytes] = {}
-        if self._hash_src is not None:
-            parent, changed = self._hash_src
-            if parent._hashes is not None:
-                memo = dict(parent._hashes)
-                stack = list(changed)
-                while stack:  # drop every descendant of a changed node
-                    nid = stack.pop()
-                    if memo.pop(nid, None) is not None or nid in changed:
-                        stack.extend(self.users(nid))
-            self._hash_src = None
+        memo = self._hashes
+        if memo is not None and len(memo) == len(self._nodes):
+            return memo
+        if memo is None:
+            memo = self._inherited_hashes()
         nodes = self._nodes
         blake = hashlib.blake2b
-        for nid in self.topo_order():
-            if nid in memo:
+        expanded: set[int] = set()
+        for root in nodes:
+            if root in memo:
                 continue
-            node = nodes[nid]
-            h = blake(node.local_key, digest_size=16)
-            for v in node.inputs:
-                h.update(memo[v.node])
-                h.update(v.index.to_bytes(2, "little"))
-            memo[nid] = h.digest()
-        for nid in list(memo):
-            if nid not in nodes:
-                del memo[nid]
+            stack = [root]
+            while stack:  # post-order over the nodes still missing a hash
+                nid = stack[-1]
+                if nid in memo:
+                    stack.pop()
+                    continue
+                node = nodes[nid]
+                missing = [v[0] for v in node.inputs if v[0] not in memo]
+                if missing:
+                    if nid in expanded:
+                        self.topo_order()  # an input is still missing after expansion: a cycle
+                    expanded.add(nid)
+                    stack.extend(missing)
+                    continue
+                h = blake(node.local_key, digest_size=16)
+                for v in node.inputs:
+                    h.update(memo[v[0]])
+                    h.update(v[1].to_bytes(2, "little"))
+                memo[nid] = h.digest()
+                stack.pop()
         self._hashes = memo
+        return memo
+
+    def _inherited_hashes(self) -> dict[int, bytes]:
+        """The parent's hashes minus every node the edit changed and their descendants."""
+        src, self._hash_src = self._hash_src, None
+        if src is None or src[0]._hashes is None or len(src[0]._hashes) != len(src[0]._nodes):
+            return {}
+        parent, changed = src
+        memo = dict(parent._hashes)
+        seen: set[int] = set()
+        stack = list(changed)
+        while stack:
+            nid = stack.pop()
+            if nid not in seen:
+                seen.add(nid)
+                memo.pop(nid, None)
+                stack.extend(self.users(nid))
         return memo
 
     def node_hash(self, nid: int) -> str:
