@@ -168,8 +168,12 @@ def _canonical_rules() -> list[Rule]:
 
 def algebra_rules() -> list[Rule]:
     """The algebra family."""
+    return [*_matmul_rules(), *_view_rules(), *_scalar_cse_rules(), *_canonical_rules()]
+
+
+def _matmul_rules() -> list[Rule]:
     mm, T = ("mm",), {"dim0": 0, "dim1": 1}
-    rules = [
+    return [
         Rule(
             "matmul_assoc_left_to_right",
             "algebra",
@@ -247,6 +251,11 @@ def algebra_rules() -> list[Rule]:
             inverse="transpose_of_matmul",
             direction="backward",
         ),
+    ]
+
+
+def _view_rules() -> list[Rule]:
+    return [
         Rule(
             "transpose_transpose",
             "algebra",
@@ -289,6 +298,11 @@ def algebra_rules() -> list[Rule]:
             "reshape/expand of x to its own shape -> x",
             pre=lambda m: m.type("x") == m.root_node().types[0],
         ),
+    ]
+
+
+def _scalar_cse_rules() -> list[Rule]:
+    return [
         Rule(
             "scalar_into_smaller_operand",
             "algebra",
@@ -347,4 +361,3 @@ def algebra_rules() -> list[Rule]:
             multi_output=True,
         ),
     ]
-    return [*rules, *_canonical_rules()]
