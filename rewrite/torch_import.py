@@ -17,6 +17,13 @@ much as the export itself.)
   the import emits one `OpaqueOpWarning` listing such ops.
 
 Shapes are static: the example inputs fix them.
+
+Known gaps (kept as opaque nodes when their inputs are not constant): ``cumsum``, ``flip``,
+``gather``, advanced indexing (``index.Tensor``), scatter, sort/top-k, transposed or 1-d/3-d
+convolutions, ``div`` with a rounding mode, pooling with ``ceil_mode`` or dilation, adaptive
+pooling to sizes other than 1x1, complex and float8 dtypes. None of them occurs in the
+`rewrite.zoo` models (all ten import with no opaque node); they appear there only in
+mask/position building, which is folded.
 """
 
 from __future__ import annotations

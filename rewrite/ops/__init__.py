@@ -8,7 +8,17 @@ layout ops, sources, opaque and fused nodes).
 from __future__ import annotations
 
 from rewrite.ops import elementwise, linalg, reduce, shape, special  # noqa: F401  (register ops)
-from rewrite.ops.base import KINDS, REQUIRED, OpDef, broadcast, get_op, op_names, promote, register
+from rewrite.ops.base import (
+    KINDS,
+    REQUIRED,
+    OpDef,
+    broadcast,
+    get_op,
+    op_names,
+    op_table,
+    promote,
+    register,
+)
 from rewrite.ops.elementwise import BINARY_OPS, UNARY_OPS
 from rewrite.ops.special import body_flops
 
@@ -22,6 +32,7 @@ __all__ = [
     "broadcast",
     "get_op",
     "op_names",
+    "op_table",
     "promote",
     "register",
 ]

@@ -21,6 +21,7 @@ __all__ = [
     "OpDef",
     "get_op",
     "op_names",
+    "op_table",
     "register",
 ]
 
@@ -156,6 +157,23 @@ def get_op(name: str) -> OpDef:
 def op_names() -> list[str]:
     """Names of every registered op, sorted."""
     return sorted(_REGISTRY)
+
+
+def op_table() -> str:
+    """A markdown table of every registered op: family, kind, arity, attributes, description."""
+    lines = [
+        "| op | family | kind | inputs | attributes | description |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name in sorted(_REGISTRY, key=lambda n: (_REGISTRY[n].family, n)):
+        op = _REGISTRY[name]
+        lo, hi = op.arity
+        arity = f"{lo}" if lo == hi else f"{lo}..{'n' if hi is None else hi}"
+        attrs = ", ".join(
+            f"`{k}`" if v is REQUIRED else f"`{k}={v!r}`" for k, v in op.attrs.items()
+        )
+        lines.append(f"| `{name}` | {op.family} | {op.kind} | {arity} | {attrs} | {op.doc} |")
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------- helpers

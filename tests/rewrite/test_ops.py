@@ -300,3 +300,9 @@ def test_shape_errors_name_the_op_and_rule(
     with pytest.raises(ShapeError, match=op) as info:
         gb.add_node(op, ins, attrs)
     assert fragment in str(info.value)
+
+
+def test_op_table_documents_every_op() -> None:
+    table = ops.op_table()
+    assert len(table.splitlines()) == len(ops.op_names()) + 2
+    assert "| `sdpa` | attention | kernel | 3..4 |" in table
