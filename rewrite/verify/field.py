@@ -280,6 +280,7 @@ _GOLDEN, _M1, _M2 = (
     np.uint64(0x94D049BB133111EB),
 )
 _S27, _S30, _S32 = np.uint64(27), np.uint64(30), np.uint64(32)
+_LO32 = np.uint64(0xFFFFFFFF)
 
 
 def prf(xp: Any, key: int, x: Any, modulus: int) -> Any:
@@ -296,11 +297,21 @@ def prf(xp: Any, key: int, x: Any, modulus: int) -> Any:
 
 
 def random_elements(xp: Any, key: str, shape: tuple[int, ...], modulus: int = PRIME) -> Any:
-    """A reproducible array of uniform elements of ``[0, modulus)`` drawn from ``key``."""
+    """A reproducible array of uniform elements of ``[0, modulus)`` drawn from ``key``.
+
+    Each 64-bit splitmix output yields two elements (Lemire reduction of each 32-bit half).
+    """
     n = 1
     for d in shape:
         n *= d
-    return prf(xp, _key64(key), xp.arange(n, dtype=xp.uint64), modulus).reshape(shape)
+    half = (n + 1) // 2
+    z = xp.arange(half, dtype=xp.uint64) * _GOLDEN + xp.uint64(_key64(key))
+    z = (z ^ (z >> _S30)) * _M1
+    z = (z ^ (z >> _S27)) * _M2
+    z = z ^ (z >> xp.uint64(31))
+    m = xp.uint64(modulus)
+    both = xp.concatenate([((z >> _S32) * m) >> _S32, ((z & _LO32) * m) >> _S32])
+    return both[:n].astype(xp.float64).reshape(shape)
 
 
 # ---------------------------------------------------------------------- special ops
@@ -496,8 +507,16 @@ def _fused(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
 def _const(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
     arr: ConstArray = node.attrs["value"]
     if is_float(arr.dtype):
-        return (f.xp.asarray(field_const(arr.array)),)
+        return (f.xp.asarray(_field_array(arr)),)
     return (f.xp.asarray(arr.array),)
+
+
+@functools.lru_cache(maxsize=1024)
+def _field_array(arr: ConstArray) -> np.ndarray:
+    """Field image of a constant (cached by content digest; read-only)."""
+    out = field_const(arr.array)
+    out.flags.writeable = False
+    return out
 
 
 _SPECIAL: Mapping[str, Special] = {

@@ -120,7 +120,8 @@ class Evaluator:
 
     def _remember(self, key: bytes, outs: tuple[Any, ...]) -> None:
         self.memo[key] = outs
-        self._bytes += sum(int(getattr(o, "nbytes", 0)) for o in outs)
+        for o in outs:
+            self._bytes += o.nbytes
         while self._bytes > self.memo_bytes and len(self.memo) > 1:
             _, old = self.memo.popitem(last=False)
             self._bytes -= sum(int(getattr(o, "nbytes", 0)) for o in old)
