@@ -322,9 +322,9 @@ def space(
             "population": Int(8, 256, log=True, default=32),
             "tau": Float(0.01, 10.0, log=True),
             "mutations": Int(1, 8),
-            "selection": Choice(["softmax", "tournament"]),
+            "selection": Choice(("softmax", "tournament")),
             "restart": Bool(),
-            "priors": Simplex(["fuse", "merge", "shard", "algebra"]),
+            "priors": Simplex(("fuse", "merge", "shard", "algebra")),
         }
     )
     configs = space.sample(n, seed=seed)

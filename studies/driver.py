@@ -48,8 +48,10 @@ def run(
 ) -> None:
     """Drive ``study`` until it holds ``n_trials`` finished trials (see module docstring)."""
     from studies.study import worker_id
+    from tuner.errors import SpaceExhaustedError
 
     worker = worker_id()
+    exhausted = False
     pool = executor if executor is not None else _process_pool(n_workers)
     running: dict[Future[Any], _Slot] = {}
     interval = study.settings.heartbeat_interval
@@ -58,9 +60,16 @@ def run(
     try:
         with _ProgressView(study, n_trials, progress) as view:
             while True:
-                pool = _fill(study, pool, running, worker, n_workers, n_trials, timeout, executor)
+                try:
+                    if not exhausted:
+                        pool = _fill(
+                            study, pool, running, worker, n_workers, n_trials, timeout, executor
+                        )
+                except SpaceExhaustedError as err:
+                    exhausted = True
+                    logger.warning("%s Finishing the trials in flight, then stopping.", err)
                 if not running:
-                    if _finished(study, n_trials):
+                    if exhausted or _finished(study, n_trials):
                         break
                     view.update()
                     time.sleep(min(interval, 0.5))
@@ -68,12 +77,7 @@ def run(
                 done, _ = wait(
                     list(running), timeout=min(interval, 1.0), return_when=FIRST_COMPLETED
                 )
-                broken = False
-                for fut in done:
-                    slot = running.pop(fut)
-                    outcome, crashed = _outcome(fut)
-                    broken |= crashed
-                    study.record(slot.number, outcome, worker)
+                broken = _collect(study, running, done, worker)
                 _expire(study, running, timeout, worker)
                 if broken and executor is None:
                     pool = _replace_pool(pool, running, study, worker, n_workers)
@@ -96,6 +100,19 @@ def run(
             pool.shutdown(wait=False, cancel_futures=True)
 
 
+def _collect(
+    study: Study, running: dict[Future[Any], _Slot], done: set[Future[Any]], worker: str
+) -> bool:
+    """Record finished futures; returns whether a worker process died."""
+    broken = False
+    for fut in done:
+        slot = running.pop(fut)
+        outcome, crashed = _outcome(fut)
+        broken |= crashed
+        study.record(slot.number, outcome, worker)
+    return broken
+
+
 def _process_pool(n_workers: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=n_workers, initializer=exit_with_parent)
 
@@ -111,16 +128,17 @@ def _fill(
     executor: Executor | None,
 ) -> Executor:
     free = n_workers - len(running)
-    if free <= 0:
+    evaluate = study.evaluate
+    if free <= 0 or evaluate is None:
         return pool
     for trial in study.allocate(worker, free, n_trials):
         try:
-            fut = pool.submit(run_evaluate, study.evaluate, trial.config, timeout)
+            fut = pool.submit(run_evaluate, evaluate, trial.config, timeout)
         except BrokenProcessPool:
             if executor is not None:
                 raise
             pool = _replace_pool(pool, running, study, worker, n_workers)
-            fut = pool.submit(run_evaluate, study.evaluate, trial.config, timeout)
+            fut = pool.submit(run_evaluate, evaluate, trial.config, timeout)
         running[fut] = _Slot(trial.number, time.monotonic())
     return pool
 

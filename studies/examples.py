@@ -31,7 +31,7 @@ def toy_space() -> Any:
         {
             "tau": Float(0.01, 10.0, log=True),
             "population": Int(4, 64, log=True),
-            "priors": Simplex(list(RULES)),
+            "priors": Simplex(RULES),
         }
     )
 

@@ -162,8 +162,8 @@ class Storage:
                 "evaluate_ref": study.evaluate_ref,
                 "created": study.created,
             }
-            new_id = conn.execute(_S.insert().values(**values)).inserted_primary_key[0]
-            return _study(conn.execute(select(_S).where(_S.c.id == new_id)).one())
+            conn.execute(_S.insert().values(**values))
+            return _study(conn.execute(select(_S).where(_S.c.name == study.name)).one())
 
     def get_study(self, name: str) -> StudyRecord:
         """The study called ``name``.

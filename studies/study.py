@@ -345,6 +345,7 @@ class Study:
         number = trial.number if isinstance(trial, TrialRecord) else int(trial)
         if (values is None) == (error is None):
             raise StudyError(f"tell(trial {number}) needs exactly one of values= or error=.")
+        msg: str | None
         if error is not None:
             msg = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else error
             state, vals, mets = "FAILED", None, dict(metrics or {})

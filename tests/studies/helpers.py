@@ -77,3 +77,8 @@ def constrained_evaluate(config: dict[str, Any]) -> dict[str, float]:
     out = toy_evaluate(config)
     out["memory"] = float(config["population"]) / 8.0
     return out
+
+
+def int_objective(config: dict[str, Any]) -> dict[str, float]:
+    """``f = (k - 1)^2`` for a space with one integer ``k``."""
+    return {"f": float((config["k"] - 1) ** 2)}

@@ -292,3 +292,21 @@ def test_settings_are_stored_and_validated(sqlite_url: str) -> None:
     with pytest.raises(ValueError, match="Unknown TunerOptions keys"):
         helpers.StudySettings(tuner_options={"bogus": 1})
     assert Storage(sqlite_url).get_study("s").evaluate_ref == "studies.examples:toy_evaluate"
+
+
+def test_exhausted_space_stops_cleanly(sqlite_url: str, caplog) -> None:
+    from spaces import Int, Space
+
+    study = Study(
+        "tiny",
+        Space({"k": Int(0, 2)}),
+        {"f": "minimize"},
+        helpers.int_objective,
+        storage=sqlite_url,
+        settings=helpers.fast_settings(100),
+    )
+    with caplog.at_level("WARNING", logger="studies.driver"):
+        study.optimize(10, progress=False)
+    assert sorted(t.config["k"] for t in study.trials) == [0, 1, 2]
+    assert all(t.state == "COMPLETE" for t in study.trials)
+    assert "exhausted" in caplog.text
