@@ -144,13 +144,13 @@ class SearchConfig:
 
     population: int = 24
     archive_size: int = 64
-    tau: float = 1.0
-    m: int = 2
+    tau: float = 0.3
+    m: int = 1
     alpha: float = 1.05
     beta: float = 0.5
     eta: float = 0.1
     restart_prob: float = 0.05
-    verify_rate: float = 0.25
+    verify_rate: float = 0.05
     max_fusion_size: int = 8
     window: int = 200
     epsilon: float = 1e-5

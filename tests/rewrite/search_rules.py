@@ -98,6 +98,16 @@ WRONG_EXP = Rule(
     doc="exp(x + y) -> exp(x) + exp(y)  (WRONG: must be rejected)",
 )
 
+WRONG_DROP_NEG = Rule(
+    name="test_wrong_drop_neg",
+    family="algebra",
+    pattern=(P("neg", V("x")),),
+    build=_neg_neg,
+    sample=_neg_sample,
+    trades={"kernels": "-"},
+    doc="-x -> x  (WRONG, and it looks profitable: must be rejected)",
+)
+
 TEST_RULES = [MM_ASSOC_LEFT, MM_ASSOC_RIGHT, NEG_NEG]
 
 

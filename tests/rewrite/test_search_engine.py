@@ -13,7 +13,7 @@ from rewrite.optimize.errors import PriorsError, SearchConfigError, SearchError
 from rewrite.optimize.pareto import dominates, non_dominated
 from rewrite.optimize.result import RULE_COUNTERS
 from rewrite.verify import Verifier
-from tests.rewrite.search_rules import NEG_NEG, TEST_RULES, WRONG_EXP, chain_graph
+from tests.rewrite.search_rules import NEG_NEG, TEST_RULES, WRONG_DROP_NEG, WRONG_EXP, chain_graph
 
 CHAIN = chain_graph([256, 8, 256, 8, 256, 8, 256], negs=2)
 
@@ -76,23 +76,29 @@ def test_metrics_names_and_counts() -> None:
     assert sum(res.priors.values()) == pytest.approx(1.0)
 
 
-def test_wrong_rule_is_rejected_and_never_reported() -> None:
+@pytest.mark.parametrize("verify_rate", [1.0, 0.0])
+def test_wrong_rules_are_rejected_and_never_reported(verify_rate: float) -> None:
     b = GraphBuilder("expadd")
     x, y = b.input("x", (16, 16)), b.input("y", (16, 16))
     w = b.param("w", (16, 16))
-    g = b.build([b.neg(b.neg(b.mm(b.exp(b.add(x, y)), w)))])
-    rules = [NEG_NEG, WRONG_EXP]
+    g = b.build([b.neg(b.mm(b.exp(b.add(x, y)), w)), b.neg(b.neg(y))])
+    rules = [NEG_NEG, WRONG_EXP, WRONG_DROP_NEG]
     res = search(
         g,
-        SearchConfig(max_steps=40, verify_rate=1.0, objectives=("latency", "kernels")),
-        priors={"test_wrong_exp_split": 0.9, "test_neg_neg": 0.1},
+        SearchConfig(max_steps=40, verify_rate=verify_rate, objectives=("latency", "kernels")),
+        priors={"test_wrong_exp_split": 0.4, "test_wrong_drop_neg": 0.4, "test_neg_neg": 0.2},
         rules=rules,
         verify_cache=None,
     )
     m = res.metrics()
-    assert m["rule.test_wrong_exp_split.rejected"] > 0
-    assert m["rule.test_wrong_exp_split.accepted"] == 0
-    assert all("test_wrong_exp_split" not in s.rules for s in res.pareto)
+    assert m["rule.test_wrong_drop_neg.rejected"] > 0
+    for wrong in ("test_wrong_exp_split", "test_wrong_drop_neg"):
+        assert all(wrong not in s.rules for s in res.pareto)
+    if verify_rate == 1.0:
+        assert m["rule.test_wrong_drop_neg.accepted"] == 0
+    checker = Verifier(mode="field", tests=2, seed=3)
+    assert all(checker.check(g, s.graph).ok for s in res.pareto)
+    assert res.reduction("kernels") > 0  # the sound rule still fires
 
 
 def test_memory_cap_region_is_never_reported() -> None:
