@@ -22,7 +22,11 @@ from rewrite.ops.base import (
 from rewrite.ops.elementwise import BINARY_OPS, UNARY_OPS
 from rewrite.ops.special import body_flops
 
+#: Names of the ops this package registers itself (other packages may register more).
+BUILTIN_OPS: frozenset[str] = frozenset(op_names())
+
 __all__ = [
+    "BUILTIN_OPS",
     "BINARY_OPS",
     "KINDS",
     "REQUIRED",
