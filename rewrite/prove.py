@@ -20,7 +20,8 @@ monomials (instant for correct rules), otherwise by asking z3 for a model of
 a counterexample, and ``unknown`` (a timeout) counts as a rejection.
 
 Verdicts are cached in a `VerdictCache` (namespace ``"proof"``) under the rule fingerprint
-(`Rule.fingerprint`), so each rule is proven once per machine until it changes.
+(`Rule.fingerprint`) and `SEMANTICS_VERSION`, so each rule is proven once per machine until the
+rule or the symbolic semantics change. Only ``proved`` and ``refuted`` verdicts are cached.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ __all__ = ["VERDICTS", "ProofResult", "prove_graphs", "prove_rule"]
 #: Possible verdicts; only ``"proved"`` accepts a rule.
 VERDICTS = ("proved", "refuted", "unknown", "error")
 _PROOF_SEED = 0
+#: Version of the symbolic semantics; part of every cache key, so a change re-proves every rule.
+SEMANTICS_VERSION = 2
 
 _LINEAR = frozenset(
     {
@@ -407,7 +410,7 @@ def prove_rule(
     except Exception as exc:  # a broken sample or builder rejects the rule
         return ProofResult(rule.name, "error", f"instantiating the rule failed: {exc!r}", "", 0.0)
     if cache is not None:
-        rec = cache.get("proof", fp)
+        rec = cache.get("proof", f"{fp}|v{SEMANTICS_VERSION}")
         if rec is not None:
             return ProofResult(rec["rule"], rec["verdict"], rec["detail"], fp, 0.0, True)
     verdict, detail = "error", "no site"
@@ -423,5 +426,5 @@ def prove_rule(
     if cache is not None and verdict in ("proved", "refuted"):
         rec = asdict(res)
         rec.pop("cached")
-        cache.put("proof", fp, rec)
+        cache.put("proof", f"{fp}|v{SEMANTICS_VERSION}", rec)
     return res

@@ -34,7 +34,7 @@ from rewrite.rule_errors import MatchError, VerificationError
 from rewrite.verify.backend import Backend, get_backend
 from rewrite.verify.cache import VerdictCache
 from rewrite.verify.degree import degree_bound
-from rewrite.verify.field import PRIME, FieldOps
+from rewrite.verify.field import PRIME, SEMANTICS_VERSION, FieldOps
 from rewrite.verify.interp import Evaluator, FloatOps
 from rewrite.verify.region import region_graphs
 
@@ -126,7 +126,7 @@ class Verifier:
 
     def _key(self, a: Graph, b: Graph) -> str:
         lo, hi = sorted((a.hash, b.hash))
-        return f"{lo}|{hi}|{self.mode}|{self.tests}|{self.seed}"
+        return f"{lo}|{hi}|{self.mode}|{self.tests}|{self.seed}|v{SEMANTICS_VERSION}"
 
     def _run(self, a: Graph, b: Graph, mode: str) -> CheckResult:
         for i in range(self.tests):

@@ -38,11 +38,13 @@ from rewrite.ir import ConstArray, Node, numpy_dtype
 from rewrite.ops import get_op
 from rewrite.rule_errors import VerificationError
 
-__all__ = ["MAX_CHUNK", "PRIME", "FieldOps", "field_const"]
+__all__ = ["MAX_CHUNK", "PRIME", "SEMANTICS_VERSION", "FieldOps", "field_const", "random_elements"]
 
 #: The field's prime: a safe prime below 2**20 (``(p - 1) / 2 = 524,171`` is prime too).
 PRIME = 1_048_343
 _INV_P = 1.0 / PRIME
+#: Version of the field semantics; part of every cached verdict's key.
+SEMANTICS_VERSION = 2
 #: Longest contraction summed in one float64 product (``MAX_CHUNK * p**2 < 2**53``).
 MAX_CHUNK = 8192
 
