@@ -14,7 +14,7 @@ from tuner import Tuner, TunerOptions
 torch.set_num_threads(1)
 
 OBJECTIVES = {"latency": "minimize", "speedup": "maximize"}
-FAST = TunerOptions(num_restarts=2, raw_samples=32, maxiter=15, mc_samples=16, fit_maxiter=25)
+FAST = TunerOptions(num_restarts=2, raw_samples=16, maxiter=8, mc_samples=8, fit_maxiter=15)
 
 
 def make_space() -> Space:

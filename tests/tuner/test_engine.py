@@ -47,8 +47,8 @@ class RecordingSurrogate(Surrogate):
 
 
 def _mixed_history(tuner: Tuner) -> None:
-    """Complete, fail (raise and NaN) and leave running some trials, past the Sobol design."""
-    run(tuner, 5)
+    """Complete, fail (raise and NaN) and leave running some trials (n_initial=3: one model batch)."""
+    run(tuner, 3)
     a, b, c = tuner.ask(3)
     tuner.fail(a.id, TimeoutError("took too long"))
     tuner.tell(b.id, {"latency": math.nan, "speedup": 1.0}, metrics=evaluate(b.config)[1])
@@ -56,12 +56,14 @@ def _mixed_history(tuner: Tuner) -> None:
 
 
 def test_rebuild_from_trials_proposes_the_same(space: Space) -> None:
-    tuner = make_tuner(space, constraints=("search_seconds <= 6",), seed=5)
+    tuner = make_tuner(space, constraints=("search_seconds <= 6",), seed=5, n_initial=3)
     _mixed_history(tuner)
     records = json.loads(json.dumps([t.to_dict() for t in tuner.trials]))
-    rebuilt = make_tuner(space, constraints=("search_seconds <= 6",), seed=5, trials=records)
+    rebuilt = make_tuner(
+        space, constraints=("search_seconds <= 6",), seed=5, n_initial=3, trials=records
+    )
     assert rebuilt.trials == tuner.trials
-    assert [t.config for t in rebuilt.ask(2)] == [t.config for t in tuner.ask(2)]
+    assert [t.config for t in rebuilt.ask(1)] == [t.config for t in tuner.ask(1)]
 
 
 def test_different_seed_proposes_differently(space: Space) -> None:
@@ -86,8 +88,8 @@ import json, sys, torch
 sys.path.insert(0, {root!r})
 torch.set_num_threads(1)
 from tests.tuner.conftest import make_space, make_tuner, run
-tuner = make_tuner(make_space(), constraints=("search_seconds <= 6",), seed=11)
-run(tuner, 3, batch=2)
+tuner = make_tuner(make_space(), constraints=("search_seconds <= 6",), seed=11, n_initial=3)
+run(tuner, 2, batch=2)
 print(json.dumps([t.to_dict() for t in tuner.trials]))
 """
 
@@ -103,20 +105,20 @@ def test_seeded_run_repeats_in_a_fresh_process() -> None:
         timeout=300,
     )
     fresh = json.loads(out.stdout.strip().splitlines()[-1])
-    tuner = make_tuner(make_space(), constraints=("search_seconds <= 6",), seed=11)
-    run(tuner, 3, batch=2)
+    tuner = make_tuner(make_space(), constraints=("search_seconds <= 6",), seed=11, n_initial=3)
+    run(tuner, 2, batch=2)
     assert fresh == json.loads(json.dumps([t.to_dict() for t in tuner.trials]))
-    assert sum(t["state"] == "COMPLETE" for t in fresh) == 6
+    assert sum(t["state"] == "COMPLETE" for t in fresh) == 4
 
 
 def test_failed_trials_never_reach_the_surrogate(space: Space) -> None:
     surrogate = RecordingSurrogate()
-    tuner = make_tuner(space, surrogate=surrogate)
+    tuner = make_tuner(space, surrogate=surrogate, n_initial=3)
     _mixed_history(tuner)
     tuner.ask(1)
     data = surrogate.seen[-1]
     completed = [t for t in tuner.trials if t.state is TrialState.COMPLETE]
-    assert data.n == len(completed) == 5
+    assert data.n == len(completed) == 3
     assert torch.equal(data.X, space.to_unit([t.config for t in completed]))
     assert bool(torch.isfinite(data.Y).all())
     assert data.outcome_names == ["latency", "speedup"] and data.n_objectives == 2
@@ -127,7 +129,7 @@ def test_failed_trials_never_reach_the_surrogate(space: Space) -> None:
 
 
 def test_pending_points_are_running_waiting_and_latest_failed(space: Space) -> None:
-    tuner = make_tuner(space)
+    tuner = make_tuner(space, n_initial=10)  # Sobol only: no model needed here
     _mixed_history(tuner)
     tuner.enqueue(space.default())
     trials = tuner.trials
@@ -180,7 +182,7 @@ def test_constraint_metrics_are_modeled_outcomes(space: Space) -> None:
 
 def test_single_objective(space: Space) -> None:
     tuner = Tuner(space, {"latency": "minimize"}, options=FAST, n_initial=3)
-    for _ in range(5):
+    for _ in range(4):
         (t,) = tuner.ask()
         tuner.tell(t.id, {"latency": evaluate(t.config)[0]["latency"]})
     assert len(tuner.pareto()) == 1
@@ -238,3 +240,21 @@ def test_objectives_property_is_a_copy(space: Space) -> None:
     tuner = make_tuner(space)
     tuner.objectives["latency"] = "maximize"
     assert tuner.objectives == OBJECTIVES
+
+
+def test_pending_point_discounts_the_acquisition_there(space: Space) -> None:
+    """The failed-region rule relies on this: a pending x has (almost) no improvement left."""
+    from tuner.acquisition import build_acquisition
+
+    tuner = make_tuner(space, n_initial=6)
+    run(tuner, 6)
+    problem = Problem(OBJECTIVES)
+    done = tuner.trials
+    data = problem.training_data(space, done, seed=0)
+    model = FlatSurrogate({"maxiter": 15}).fit(data)
+    ref = infer_reference(problem, done, None, 0.1)
+    x = space.sample_unit(1, 123)
+    free = build_acquisition(model, problem, data.X, None, ref, 32, 0)
+    pending = build_acquisition(model, problem, data.X, x, ref, 32, 0)
+    with torch.no_grad():
+        assert pending(x.unsqueeze(0)) < free(x.unsqueeze(0))

@@ -138,7 +138,7 @@ def test_enqueued_trials_go_out_first(space: Space) -> None:
 
 def test_proposals_are_valid_and_distinct(space: Space) -> None:
     tuner = make_tuner(space, n_initial=3)
-    run(tuner, 3, batch=2)  # Sobol, then two model batches
+    run(tuner, 2, batch=2)  # Sobol (and one model point), then a model batch
     configs = [t.config for t in tuner.trials]
     for c in configs:
         space.validate(c)
@@ -163,8 +163,8 @@ def test_exhausted_space_raises_without_change() -> None:
 
 
 def test_pareto_respects_constraints(space: Space) -> None:
-    tuner = make_tuner(space, constraints=("search_seconds <= 4",))
-    run(tuner, 6)
+    tuner = make_tuner(space, constraints=("search_seconds <= 4",), n_initial=8)
+    run(tuner, 8)
     front = tuner.pareto()
     assert front, "some trial is feasible"
     done = [t for t in tuner.trials if t.state is TrialState.COMPLETE]
