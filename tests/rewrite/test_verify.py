@@ -206,3 +206,12 @@ def test_whole_graph_check_of_gpt2(zoo_gpt2):
     assert v.check(zoo_gpt2, child).ok
     bad = rules_by_name()["unfuse_attention"]
     assert v.check(zoo_gpt2, bad.apply(zoo_gpt2, bad.matches(zoo_gpt2)[0])).ok
+
+
+def test_seeded_check_repeats_exactly_in_a_fresh_process():
+    code = (
+        "from tests.rewrite.test_verify import _pair; from rewrite.verify import Verifier; "
+        "print(Verifier(seed=11, tests=2).check(*_pair(True)).detail)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == Verifier(seed=11, tests=2).check(*_pair(True)).detail
