@@ -27,11 +27,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from botorch.acquisition.objective import PosteriorTransform
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
 from botorch.models.ensemble import EnsembleModel
 from botorch.models.transforms.input import Normalize
 from botorch.models.transforms.outcome import Standardize
+from botorch.posteriors.ensemble import EnsemblePosterior
 from botorch.sampling.pathwise import draw_kernel_feature_paths, draw_matheron_paths
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
@@ -40,7 +42,7 @@ from torch.nn import ModuleDict
 from structure.dag import Structure
 from structure.errors import StructureError
 
-__all__ = ["GPNetwork", "NetworkConfig", "fit_gp_network"]
+__all__ = ["GPNetwork", "NetworkConfig", "PathPosterior", "fit_gp_network"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,43 @@ class _NodeSpec:
     name: str
     columns: list[int]  # columns of X read by the node's GP
     parents: list[str]  # parent nodes whose values the GP (or formula) reads
+
+
+class PathPosterior(EnsemblePosterior):
+    """The network's posterior: an ensemble of ``S`` composed sample paths.
+
+    Works with BoTorch's `IndexSampler` (base samples are path indices, as for any
+    `EnsemblePosterior`) and with the Gaussian MC samplers (`SobolQMCNormalSampler`,
+    `IIDNormalSampler`) that acquisition functions build by default: a standard-normal base
+    sample ``z`` picks path ``floor(Phi(z) * S)``, one path per MC sample for all ``q`` points
+    and outputs jointly. Sobol base samples thus stratify the choice of paths.
+
+    Args:
+        values: A ``batch x S x q x m``-dim Tensor of path values.
+    """
+
+    @property
+    def base_sample_shape(self) -> torch.Size:
+        """``batch x 1 x 1``: one base sample per MC sample (and batch)."""
+        return self.batch_shape + torch.Size([1, 1])
+
+    @property
+    def batch_range(self) -> tuple[int, int]:
+        """The t-batch dimensions of `base_sample_shape` (collapsed by the samplers)."""
+        return (0, -2)
+
+    def rsample_from_base_samples(self, sample_shape: torch.Size, base_samples: Tensor) -> Tensor:
+        """Samples for index base samples (``sample_shape x batch``) or normal base samples
+        (``sample_shape x batch x 1 x 1``).
+
+        Returns:
+            A ``sample_shape x batch x q x m``-dim Tensor.
+        """
+        if base_samples.is_floating_point():
+            uniform = torch.special.ndtr(base_samples[..., 0, 0])
+            index = (uniform * self.ensemble_size).long().clamp(0, self.ensemble_size - 1)
+            base_samples = index.expand(sample_shape + self.batch_shape)
+        return super().rsample_from_base_samples(sample_shape, base_samples)
 
 
 class GPNetwork(EnsembleModel):
@@ -109,6 +148,27 @@ class GPNetwork(EnsembleModel):
             )
         for p in self.parameters():
             p.requires_grad_(False)
+
+    def posterior(
+        self,
+        X: Tensor,
+        output_indices: list[int] | None = None,
+        posterior_transform: PosteriorTransform | None = None,
+        **kwargs: Any,
+    ) -> PathPosterior:
+        """Joint posterior at ``X`` (``batch x q x d``) over the outputs (all, or `output_indices`).
+
+        Returns:
+            A `PathPosterior` with values ``batch x num_paths x q x m``.
+        """
+        self.eval()
+        values = self.forward(X)
+        if output_indices is not None:
+            values = values[..., output_indices]
+        posterior = PathPosterior(values)
+        if posterior_transform is not None:
+            return posterior_transform(posterior=posterior, X=X)  # type: ignore[return-value]
+        return posterior
 
     def forward(self, X: Tensor) -> Tensor:
         """Network outputs at ``X``.

@@ -10,6 +10,7 @@ from botorch.models import SingleTaskGP
 from botorch.optim import optimize_acqf
 from botorch.posteriors.ensemble import EnsemblePosterior
 from botorch.sampling.index_sampler import IndexSampler
+from botorch.sampling.normal import SobolQMCNormalSampler
 
 from structure import Edge, Formula, NetworkConfig, Structure, StructureError, fit_gp_network
 
@@ -48,6 +49,10 @@ def test_posterior_shapes_and_sampling(network) -> None:
         assert post.mean.shape == (*shape[:-1], 3)
         samples = IndexSampler(torch.Size([7]), seed=0)(post)
         assert samples.shape == (7, *shape[:-1], 3)
+        normal = SobolQMCNormalSampler(torch.Size([8]), seed=0)(post)
+        assert normal.shape == (8, *shape[:-1], 3)
+        flat = post.values.movedim(-3, 0).reshape(32, -1)  # every sample is one whole path
+        assert all((flat == row).all(-1).any() for row in normal.movedim(-3, -3).reshape(8, -1))
         assert post.rsample(torch.Size([2])).shape == (2, *shape[:-1], 3)
 
 
@@ -103,17 +108,17 @@ def test_qlognehvi_with_an_intermediate_constraint_runs_on_the_network(network) 
     acq = qLogNoisyExpectedHypervolumeImprovement(
         net, ref_point=[-7.0, -10.0], X_baseline=X, prune_baseline=True, cache_root=False,
         objective=IdentityMCMultiOutputObjective(outcomes=[0, 1]), constraints=[lambda Z: Z[..., 2] - 2.0],
-        sampler=IndexSampler(torch.Size([32]), seed=0),
+        sampler=SobolQMCNormalSampler(torch.Size([32]), seed=0),  # what the tuner passes
     )  # fmt: skip
     Xq = torch.rand(3, 1, 3, dtype=torch.float64, requires_grad=True)
     acq(Xq).sum().backward()
     assert torch.isfinite(Xq.grad).all() and Xq.grad.abs().sum() > 0
     bounds = torch.stack([torch.zeros(3), torch.ones(3)]).double()
     cand, value = optimize_acqf(
-        acq, bounds, q=1, num_restarts=2, raw_samples=16, options={"maxiter": 5}
+        acq, bounds, q=2, num_restarts=2, raw_samples=16, options={"maxiter": 5}, sequential=True
     )  # fmt: skip
-    assert cand.shape == (1, 3) and ((cand >= 0) & (cand <= 1)).all()
-    assert torch.isfinite(value)
+    assert cand.shape == (2, 3) and ((cand >= 0) & (cand <= 1)).all()
+    assert torch.isfinite(value).all()
 
 
 def test_missing_values_or_outputs_are_clear_errors() -> None:
