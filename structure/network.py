@@ -149,7 +149,7 @@ class GPNetwork(EnsembleModel):
         for p in self.parameters():
             p.requires_grad_(False)
 
-    def posterior(
+    def posterior(  # type: ignore[override]
         self,
         X: Tensor,
         output_indices: list[int] | None = None,
