@@ -1,10 +1,14 @@
 """Stochastic multi-objective rewrite search driven by rule priors (Tapestry-style).
 
-Public names: `SearchConfig` (every knob and its range), `search_space` (the tuner's space over
-those knobs and the rule priors), `RulePriors` (rule firing priors, versioned JSON), and the
-Pareto utilities in `rewrite.optimize.pareto`.
+`search` (re-exported as `rewrite.search`) runs the Pareto search, or a baseline, on a graph and
+returns a `SearchResult`; `search_suite` runs one configuration over several graphs.
+`SearchConfig` holds every knob with its valid range; `search_space` turns the tunable knobs
+plus the rule priors into a `spaces.Space`, and `config_from_params` maps a point of it back.
+`RulePriors` holds the rule firing priors (versioned JSON, also the studies export format).
+Pareto utilities live in `rewrite.optimize.pareto`.
 """
 
+from rewrite.optimize.api import default_rules, make_verifier, search
 from rewrite.optimize.config import (
     DEFAULT_TUNED,
     KNOBS,
@@ -15,16 +19,28 @@ from rewrite.optimize.config import (
 )
 from rewrite.optimize.errors import PriorsError, SearchConfigError, SearchError
 from rewrite.optimize.priors import RulePriors
+from rewrite.optimize.result import RULE_COUNTERS, RunStats, SearchResult, Solution, Step
+from rewrite.optimize.suite import SuiteResult, search_suite
 
 __all__ = [
     "DEFAULT_TUNED",
     "KNOBS",
+    "RULE_COUNTERS",
     "STRATEGIES",
     "PriorsError",
     "RulePriors",
+    "RunStats",
     "SearchConfig",
     "SearchConfigError",
     "SearchError",
+    "SearchResult",
+    "Solution",
+    "Step",
+    "SuiteResult",
     "config_from_params",
+    "default_rules",
+    "make_verifier",
+    "search",
     "search_space",
+    "search_suite",
 ]
