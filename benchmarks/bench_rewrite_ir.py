@@ -214,6 +214,7 @@ def main() -> None:
         ("full_evals_per_s", ">= 200"),
         ("full_evals_cold_per_s", ""),
         ("edits_per_s", ""),
+        ("child_hashes_per_s", ""),
         ("incremental_per_s", ">= 20x full"),
         ("incremental_speedup", ">= 20"),
     ):
