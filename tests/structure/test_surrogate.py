@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -95,10 +96,13 @@ def test_tuner_runs_with_the_structured_surrogate() -> None:
     from tuner import Tuner
 
     data = sum_sine_data(1, seed=0)
-    tuner = Tuner(data.space, {"o": "maximize"}, seed=0, surrogate=_surrogate(), n_initial=10)
-    for _ in range(14):
+    cfg = dataclasses.replace(FAST, selection=False)
+    surrogate = StructuredSurrogate(config=cfg, structure=sum_sine_structure())
+    tuner = Tuner(data.space, {"o": "maximize"}, seed=0, surrogate=surrogate, n_initial=10)
+    for _ in range(13):
         (trial,) = tuner.ask(1)
         x = torch.tensor([list(trial.config.values())], dtype=torch.float64)
         m = float(x.mean())
         tuner.tell(trial.id, {"o": float(torch.sin(torch.tensor(12.0 * m)))}, metrics={"m": m})
-    assert len(tuner.trials) == 14
+    assert len(tuner.trials) == 13
+    assert surrogate.describe()["model"] == "network"
