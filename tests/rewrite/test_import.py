@@ -97,3 +97,9 @@ def test_full_zoo_model_imports_whole(name: str) -> None:
         g = zoo.build(name, size="full")
     assert "opaque" not in g.op_counts()
     assert len(g) > 400
+
+
+@pytest.mark.parametrize("name", ["llama"])
+def test_meta_device_build_gives_the_same_graph(name: str) -> None:
+    # weights on meta, non-persistent buffers (rotary tables, position ids) captured on the CPU
+    assert zoo.build(name, device="meta").hash == zoo.build(name).hash
