@@ -5,8 +5,10 @@ compares every output. In ``field`` mode (default) values live in ``F_p`` (see
 `rewrite.verify.field`): equality is exact and one test falsely accepts a wrong graph with
 probability at most ``d / p`` (``d`` the degree bound, estimated per graph); ``tests`` independent
 tests give the reported ``bound = (d / p) ** tests``. In ``float`` mode the reference
-implementations run in the declared dtypes and outputs are compared with dtype-aware tolerances
-(`TOLERANCES`); no bound is claimed (``bound = nan``). ``mode="auto"`` uses the field and falls
+implementations run in the declared dtypes (inputs standard normal, parameters uniform in
+``[0.5, 1.5]`` so variances and norms stay valid) and outputs are compared with dtype-aware
+tolerances (`TOLERANCES`); non-finite outputs make the check inconclusive, which rejects; no bound
+is claimed (``bound = nan``). ``mode="auto"`` uses the field and falls
 back to float when a graph holds an op without field semantics.
 
 Cheap checks for a search: `check_rewrite(parent, child)` reuses the memoized values of every
@@ -154,13 +156,16 @@ class Verifier:
         else:
             rtol, atol = TOLERANCES.get(dtype, (1e-4, 1e-4))
             xf, yf = x.astype(np.float64), y.astype(np.float64)
+            if not (np.isfinite(xf).all() and np.isfinite(yf).all()):
+                return (
+                    "non-finite outputs (inf/nan): the float check is inconclusive, so it rejects"
+                )
             scale = max(
                 float(np.max(np.abs(xf), initial=0.0)),
                 float(np.max(np.abs(yf), initial=0.0)),
                 1e-30,
             )
-            both_nan = np.isnan(xf) & np.isnan(yf)
-            diff = ~(np.isclose(xf, yf, rtol=rtol, atol=atol * scale) | both_nan)
+            diff = ~np.isclose(xf, yf, rtol=rtol, atol=atol * scale)
         if not diff.any():
             return ""
         idx = tuple(int(i) for i in np.argwhere(diff)[0])

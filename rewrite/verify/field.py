@@ -500,6 +500,23 @@ def _avg_pool(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
     return (f.mod(summed * _inv_int(kh * kw)),)
 
 
+def _max_pool(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
+    """Symmetric surrogate of max pooling: the window sum of a random map (padding = -inf)."""
+    xp = f.xp
+    (kh, kw), (sh, sw), (ph, pw) = node.attrs["kernel"], node.attrs["stride"], node.attrs["padding"]
+    x = xp.pad(
+        f.to_field(a[0]), ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=_scalar(-math.inf)
+    )
+    m = f.rmap("max_pool2d", x)
+    ho, wo = node.types[0].shape[2:]
+    out = None
+    for i in range(kh):
+        for j in range(kw):
+            part = m[:, :, i : i + sh * (ho - 1) + 1 : sh, j : j + sw * (wo - 1) + 1 : sw]
+            out = part if out is None else out + part
+    return (f.mod(out),)
+
+
 def _fused(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
     from rewrite.verify.interp import run_body
 
@@ -539,6 +556,7 @@ _SPECIAL: Mapping[str, Special] = {
     "sdpa": _sdpa,
     "conv2d": _conv,
     "avg_pool2d": _avg_pool,
+    "max_pool2d": _max_pool,
     "fused": _fused,
     "const": _const,
 }

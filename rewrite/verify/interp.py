@@ -54,7 +54,8 @@ class FloatOps:
 
         if node.op == "fused":
             return run_body(self, node.attrs["body"], args)
-        outs = get_op(node.op).impl(self.xp, list(args), node.attrs)
+        with np.errstate(all="ignore"):  # non-finite results are judged by the checker, not warned
+            outs = get_op(node.op).impl(self.xp, list(args), node.attrs)
         return tuple(
             self.xp.asarray(o).astype(numpy_dtype(t.dtype), copy=False)
             for o, t in zip(outs, node.types)
@@ -116,7 +117,11 @@ class Evaluator:
                 return a != 0
             return a if is_float(t.dtype) else a.astype(numpy_dtype(t.dtype))
         rng = _source_rng(seed, key)
-        return xp.asarray(rng.standard_normal(t.shape).astype(numpy_dtype(t.dtype)))
+        if node.op == "param":  # positive weights keep variances, scales and norms in range
+            a = rng.uniform(0.5, 1.5, t.shape)
+        else:
+            a = rng.standard_normal(t.shape)
+        return xp.asarray(a.astype(numpy_dtype(t.dtype)))
 
     def _remember(self, key: bytes, outs: tuple[Any, ...]) -> None:
         self.memo[key] = outs

@@ -172,3 +172,22 @@ def test_registry_matches_and_applies():
     reg = RuleRegistry([rule], verify=False)
     sites = reg.matches(g)["fuse_elementwise"]
     assert sites and reg.apply(g, sites[0]).op_counts()["fused"] == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["gpt2", "bert", "llama", "vit", "resnet"])
+def test_random_rewrite_chains_on_zoo_graphs_stay_equivalent(model):
+    from rewrite import zoo
+
+    rng = np.random.default_rng(0)
+    g0 = zoo.build(model)
+    v = Verifier(mode="field", tests=1)
+    for _ in range(4):
+        g, history = g0, []
+        for _ in range(6):
+            table = [(r, s) for r in RULES for s in r.matches(g)]
+            r, s = table[rng.integers(len(table))]
+            g = r.apply(g, s)
+            history.append(r.name)
+        res = v.check(g0, g)
+        assert res.ok, (history, res.detail)

@@ -117,17 +117,53 @@ def test_signature_mismatch_is_a_clear_error():
         Verifier().check(g1, g2)
 
 
+def _softplus_op() -> str:
+    """A test-only op with a numpy implementation but no field semantics."""
+    from rewrite.ops import OpDef, op_names, register
+
+    name = "test_only_softplus"
+    if name not in op_names():
+        register(
+            OpDef(name, lambda ins, a: (ins[0],), lambda xp, arrs, a: (xp.log1p(xp.exp(arrs[0])),))
+        )
+    return name
+
+
 def test_field_mode_rejects_ops_without_field_semantics_and_auto_falls_back():
+    name = _softplus_op()
+
     def g(double_neg: bool):
-        b = GraphBuilder("mp")
-        x = b.input("x", (1, 1, 4, 4))
+        b = GraphBuilder("sp")
+        x = b.input("x", (3, 4))
         x = op(b, "neg", op(b, "neg", x)) if double_neg else x
-        return b.build([op(b, "max_pool2d", x, kernel=(2, 2))])
+        return b.build([op(b, name, x)])
 
     with pytest.raises(VerificationError, match="finite-field"):
         Verifier(mode="field").check(g(False), g(True))
     res = Verifier(mode="auto").check(g(False), g(True))
     assert res.ok and res.mode == "float"
+
+
+def test_max_pool_has_a_symmetric_field_surrogate():
+    def g(swap: bool):
+        b = GraphBuilder("mp")
+        x = b.input("x", (1, 2, 4, 4))
+        y = op(b, "max_pool2d", op(b, "relu", x), kernel=(3, 3), stride=(1, 1), padding=(1, 1))
+        return b.build([op(b, "permute", y, dims=(0, 1, 3, 2)) if swap else y])
+
+    v = Verifier(mode="field")
+    assert v.check(g(False), g(False).copy()).ok
+    assert not v.check(g(False), g(True)).ok
+
+
+def test_float_mode_rejects_non_finite_outputs():
+    def g(sqrt: bool):
+        b = GraphBuilder("nan")
+        x = b.input("x", (3, 3))
+        return b.build([op(b, "sqrt" if sqrt else "abs", op(b, "log", x))])
+
+    res = Verifier(mode="float").check(g(True), g(False))
+    assert not res.ok and "inconclusive" in res.detail
 
 
 def test_same_seed_repeats_and_seeds_matter():
