@@ -117,10 +117,8 @@ class Evaluator:
                 return a != 0
             return a if is_float(t.dtype) else a.astype(numpy_dtype(t.dtype))
         rng = _source_rng(seed, key)
-        if node.op == "param":  # positive weights keep variances, scales and norms in range
-            a = rng.uniform(0.5, 1.5, t.shape)
-        else:
-            a = rng.standard_normal(t.shape)
+        # positive weights keep variances, scales and norms in range
+        a = rng.uniform(0.5, 1.5, t.shape) if node.op == "param" else rng.standard_normal(t.shape)
         return xp.asarray(a.astype(numpy_dtype(t.dtype)))
 
     def _remember(self, key: bytes, outs: tuple[Any, ...]) -> None:
