@@ -114,7 +114,8 @@ class IslandReport:
 
 # ---------------------------------------------------------------------- worker side
 def _spec(e: Entry) -> EntrySpec:
-    n, cur = len(e.steps), e
+    n = len(e.steps)
+    cur: Entry | None = e
     while cur is not None and not cur.verified:
         n -= len(cur.pending)
         cur = cur.parent
@@ -156,6 +157,7 @@ class _Runtime:
         while k > 0 and spec.steps[:k] not in self.entries:
             k -= 1
         base = self.entries[spec.steps[:k]] if k else engine.root
+        assert base is not None
         graph, c, sites = base.graph, base.cost, engine.sites_of(base)
         pending = []
         for i, step in enumerate(spec.steps[k:], start=k):
@@ -241,7 +243,7 @@ def run_island(task: IslandTask) -> IslandReport:
         [_spec(e) for e in engine.population],
         [_spec(e) for e in engine.frontier],
         engine.credit.copy(),
-        engine.rng.bit_generator.state,
+        dict(engine.rng.bit_generator.state),
     )
     improvements = [_spec(e) for e in engine.improvements if e in engine.frontier]
     return IslandReport(
@@ -305,6 +307,84 @@ def _make_executor(cfg: SearchConfig) -> cf.Executor:
     return cf.ProcessPoolExecutor(max_workers=cfg.workers, mp_context=ctx)
 
 
+class _Driver:
+    """Hands out work items and merges their reports (see the module docstring)."""
+
+    def __init__(self, ctx: Context, pool: cf.Executor, base: dict[str, Any], t0: float) -> None:
+        cfg = ctx.config
+        self.cfg, self.pool, self.base, self.t0 = cfg, pool, base, t0
+        self.glob = _Global(ctx, t0)
+        self.seeds = np.random.SeedSequence(cfg.seed).spawn(cfg.workers)
+        self.sent: dict[int, set[tuple[Step, ...]]] = {i: set() for i in range(cfg.workers)}
+        self.pops: dict[int, int] = {}
+        self.exhausted: set[int] = set()
+        self.assigned = 0
+        self.reason = "steps"
+
+    def submit(self, i: int, state: IslandState | None) -> cf.Future:
+        """Send island ``i`` its next work item with the improvements it has not seen."""
+        cfg, glob = self.cfg, self.glob
+        n = min(cfg.island_steps, cfg.max_steps - self.assigned)
+        self.assigned += n
+        left = None
+        if cfg.time_budget is not None:
+            left = max(cfg.time_budget - (time.perf_counter() - self.t0), 0.0)
+        imports = [
+            s
+            for s in glob.frontier
+            if s.steps and s.steps not in self.sent[i] and glob.origin.get(s.steps) != i
+        ]
+        self.sent[i].update(s.steps for s in imports)
+        task = IslandTask(
+            island=i,
+            seed=self.seeds[i],
+            steps=n,
+            seconds=left,
+            state=state,
+            imports=imports,
+            **self.base,
+        )
+        return self.pool.submit(run_island, task)
+
+    def handle(self, i: int, rep: IslandReport) -> bool:
+        """Merge a report; returns whether island ``i`` gets another work item."""
+        from rewrite.optimize.api import converged
+
+        glob, cfg = self.glob, self.cfg
+        glob.steps += rep.steps
+        glob.stats.merge(rep.stats)
+        glob.merge(i, rep.improvements)
+        self.pops[i] = rep.population
+        if rep.exhausted:
+            self.exhausted.add(i)
+        stop = None
+        if cfg.time_budget is not None and time.perf_counter() - self.t0 >= cfg.time_budget:
+            stop = "time"
+        elif len(self.exhausted) == cfg.workers:
+            stop = "exhausted"
+        elif converged(glob.trace, glob.steps, cfg.window, cfg.epsilon):
+            stop = "converged"
+        elif self.assigned >= cfg.max_steps:
+            stop = "steps"
+        if stop is not None and stop != "steps":
+            self.reason = stop
+        return stop is None
+
+    def run(self) -> None:
+        """Keep every island busy until a stop rule fires, then wait for the last items."""
+        futures = {self.submit(i, None): i for i in range(self.cfg.workers)}
+        while futures:
+            done, _ = cf.wait(futures, return_when=cf.FIRST_COMPLETED)
+            for fut in done:
+                i = futures.pop(fut)
+                try:
+                    rep: IslandReport = fut.result()
+                except Exception as err:
+                    raise SearchError(f"island {i} failed in its worker: {err!r}") from err
+                if self.handle(i, rep):
+                    futures[self.submit(i, rep.state)] = i
+
+
 def run_parallel(
     graph: Graph,
     cfg: SearchConfig,
@@ -320,94 +400,42 @@ def run_parallel(
     Raises:
         SearchError: If a work item fails in a worker.
     """
-    from rewrite.optimize.api import build_result, converged, make_verifier
+    from rewrite.optimize.api import build_result, make_verifier
     from rewrite.serialize import to_json
 
     t0 = time.perf_counter()
     ctx = Context(graph, rules, prior, cfg, device, make_verifier(cfg.seed, verify_cache))
-    glob = _Global(ctx, t0)
-    own = executor is None
-    pool = _make_executor(cfg) if own else executor
-    seeds = np.random.SeedSequence(cfg.seed).spawn(cfg.workers)
-    base = dict(
-        run_id=f"{os.getpid()}-{id(glob)}-{time.time_ns()}",
-        graph_json=to_json(graph),
-        rules=rule_source,
-        prior=prior,
-        config=cfg.to_dict(),
-        device=device,
-        verify_cache=verify_cache,
-    )
-    sent: dict[int, set[tuple[Step, ...]]] = {i: set() for i in range(cfg.workers)}
-    pops: dict[int, int] = {}
-    assigned, reason = 0, "steps"
-
-    def submit(i: int, state: IslandState | None) -> cf.Future:
-        nonlocal assigned
-        n = min(cfg.island_steps, cfg.max_steps - assigned)
-        assigned += n
-        left = (
-            None
-            if cfg.time_budget is None
-            else max(cfg.time_budget - (time.perf_counter() - t0), 0.0)
-        )
-        imports = [
-            s
-            for s in glob.frontier
-            if s.steps and s.steps not in sent[i] and glob.origin.get(s.steps) != i
-        ]
-        sent[i].update(s.steps for s in imports)
-        task = IslandTask(
-            island=i, seed=seeds[i], steps=n, seconds=left, state=state, imports=imports, **base
-        )
-        return pool.submit(run_island, task)
-
+    pool = _make_executor(cfg) if executor is None else executor
+    base = {
+        "run_id": f"{os.getpid()}-{time.time_ns()}",
+        "graph_json": to_json(graph),
+        "rules": rule_source,
+        "prior": prior,
+        "config": cfg.to_dict(),
+        "device": device,
+        "verify_cache": verify_cache,
+    }
+    driver = _Driver(ctx, pool, base, t0)
     try:
-        futures = {submit(i, None): i for i in range(cfg.workers) if assigned < cfg.max_steps}
-        exhausted: set[int] = set()
-        while futures:
-            done, _ = cf.wait(futures, return_when=cf.FIRST_COMPLETED)
-            for fut in done:
-                i = futures.pop(fut)
-                try:
-                    rep: IslandReport = fut.result()
-                except Exception as err:
-                    raise SearchError(f"island {i} failed in its worker: {err!r}") from err
-                glob.steps += rep.steps
-                glob.stats.merge(rep.stats)
-                glob.merge(i, rep.improvements)
-                pops[i] = rep.population
-                if rep.exhausted:
-                    exhausted.add(i)
-                stop = _stop(cfg, t0, assigned, glob, exhausted, converged)
-                if stop is None:
-                    futures[submit(i, rep.state)] = i
-                elif stop != "steps" or reason == "steps":
-                    reason = stop
+        driver.run()
     finally:
-        if own:
+        if executor is None:
             pool.shutdown(wait=True, cancel_futures=True)
-    frontier = [e for e in (_rebuild_final(ctx, s) for s in glob.frontier) if e is not None]
+    glob = driver.glob
+    frontier = [_rebuild_final(ctx, s) for s in glob.frontier]
     return build_result(
-        ctx, frontier, glob.trace, glob.stats, reason, t0, cfg.workers, sum(pops.values())
+        ctx,
+        frontier,
+        glob.trace,
+        glob.stats,
+        driver.reason,
+        t0,
+        cfg.workers,
+        sum(driver.pops.values()),
     )
 
 
-def _stop(
-    cfg: SearchConfig, t0: float, assigned: int, glob: _Global, exhausted: set[int], conv: Any
-) -> str | None:
-    if cfg.time_budget is not None and time.perf_counter() - t0 >= cfg.time_budget:
-        return "time"
-    if len(exhausted) == cfg.workers:
-        return "exhausted"
-    if conv(glob.trace, glob.steps, cfg.window, cfg.epsilon):
-        return "converged"
-    if assigned >= cfg.max_steps:
-        return "steps"
-    return None
-
-
-def _rebuild_final(ctx: Context, spec: EntrySpec) -> Entry | None:
+def _rebuild_final(ctx: Context, spec: EntrySpec) -> Entry:
     """Replay a frontier history in the driver (its graph, full cost)."""
     by_name = {r.name: r for r in ctx.rules}
     graph = ctx.graph

@@ -62,8 +62,8 @@ class RunStats:
         self.cache: dict[str, list[int]] = {c: [0, 0] for c in CACHES}
         self.dropped: dict[str, int] = defaultdict(int)
         self.steps = 0
-        self.pop_sum = 0
-        self.front_sum = 0
+        self.pop_sum: float = 0
+        self.front_sum: float = 0
 
     def count(self, rule: str, counter: str, n: int = 1) -> None:
         """Add ``n`` to ``rule``'s ``counter``."""
@@ -79,8 +79,8 @@ class RunStats:
             mine = self.rules[rule]
             for k, v in counters.items():
                 mine[k] += v
-        for k, v in other.times.items():
-            self.times[k] = self.times.get(k, 0.0) + v
+        for phase, secs in other.times.items():
+            self.times[phase] = self.times.get(phase, 0.0) + secs
         for k, (h, m) in other.cache.items():
             mine_c = self.cache.setdefault(k, [0, 0])
             mine_c[0] += h
