@@ -238,6 +238,14 @@ class Storage:
         conn.execute(_T.insert().values(**row))
         return _trial({**row, "values": None})
 
+    def count_trials(self, conn: Connection, study_id: int) -> int:
+        """Number of trials of a study (rows are never deleted, numbers are 0..n-1)."""
+        return int(
+            conn.execute(
+                select(func.count()).select_from(_T).where(_T.c.study_id == study_id)
+            ).scalar_one()
+        )
+
     def lock_study(self, conn: Connection, study_id: int) -> None:
         """Serialize trial allocation for one study (row lock on PostgreSQL; SQLite's write
         transaction already holds the database lock)."""

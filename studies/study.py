@@ -1,9 +1,11 @@
 """`Study`: a named, persistent multi-objective tuning run.
 
 The storage is the single source of truth. A `Study` object holds no trial state of its own: every
-proposal rebuilds the tuner from the stored trials (`tuner.Tuner(..., trials=...)`) inside the
-write transaction that records the new trials, so any number of processes (or a process that was
-killed and restarted) drive one study without duplicates or lost results.
+proposal rebuilds the tuner from a snapshot of the stored trials (`tuner.Tuner(..., trials=...)`)
+and is inserted only if no other trial was added since the snapshot (optimistic concurrency;
+otherwise it proposes again with the newcomers as pending points). So any number of processes (or
+a process that was killed and restarted) drive one study without duplicates or lost results, and
+no process holds the database lock while a model is being fitted.
 
 Thread-safety: use a `Study` from one thread. Several processes may drive one study.
 """
@@ -39,6 +41,9 @@ __all__ = ["Study"]
 logger = logging.getLogger(__name__)
 
 Evaluate = Callable[[dict[str, Any]], Mapping[str, float]]
+
+#: Proposals retried per `Study.allocate` call when other processes keep adding trials.
+_PROPOSE_ATTEMPTS = 8
 
 
 class Study:
@@ -261,33 +266,48 @@ class Study:
     def allocate(
         self, worker: str, k: int, budget: int | None, heartbeat: bool = True
     ) -> list[TrialRecord]:
-        """Hand ``worker`` up to ``k`` RUNNING trials in one write transaction.
+        """Hand ``worker`` up to ``k`` RUNNING trials.
 
         Stale trials are re-queued first, then WAITING trials are claimed (oldest first), then
         the tuner proposes new ones while the study holds fewer than ``budget`` trials
-        (``None``: no limit). Returns ``[]`` when nothing is left to run.
+        (``None``: no limit). Proposing runs outside any transaction on a snapshot of the trials
+        (so other processes' heartbeats and results are never blocked behind a model fit); the
+        proposals are inserted only if no trial was added meanwhile, otherwise the tuner proposes
+        again with the newcomers as pending points. Returns ``[]`` when nothing is left to run
+        (or, rarely, when other processes kept adding trials on every attempt).
         """
-        with self._storage.write() as conn:
-            self._storage.lock_study(conn, self._record.id)
-            self._reap(conn, alive=worker)
-            out: list[TrialRecord] = []
-            while len(out) < k:
-                claimed = self._storage.claim_waiting(conn, self._record.id, worker, heartbeat)
-                if claimed is None:
-                    break
-                out.append(claimed)
-            trials = self._storage.trials(self._record.id, conn)
+        sid = self._record.id
+        out: list[TrialRecord] = []
+        for _attempt in range(_PROPOSE_ATTEMPTS):
+            with self._storage.write() as conn:
+                self._storage.lock_study(conn, sid)
+                self._reap(conn, alive=worker)
+                while len(out) < k:
+                    claimed = self._storage.claim_waiting(conn, sid, worker, heartbeat)
+                    if claimed is None:
+                        break
+                    out.append(claimed)
+            trials = self._storage.trials(sid)
             room = k - len(out)
             if budget is not None:
                 room = min(room, budget - _used(trials))
-            if room > 0:
-                for config in self._propose(trials, room):
+            if room <= 0:
+                return out
+            if any(t.state == "WAITING" for t in trials):
+                continue  # re-queued meanwhile: claim it first
+            configs = self._propose(trials, room)
+            with self._storage.write() as conn:
+                self._storage.lock_study(conn, sid)
+                if self._storage.count_trials(conn, sid) != len(trials):
+                    continue  # another process added trials: propose again
+                for config in configs:
                     out.append(
                         self._storage.add_trial(
-                            conn, self._record.id, config, worker=worker, heartbeat=heartbeat
+                            conn, sid, config, worker=worker, heartbeat=heartbeat
                         )
                     )
-            return out
+                return out
+        return out
 
     def _propose(self, trials: list[TrialRecord], n: int) -> list[dict[str, Any]]:
         tuner = self._tuner(trials)
@@ -314,7 +334,10 @@ class Study:
 
         The trial carries no heartbeat, so it is never declared stale; finish it with `tell`.
         """
-        return self.allocate(_manual_worker(), 1, budget=None, heartbeat=False)[0]
+        while True:
+            got = self.allocate(_manual_worker(), 1, budget=None, heartbeat=False)
+            if got:
+                return got[0]
 
     def tell(
         self,
