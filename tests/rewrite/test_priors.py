@@ -107,6 +107,20 @@ def test_non_finite_and_corrupt_files(tmp_path: Path) -> None:
         RulePriors.load(tmp_path / "missing.json")
 
 
+GOLDEN = Path(__file__).parent / "data" / "rule_priors_v1.json"
+
+
+def test_golden_v1_file_still_loads() -> None:
+    from rewrite.optimize.config import SearchConfig
+
+    p = RulePriors.load(GOLDEN)
+    assert p["fuse_elementwise"] == pytest.approx(0.4) and len(p) == 4
+    cfg = SearchConfig.from_dict(p.search_config)
+    assert cfg.tau == 0.5 and cfg.m == 2 and cfg.population == 32
+    with pytest.raises(PriorsError, match="unknown rules"):
+        RulePriors.load(GOLDEN, known_rules=["fuse_elementwise"])
+
+
 def test_coerce() -> None:
     assert RulePriors.coerce(None) == RulePriors()
     assert RulePriors.coerce({"a": 1.0})["a"] == 1.0

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 
@@ -13,13 +11,8 @@ from rewrite.verify import Verifier
 
 
 @pytest.fixture(scope="module")
-def gpt2():
-    pytest.importorskip("transformers")
-    from rewrite import zoo
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return zoo.build("gpt2")
+def gpt2(zoo_gpt2):
+    return zoo_gpt2
 
 
 @pytest.mark.slow  # building the model takes ~10-20 s on a loaded machine
