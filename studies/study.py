@@ -91,10 +91,15 @@ class Study:
         *,
         settings: StudySettings | None = None,
     ) -> None:
+        from spaces import Space
         from tuner.problem import Problem
 
         if not isinstance(name, str) or not name.strip():
             raise StudyError(f"A study needs a non-empty name, got {name!r}.")
+        if not isinstance(space, Space):
+            raise StudyError(f"space must be a spaces.Space, got {type(space).__name__}.")
+        if evaluate is not None and not callable(evaluate):
+            raise StudyError(f"evaluate must be a function config -> dict, got {evaluate!r}.")
         if isinstance(constraints, str):
             constraints = (constraints,)
         problem = Problem(objectives, constraints)

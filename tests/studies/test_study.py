@@ -152,6 +152,10 @@ def test_same_name_other_definition_is_refused(sqlite_url: str) -> None:
         )
     with pytest.raises(StudyNotFoundError):
         Study.load("nope", sqlite_url)
+    with pytest.raises(StudyError, match="space must be a spaces.Space"):
+        Study("x", {"a": 1}, OBJ, storage=sqlite_url)
+    with pytest.raises(StudyError, match="non-empty name"):
+        Study(" ", toy_space(), OBJ, storage=sqlite_url)
 
 
 def test_stale_trial_is_requeued_and_rerun(storage_url: str) -> None:
