@@ -244,9 +244,7 @@ def build_result(
                 "graph %s failed its whole-graph check and is not reported", e.graph.hash
             )
     kept.sort(key=lambda e: tuple(e.y))
-    pareto = [
-        Solution(e.graph, e.cost.as_dict(), tuple(float(v) for v in e.y), e.steps) for e in kept
-    ]
+    pareto = [Solution(e.graph, dict(e.costs), tuple(float(v) for v in e.y), e.steps) for e in kept]
     wall = time.perf_counter() - t0
     logger.info(
         "search done: %d steps, %d Pareto graphs, hypervolume %.4g, stop=%s, %.2f s",

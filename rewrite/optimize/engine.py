@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from rewrite.cost import CostVector, cost
+from rewrite.errors import GraphError
 from rewrite.ir import Graph
 from rewrite.optimize.config import SearchConfig
 from rewrite.optimize.matching import SiteTable, all_sites, inherit_sites, match_radius, revalidate
@@ -47,6 +48,8 @@ from rewrite.optimize.pareto import (
 from rewrite.optimize.result import RunStats, Step, normalizer
 from rewrite.rule_errors import MatchError, RuleError, VerificationError
 from rewrite.rules.base import Rule, Site
+from rewrite.rules.collectives import SHARD_OPS
+from rewrite.shard_cost import shard_cost
 
 __all__ = ["Context", "Engine", "Entry"]
 
@@ -80,26 +83,40 @@ class Context:
         self.index = {n: i for i, n in enumerate(self.names)}
         self.prior = np.asarray(prior, dtype=np.float64)
         self.device, self.verifier = device, verifier
-        self.input_cost = cost(graph, device)
-        self.input_costs = self.input_cost.as_dict()
+        self.sharding_rules = {r.name for r in self.rules if r.family == "sharding"}
+        self.root_sharded = any(op in SHARD_OPS for op in graph.op_counts())
         self.objectives = config.objectives
+        self.input_cost = cost(graph, device)
+        self.input_costs = self.measure(graph, self.input_cost, ())[0]
         self.scale = normalizer(self.input_costs, self.objectives)
         self.ref = np.full(len(self.objectives), 1.1)
         self.max_nodes = int(math.floor(config.max_size_ratio * len(graph)))
         self.radius = match_radius(self.rules)
 
-    def vector(self, c: CostVector) -> np.ndarray:
-        """Raw objective values of a cost vector, in objective order.
+    def measure(
+        self, graph: Graph, c: CostVector, steps: Sequence[Step]
+    ) -> tuple[dict[str, float], np.ndarray, bool]:
+        """Named costs, objective vector and feasibility of a graph.
 
-        Values are rounded to 12 significant digits: incremental costing sums floats in a
-        different order than a full pass, and rounding noise must not create Pareto points.
+        A graph made by a sharding rule (or a sharded input) is costed per device with
+        `rewrite.shard_cost.shard_cost`: ``latency`` is the slowest device plus communication,
+        ``peak_memory`` the largest per-device peak (what the memory cap constrains), and
+        ``communication`` the collective time; the other entries are totals over devices.
+        Objective values are rounded to 12 significant digits: incremental costing sums floats
+        in another order than a full pass, and rounding noise must not create Pareto points.
+
+        Raises:
+            GraphError: If a sharded graph has an inconsistent placement.
         """
-        return np.array([float(f"{float(getattr(c, o)):.12g}") for o in self.objectives])
-
-    def feasible(self, c: CostVector) -> bool:
-        """Whether a cost lies inside the constraint region (the memory cap)."""
+        costs = c.as_dict()
+        if self.root_sharded or any(s.rule in self.sharding_rules for s in steps):
+            sc = shard_cost(graph, self.device)
+            costs["latency"] = float(sc.latency)
+            costs["peak_memory"] = float(max(sc.peak_memory))
+            costs["communication"] = float(sc.communication)
+        y = np.array([float(f"{costs[o]:.12g}") for o in self.objectives])
         cap = self.config.memory_cap
-        return cap is None or c.peak_memory <= cap
+        return costs, y, cap is None or costs["peak_memory"] <= cap
 
 
 @dataclass(eq=False)
@@ -116,6 +133,7 @@ class Entry:
         parent: The entry it was made from (dropped once verified).
         pending: ``(rule, graph before, site)`` of its own unverified rewrites.
         sites: Its site table (computed on first use).
+        costs: Its named costs (per-device figures for sharded graphs, see `Context.measure`).
     """
 
     graph: Graph
@@ -127,6 +145,7 @@ class Entry:
     parent: Entry | None = None
     pending: tuple[tuple[Rule, Graph, Site], ...] = ()
     sites: SiteTable | None = field(default=None, repr=False)
+    costs: dict[str, float] = field(default_factory=dict)
 
 
 class Engine:
@@ -144,14 +163,8 @@ class Engine:
         self.stats = RunStats()
         self.credit = np.full(len(ctx.rules), _CREDIT0)
         self.seen: set[bytes] = {ctx.graph.digest}
-        root = Entry(
-            ctx.graph,
-            ctx.input_cost,
-            ctx.vector(ctx.input_cost),
-            (),
-            ctx.feasible(ctx.input_cost),
-            verified=True,
-        )
+        costs, y, ok = ctx.measure(ctx.graph, ctx.input_cost, ())
+        root = Entry(ctx.graph, ctx.input_cost, y, (), ok, verified=True, costs=costs)
         self.root = root
         self.population: list[Entry] = [root]
         self.frontier: list[Entry] = [root] if root.feasible else []
@@ -342,21 +355,28 @@ class Engine:
         sites: SiteTable,
         steps: Sequence[Step],
         pending: Sequence[tuple[Rule, Graph, Site]],
-    ) -> Entry:
-        """An unverified entry for a child of ``parent``."""
+    ) -> Entry | None:
+        """An unverified entry for a child of ``parent`` (None if it cannot be costed)."""
         t0 = time.perf_counter()
-        y = self.ctx.vector(c)  # may compute peak memory
-        self.stats.times["cost"] += time.perf_counter() - t0
+        all_steps = parent.steps + tuple(steps)
+        try:
+            costs, y, ok = self.ctx.measure(graph, c, all_steps)  # may compute peak memory
+        except GraphError:
+            self.stats.dropped["error"] += 1
+            return None
+        finally:
+            self.stats.times["cost"] += time.perf_counter() - t0
         return Entry(
             graph,
             c,
             y,
-            parent.steps + tuple(steps),
-            self.ctx.feasible(c),
+            all_steps,
+            ok,
             verified=False,
             parent=parent,
             pending=tuple(pending),
             sites=sites,
+            costs=costs,
         )
 
     def evaluate(self, child: Entry) -> tuple[bool, bool]:

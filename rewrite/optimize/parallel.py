@@ -35,10 +35,12 @@ from typing import Any
 import numpy as np
 
 from rewrite.cost import cost
+from rewrite.errors import GraphError
 from rewrite.ir import Graph
 from rewrite.optimize.config import SearchConfig
 from rewrite.optimize.engine import Context, Engine, Entry
 from rewrite.optimize.errors import SearchError
+from rewrite.optimize.matching import inherit_sites
 from rewrite.optimize.pareto import hypervolume, truncate_by_crowding
 from rewrite.optimize.result import RunStats, SearchResult, Step
 from rewrite.rules.base import Rule
@@ -169,22 +171,13 @@ class _Runtime:
             if i >= spec.n_verified:
                 pending.append((rule, graph, step.site))
             c = cost(new, self.ctx.device, base=c)
-            from rewrite.optimize.matching import inherit_sites
-
             sites, _ = inherit_sites(self.ctx.rules, sites, new, self.ctx.radius)
             graph = new
-        y = self.ctx.vector(c)
-        e = Entry(
-            graph,
-            c,
-            y,
-            spec.steps,
-            self.ctx.feasible(c),
-            spec.verified,
-            None,
-            tuple(pending),
-            sites,
-        )
+        try:
+            costs, y, ok = self.ctx.measure(graph, c, spec.steps)
+        except GraphError:
+            return None
+        e = Entry(graph, c, y, spec.steps, ok, spec.verified, None, tuple(pending), sites, costs)
         self.remember(e)
         return e
 
@@ -263,8 +256,8 @@ class _Global:
 
     def __init__(self, ctx: Context, t0: float) -> None:
         self.ctx, self.t0 = ctx, t0
-        root = EntrySpec((), 0, tuple(float(v) for v in ctx.vector(ctx.input_cost)), True)
-        root_ok = ctx.feasible(ctx.input_cost)
+        _, y, root_ok = ctx.measure(ctx.graph, ctx.input_cost, ())
+        root = EntrySpec((), 0, tuple(float(v) for v in y), root_ok)
         self.frontier: list[EntrySpec] = [root] if root_ok else []
         self.origin: dict[tuple[Step, ...], int] = {(): -1}
         self.steps = 0
@@ -442,7 +435,8 @@ def _rebuild_final(ctx: Context, spec: EntrySpec) -> Entry:
     for step in spec.steps:
         graph = by_name[step.rule].apply(graph, step.site)
     c = cost(graph, ctx.device)
-    return Entry(graph, c, ctx.vector(c), spec.steps, ctx.feasible(c), verified=True)
+    costs, y, ok = ctx.measure(graph, c, spec.steps)
+    return Entry(graph, c, y, spec.steps, ok, verified=True, costs=costs)
 
 
 def check_picklable(rules: Sequence[Rule]) -> None:

@@ -137,3 +137,31 @@ def test_frontier_dominance_is_strict() -> None:
     Y = [np.array(s.objectives) for s in res.pareto]
     for a in Y:
         assert not any(dominates(b, a) for b in Y)
+
+
+def test_sharded_children_are_costed_per_device() -> None:
+    from rewrite.rules import catalogue
+    from rewrite.shard_cost import shard_cost
+
+    rule = next(r for r in catalogue() if r.name == "megatron_mlp_2")
+    g = rule.sample_graph(0, lo=256, hi=256)  # compute-bound: sharding pays off
+    res = search(
+        g,
+        SearchConfig(max_steps=10, objectives=("latency", "peak_memory", "communication")),
+        rules=[rule],
+        verify_cache=None,
+    )
+    sharded = [s for s in res.pareto if s.steps]
+    assert sharded, "the Megatron split halves per-device compute and must be on the frontier"
+    for sol in sharded:
+        sc = shard_cost(sol.graph)
+        assert sol.cost["latency"] == pytest.approx(sc.latency)
+        assert sol.cost["peak_memory"] == pytest.approx(max(sc.peak_memory))
+        assert sol.cost["communication"] == pytest.approx(sc.communication) and sc.communication > 0
+    capped = search(
+        g,
+        SearchConfig(max_steps=10, memory_cap=min(s.cost["peak_memory"] for s in sharded)),
+        rules=[rule],
+        verify_cache=None,
+    )
+    assert capped.pareto and all(s.steps for s in capped.pareto)  # the input is over the cap
