@@ -254,10 +254,13 @@ def time_ax(
     """Ax's own initial trials (it only leaves Sobol for trials it generated), then the data."""
     client = _ax_client(problem, seed)
     n_own = 0
-    while client._generation_strategy.current_node_name in ("Sobol", "CenterOfSearchSpace"):  # noqa: SLF001
+    while True:  # Ax's own center + Sobol trials, then its first model trial
         for idx, params in client.get_next_trials(max_trials=1).items():
             client.complete_trial(idx, raw_data=problem.evaluate(*_ax_split(problem, params)))
             n_own += 1
+        node = client._generation_strategy.current_node_name  # noqa: SLF001
+        if node not in ("Sobol", "CenterOfSearchSpace") or n_own >= len(data):
+            break
     for config, y in data[n_own:]:
         x, w = problem.split(config)
         params = {f"x{i}": v for i, v in enumerate(x)}
@@ -316,6 +319,9 @@ def run_timing(args: argparse.Namespace, problems: dict[str, Problem], log: Path
     """Interleave the tuner and Ax on the same random data so both see the same load."""
     for name in args.timing_problems:
         problem = problems[name]
+        warm = _random_data(problem, 12, 99)  # untimed: lazy imports and first-call set-up
+        time_tuner(problem, warm, 0)
+        time_ax(problem, warm, 0)
         for n in args.timing_n:
             for rep in range(args.timing_reps):
                 data = _random_data(problem, n, rep)
