@@ -1,0 +1,82 @@
+"""Tests for the surrogate interface and the default flat GP (`tuner.surrogate`)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from tests.tuner.conftest import make_space
+from tuner import FlatSurrogate, Surrogate, SurrogateError, TrainingData
+
+
+def _data(n: int = 12, seed: int = 0) -> TrainingData:
+    space = make_space()
+    X = space.sample_unit(n, 7)
+    Y = torch.stack([X[:, 0] ** 2, X[:, 1] - X[:, 6], X.sum(-1)], -1)
+    return TrainingData(
+        X=X,
+        Y=Y,
+        outcome_names=["latency", "speedup", "search_seconds"],
+        metrics={"n_steps": torch.full((n,), math.nan, dtype=torch.float64)},
+        space=space,
+        seed=seed,
+        n_objectives=2,
+    )
+
+
+def test_flat_gp_has_one_output_per_outcome_and_is_seeded() -> None:
+    data = _data()
+    surrogate = FlatSurrogate({"maxiter": 30})
+    model = surrogate.fit(data)
+    Xq = make_space().sample_unit(5, 3)
+    post = model.posterior(Xq)
+    assert post.mean.shape == (5, 3) and post.mean.dtype == torch.float64
+    again = FlatSurrogate({"maxiter": 30}).fit(data).posterior(Xq)
+    assert torch.equal(post.mean, again.mean) and torch.equal(post.variance, again.variance)
+    info = surrogate.describe()
+    assert info["n_train"] == 12 and info["outcomes"] == data.outcome_names
+    assert len(info["lengthscales"]) == 3
+
+
+def test_flat_gp_interpolates_its_training_data() -> None:
+    data = _data(20)
+    model = FlatSurrogate({"maxiter": 50}).fit(data)
+    err = (model.posterior(data.X).mean - data.Y).abs().max()
+    assert err < 0.2 * data.Y.abs().max()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"Y": torch.zeros(11, 3, dtype=torch.float64)},
+        {"X": torch.zeros(12, 10)},
+        {"outcome_names": ["a", "b"]},
+        {"Y": torch.full((12, 3), math.nan, dtype=torch.float64)},
+        {"metrics": {"m": torch.zeros(3, dtype=torch.float64)}},
+    ],
+)
+def test_training_data_is_validated(change: dict) -> None:
+    fields = {k: getattr(_data(), k) for k in ("X", "Y", "outcome_names", "metrics", "space")}
+    with pytest.raises(SurrogateError):
+        TrainingData(**{**fields, **change}, seed=0)
+
+
+def test_default_n_objectives_is_all_outcomes() -> None:
+    d = _data()
+    plain = TrainingData(d.X, d.Y, d.outcome_names, {}, d.space, 0)
+    assert plain.n_objectives == 3 and plain.n == 12
+
+
+def test_empty_data_is_rejected() -> None:
+    d = _data()
+    empty = TrainingData(d.X[:0], d.Y[:0], d.outcome_names, {}, d.space, 0)
+    with pytest.raises(SurrogateError, match="at least one"):
+        FlatSurrogate().fit(empty)
+
+
+def test_surrogate_is_abstract() -> None:
+    with pytest.raises(TypeError):
+        Surrogate()  # type: ignore[abstract]
+    assert FlatSurrogate().describe() == {}
