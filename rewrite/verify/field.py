@@ -285,13 +285,14 @@ _S27, _S30, _S32 = np.uint64(27), np.uint64(30), np.uint64(32)
 _LO32 = np.uint64(0xFFFFFFFF)
 
 
-def prf(xp: Any, key: int, x: Any, modulus: int) -> Any:
+def prf(xp: Any, key: Any, x: Any, modulus: int) -> Any:
     """Keyed pseudo-random function of uint64 array ``x`` into ``[0, modulus)`` as float64.
 
     splitmix64 finalizer of ``x * golden + key`` (uint64 arithmetic wraps by design), then
     Lemire's multiply-shift reduction of the top 32 bits to ``[0, modulus)`` (no division).
+    ``key`` is an int or a uint64 array broadcasting against ``x`` (one key per test).
     """
-    z = x * _GOLDEN + xp.uint64(key)
+    z = x * _GOLDEN + (xp.uint64(key) if isinstance(key, int) else key)
     z = (z ^ (z >> _S30)) * _M1
     z = (z ^ (z >> _S27)) * _M2
     z = (z >> _S32) * xp.uint64(modulus)

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from rewrite.ir import Graph, Node, TensorType, numpy_dtype
-from rewrite.verify.field import PRIME, FieldOps, is_float, random_elements
+from rewrite.verify.field import PRIME, is_float, random_elements
 
 __all__ = ["Evaluator", "FloatOps", "Semantics", "run_body"]
 
@@ -99,16 +99,24 @@ class Evaluator:
 
     def __init__(self, sem: Semantics, memo_bytes: int = 256 << 20, int_high: int = 2) -> None:
         self.sem, self.xp = sem, sem.xp
-        self.field = isinstance(sem, FieldOps)
+        self.field = not isinstance(sem, FloatOps)
         self.memo: OrderedDict[bytes, tuple[Any, ...]] = OrderedDict()
         self.memo_bytes, self._bytes = memo_bytes, 0
         self.int_high = int_high
         self.hits = self.misses = 0
 
     def source(self, node: Node, key: str) -> Any:
-        """Random value of an ``input``/``param`` node (a function of the seed and ``key``)."""
+        """Random value of an ``input``/``param`` node (a function of the seed and ``key``).
+
+        A batched semantics (with ``seeds``) gets the per-seed values stacked on a leading axis.
+        """
+        seeds = getattr(self.sem, "seeds", None)
+        if seeds is not None:
+            return self.xp.stack([self._source(node, key, s) for s in seeds])
+        return self._source(node, key, getattr(self.sem, "seed", 0))
+
+    def _source(self, node: Node, key: str, seed: int) -> Any:
         t: TensorType = node.type
-        seed = getattr(self.sem, "seed", 0)
         xp = self.xp
         if self.field or not is_float(t.dtype):
             modulus = PRIME if is_float(t.dtype) else (2 if t.dtype == "bool" else self.int_high)

@@ -251,3 +251,18 @@ def test_seeded_check_repeats_exactly_in_a_fresh_process():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == Verifier(seed=11, tests=2).check(*_pair(True)).detail
+
+
+@pytest.mark.parametrize("name", sorted(rules_by_name()))
+def test_batched_tests_equal_separate_tests(name):
+    from rewrite.verify.batched import BatchedFieldOps
+    from rewrite.verify.interp import Evaluator
+
+    rule = rules_by_name()[name]
+    g = rule.sample_graph(5)
+    for graph in (g, rule.apply(g, rule.matches(g)[0])):
+        batched = Evaluator(BatchedFieldOps(np, [3, 4])).outputs(graph)
+        for t, seed in enumerate((3, 4)):
+            single = Evaluator(FieldOps(np, seed)).outputs(graph)
+            for xb, x in zip(batched, single):
+                assert np.array_equal(xb[min(t, xb.shape[0] - 1)], x)
