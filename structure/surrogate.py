@@ -159,7 +159,8 @@ class StructuredSurrogate(Surrogate):
         """JSON-able record of the last fit: ``model`` (``"network"``/``"flat"``), ``reason``,
         ``n_train``, ``checkpoint``, ``scores`` (held-out and prequential log-likelihoods of both
         models), ``edges`` (``[source, target, strength, origin]``), ``structure`` (its dict),
-        ``features`` and ``history`` (model and scores of every fit so far)."""
+        ``features`` and ``history`` (per fit so far: model, reason, checkpoint, scores and the
+        learned/required edges)."""
         return dict(self._last, history=list(self.history))
 
     def _record(self, data: TrainingData, ck: _Checkpoint, model: str, reason: str) -> None:
@@ -178,7 +179,17 @@ class StructuredSurrogate(Surrogate):
             "structure": None if s is None else s.to_dict(),
             "features": None if ck.feature_map is None else ck.feature_map.to_dict(),
         }
-        self.history.append({"n_train": data.n, "model": model, "scores": dict(ck.scores)})
+        edges = [e for e in self._last["edges"] if e[3] in ("learned", "required")]
+        self.history.append(
+            {
+                "n_train": data.n,
+                "model": model,
+                "reason": reason,
+                "checkpoint": ck.n,
+                "scores": dict(ck.scores),
+                "edges": edges,
+            }
+        )
 
     def _checkpoint_for(self, data: TrainingData) -> _Checkpoint:
         cfg = self.config
