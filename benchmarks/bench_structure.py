@@ -1,0 +1,385 @@
+"""Structured surrogate versus flat qLogNEHVI and Ax on function-network problems.
+
+Problems (all maximized, two objectives, the intermediate nodes reported as tracking metrics):
+
+* ``ackley6``: the Ackley function network of Astudillo & Frazier, "Bayesian Optimization of
+  Function Networks", NeurIPS 2021 (arXiv 2112.15311), as defined in ``ssethz/mcbo``
+  ``scripts/functions.py`` (MIT): ``x in [0, 1]^6``, ``z = 4 (x - 0.5)``; nodes
+  ``f1 = mean(z^2)``, ``f2 = mean(cos(2 pi z))``; ``o1 = 20 exp(-0.2 sqrt(f1)) + exp(f2) - 20 - e``.
+  Made bi-objective here with ``f3 = mean((z - 1)^2)``, ``o2 = -f3``. Reference point (-7, -10).
+* ``alpine2``: the Alpine2 chain of the same paper / repository: ``z = 10 x``, ``x in [0, 1]^6``;
+  ``y1 = -sqrt(z1) sin(z1)``, ``y_k = sqrt(z_k) sin(z_k) y_(k-1)``; ``o1 = y6``. Second objective
+  ``o2 = -mean((x - 0.3)^2)`` (node ``g``). Reference point (0, -0.5).
+* ``dropwave``: the Dropwave network of the same paper / repository: ``z = 10.24 x - 5.12``,
+  ``x in [0, 1]^2``; ``y1 = ||z||``, ``o1 = (1 + cos(12 y1)) / (2 + 0.5 y1^2)``. Second objective
+  ``o2 = -||z - (2, 2)|| / 5`` (node ``r``). Reference point (0, -2).
+* ``branincurrin``: BoTorch's ``BraninCurrin`` (Belakaria et al. 2019; max HV 59.36 for the
+  negated problem, ref (-18, -6)); unstructured, only nuisance metrics.
+
+Each problem also reports ``k`` nuisance metric columns (``--nuisance``): half independent noise,
+half random smooth functions of ``x`` that do not reach an objective.
+
+Methods: ``flat`` (the tuner's default `FlatSurrogate`), ``learned`` (`StructuredSurrogate`,
+structure learned from the metrics, model selection on), ``true`` (`StructuredSurrogate` with the
+true DAG, model selection off: the BOFN-style GP network), ``ax`` (Ax 1.x ``Client`` default
+generation strategy, peer). Recorded per trial: dominated hypervolume of the observed objectives
+and the proposal wall time.
+
+Usage: ``python benchmarks/bench_structure.py [--quick] [--seeds N] [--trials T]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from botorch.utils.multi_objective.hypervolume import Hypervolume
+from botorch.utils.multi_objective.pareto import is_non_dominated
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from spaces import Float, Space  # noqa: E402
+from structure import (  # noqa: E402
+    Edge,
+    LearnConfig,
+    Structure,
+    StructuredConfig,
+    StructuredSurrogate,
+)
+from tuner import FlatSurrogate, Tuner  # noqa: E402
+from tuner.options import TunerOptions  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A bi-objective function network: ``evaluate(x) -> (objectives, metrics)``."""
+
+    name: str
+    dim: int
+    ref: tuple[float, float]
+    evaluate: Callable[[np.ndarray], tuple[dict[str, float], dict[str, float]]]
+    true_edges: tuple[tuple[str, str], ...]  # over parameter names x0.. and metric names
+    metrics: tuple[str, ...]
+
+
+def _ackley(x: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
+    z = 4.0 * (x - 0.5)
+    f1, f2, f3 = (
+        float(np.mean(z**2)),
+        float(np.mean(np.cos(2 * math.pi * z))),
+        float(np.mean((z - 1) ** 2)),
+    )
+    o1 = 20 * math.exp(-0.2 * math.sqrt(f1)) + math.exp(f2) - 20 - math.e
+    return {"o1": o1, "o2": -f3}, {"f1": f1, "f2": f2, "f3": f3}
+
+
+def _alpine(x: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
+    z = 10.0 * x
+    ys, y = {}, 1.0
+    for k in range(6):
+        y = (-1.0 if k == 0 else y) * math.sqrt(z[k]) * math.sin(z[k])
+        ys[f"y{k + 1}"] = y
+    g = float(np.mean((x - 0.3) ** 2))
+    return {"o1": ys["y6"], "o2": -g}, {**{k: v for k, v in ys.items() if k != "y6"}, "g": g}
+
+
+def _dropwave(x: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
+    z = 10.24 * x - 5.12
+    y1 = float(np.linalg.norm(z))
+    r = float(np.linalg.norm(z - 2.0)) / 5.0
+    return {"o1": (1 + math.cos(12 * y1)) / (2 + 0.5 * y1**2), "o2": -r}, {"y1": y1, "r": r}
+
+
+def _branin_currin(x: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
+    from botorch.test_functions.multi_objective import BraninCurrin
+
+    y = BraninCurrin(negate=True)(torch.as_tensor(x, dtype=torch.float64).unsqueeze(0))[0]
+    return {"o1": float(y[0]), "o2": float(y[1])}, {}
+
+
+def _px(d: int) -> list[str]:
+    return [f"x{i}" for i in range(d)]
+
+
+PROBLEMS = {
+    "ackley6": Problem(
+        "ackley6", 6, (-7.0, -10.0), _ackley,
+        tuple((p, m) for p in _px(6) for m in ("f1", "f2", "f3"))
+        + (("f1", "o1"), ("f2", "o1"), ("f3", "o2")),
+        ("f1", "f2", "f3"),
+    ),
+    "alpine2": Problem(
+        "alpine2", 6, (0.0, -0.5), _alpine,
+        tuple((f"x{k}", f"y{k + 1}") for k in range(5)) + tuple((f"y{k}", f"y{k + 1}") for k in range(1, 5))
+        + (("x5", "o1"), ("y5", "o1")) + tuple((p, "g") for p in _px(6)) + (("g", "o2"),),
+        ("y1", "y2", "y3", "y4", "y5", "g"),
+    ),
+    "dropwave": Problem(
+        "dropwave", 2, (0.0, -2.0), _dropwave,
+        (("x0", "y1"), ("x1", "y1"), ("y1", "o1"), ("x0", "r"), ("x1", "r"), ("r", "o2")),
+        ("y1", "r"),
+    ),
+    "branincurrin": Problem("branincurrin", 2, (-18.0, -6.0), _branin_currin, (), ()),
+}  # fmt: skip
+
+
+def nuisance(x: np.ndarray, k: int, seed: int, rng: np.random.Generator) -> dict[str, float]:
+    """``k`` nuisance metrics: even indices pure noise, odd ones a fixed random smooth f(x)."""
+    out = {}
+    w = np.random.default_rng(seed + 1000).standard_normal((k, x.size))
+    for i in range(k):
+        out[f"nuis{i}"] = (
+            float(rng.standard_normal()) if i % 2 == 0 else float(np.sin(3 * w[i] @ x))
+        )
+    return out
+
+
+def true_structure(problem: Problem) -> Structure:
+    return Structure(
+        tuple(_px(problem.dim)), problem.metrics, ("o1", "o2"),
+        tuple(Edge(s, t, 1.0, "required") for s, t in problem.true_edges),
+    )  # fmt: skip
+
+
+def make_surrogate(method: str, problem: Problem, quick: bool) -> Any:
+    fit = {"maxiter": 50} if quick else None
+    flat = FlatSurrogate(fit)
+    if method == "flat":
+        return flat
+    learn = LearnConfig(bootstrap=6 if quick else 12)
+    if method == "learned":
+        return StructuredSurrogate(config=StructuredConfig(learn=learn), flat=flat)
+    cfg = StructuredConfig(selection=False, min_trials=4, learn=learn)
+    return StructuredSurrogate(config=cfg, flat=flat, structure=true_structure(problem))
+
+
+def hypervolume(Y: np.ndarray, ref: tuple[float, float]) -> float:
+    if len(Y) == 0:
+        return 0.0
+    Yt = torch.as_tensor(Y, dtype=torch.float64)
+    front = Yt[is_non_dominated(Yt)]
+    return float(Hypervolume(torch.tensor(ref, dtype=torch.float64)).compute(front))
+
+
+def run_tuner(
+    problem: Problem, method: str, seed: int, trials: int, k: int, quick: bool
+) -> dict[str, Any]:
+    space = Space({p: Float(0.0, 1.0) for p in _px(problem.dim)})
+    options = (
+        TunerOptions(num_restarts=4, raw_samples=128, maxiter=50, mc_samples=64)
+        if quick
+        else TunerOptions()
+    )
+    surrogate = make_surrogate(method, problem, quick)
+    tuner = Tuner(
+        space, {"o1": "maximize", "o2": "maximize"}, seed=seed, surrogate=surrogate, options=options
+    )
+    rng = np.random.default_rng(seed)
+    Y, times, models = [], [], []
+    for _ in range(trials):
+        t0 = time.perf_counter()
+        (trial,) = tuner.ask(1)
+        times.append(time.perf_counter() - t0)
+        x = np.array([trial.config[p] for p in _px(problem.dim)])
+        values, metrics = problem.evaluate(x)
+        tuner.tell(trial.id, values, metrics={**metrics, **nuisance(x, k, seed, rng)})
+        Y.append([values["o1"], values["o2"]])
+        models.append(
+            surrogate.describe().get("model", "sobol") if hasattr(surrogate, "describe") else ""
+        )
+    return {"Y": Y, "times": times, "models": models, "final_describe": _compact(surrogate)}
+
+
+def _compact(surrogate: Any) -> dict[str, Any]:
+    info = surrogate.describe() if hasattr(surrogate, "describe") else {}
+    return {k: info.get(k) for k in ("model", "reason", "scores", "edges") if k in info}
+
+
+def run_ax(problem: Problem, seed: int, trials: int) -> dict[str, Any]:
+    from ax.api.client import Client
+    from ax.api.configs import RangeParameterConfig
+
+    client = Client(random_seed=seed)
+    client.configure_experiment(
+        parameters=[
+            RangeParameterConfig(name=p, parameter_type="float", bounds=(0.0, 1.0))
+            for p in _px(problem.dim)
+        ]
+    )
+    client.configure_optimization(objective="o1, o2")
+    Y, times = [], []
+    for _ in range(trials):
+        t0 = time.perf_counter()
+        ((index, params),) = client.get_next_trials(max_trials=1).items()
+        times.append(time.perf_counter() - t0)
+        values, _ = problem.evaluate(np.array([params[p] for p in _px(problem.dim)]))
+        client.complete_trial(index, raw_data=values)
+        Y.append([values["o1"], values["o2"]])
+    return {"Y": Y, "times": times, "models": [], "final_describe": {}}
+
+
+def summarize(runs: list[dict[str, Any]], ref: tuple[float, float], budget: int) -> dict[str, Any]:
+    curves = np.array(
+        [[hypervolume(np.array(r["Y"][: t + 1]), ref) for t in range(budget)] for r in runs]
+    )
+    return {
+        "hv_median": float(np.median(curves[:, -1])),
+        "hv_q25": float(np.quantile(curves[:, -1], 0.25)),
+        "hv_q75": float(np.quantile(curves[:, -1], 0.75)),
+        "curve_median": np.median(curves, axis=0).tolist(),
+        "proposal_s_mean": float(np.mean([np.mean(r["times"]) for r in runs])),
+        "network_share": float(np.mean([m == "network" for r in runs for m in r["models"]]))
+        if runs[0]["models"]
+        else None,
+    }
+
+
+def trials_to_reach(curve: list[float], target: float) -> int | None:
+    return next((t + 1 for t, v in enumerate(curve) if v >= target - 1e-12), None)
+
+
+def environment() -> dict[str, Any]:
+    import botorch
+    import gpytorch
+
+    versions = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "botorch": botorch.__version__,
+        "gpytorch": gpytorch.__version__,
+    }
+    for mod in ("ax", "causallearn"):
+        try:
+            from importlib.metadata import version
+
+            versions[mod] = version({"ax": "ax-platform", "causallearn": "causal-learn"}[mod])
+        except Exception:  # noqa: BLE001 - optional peers
+            versions[mod] = None
+    return {
+        "machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
+        "load_avg_start": os.getloadavg(), "platform": platform.platform(), "versions": versions,
+    }  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small budget: 2 problems, 20 trials")
+    parser.add_argument(
+        "--seeds", type=int, default=None, help="seeds per cell (default 10, quick 2)"
+    )
+    parser.add_argument(
+        "--trials", type=int, default=None, help="trials per run (default 50, quick 20)"
+    )
+    parser.add_argument(
+        "--problems", default=None, help="comma-separated subset of " + ",".join(PROBLEMS)
+    )
+    parser.add_argument("--methods", default="flat,learned,true,ax")
+    parser.add_argument(
+        "--nuisance", default=None, help="comma-separated k values (default 0,10,30; quick 10)"
+    )
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="JSON path (default benchmarks/results/bench_structure[_quick].json)",
+    )
+    args = parser.parse_args(argv)
+    quick = args.quick
+    seeds = args.seeds or (2 if quick else 10)
+    budget = args.trials or (20 if quick else 50)
+    problems = (args.problems or ("ackley6,branincurrin" if quick else ",".join(PROBLEMS))).split(
+        ","
+    )
+    ks = [int(k) for k in (args.nuisance or ("10" if quick else "0,10,30")).split(",")]
+    methods = args.methods.split(",")
+    out = (
+        Path(args.out) if args.out else RESULTS / f"bench_structure{'_quick' if quick else ''}.json"
+    )
+    record: dict[str, Any] = {
+        "benchmark": "bench_structure", "started": datetime.now(UTC).isoformat(), "quick": quick,
+        "seeds": list(range(seeds)), "budget": budget, "environment": environment(), "cells": [],
+    }  # fmt: skip
+    for name in problems:
+        problem = PROBLEMS[name]
+        for k in ks if problem.metrics else [k for k in ks][:1]:
+            cell: dict[str, Any] = {"problem": name, "nuisance": k, "methods": {}}
+            for method in [m for m in methods if m != "true" or problem.metrics]:
+                runs = []
+                for seed in range(seeds):
+                    run = (
+                        run_ax(problem, seed, budget)
+                        if method == "ax"
+                        else run_tuner(problem, method, seed, budget, k, quick)
+                    )
+                    runs.append(run)
+                    print(f"{name} k={k} {method} seed={seed} hv={hypervolume(np.array(run['Y']), problem.ref):.4f} "
+                          f"t={np.mean(run['times']):.2f}s", flush=True)  # fmt: skip
+                cell["methods"][method] = {
+                    "summary": summarize(runs, problem.ref, budget),
+                    "runs": runs,
+                }
+            _add_ratios(cell, budget)
+            record["cells"].append(cell)
+            _write(out, record)
+    record["finished"] = datetime.now(UTC).isoformat()
+    _write(out, record)
+    print_table(record)
+    print(f"wrote {out}")
+    return 0
+
+
+def _add_ratios(cell: dict[str, Any], budget: int) -> None:
+    methods = cell["methods"]
+    if "flat" not in methods:
+        return
+    target = methods["flat"]["summary"]["hv_median"]
+    flat_t = methods["flat"]["summary"]["proposal_s_mean"]
+    for m in methods.values():
+        s = m["summary"]
+        s["trials_to_flat_final"] = trials_to_reach(s["curve_median"], target)
+        s["time_ratio_vs_flat"] = s["proposal_s_mean"] / flat_t if flat_t > 0 else None
+
+
+def _write(path: Path, record: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=1))
+    os.replace(tmp, path)
+
+
+def print_table(record: dict[str, Any]) -> None:
+    budget = record["budget"]
+    print(
+        f"\nhypervolume after {budget} trials: median [q25, q75] over {len(record['seeds'])} seeds"
+    )
+    header = f"{'problem':14} {'k':>3} {'method':8} {'HV median':>10} {'[q25, q75]':>22} {'reach flat':>10} {'t/iter s':>9} {'t ratio':>7} {'net %':>6}"
+    print(header)
+    print("-" * len(header))
+    for cell in record["cells"]:
+        for method, m in cell["methods"].items():
+            s = m["summary"]
+            reach = s.get("trials_to_flat_final")
+            share = s.get("network_share")
+            print(
+                f"{cell['problem']:14} {cell['nuisance']:>3} {method:8} {s['hv_median']:>10.4f} "
+                f"[{s['hv_q25']:>9.4f}, {s['hv_q75']:>9.4f}] {reach if reach else '-':>10} "
+                f"{s['proposal_s_mean']:>9.2f} {s.get('time_ratio_vs_flat') or 0:>7.2f} "
+                f"{'' if share is None else f'{100 * share:.0f}':>6}"
+            )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
