@@ -299,22 +299,30 @@ def prf(xp: Any, key: Any, x: Any, modulus: int) -> Any:
     return (z >> _S32).astype(xp.float64)
 
 
-def random_elements(xp: Any, key: str, shape: tuple[int, ...], modulus: int = PRIME) -> Any:
+def random_elements(
+    xp: Any, key: str | Sequence[str], shape: tuple[int, ...], modulus: int = PRIME
+) -> Any:
     """A reproducible array of uniform elements of ``[0, modulus)`` drawn from ``key``.
 
-    Each 64-bit splitmix output yields two elements (Lemire reduction of each 32-bit half).
+    Each 64-bit splitmix output yields two elements (Lemire reduction of each 32-bit half). With
+    a sequence of keys, the arrays of every key are stacked on a new leading axis (one pass).
     """
     n = 1
     for d in shape:
         n *= d
     half = (n + 1) // 2
-    z = xp.arange(half, dtype=xp.uint64) * _GOLDEN + xp.uint64(_key64(key))
+    if isinstance(key, str):
+        k: Any = xp.uint64(_key64(key))
+    else:
+        k = xp.asarray([_key64(x) for x in key], dtype=xp.uint64).reshape(-1, 1)
+    z = xp.arange(half, dtype=xp.uint64) * _GOLDEN + k
     z = (z ^ (z >> _S30)) * _M1
     z = (z ^ (z >> _S27)) * _M2
     z = z ^ (z >> xp.uint64(31))
     m = xp.uint64(modulus)
-    both = xp.concatenate([((z >> _S32) * m) >> _S32, ((z & _LO32) * m) >> _S32])
-    return both[:n].astype(xp.float64).reshape(shape)
+    both = xp.concatenate([((z >> _S32) * m) >> _S32, ((z & _LO32) * m) >> _S32], axis=-1)
+    lead = () if isinstance(key, str) else (len(key),)
+    return both[..., :n].astype(xp.float64).reshape(lead + tuple(shape))
 
 
 # ---------------------------------------------------------------------- special ops

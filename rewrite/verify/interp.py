@@ -112,15 +112,18 @@ class Evaluator:
         """
         seeds = getattr(self.sem, "seeds", None)
         if seeds is not None:
+            if self.field:
+                return self._source(node, [f"{s}|{key}" for s in seeds], 0)
             return self.xp.stack([self._source(node, key, s) for s in seeds])
         return self._source(node, key, getattr(self.sem, "seed", 0))
 
-    def _source(self, node: Node, key: str, seed: int) -> Any:
+    def _source(self, node: Node, key: str | list[str], seed: int) -> Any:
         t: TensorType = node.type
         xp = self.xp
         if self.field or not is_float(t.dtype):
             modulus = PRIME if is_float(t.dtype) else (2 if t.dtype == "bool" else self.int_high)
-            a = random_elements(xp, f"{seed}|{key}", t.shape, modulus)
+            keys = key if isinstance(key, list) else f"{seed}|{key}"
+            a = random_elements(xp, keys, t.shape, modulus)
             if t.dtype == "bool":
                 return a != 0
             return a if is_float(t.dtype) else a.astype(numpy_dtype(t.dtype))
