@@ -66,12 +66,14 @@ def _kill_loop(url: str, db: Path | None, kills: int, budget: int, seed: int, *e
     real_kills = 0
     for _ in range(kills):
         proc = _start(url, budget, *extra)
-        _wait_ready(proc)
-        time.sleep(rng.uniform(0.05, 1.5))
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-            real_kills += 1
-        proc.wait(timeout=30)
+        try:
+            _wait_ready(proc)
+            time.sleep(rng.uniform(0.05, 1.5))
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                real_kills += 1
+            proc.wait(timeout=30)
         proc.stdout.close()  # type: ignore[union-attr]
         proc.stderr.close()  # type: ignore[union-attr]
         if db is not None:
@@ -85,7 +87,12 @@ def _kill_loop(url: str, db: Path | None, kills: int, budget: int, seed: int, *e
 
 def _finish_and_check(url: str, budget: int, *extra: str) -> None:
     proc = _start(url, budget, *extra)
-    out, err = proc.communicate(timeout=300)
+    try:
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     assert proc.returncode == 0, err[-3000:]
     assert "done" in out
     trials = _check_consistent(url)
@@ -113,10 +120,10 @@ def test_sigkill_resume_sqlite_many_grace_only(tmp_path: Path) -> None:
     """25 kills, and stale trials found through the heartbeat grace period only."""
     db = tmp_path / "crash.db"
     url = f"sqlite:///{db}"
-    opts = ("--grace-only", "--grace", "3")
-    kills = _kill_loop(url, db, 25, 80, 7, *opts)
+    opts = ("--grace-only", "--grace", "3", "--n-initial", "30")
+    kills = _kill_loop(url, db, 25, 50, 7, *opts)
     assert kills >= 20
-    _finish_and_check(url, 80, *opts)
+    _finish_and_check(url, 50, *opts)
 
 
 @pytest.mark.postgres
@@ -131,9 +138,15 @@ def test_sigkill_resume_postgres() -> None:
 
 def _two_processes(url: str, budget: int) -> None:
     procs = [_start(url, budget, "--workers", "2", "--n-initial", "8") for _ in range(2)]
-    for p in procs:
-        out, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err[-3000:]
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=600)
+            assert p.returncode == 0, err[-3000:]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     trials = _check_consistent(url)
     assert Study.load("crash", url).progress()["finished"] == budget
     assert len(trials) == budget  # no stale trials: both processes were alive throughout
