@@ -158,6 +158,9 @@ class ConstArray:
         return f"ConstArray({self.type}, {self.digest})"
 
 
+_MASK_128 = (1 << 128) - 1
+
+
 def _canon_repr(attrs: Mapping[str, Any]) -> str:
     return repr(tuple(sorted(attrs.items())))
 
@@ -545,6 +548,10 @@ class Graph:
                 stack.extend(self.users(nid))
         return memo
 
+    def node_hashes(self) -> Mapping[int, bytes]:
+        """Node id to its 16-byte structural hash, for every node (read-only view)."""
+        return MappingProxyType(self._ensure_hashes())
+
     def node_hash(self, nid: int) -> str:
         """Structural (Merkle) hash of node ``nid`` as 32 hex digits.
 
@@ -554,10 +561,18 @@ class Graph:
 
     @property
     def digest(self) -> bytes:
-        """Structural hash of the whole graph (inputs and outputs in order), 16 bytes."""
+        """Structural hash of the whole graph, 16 bytes.
+
+        It covers the inputs and outputs in order and the multiset of node hashes, so graphs that
+        compute the same outputs with different sharing (a common subexpression eliminated, a
+        producer rematerialized) hash differently.
+        """
         if self._digest is None:
             memo = self._ensure_hashes()
             h = hashlib.blake2b(b"graph", digest_size=16)
+            total = sum(int.from_bytes(d, "little") for d in memo.values()) & _MASK_128
+            h.update(len(memo).to_bytes(8, "little"))
+            h.update(total.to_bytes(16, "little"))
             for nid in self.inputs:
                 h.update(memo[nid])
             for v in self.outputs:

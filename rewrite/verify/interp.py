@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -72,15 +72,9 @@ def run_body(sem: Semantics, body: Graph, args: Sequence[Any]) -> tuple[Any, ...
     return tuple(env[v.node][v.index] for v in body.outputs)
 
 
-def node_hashes(graph: Graph) -> dict[int, bytes]:
-    """Structural hash of every node of ``graph`` (id -> 16 bytes), computed once per graph.
-
-    Uses the graph's internal hash table when available (one call instead of one per node).
-    """
-    table = getattr(graph, "_ensure_hashes", None)
-    if table is not None:
-        return table()
-    return {nid: bytes.fromhex(graph.node_hash(nid)) for nid in graph.nodes}
+def node_hashes(graph: Graph) -> Mapping[int, bytes]:
+    """Structural hash of every node of ``graph`` (id -> 16 bytes), computed once per graph."""
+    return graph.node_hashes()
 
 
 def _source_rng(seed: int, key: str) -> np.random.Generator:
