@@ -185,6 +185,8 @@ def main() -> None:
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--parallel-model", default="gpt2")
     ap.add_argument("--parallel-budget", type=float, default=None)
+    ap.add_argument("--no-scaling", action="store_true", help="skip the 1 vs 2 process runs")
+    ap.add_argument("--name", default=None, help="results file name (benchmarks/results/)")
     args = ap.parse_args()
     budget = args.budget or (3.0 if args.quick else 40.0)
     seeds = args.seeds or (1 if args.quick else 3)
@@ -199,21 +201,32 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory(prefix="bench_search_") as tmp:
         results = compare(models, seeds, budget, args.quick, tmp)
-        print(f"\nisland scaling on {args.parallel_model} ({pbudget} s each):", flush=True)
-        scale = scaling(args.parallel_model, pbudget, args.quick, tmp)
+        scale: dict[Any, Any] = {"speedup": float("nan")}
+        if not args.no_scaling:
+            print(f"\nisland scaling on {args.parallel_model} ({pbudget} s each):", flush=True)
+            scale = scaling(args.parallel_model, pbudget, args.quick, tmp)
     rows, wins = summarize(results)
     print()
-    print_table(
-        rows,
-        ["model", "strategy", "hypervolume", "lat-red mean", "lat-red best", "steps/s", "verify s"],
-    )
+    if rows:
+        print_table(
+            rows,
+            [
+                "model",
+                "strategy",
+                "hypervolume",
+                "lat-red mean",
+                "lat-red best",
+                "steps/s",
+                "verify s",
+            ],
+        )
     print(
         f"\nstochastic >= best-first (mean hypervolume) on {wins} of {len(results)} models "
         "(target: 3 of 4)"
     )
     print(f"2 processes / 1 process steps per second: {scale['speedup']:.2f}x (target 1.7x)")
     path = write_results(
-        "bench_search_quick" if args.quick else "bench_search",
+        args.name or ("bench_search_quick" if args.quick else "bench_search"),
         {
             "budget_s": budget,
             "seeds": list(range(seeds)),
