@@ -348,7 +348,8 @@ class Tuner:
         if not isinstance(trial.state, TrialState):
             raise InvalidTrialRecordError(f"state must be a TrialState, got {trial.state!r}.")
         if trial.state is not TrialState.COMPLETE:
-            if trial.values is not None:
+            # A FAILED record may keep what was told (e.g. NaN values); the model ignores it.
+            if trial.values is not None and trial.state is not TrialState.FAILED:
                 raise InvalidTrialRecordError(f"A {trial.state.value} trial has no values.")
             return {"metrics": dict(trial.metrics)}
         values = self._problem.check_values(trial.values)

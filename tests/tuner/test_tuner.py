@@ -193,6 +193,8 @@ def test_rebuild_rejects_inconsistent_records(space: Space) -> None:
     for bad in cases:
         with pytest.raises(InvalidTrialRecordError):
             make_tuner(space, trials=bad)
+    failed = dict(records[0], state="FAILED", values={"latency": math.nan, "speedup": 1.0})
+    assert make_tuner(space, trials=[failed]).trials[0].state is TrialState.FAILED
 
 
 def test_settings_dict(space: Space) -> None:
