@@ -115,9 +115,9 @@ def compare(models: list[str], seeds: int, budget: float, quick: bool, tmp: str)
 def scaling(model: str, budget: float, quick: bool, tmp: str, seed: int = 0) -> dict:
     """Steps per second of the stochastic search with 1 and 2 worker processes.
 
-    A first untimed run warms the shared verdict cache; then the runs go in the order 1, 2, 2, 1
-    processes so neither count systematically meets a colder cache or a quieter machine, and
-    each count reports the mean of its two runs.
+    A first untimed run (same seed) warms the shared verdict cache; then the runs go in the
+    order 1, 2, 2, 1 processes so neither count systematically meets a colder cache or a quieter
+    machine, and each count reports the mean of its two runs.
     """
     graph = build(MODELS[model], quick)
     cache = os.path.join(tmp, f"{model}-scaling.sqlite")
@@ -128,7 +128,7 @@ def scaling(model: str, budget: float, quick: bool, tmp: str, seed: int = 0) -> 
             r = one_run(
                 graph,
                 "stochastic",
-                seed + len(runs[workers]),
+                seed,
                 budget,
                 cache,
                 executor=pool,
