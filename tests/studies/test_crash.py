@@ -137,7 +137,7 @@ def test_sigkill_resume_postgres() -> None:
 
 
 def _two_processes(url: str, budget: int) -> None:
-    procs = [_start(url, budget, "--workers", "2", "--n-initial", "8") for _ in range(2)]
+    procs = [_start(url, budget, "--workers", "2", "--n-initial", "10") for _ in range(2)]
     try:
         for p in procs:
             out, err = p.communicate(timeout=600)
@@ -158,11 +158,11 @@ def _two_processes(url: str, budget: int) -> None:
 
 
 def test_two_processes_one_sqlite_study(tmp_path: Path) -> None:
-    _two_processes(f"sqlite:///{tmp_path / 'two.db'}", budget=16)
+    _two_processes(f"sqlite:///{tmp_path / 'two.db'}", budget=14)
 
 
 @pytest.mark.postgres
 def test_two_processes_one_postgres_study() -> None:
     from tests.studies.conftest import postgres_url
 
-    _two_processes(postgres_url(), budget=16)
+    _two_processes(postgres_url(), budget=14)
