@@ -3,7 +3,7 @@
 Composes with `rewrite.cost`: per-node kernel costs come from `rewrite.cost.node_cost` (same
 roofline and device profile); this module adds placement and communication.
 
-Placement (see `rewrite.rules.collectives`): sources are replicated; output ``i`` of ``shard`` and
+Placement (see `rewrite.ops.collective`): sources are replicated; output ``i`` of ``shard`` and
 of ``reduce_scatter`` lives on device ``i``; ``all_reduce``/``all_gather`` outputs are
 replicated; any other node lives where its non-replicated inputs live (a node reading two
 different devices is an error). A replicated node runs on every device.
@@ -32,7 +32,7 @@ from rewrite.devices import DeviceProfile, load_device
 from rewrite.errors import GraphError
 from rewrite.ir import Graph, Node, Value
 from rewrite.ops import get_op
-from rewrite.rules.collectives import COLLECTIVES
+from rewrite.ops.collective import COLLECTIVES
 
 __all__ = ["ShardedCost", "collective_time", "placement", "shard_cost"]
 
@@ -140,7 +140,7 @@ def shard_cost(graph: Graph, device: str | Path | DeviceProfile = "h100") -> Sha
     """The sharded cost of ``graph`` on devices of profile ``device``.
 
     Args:
-        graph: A graph, sharded with `rewrite.rules.collectives` ops (an unsharded graph is one
+        graph: A graph, sharded with `rewrite.ops.collective` ops (an unsharded graph is one
             device).
         device: Device profile name, JSON path or `DeviceProfile`.
 

@@ -7,7 +7,14 @@ layout ops, sources, opaque and fused nodes).
 
 from __future__ import annotations
 
-from rewrite.ops import elementwise, linalg, reduce, shape, special  # noqa: F401  (register ops)
+from rewrite.ops import (  # noqa: F401  (register ops)
+    collective,
+    elementwise,
+    linalg,
+    reduce,
+    shape,
+    special,
+)
 from rewrite.ops.base import (
     KINDS,
     REQUIRED,

@@ -11,7 +11,7 @@ input per device, in device order:
   piece ``i`` on device ``i``.
 
 Semantically they are sum/concat/split, so the verifier and the prover check sharded graphs like
-any other; `rewrite.shard_cost` prices them with the alpha-beta model. Importing this module
+any other; `rewrite.shard_cost` prices them with the alpha-beta model. Importing `rewrite.ops`
 registers the ops (once).
 """
 
@@ -22,8 +22,7 @@ from typing import Any
 
 from rewrite.errors import ShapeError
 from rewrite.ir import TensorType
-from rewrite.ops import OpDef, get_op, op_names, register
-from rewrite.ops.base import Types, io_bytes, norm_dim
+from rewrite.ops.base import OpDef, Types, get_op, io_bytes, norm_dim, op_names, register
 
 __all__ = ["COLLECTIVES", "SHARD_OPS"]
 

@@ -37,6 +37,7 @@ import numpy as np
 from rewrite.cost import CostVector, cost
 from rewrite.errors import GraphError
 from rewrite.ir import Graph
+from rewrite.ops.collective import SHARD_OPS
 from rewrite.optimize.config import SearchConfig
 from rewrite.optimize.matching import SiteTable, all_sites, inherit_sites, match_radius, revalidate
 from rewrite.optimize.pareto import (
@@ -48,7 +49,6 @@ from rewrite.optimize.pareto import (
 from rewrite.optimize.result import RunStats, Step, normalizer
 from rewrite.rule_errors import MatchError, RuleError, VerificationError
 from rewrite.rules.base import Rule, Site
-from rewrite.rules.collectives import SHARD_OPS
 from rewrite.shard_cost import shard_cost
 
 __all__ = ["Context", "Engine", "Entry"]

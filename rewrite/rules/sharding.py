@@ -1,6 +1,6 @@
 """Sharding rules: split products and attention across ``n`` devices with the collective each needs.
 
-Built on the explicit-shard ops of `rewrite.rules.collectives`. `sharding_rules(n)` builds the
+Built on the explicit-shard ops of `rewrite.ops.collective`. `sharding_rules(n)` builds the
 family for ``n`` devices (default 2). Per device, a sharded product does ``1/n`` of the FLOPs;
 `rewrite.shard_cost` prices the collectives (alpha-beta model on the interconnect).
 """
@@ -11,7 +11,6 @@ import numpy as np
 
 from rewrite.builder import GraphBuilder
 from rewrite.ir import Graph, Value
-from rewrite.rules import collectives  # noqa: F401  (registers shard and the collectives)
 from rewrite.rules._helpers import EW_UNARY, op, outs
 from rewrite.rules.base import Dims, Rule
 from rewrite.rules.pattern import Match, P, V

@@ -1,4 +1,4 @@
-"""The explicit-shard ops of `rewrite.rules.collectives`: inference and numpy semantics vs torch."""
+"""The explicit-shard ops of `rewrite.ops.collective`: inference and numpy semantics vs torch."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from rewrite.builder import GraphBuilder
 from rewrite.errors import ShapeError
 from rewrite.evaluate import evaluate
 from rewrite.ops import get_op
+from rewrite.ops.collective import SHARD_OPS
 from rewrite.rules._helpers import op, outs
-from rewrite.rules.collectives import SHARD_OPS
 
 
 def test_ops_are_registered_as_the_collective_family():

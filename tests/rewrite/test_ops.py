@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from rewrite import GraphBuilder, ShapeError, evaluate, ops
+from rewrite.ops.collective import SHARD_OPS
 
 F32 = "float32"
 # input spec: (shape, dtype, kind) with kind in {"n": normal, "p": positive, "b": bool,
@@ -238,9 +239,10 @@ def _arrays(specs: list[Spec], seed: int) -> list[np.ndarray]:
 
 
 def test_registry_has_at_least_35_ops_and_all_are_covered() -> None:
-    names = ops.BUILTIN_OPS  # ops other packages register are tested there
+    names = ops.BUILTIN_OPS
     assert len(names) >= 35
     covered = {c[1] for c in CASES} | {"input", "param", "const", "opaque", "fused"}
+    covered |= set(SHARD_OPS)  # compared with torch in test_collectives.py
     assert names <= covered, f"ops without a torch comparison: {names - covered}"
 
 
