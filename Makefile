@@ -34,12 +34,13 @@ $(PEERS_STAMP): $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/tuner demo
 
-## Every test not marked slow (what CI runs).
+## Every test not marked slow, and the notebooks (what CI runs). PostgreSQL tests run when
+## RT_POSTGRES_URL is set (.ci/postgres.sh starts a throwaway server) and skip otherwise.
 test: $(STAMP)
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" --nbmake tests notebooks $(PYTEST_ARGS)
 
 test-all: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --nbmake tests notebooks $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
