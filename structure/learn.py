@@ -8,7 +8,9 @@ tier; within the metric tier by the data's majority vote, else by the search's p
 by column order), breaks any cycle by dropping the weakest edge, adds required and formula edges,
 and post-processes: caps each node's in-degree, drops metrics that no parameter drives or that
 reach no objective, gives parentless metrics every parameter as parent, and connects every
-parameter that has no path to an objective directly to it.
+parameter that has no path to an objective directly to it. By default every kept metric and
+objective also gets every parameter as a parent (``all_param_parents``, ``direct_edges``):
+the learned part of the structure is then which metrics feed which nodes.
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ class LearnConfig:
             exact formula), so each objective's GP sees the parameters as well as its metric
             parents: a metric parent that structure learning missed then costs accuracy, not
             correctness. Off for a trusted structure (e.g. the true DAG).
+        all_param_parents: Give every metric kept in the structure (not defined by an exact
+            formula) all parameters as parents (origin ``"direct"``): Fisher-z misses
+            non-monotone parameter effects, and a node GP missing an input explains it as noise
+            that the network then does not propagate; the ARD kernel ignores irrelevant inputs.
     """
 
     alpha: float = 0.05
@@ -54,6 +60,7 @@ class LearnConfig:
     max_parents: int = 6
     min_rows: int = 8
     direct_edges: bool = True
+    all_param_parents: bool = True
 
     def __post_init__(self) -> None:
         if not (0.0 < self.alpha < 1.0 and 0.0 < self.stability <= 1.0):
@@ -128,6 +135,13 @@ def learn_structure(
     protected |= {n for pair in knowledge.required for n in pair} | set(outputs)
     exact = {f.node for f in knowledge.formulas if not f.residual}
     edges = _prune_and_repair(edges, [*params], [*metrics], [*objectives], protected, exact)
+    if config.all_param_parents:
+        used = {n for key in edges for n in key} | (set(outputs) & set(metrics))
+        for m in metrics:
+            if m in used and m not in exact:
+                edges.update(
+                    {(p, m): Edge(p, m, 0.0, "direct") for p in params if (p, m) not in edges}
+                )
     if config.direct_edges:
         for o in objectives:
             if o not in exact:

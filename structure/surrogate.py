@@ -243,7 +243,12 @@ class StructuredSurrogate(Surrogate):
             keep |= set(self.fixed_structure.metrics)
         raw = {k: v for k, v in data.metrics.items() if k not in data.outcome_names}
         objectives = data.Y[:, : data.n_objectives].numpy()
-        fmap = fit_features(raw, objectives, self.config.features, keep=keep & set(raw))
+        # Fisher-z needs a non-singular correlation matrix: fewer columns than trials.
+        room = data.n - data.X.shape[-1] - data.Y.shape[-1] - 3
+        fcfg = dataclasses.replace(
+            self.config.features, max_columns=max(1, min(self.config.features.max_columns, room))
+        )
+        fmap = fit_features(raw, objectives, fcfg, keep=keep & set(raw))
         if self.fixed_structure is not None:
             return fmap, self.fixed_structure
         feats = fmap.transform(raw, data.n)

@@ -106,3 +106,15 @@ def test_tuner_runs_with_the_structured_surrogate() -> None:
         tuner.tell(trial.id, {"o": float(torch.sin(torch.tensor(12.0 * m)))}, metrics={"m": m})
     assert len(tuner.trials) == 13
     assert surrogate.describe()["model"] == "network"
+
+
+def test_more_metric_columns_than_trials_still_learns() -> None:
+    data = sum_sine_data(12, seed=4, structured=False)
+    gen = torch.Generator().manual_seed(0)
+    metrics = {f"n{i}": torch.randn(12, generator=gen, dtype=torch.float64) for i in range(30)}
+    data = dataclasses.replace(data, metrics={**data.metrics, **metrics})
+    s = _surrogate()
+    s.fit(data)
+    info = s.describe()
+    assert "failed" not in info["reason"]
+    assert len(info["features"]["features"]) <= 12 - 6 - 1 - 3
