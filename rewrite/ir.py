@@ -534,9 +534,11 @@ class Graph:
     def _inherited_hashes(self) -> dict[int, bytes]:
         """The parent's hashes minus every node the edit changed and their descendants."""
         src, self._hash_src = self._hash_src, None
-        if src is None or src[0]._hashes is None or len(src[0]._hashes) != len(src[0]._nodes):
+        if src is None:
             return {}
         parent, changed = src
+        if parent._hashes is None or len(parent._hashes) != len(parent._nodes):
+            return {}
         memo = dict(parent._hashes)
         seen: set[int] = set()
         stack = list(changed)

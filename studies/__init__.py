@@ -24,6 +24,7 @@ _EXPORTS = {
     "export_priors": "studies.export",
     "read_priors_file": "studies.export",
     "plot_study": "studies.plots",
+    "rewrite_study": "studies.rewrite_study",
     "StudyError": "studies.errors",
     "StorageError": "studies.errors",
     "StorageLockedError": "studies.errors",
@@ -61,6 +62,7 @@ __all__ = [
     "export_priors",
     "plot_study",
     "read_priors_file",
+    "rewrite_study",
 ]
 
 if TYPE_CHECKING:
@@ -81,6 +83,7 @@ if TYPE_CHECKING:
     from studies.pareto import Constrained, Weighted
     from studies.plots import plot_study
     from studies.records import StudyRecord, TrialRecord
+    from studies.rewrite_study import rewrite_study
     from studies.settings import StudySettings
     from studies.storage import Storage
     from studies.study import Study

@@ -288,18 +288,31 @@ def plot(
 @app.command()
 def demo(
     storage: StorageOpt = "sqlite:///demo-study.db",
-    n_trials: Annotated[int, typer.Option("--n-trials", "-n", help="Trial budget.")] = 20,
+    n_trials: Annotated[int, typer.Option("--n-trials", "-n", help="Trial budget.")] = 16,
     workers: Annotated[int, typer.Option("--workers", "-w", help="Parallel trials.")] = 2,
+    workloads: Annotated[
+        str, typer.Option(help="Comma-separated rewrite.zoo models (small; '-full' for full size).")
+    ] = "gpt2,bert,resnet",
+    steps: Annotated[int, typer.Option(help="Search steps per workload per trial.")] = 150,
     out_path: Annotated[Path, typer.Option("--out", "-o", help="Priors JSON to write.")] = Path(
         "demo-priors.json"
     ),
+    toy: Annotated[
+        bool, typer.Option("--toy", help="Run the instant synthetic study instead.")
+    ] = False,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
 ) -> None:
-    """Run the built-in toy study (resumes if the storage already holds it), print its Pareto
-    table and export the chosen priors."""
-    from studies.examples import toy_study
+    """Tune the rewrite search's knobs and rule priors on small zoo models (the default study),
+    print the Pareto table and export the chosen priors. Resumes if the storage holds it."""
+    if toy:
+        from studies.examples import toy_study
 
-    study = _guard(toy_study, "demo", storage)
+        study = _guard(toy_study, "demo", storage)
+    else:
+        from studies.rewrite_study import rewrite_study
+
+        names = [w.strip() for w in workloads.split(",") if w.strip()]
+        study = _guard(rewrite_study, names, budget=steps, name="rewrite-demo", storage=storage)
     _optimize(study, n_trials, workers, None, progress)
     doc = _guard(study.export_priors, out_path)
     out.print(f"exported the priors of trial {doc.provenance['trial']} to {out_path}")

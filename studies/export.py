@@ -86,6 +86,10 @@ def priors_from_trial(
 ) -> tuple[str, dict[str, float], dict[str, Any]]:
     """Split a trial's config into (simplex name, priors, search config).
 
+    The search config holds the other tuned parameters; `Fixed` ones (the context every trial
+    shared, such as a study's workload suite) are left out (`export_priors` records them in the
+    provenance).
+
     Raises:
         ExportError: If the space has no Simplex parameter, or several and ``simplex`` does not
             name one of them.
@@ -100,8 +104,14 @@ def priors_from_trial(
         simplex = names[0]
     elif simplex not in names:
         raise ExportError(f"simplex={simplex!r} is not a Simplex parameter; the space has {names}.")
+    from spaces import Fixed
+
     priors = {str(k): float(v) for k, v in trial.config[simplex].items()}
-    rest = {k: v for k, v in trial.config.items() if k != simplex}
+    rest = {
+        k: v
+        for k, v in trial.config.items()
+        if k != simplex and not isinstance(space.params.get(k), Fixed)
+    }
     return simplex, priors, rest
 
 
@@ -141,6 +151,7 @@ def export_priors(
         "package_version": __version__,
         "pick": rule,
         "simplex": name,
+        "fixed": {k: v for k, v in trial.config.items() if k != name and k not in search_config},
     }
     doc = PriorsFile(priors, search_config, provenance)
     try:

@@ -46,22 +46,38 @@ def trials_table(study: Study, trials: Sequence[TrialRecord], last: int = 20) ->
     return table
 
 
+def _top(weights: dict, k: int = 3) -> str:
+    """The ``k`` heaviest parts of a simplex value, e.g. ``"fuse=0.41 merge=0.22 (+2 more)"``."""
+    ranked = sorted(weights.items(), key=lambda kv: -kv[1])
+    more = f" (+{len(ranked) - k} more)" if len(ranked) > k else ""
+    return " ".join(f"{n}={_fmt(w)}" for n, w in ranked[:k]) + more
+
+
 def pareto_table(study: Study, trials: Sequence[TrialRecord]) -> Table:
-    """The Pareto set: number, objectives, then every parameter of the config."""
+    """The Pareto set: number, objectives, the tuned parameters, and each simplex's top parts.
+
+    `Fixed` parameters (the same in every trial) are left out.
+    """
+    from spaces import Fixed, Simplex
+
     front = pareto_front(trials, study.objectives, study.constraints)
     table = Table(title=f"{study.name}: Pareto set ({len(front)} trials)")
     table.add_column("#", justify="right")
     for k in study.objectives:
         table.add_column(k, justify="right")
-    names = list(study.space.names)
-    for name in names:
-        table.add_column(name, overflow="fold")
+    params = study.space.params
+    simplexes = [n for n, p in params.items() if isinstance(p, Simplex)]
+    scalars = [n for n, p in params.items() if not isinstance(p, Simplex | Fixed)]
+    if scalars:
+        table.add_column("parameters", overflow="fold", ratio=2)
+    for name in simplexes:
+        table.add_column(f"{name} (top 3)", overflow="fold", ratio=1)
     for t in front:
-        table.add_row(
-            str(t.number),
-            *[_fmt(t.values[k]) for k in study.objectives],  # type: ignore[index]
-            *[_fmt(t.config.get(n)) for n in names],
-        )
+        cells = [_fmt(t.values[k]) for k in study.objectives]  # type: ignore[index]
+        if scalars:
+            cells.append(" ".join(f"{n}={_fmt(t.config.get(n))}" for n in scalars))
+        cells += [_top(t.config[n]) for n in simplexes]
+        table.add_row(str(t.number), *cells)
     return table
 
 

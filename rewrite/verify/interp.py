@@ -121,6 +121,7 @@ class Evaluator:
             if t.dtype == "bool":
                 return a != 0
             return a if is_float(t.dtype) else a.astype(numpy_dtype(t.dtype))
+        assert isinstance(key, str), "per-seed keys are only used by field semantics"
         rng = _source_rng(seed, key)
         # positive weights keep variances, scales and norms in range
         a = rng.uniform(0.5, 1.5, t.shape) if node.op == "param" else rng.standard_normal(t.shape)
@@ -157,7 +158,7 @@ class Evaluator:
             self._remember(key, outs)
         return [env[v.node][v.index] for v in graph.outputs]
 
-    def _needed(self, graph: Graph, hashes: dict[int, bytes]) -> list[int]:
+    def _needed(self, graph: Graph, hashes: Mapping[int, bytes]) -> list[int]:
         """Node ids to visit in topological order: stop descending at memoized nodes."""
         order: list[int] = []
         seen: set[int] = set()

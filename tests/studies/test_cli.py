@@ -177,7 +177,7 @@ def test_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.studies.helpers import fast_settings
 
     toy_study("demo", url, settings=fast_settings(100))
-    result = _invoke("demo", "-s", url, "-n", "4", "-w", "1", "--no-progress")
+    result = _invoke("demo", "--toy", "-s", url, "-n", "4", "-w", "1", "--no-progress")
     assert result.exit_code == 0, result.output
     assert "Pareto set" in result.stdout and "demo-priors.json" in result.stdout
     assert json.loads((tmp_path / "demo-priors.json").read_text())["provenance"]["study"] == "demo"
