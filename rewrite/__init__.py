@@ -7,19 +7,43 @@ from rewrite.builder import GraphBuilder, GraphEditor
 from rewrite.cost import COST_FIELDS, CostVector, cost, node_cost, peak_memory
 from rewrite.devices import DeviceProfile, device_names, load_device
 from rewrite.errors import (
+    BackendError,
     CostModelError,
     EvaluationError,
     GraphError,
+    MatchError,
     OpaqueOpWarning,
+    PriorsError,
     RewriteError,
+    RuleError,
+    RuleRejectedError,
+    SearchConfigError,
+    SearchError,
     SerializationError,
     ShapeError,
     TorchImportError,
     UnknownOpError,
+    VerificationError,
 )
 from rewrite.evaluate import evaluate, random_inputs, random_params
 from rewrite.ir import ConstArray, Graph, GraphDelta, Node, TensorType, Value
+from rewrite.optimize import (
+    RulePriors,
+    SearchConfig,
+    SearchResult,
+    Solution,
+    Step,
+    SuiteResult,
+    config_from_params,
+    search,
+    search_space,
+    search_suite,
+)
+from rewrite.prove import ProofResult, prove_rule
+from rewrite.rules import Rule, RuleRegistry, Site, catalogue, default_registry
 from rewrite.serialize import from_json, load, save, to_json, to_text
+from rewrite.shard_cost import ShardedCost, shard_cost
+from rewrite.verify import CheckResult, VerdictCache, Verifier, default_cache
 
 __all__ = [
     # IR
@@ -51,19 +75,52 @@ __all__ = [
     "load_device",
     "node_cost",
     "peak_memory",
+    "ShardedCost",
+    "shard_cost",
+    # rules and verification
+    "CheckResult",
+    "ProofResult",
+    "Rule",
+    "RuleRegistry",
+    "Site",
+    "VerdictCache",
+    "Verifier",
+    "catalogue",
+    "default_cache",
+    "default_registry",
+    "prove_rule",
+    # search
+    "RulePriors",
+    "SearchConfig",
+    "SearchResult",
+    "Solution",
+    "Step",
+    "SuiteResult",
+    "config_from_params",
+    "search",
+    "search_space",
+    "search_suite",
     # import
     "from_torch",
     "zoo",
     # errors
+    "BackendError",
     "CostModelError",
     "EvaluationError",
     "GraphError",
+    "MatchError",
     "OpaqueOpWarning",
+    "PriorsError",
     "RewriteError",
+    "RuleError",
+    "RuleRejectedError",
+    "SearchConfigError",
+    "SearchError",
     "SerializationError",
     "ShapeError",
     "TorchImportError",
     "UnknownOpError",
+    "VerificationError",
 ]
 
 

@@ -6,15 +6,23 @@ Every error message states the rule that was broken, the offending values and a 
 from __future__ import annotations
 
 __all__ = [
+    "BackendError",
     "CostModelError",
     "EvaluationError",
     "GraphError",
+    "MatchError",
     "OpaqueOpWarning",
+    "PriorsError",
     "RewriteError",
+    "RuleError",
+    "RuleRejectedError",
+    "SearchConfigError",
+    "SearchError",
     "SerializationError",
     "ShapeError",
     "TorchImportError",
     "UnknownOpError",
+    "VerificationError",
 ]
 
 
@@ -51,6 +59,48 @@ class EvaluationError(RewriteError, RuntimeError):
 
 class CostModelError(RewriteError, ValueError):
     """A device profile is invalid or unknown."""
+
+
+class RuleError(RewriteError, ValueError):
+    """A rule is malformed (bad pattern, duplicate name, unknown family or objective tag)."""
+
+
+class MatchError(RewriteError, ValueError):
+    """A site does not match the rule it is applied with (stale site, wrong graph)."""
+
+
+class RuleRejectedError(RuleError):
+    """A rule failed the verification gate (z3 proof or random testing).
+
+    Attributes:
+        rule: The rejected rule's name.
+        layer: ``"z3"`` or ``"random"``.
+        detail: The verdict (counterexample, ``unknown`` reason, or mismatch summary).
+    """
+
+    def __init__(self, rule: str, layer: str, detail: str) -> None:
+        super().__init__(f"rule {rule!r} was rejected by the {layer} check: {detail}")
+        self.rule, self.layer, self.detail = rule, layer, detail
+
+
+class VerificationError(RewriteError, RuntimeError):
+    """A graph cannot be checked (unsupported op in the requested mode, mismatched signatures)."""
+
+
+class BackendError(RewriteError, RuntimeError):
+    """The requested array backend is unusable (cupy missing, no CUDA device)."""
+
+
+class SearchError(RewriteError, RuntimeError):
+    """The search could not run (no rules, a worker failed, an unusable input graph)."""
+
+
+class SearchConfigError(RewriteError, ValueError):
+    """A `SearchConfig` knob is out of its valid range or of the wrong type."""
+
+
+class PriorsError(RewriteError, ValueError):
+    """Rule priors are invalid: unknown rule, negative or non-finite weight, bad file."""
 
 
 class OpaqueOpWarning(UserWarning):

@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import z3
 
+from rewrite.errors import VerificationError
 from rewrite.ir import ConstArray, Graph, Node
-from rewrite.rule_errors import VerificationError
 from rewrite.verify.field import gelu_tanh_consts, is_float
 from rewrite.verify.interp import run_body
 

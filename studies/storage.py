@@ -146,6 +146,8 @@ class Storage:
             StudyConflictError: If a study of that name exists with another definition.
         """
         with self.write() as conn:
+            if not self.is_sqlite:  # two processes creating one study: the second attaches
+                conn.execute(text("SELECT pg_advisory_xact_lock(7311002)"))
             row = conn.execute(select(_S).where(_S.c.name == study.name)).first()
             if row is not None:
                 stored = _study(row)

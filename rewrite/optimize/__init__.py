@@ -8,6 +8,7 @@ plus the rule priors into a `spaces.Space`, and `config_from_params` maps a poin
 Pareto utilities live in `rewrite.optimize.pareto`.
 """
 
+from rewrite.errors import PriorsError, SearchConfigError, SearchError
 from rewrite.optimize.api import default_rules, make_verifier, search
 from rewrite.optimize.config import (
     DEFAULT_TUNED,
@@ -17,7 +18,6 @@ from rewrite.optimize.config import (
     config_from_params,
     search_space,
 )
-from rewrite.optimize.errors import PriorsError, SearchConfigError, SearchError
 from rewrite.optimize.priors import RulePriors
 from rewrite.optimize.result import RULE_COUNTERS, RunStats, SearchResult, Solution, Step
 from rewrite.optimize.suite import SuiteResult, search_suite

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from rewrite.errors import SearchConfigError, SearchError
 from rewrite.ir import Graph
 from rewrite.optimize.config import SearchConfig, knob_names
 from rewrite.optimize.engine import Context, Engine, Entry
-from rewrite.optimize.errors import SearchConfigError, SearchError
 from rewrite.optimize.priors import RulePriors
 from rewrite.optimize.result import SearchResult, Solution
 from rewrite.rules.base import Rule

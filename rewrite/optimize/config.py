@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from rewrite.optimize.errors import SearchConfigError
+from rewrite.errors import SearchConfigError
 from spaces import Float, Int, Simplex, Space
 
 __all__ = [

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from rewrite.cost import CostVector, cost
-from rewrite.errors import GraphError
+from rewrite.errors import GraphError, MatchError, RuleError, VerificationError
 from rewrite.ir import Graph
 from rewrite.ops.collective import SHARD_OPS
 from rewrite.optimize.config import SearchConfig
@@ -47,7 +47,6 @@ from rewrite.optimize.pareto import (
     truncate_by_crowding,
 )
 from rewrite.optimize.result import RunStats, Step, normalizer
-from rewrite.rule_errors import MatchError, RuleError, VerificationError
 from rewrite.rules.base import Rule, Site
 from rewrite.shard_cost import shard_cost
 

@@ -24,22 +24,21 @@ from __future__ import annotations
 import concurrent.futures as cf
 import multiprocessing
 import os
-import pickle
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import numpy as np
 
 from rewrite.cost import cost
-from rewrite.errors import GraphError
+from rewrite.errors import GraphError, SearchError
 from rewrite.ir import Graph
 from rewrite.optimize.config import SearchConfig
 from rewrite.optimize.engine import Context, Engine, Entry
-from rewrite.optimize.errors import SearchError
 from rewrite.optimize.matching import inherit_sites
 from rewrite.optimize.pareto import hypervolume, truncate_by_crowding
 from rewrite.optimize.result import RunStats, SearchResult, Step
@@ -442,7 +441,7 @@ def _rebuild_final(ctx: Context, spec: EntrySpec) -> Entry:
 def check_picklable(rules: Sequence[Rule]) -> None:
     """Raise `SearchError` unless ``rules`` can be sent to worker processes."""
     try:
-        pickle.dumps(list(rules))
+        ForkingPickler.dumps(list(rules))
     except Exception as err:  # noqa: BLE001
         raise SearchError(
             f"custom rules must be picklable to run on worker processes ({err!r}); define their "

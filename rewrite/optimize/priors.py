@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from rewrite.optimize.errors import PriorsError
+from rewrite.errors import PriorsError
 
 __all__ = ["FORMAT_VERSION", "KIND", "MISSING_DEFAULT", "RulePriors"]
 

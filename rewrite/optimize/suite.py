@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rewrite.errors import SearchError
 from rewrite.ir import Graph
 from rewrite.optimize.config import SearchConfig
-from rewrite.optimize.errors import SearchError
 from rewrite.optimize.priors import RulePriors
 from rewrite.optimize.result import SearchResult
 

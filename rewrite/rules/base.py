@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rewrite.errors import MatchError, RuleError
 from rewrite.ir import Graph, Value
-from rewrite.rule_errors import MatchError, RuleError
 from rewrite.rules.pattern import Match, P, is_exclusive, match_roots, pattern_ops
 
 if TYPE_CHECKING:

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from rewrite.builder import GraphBuilder
+from rewrite.errors import MatchError
 from rewrite.ir import ConstArray, Graph, Node, Value
-from rewrite.rule_errors import MatchError
 from rewrite.rules._helpers import EW_BINARY, EW_UNARY, const_scalar, is_scalar_const, op
 from rewrite.rules.base import Dims, Rule
 from rewrite.rules.pattern import Match, P, V

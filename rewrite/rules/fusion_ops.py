@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from rewrite.builder import GraphBuilder
+from rewrite.errors import MatchError
 from rewrite.ir import Graph, Node, Value
-from rewrite.rule_errors import MatchError
 from rewrite.rules._helpers import EW_BINARY, EW_UNARY, const_scalar, is_scalar_const, op
 from rewrite.rules.base import Dims, Rule
 from rewrite.rules.fusion import MAX_FUSE, _fuse_pair

@@ -19,8 +19,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rewrite.errors import RuleError
 from rewrite.ir import Graph, Node, TensorType, Value
-from rewrite.rule_errors import RuleError
 
 __all__ = ["Match", "P", "V", "pattern_ops", "pattern_vars"]
 

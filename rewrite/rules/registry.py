@@ -18,9 +18,9 @@ import functools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from rewrite.errors import RuleError, RuleRejectedError
 from rewrite.ir import Graph
 from rewrite.prove import ProofResult, prove_rule
-from rewrite.rule_errors import RuleError, RuleRejectedError
 from rewrite.rules.algebra import algebra_rules
 from rewrite.rules.base import FAMILIES, Rule, Site
 from rewrite.rules.folding import folding_rules

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from rewrite.rule_errors import BackendError
+from rewrite.errors import BackendError
 
 __all__ = ["BACKENDS", "Backend", "cupy_works", "get_backend"]
 

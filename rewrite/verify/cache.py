@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from rewrite.rule_errors import VerificationError
+from rewrite.errors import VerificationError
 
 __all__ = ["FORMAT_VERSION", "VerdictCache", "default_cache", "default_cache_dir"]
 

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rewrite.errors import MatchError, VerificationError
 from rewrite.ir import Graph
-from rewrite.rule_errors import MatchError, VerificationError
 from rewrite.verify.backend import Backend, get_backend
 from rewrite.verify.batched import BatchedFieldOps
 from rewrite.verify.cache import VerdictCache

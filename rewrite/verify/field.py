@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
+from rewrite.errors import VerificationError
 from rewrite.ir import ConstArray, Node, numpy_dtype
 from rewrite.ops import get_op
-from rewrite.rule_errors import VerificationError
 
 __all__ = ["MAX_CHUNK", "PRIME", "SEMANTICS_VERSION", "FieldOps", "field_const", "random_elements"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rewrite.builder import GraphBuilder
+from rewrite.errors import MatchError
 from rewrite.ir import Graph, Value
-from rewrite.rule_errors import MatchError
 
 if TYPE_CHECKING:
     from rewrite.rules.base import Rule, Site

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rewrite.optimize.errors import PriorsError
+from rewrite.errors import PriorsError
 from rewrite.optimize.priors import FORMAT_VERSION, KIND, RulePriors
 
 RULES = ["fuse", "merge", "shard"]

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 import rewrite.prove as prove
-from rewrite.rule_errors import RuleRejectedError
+from rewrite.errors import RuleRejectedError
 from rewrite.rules import RuleRegistry
 from rewrite.verify import VerdictCache
 from tests.rewrite.rule_fixtures import rules_by_name, session_cache, wrong_rules

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rewrite.rule_errors import MatchError, RuleError, RuleRejectedError
+from rewrite.errors import MatchError, RuleError, RuleRejectedError
 from rewrite.rules import FAMILIES, RuleRegistry, catalogue, rules_table, verify_rule
 from rewrite.rules.docs import DOC_PATH
 from rewrite.verify import Verifier

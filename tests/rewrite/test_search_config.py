@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from rewrite.errors import SearchConfigError
 from rewrite.optimize.config import (
     DEFAULT_TUNED,
     KNOBS,
@@ -11,7 +12,6 @@ from rewrite.optimize.config import (
     config_from_params,
     search_space,
 )
-from rewrite.optimize.errors import SearchConfigError
 from spaces import Simplex
 
 

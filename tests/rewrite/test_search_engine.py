@@ -7,9 +7,9 @@ import pytest
 
 from rewrite.builder import GraphBuilder
 from rewrite.cost import cost
+from rewrite.errors import PriorsError, SearchConfigError, SearchError
 from rewrite.optimize.api import search
 from rewrite.optimize.config import SearchConfig
-from rewrite.optimize.errors import PriorsError, SearchConfigError, SearchError
 from rewrite.optimize.pareto import dominates, non_dominated
 from rewrite.optimize.result import RULE_COUNTERS
 from rewrite.verify import Verifier

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rewrite.errors import SearchError
 from rewrite.optimize.api import search
 from rewrite.optimize.config import SearchConfig
-from rewrite.optimize.errors import SearchError
 from rewrite.optimize.pareto import non_dominated
 from rewrite.verify import Verifier
 from tests.rewrite.search_rules import TEST_RULES, chain_graph

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from rewrite.errors import SearchError
 from rewrite.optimize import (
     RulePriors,
     SearchConfig,
@@ -16,7 +17,6 @@ from rewrite.optimize import (
     search_space,
     search_suite,
 )
-from rewrite.optimize.errors import SearchError
 from tests.rewrite.search_rules import TEST_RULES, chain_graph
 
 SUITE = {

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from rewrite.builder import GraphBuilder
-from rewrite.rule_errors import BackendError, VerificationError
+from rewrite.errors import BackendError, VerificationError
 from rewrite.rules._helpers import op
 from rewrite.verify import PRIME, VerdictCache, Verifier, cupy_works, field_const, get_backend
 from rewrite.verify.field import MAX_CHUNK, FieldOps
