@@ -277,6 +277,11 @@ def _run_pc(
     std = data.std(0)
     if (std <= 1e-12).any():  # a constant column in this resample breaks Fisher-z
         data = data + 1e-6 * np.random.default_rng(len(rows)).standard_normal(data.shape)
+    if np.linalg.matrix_rank(np.corrcoef(data, rowvar=False)) < data.shape[1]:
+        # A metric that is a deterministic function of a parameter, or more columns than trials,
+        # makes the correlation matrix singular and Fisher-z undefined. A small seeded jitter
+        # (1e-3 of a normal score) keeps exact dependences as very strong ones.
+        data = data + 1e-3 * np.random.default_rng(len(rows) + 1).standard_normal(data.shape)
     names = [f"c{i}" for i in range(data.shape[1])]
     gnodes = [GraphNode(name) for name in names]
     bk = BackgroundKnowledge()

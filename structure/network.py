@@ -133,14 +133,14 @@ class GPNetwork(EnsembleModel):
         self.specs = list(specs)
         self.outputs = list(outputs)
         self.config = config
-        self.gps = ModuleDict(dict(gps))
+        self.gps = ModuleDict({_mkey(k): gp for k, gp in gps.items()})
         self._num_outputs = len(self.outputs)
         prior = functools.partial(draw_kernel_feature_paths, num_features=config.num_features)
         with torch.random.fork_rng():
             torch.manual_seed(seed)
             self.paths = ModuleDict(
                 {
-                    name: draw_matheron_paths(
+                    _mkey(name): draw_matheron_paths(
                         gp, sample_shape=torch.Size([config.num_paths]), prior_sampler=prior
                     )
                     for name, gp in gps.items()
@@ -204,11 +204,11 @@ class GPNetwork(EnsembleModel):
         """Model-space value of one node: ``... x S x q``."""
         formula = self.structure.formula_for(spec.name)
         gp_value = None
-        if spec.name in self.paths:
+        if _mkey(spec.name) in self.paths:
             inputs = [Xe[..., spec.columns]]
             if formula is None:
                 inputs += [values[p].unsqueeze(-1) for p in spec.parents]
-            gp_value = self.paths[spec.name](torch.cat(inputs, dim=-1))
+            gp_value = self.paths[_mkey(spec.name)](torch.cat(inputs, dim=-1))
         if formula is None:
             assert gp_value is not None
             return gp_value
@@ -229,9 +229,9 @@ class GPNetwork(EnsembleModel):
 
     def noise_variance(self, node: str) -> float:
         """Fitted observation-noise variance of `node` in its model units (0 without a GP)."""
-        if node not in self.gps:
+        if _mkey(node) not in self.gps:
             return 0.0
-        gp: Any = self.gps[node]
+        gp: Any = self.gps[_mkey(node)]
         noise = float(gp.likelihood.noise.detach().reshape(-1)[0])
         return noise * float(gp.outcome_transform.stdvs.detach().reshape(-1)[0]) ** 2
 
@@ -252,9 +252,18 @@ class GPNetwork(EnsembleModel):
     def hyperparameters(self) -> dict[str, dict[str, Tensor]]:
         """Node -> GP state dict without the outcome transform (to refit with fixed hypers)."""
         return {
-            name: {k: v for k, v in gp.state_dict().items() if not k.startswith("outcome_")}
-            for name, gp in self.gps.items()
+            _unkey(key): {k: v for k, v in gp.state_dict().items() if not k.startswith("outcome_")}
+            for key, gp in self.gps.items()
         }
+
+
+def _mkey(node: str) -> str:
+    """A torch module name for a node name (module names cannot contain dots)."""
+    return node.replace("%", "%25").replace(".", "%2E")
+
+
+def _unkey(key: str) -> str:
+    return key.replace("%2E", ".").replace("%25", "%")
 
 
 def fit_gp_network(

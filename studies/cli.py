@@ -284,6 +284,26 @@ def plot(
         out.print(f"wrote {path}", highlight=False)
 
 
+# ---------------------------------------------------------------------- structure
+@app.command()
+def structure(
+    name: Annotated[str, typer.Argument(help="Study name.")],
+    storage: StorageOpt = DEFAULT_URL,
+    out_path: Annotated[Path | None, typer.Option("--out", "-o", help="DAG PNG to write.")] = None,
+) -> None:
+    """Learn the structure behind a study's trials (parameters -> metrics -> objectives), draw the
+    DAG with its edge strengths, and say which surrogate is in use and why."""
+    from structure import explain
+    from studies.study import Study, structure_report
+
+    study = _guard(Study.load, name, storage)
+    png = out_path if out_path is not None else Path(f"{name}-structure.png")
+    desc = _guard(structure_report, study, png)
+    out.print(explain(desc), highlight=False)
+    if "png" in desc:
+        out.print(f"wrote {desc['png']}", highlight=False)
+
+
 # ---------------------------------------------------------------------- demo
 @app.command()
 def demo(

@@ -10,6 +10,9 @@ from typing import Any
 __all__ = ["StudySettings"]
 
 
+SURROGATES = ("auto", "structured", "flat")
+
+
 @dataclass(frozen=True)
 class StudySettings:
     """Run-time settings every process driving the study agrees on (they are stored with it).
@@ -25,6 +28,10 @@ class StudySettings:
         n_initial: Size of the tuner's Sobol initial design (``None``: the tuner's default).
         tuner_options: Keyword arguments of `tuner.options.TunerOptions` (acquisition budget),
             e.g. ``{"num_restarts": 2, "raw_samples": 64}`` for quick tests.
+        surrogate: ``"auto"`` (the structured surrogate, `structure.StructuredSurrogate`, once
+            completed trials report tracking metrics; the flat GP otherwise), ``"structured"``
+            or ``"flat"``. The structured surrogate itself falls back to the flat GP while its
+            GP network predicts no better (see `structure.explain`).
     """
 
     heartbeat_interval: float = 10.0
@@ -32,8 +39,13 @@ class StudySettings:
     reap_dead_local_workers: bool = True
     n_initial: int | None = None
     tuner_options: Mapping[str, Any] = field(default_factory=dict)
+    surrogate: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.surrogate not in SURROGATES:
+            raise ValueError(
+                f"StudySettings.surrogate must be one of {SURROGATES}, got {self.surrogate!r}."
+            )
         for name in ("heartbeat_interval", "grace_period"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:

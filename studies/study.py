@@ -244,20 +244,9 @@ class Study:
 
     # ------------------------------------------------------------------ allocation
     def _tuner(self, trials: Sequence[TrialRecord]) -> Any:
-        from tuner.trial import Trial, TrialState
         from tuner.tuner import Tuner
 
-        records = [
-            Trial(
-                id=t.number,
-                config=t.config,
-                state=TrialState(t.state),
-                values=t.values,
-                metrics=t.metrics,
-                error=t.error,
-            )
-            for t in trials
-        ]
+        records = _tuner_records(trials)
         return Tuner(
             self.space,
             self.objectives,
@@ -266,7 +255,28 @@ class Study:
             n_initial=self.settings.n_initial,
             trials=records,
             options=self.settings.options(),
+            surrogate=self.surrogate(records),
         )
+
+    def surrogate(self, trials: Sequence[Any]) -> Any:
+        """The tuner's surrogate under `StudySettings.surrogate` (None: the tuner's flat GP).
+
+        ``"auto"`` picks `structure.StructuredSurrogate` once a completed trial reported a
+        tracking metric (a number besides the objectives and constraint metrics).
+        """
+        mode = self.settings.surrogate
+        if mode == "auto":
+            told = set(self._problem.constraint_metrics)
+            mode = (
+                "structured"
+                if any(set(t.metrics) - told for t in trials if t.state.value == "COMPLETE")
+                else "flat"
+            )
+        if mode == "flat":
+            return None
+        from structure import StructuredSurrogate
+
+        return StructuredSurrogate()
 
     def allocate(
         self, worker: str, k: int, budget: int | None, heartbeat: bool = True
@@ -564,3 +574,46 @@ def evaluate_reference(evaluate: Callable[..., Any]) -> str | None:
     if module == "__main__":
         return None
     return f"{module}:{qualname}"
+
+
+def _tuner_records(trials: Sequence[TrialRecord]) -> list[Any]:
+    """Stored trials as `tuner.Trial` records (what the tuner is rebuilt from)."""
+    from tuner.trial import Trial, TrialState
+
+    return [
+        Trial(
+            id=t.number,
+            config=t.config,
+            state=TrialState(t.state),
+            values=t.values,
+            metrics=t.metrics,
+            error=t.error,
+        )
+        for t in trials
+    ]
+
+
+def structure_report(study: Study, png: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Fit the structured surrogate on a study's completed trials and describe what it learned.
+
+    Args:
+        study: The study.
+        png: Where to draw the learned DAG with its edge strengths (skipped when None, or when
+            there is no structure yet: fewer than 10 completed trials, or no tracking metrics).
+
+    Returns:
+        `structure.StructuredSurrogate.describe()` of the fit: the chosen model and why, both
+        models' scores and the edges; ``"png"`` holds the drawing's path when one was made.
+    """
+    from structure import StructuredSurrogate, draw_structure
+
+    records = [r for r in _tuner_records(study.trials) if r.state.value == "COMPLETE"]
+    if not records:
+        raise StudyError(f"Study {study.name!r} has no completed trial to learn a structure from.")
+    data = study._problem.training_data(study.space, records, study.seed)
+    surrogate = StructuredSurrogate()
+    surrogate.fit(data)
+    desc = surrogate.describe()
+    if png is not None and desc.get("structure"):
+        desc["png"] = str(draw_structure(desc["structure"], png))
+    return desc

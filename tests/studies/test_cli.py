@@ -186,3 +186,26 @@ def test_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_space_command() -> None:
     result = _invoke("space", "--n", "3")
     assert result.exit_code == 0 and "ok" in result.stdout
+
+
+def test_structure_command_draws_the_dag_and_explains_the_choice(tmp_path: Path) -> None:
+    from studies.examples import toy_study
+    from tests.studies.helpers import fast_settings
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    # every trial is Sobol (n_initial = budget): the report fits the surrogate, not the tuner
+    toy_study("toy", url, settings=fast_settings(12)).optimize(12, progress=False)
+    png = tmp_path / "dag.png"
+    result = _invoke("structure", "toy", "-s", url, "--out", str(png))
+    assert result.exit_code == 0, result.output
+    assert "Surrogate in use:" in result.stdout and "Why:" in result.stdout
+    assert png.stat().st_size > 0  # the toy's `steps` metric gives a learned DAG
+
+
+def test_structure_command_on_an_empty_study_is_a_clear_error(tmp_path: Path) -> None:
+    from studies.examples import toy_study
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    toy_study("toy", url)
+    result = _invoke("structure", "toy", "-s", url)
+    assert result.exit_code == 1 and "no completed trial" in result.output
