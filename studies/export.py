@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
-import math
 import os
 import tempfile
 from collections.abc import Collection, Mapping
@@ -29,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rewrite.optimize.priors import FORMAT_VERSION, KIND  # the format's one owner
 from studies.errors import ExportError, PriorsFileError
 from studies.pareto import PickRule, choose_trial
 from studies.records import TrialRecord
@@ -43,10 +43,6 @@ __all__ = [
     "simplex_names",
     "write_json_atomic",
 ]
-
-FORMAT_VERSION = 1
-KIND = "rewrite-tuner/rule-priors"
-_SUM_TOL = 1e-6
 
 
 @dataclass(frozen=True)
@@ -221,59 +217,18 @@ def _non_finite(name: str) -> float:
 
 
 def _validate(doc: Any, known_rules: Collection[str] | None, where: str) -> None:
-    if not isinstance(doc, dict):
-        raise PriorsFileError(f"{where} must hold a JSON object, got {type(doc).__name__}.")
-    version = doc.get("format_version")
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise PriorsFileError(f"{where} needs an integer format_version >= 1, got {version!r}.")
-    if version > FORMAT_VERSION:
-        raise PriorsFileError(
-            f"{where} has format_version {version}, but this rewrite-tuner reads versions up to "
-            f"{FORMAT_VERSION}. Upgrade rewrite-tuner (pip install -U rewrite-tuner)."
-        )
-    if doc.get("kind") != KIND:
-        raise PriorsFileError(f"{where} has kind {doc.get('kind')!r}; expected {KIND!r}.")
-    priors = doc.get("priors")
-    if not isinstance(priors, dict) or not priors:
-        raise PriorsFileError(f"{where}: 'priors' must be a non-empty object of rule -> number.")
-    bad = {k: v for k, v in priors.items() if not _finite(v) or v < 0}
-    if bad:
-        raise PriorsFileError(
-            f"{where}: rule priors must be finite non-negative numbers; invalid: {bad}."
-        )
-    total = math.fsum(priors.values())
-    if abs(total - 1.0) > _SUM_TOL:
-        raise PriorsFileError(f"{where}: rule priors must sum to 1, but they sum to {total!r}.")
+    """The search's own check of the format (`rewrite.optimize.priors.validate_document`), plus
+    unknown rules when ``known_rules`` is given."""
+    from rewrite.errors import PriorsError
+    from rewrite.optimize.priors import validate_document
+
+    try:
+        validate_document(doc, where)
+    except PriorsError as err:
+        raise PriorsFileError(str(err)) from None
     if known_rules is not None:
-        unknown = sorted(set(priors) - set(known_rules))
+        unknown = sorted(set(doc["priors"]) - set(known_rules))
         if unknown:
             raise PriorsFileError(
                 f"{where} names unknown rules {unknown}; known rules are {sorted(known_rules)}."
             )
-    for key in ("search_config", "provenance"):
-        if not isinstance(doc.get(key, {}), dict):
-            raise PriorsFileError(f"{where}: {key!r} must be a JSON object.")
-    path = _first_non_finite(doc.get("search_config", {}), "search_config")
-    path = path or _first_non_finite(doc.get("provenance", {}), "provenance")
-    if path is not None:
-        raise PriorsFileError(f"{where}: {path} is not a finite number.")
-
-
-def _finite(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _first_non_finite(obj: Any, path: str) -> str | None:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return path
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            found = _first_non_finite(v, f"{path}.{k}")
-            if found:
-                return found
-    if isinstance(obj, list | tuple):
-        for i, v in enumerate(obj):
-            found = _first_non_finite(v, f"{path}[{i}]")
-            if found:
-                return found
-    return None

@@ -189,7 +189,7 @@ class RulePriors:
                 rules, negative, non-finite or non-summing priors, or a non-finite number in
                 ``search_config`` or ``provenance``.
         """
-        _validate(doc, where)
+        validate_document(doc, where)
         priors = doc["priors"]
         if known_rules is not None:
             unknown = sorted(set(priors) - set(known_rules))
@@ -273,7 +273,16 @@ def _normalized(weights: Mapping[str, float]) -> dict[str, float]:
     return {k: float(v) / total for k, v in weights.items()}
 
 
-def _validate(doc: Any, where: str) -> None:
+def validate_document(doc: Any, where: str) -> None:
+    """Check a rule-priors document (format version, kind, priors summing to 1, finite numbers).
+
+    Args:
+        doc: The parsed JSON document.
+        where: What to call it in error messages (a path, or a trial).
+
+    Raises:
+        PriorsError: Naming the first rule the document breaks.
+    """
     if not isinstance(doc, Mapping):
         raise PriorsError(f"{where} must hold a JSON object, got {type(doc).__name__}.")
     version = doc.get("format_version")
@@ -291,7 +300,9 @@ def _validate(doc: Any, where: str) -> None:
         raise PriorsError(f"{where}: 'priors' must be a non-empty object of rule -> number.")
     bad = {k: v for k, v in priors.items() if not _finite_number(v) or v < 0}
     if bad:
-        raise PriorsError(f"{where}: rule priors must be finite numbers >= 0; invalid: {bad}.")
+        raise PriorsError(
+            f"{where}: rule priors must be finite non-negative numbers (>= 0); invalid: {bad}."
+        )
     total = math.fsum(priors.values())
     if abs(total - 1.0) > _SUM_TOL:
         raise PriorsError(
