@@ -16,6 +16,7 @@ types, so a corrupt file fails with a message naming the node.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import tempfile
@@ -160,19 +161,36 @@ def from_json(text: str) -> Graph:
     return from_dict(d)
 
 
-def save(graph: Graph, path: str | os.PathLike[str]) -> None:
-    """Write ``graph`` as JSON atomically (temp file, fsync, rename)."""
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` to ``path`` atomically: temp file in the same folder, fsync, `os.replace`,
+    then fsync the folder so the rename itself survives a crash.
+
+    Returns:
+        The path written.
+    """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(to_json(graph))
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    with contextlib.suppress(OSError):
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    return path
+
+
+def save(graph: Graph, path: str | os.PathLike[str]) -> None:
+    """Write ``graph`` as JSON atomically (see `write_text_atomic`)."""
+    write_text_atomic(path, to_json(graph))
 
 
 def load(path: str | os.PathLike[str]) -> Graph:

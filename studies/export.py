@@ -18,17 +18,16 @@ leaves the old file or the new one, never a torn one. Reading never executes cod
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import json
 import os
-import tempfile
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rewrite.optimize.priors import FORMAT_VERSION, KIND  # the format's one owner
+from rewrite.serialize import write_text_atomic
 from studies.errors import ExportError, PriorsFileError
 from studies.pareto import PickRule, choose_trial
 from studies.records import TrialRecord
@@ -159,26 +158,8 @@ def export_priors(
 
 
 def write_json_atomic(path: str | os.PathLike[str], doc: Mapping[str, Any]) -> None:
-    """Write strict JSON (no NaN) to ``path`` via a temp file, fsync and `os.replace`."""
-    path = Path(path)
-    text = json.dumps(doc, indent=2, sort_keys=False, allow_nan=False) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):  # make the rename itself durable
-        dir_fd = os.open(path.parent or ".", os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    """Write strict JSON (no NaN) to ``path`` atomically (`rewrite.serialize.write_text_atomic`)."""
+    write_text_atomic(path, json.dumps(doc, indent=2, allow_nan=False) + "\n")
 
 
 def read_priors_file(

@@ -18,11 +18,9 @@ sum to 1. A file naming a rule the search does not know is an error, as is a new
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from rewrite.errors import PriorsError
+from rewrite.serialize import write_text_atomic
 
 __all__ = ["FORMAT_VERSION", "KIND", "MISSING_DEFAULT", "RulePriors"]
 
@@ -201,25 +200,13 @@ class RulePriors:
         return cls(priors, doc.get("search_config"), doc.get("provenance"))
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the JSON document atomically (temp file, fsync, `os.replace`).
+        """Write the JSON document atomically (`rewrite.serialize.write_text_atomic`).
 
         Returns:
             The path written.
         """
-        path = Path(path)
         text = json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        return path
+        return write_text_atomic(path, text)
 
     @classmethod
     def load(cls, path: str | os.PathLike, known_rules: Sequence[str] | None = None) -> RulePriors:
