@@ -15,6 +15,9 @@ Problems (all maximized, two objectives, the intermediate nodes reported as trac
   ``o2 = -||z - (2, 2)|| / 5`` (node ``r``). Reference point (0, -2).
 * ``branincurrin``: BoTorch's ``BraninCurrin`` (Belakaria et al. 2019; max HV 59.36 for the
   negated problem, ref (-18, -6)); unstructured, only nuisance metrics.
+* ``vehiclesafety``: BoTorch's ``VehicleSafety`` (Tanabe & Ishibuchi 2020; 5 inputs, 3
+  objectives, max HV 246.82 with BoTorch's reference point); unstructured, only nuisance
+  metrics.
 
 Each problem also reports ``k`` nuisance metric columns (``--nuisance``): half independent noise,
 half random smooth functions of ``x`` that do not reach an objective.
@@ -70,7 +73,7 @@ class Problem:
 
     name: str
     dim: int
-    ref: tuple[float, float]
+    ref: tuple[float, ...]  # one entry per objective o1, o2, ...
     evaluate: Callable[[np.ndarray], tuple[dict[str, float], dict[str, float]]]
     true_edges: tuple[tuple[str, str], ...]  # over parameter names x0.. and metric names
     metrics: tuple[str, ...]
@@ -104,15 +107,26 @@ def _dropwave(x: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
     return {"o1": (1 + math.cos(12 * y1)) / (2 + 0.5 * y1**2), "o2": -r}, {"y1": y1, "r": r}
 
 
-def _branin_currin(x: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
-    from botorch.test_functions.multi_objective import BraninCurrin
+def _botorch_problem(name: str) -> Callable[[np.ndarray], tuple[dict[str, float], dict]]:
+    """A negated (maximized) BoTorch multi-objective test problem on the unit cube."""
 
-    y = BraninCurrin(negate=True)(torch.as_tensor(x, dtype=torch.float64).unsqueeze(0))[0]
-    return {"o1": float(y[0]), "o2": float(y[1])}, {}
+    def evaluate(x: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
+        from botorch.test_functions import multi_objective as mo
+
+        f = getattr(mo, name)(negate=True)
+        lo, hi = f.bounds[0], f.bounds[1]
+        X = lo + (hi - lo) * torch.as_tensor(x, dtype=torch.float64).unsqueeze(0)
+        return {f"o{i + 1}": float(v) for i, v in enumerate(f(X)[0])}, {}
+
+    return evaluate
 
 
 def _px(d: int) -> list[str]:
     return [f"x{i}" for i in range(d)]
+
+
+def _objectives(problem: Problem) -> tuple[str, ...]:
+    return tuple(f"o{i + 1}" for i in range(len(problem.ref)))
 
 
 PROBLEMS = {
@@ -133,7 +147,13 @@ PROBLEMS = {
         (("x0", "y1"), ("x1", "y1"), ("y1", "o1"), ("x0", "r"), ("x1", "r"), ("r", "o2")),
         ("y1", "r"),
     ),
-    "branincurrin": Problem("branincurrin", 2, (-18.0, -6.0), _branin_currin, (), ()),
+    "branincurrin": Problem(
+        "branincurrin", 2, (-18.0, -6.0), _botorch_problem("BraninCurrin"), (), ()
+    ),
+    "vehiclesafety": Problem(
+        "vehiclesafety", 5, (-1864.72022, -11.81993945, -0.2903999384),
+        _botorch_problem("VehicleSafety"), (), (),
+    ),
 }  # fmt: skip
 
 
@@ -150,7 +170,7 @@ def nuisance(x: np.ndarray, k: int, seed: int, rng: np.random.Generator) -> dict
 
 def true_structure(problem: Problem) -> Structure:
     return Structure(
-        tuple(_px(problem.dim)), problem.metrics, ("o1", "o2"),
+        tuple(_px(problem.dim)), problem.metrics, _objectives(problem),
         tuple(Edge(s, t, 1.0, "required") for s, t in problem.true_edges),
     )  # fmt: skip
 
@@ -167,7 +187,7 @@ def make_surrogate(method: str, problem: Problem, quick: bool) -> Any:
     return StructuredSurrogate(config=cfg, flat=flat, structure=true_structure(problem))
 
 
-def hypervolume(Y: np.ndarray, ref: tuple[float, float]) -> float:
+def hypervolume(Y: np.ndarray, ref: tuple[float, ...]) -> float:
     if len(Y) == 0:
         return 0.0
     Yt = torch.as_tensor(Y, dtype=torch.float64)
@@ -179,14 +199,22 @@ def run_tuner(
     problem: Problem, method: str, seed: int, trials: int, k: int, quick: bool
 ) -> dict[str, Any]:
     space = Space({p: Float(0.0, 1.0) for p in _px(problem.dim)})
+    # The problems' optima sit near the center of the cube (the space's default): start from a
+    # Sobol design instead, as the function-network papers do.
     options = (
-        TunerOptions(num_restarts=4, raw_samples=128, maxiter=50, mc_samples=64)
+        TunerOptions(
+            num_restarts=4, raw_samples=128, maxiter=50, mc_samples=64, start_with_default=False
+        )
         if quick
-        else TunerOptions()
+        else TunerOptions(start_with_default=False)
     )
     surrogate = make_surrogate(method, problem, quick)
     tuner = Tuner(
-        space, {"o1": "maximize", "o2": "maximize"}, seed=seed, surrogate=surrogate, options=options
+        space,
+        dict.fromkeys(_objectives(problem), "maximize"),
+        seed=seed,
+        surrogate=surrogate,
+        options=options,
     )
     rng = np.random.default_rng(seed)
     Y, times, models = [], [], []
@@ -197,7 +225,7 @@ def run_tuner(
         x = np.array([trial.config[p] for p in _px(problem.dim)])
         values, metrics = problem.evaluate(x)
         tuner.tell(trial.id, values, metrics={**metrics, **nuisance(x, k, seed, rng)})
-        Y.append([values["o1"], values["o2"]])
+        Y.append([values[o] for o in _objectives(problem)])
         models.append(
             surrogate.describe().get("model", "sobol") if hasattr(surrogate, "describe") else ""
         )
@@ -220,7 +248,7 @@ def run_ax(problem: Problem, seed: int, trials: int) -> dict[str, Any]:
             for p in _px(problem.dim)
         ]
     )
-    client.configure_optimization(objective="o1, o2")
+    client.configure_optimization(objective=", ".join(_objectives(problem)))
     Y, times = [], []
     for _ in range(trials):
         t0 = time.perf_counter()
@@ -228,11 +256,11 @@ def run_ax(problem: Problem, seed: int, trials: int) -> dict[str, Any]:
         times.append(time.perf_counter() - t0)
         values, _ = problem.evaluate(np.array([params[p] for p in _px(problem.dim)]))
         client.complete_trial(index, raw_data=values)
-        Y.append([values["o1"], values["o2"]])
+        Y.append([values[o] for o in _objectives(problem)])
     return {"Y": Y, "times": times, "models": [], "final_describe": {}}
 
 
-def summarize(runs: list[dict[str, Any]], ref: tuple[float, float], budget: int) -> dict[str, Any]:
+def summarize(runs: list[dict[str, Any]], ref: tuple[float, ...], budget: int) -> dict[str, Any]:
     curves = np.array(
         [[hypervolume(np.array(r["Y"][: t + 1]), ref) for t in range(budget)] for r in runs]
     )
@@ -241,6 +269,7 @@ def summarize(runs: list[dict[str, Any]], ref: tuple[float, float], budget: int)
         "hv_q25": float(np.quantile(curves[:, -1], 0.25)),
         "hv_q75": float(np.quantile(curves[:, -1], 0.75)),
         "curve_median": np.median(curves, axis=0).tolist(),
+        "n_runs": len(runs),
         "proposal_s_mean": float(np.mean([np.mean(r["times"]) for r in runs])),
         "network_share": float(np.mean([m == "network" for r in runs for m in r["models"]]))
         if runs[0]["models"]
@@ -292,11 +321,25 @@ def main(argv: list[str] | None = None) -> int:
         "--nuisance", default=None, help="comma-separated k values (default 0,10,30; quick 10)"
     )
     parser.add_argument(
+        "--ax-seeds", type=int, default=None, help="run Ax on the first N seeds only (slow)"
+    )
+    parser.add_argument(
         "--out",
         default=None,
         help="JSON path (default benchmarks/results/bench_structure[_quick].json)",
     )
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        default=None,
+        help="combine the cells of these result files (runs split across processes) into --out",
+    )
     args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    if args.merge:
+        return merge(
+            [Path(p) for p in args.merge], Path(args.out or RESULTS / "bench_structure.json")
+        )
     quick = args.quick
     seeds = args.seeds or (2 if quick else 10)
     budget = args.trials or (20 if quick else 50)
@@ -318,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
             cell: dict[str, Any] = {"problem": name, "nuisance": k, "methods": {}}
             for method in [m for m in methods if m != "true" or problem.metrics]:
                 runs = []
-                for seed in range(seeds):
+                n_seeds = min(seeds, args.ax_seeds or seeds) if method == "ax" else seeds
+                for seed in range(n_seeds):
                     run = (
                         run_ax(problem, seed, budget)
                         if method == "ax"
@@ -331,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
                     "summary": summarize(runs, problem.ref, budget),
                     "runs": runs,
                 }
-            _add_ratios(cell, budget)
+            _add_ratios(cell, budget, problem.ref)
             record["cells"].append(cell)
             _write(out, record)
     record["finished"] = datetime.now(UTC).isoformat()
@@ -341,15 +385,41 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _add_ratios(cell: dict[str, Any], budget: int) -> None:
+def merge(paths: list[Path], out: Path) -> int:
+    """Combine result files (cells split across processes) into one, print its table."""
+    records = [json.loads(p.read_text()) for p in paths]
+    record = dict(records[0])
+    record["cells"] = [cell for r in records for cell in r["cells"]]
+    record["merged_from"] = [
+        {"file": p.name, "started": r.get("started"), "finished": r.get("finished")}
+        for p, r in zip(paths, records)
+    ]
+    _write(out, record)
+    print_table(record)
+    print(f"wrote {out}")
+    return 0
+
+
+def _add_ratios(cell: dict[str, Any], budget: int, ref: tuple[float, ...]) -> None:
+    """Per method: trials its median curve needs to reach flat's final median HV; paired per
+    seed (same initial design), the median trials to reach that seed's flat final HV (never:
+    ``budget + 1``) and the share of seeds reaching it within half the budget; time ratio."""
     methods = cell["methods"]
     if "flat" not in methods:
         return
     target = methods["flat"]["summary"]["hv_median"]
     flat_t = methods["flat"]["summary"]["proposal_s_mean"]
+    flat_final = [hypervolume(np.array(r["Y"]), ref) for r in methods["flat"]["runs"]]
     for m in methods.values():
         s = m["summary"]
         s["trials_to_flat_final"] = trials_to_reach(s["curve_median"], target)
+        reach = []
+        for seed, run in enumerate(m["runs"]):
+            curve = [hypervolume(np.array(run["Y"][: t + 1]), ref) for t in range(budget)]
+            reach.append(trials_to_reach(curve, flat_final[seed]) or budget + 1)
+        s["paired_reach"] = reach
+        s["paired_reach_median"] = float(np.median(reach))
+        s["paired_within_half"] = float(np.mean([r <= budget / 2 for r in reach]))
         s["time_ratio_vs_flat"] = s["proposal_s_mean"] / flat_t if flat_t > 0 else None
 
 
@@ -362,10 +432,16 @@ def _write(path: Path, record: dict[str, Any]) -> None:
 
 def print_table(record: dict[str, Any]) -> None:
     budget = record["budget"]
+    print(f"\nhypervolume after {budget} trials: median [q25, q75] over n seeds")
     print(
-        f"\nhypervolume after {budget} trials: median [q25, q75] over {len(record['seeds'])} seeds"
+        "reach: trials the median curve needs to reach flat's final median HV; paired: median "
+        "over seeds of the trials to reach that seed's flat final HV (never = budget + 1); "
+        "<=B/2: share of seeds doing so within half the budget"
     )
-    header = f"{'problem':14} {'k':>3} {'method':8} {'HV median':>10} {'[q25, q75]':>22} {'reach flat':>10} {'t/iter s':>9} {'t ratio':>7} {'net %':>6}"
+    header = (
+        f"{'problem':14} {'k':>3} {'method':8} {'n':>3} {'HV median':>10} {'[q25, q75]':>22} "
+        f"{'reach':>6} {'paired':>6} {'<=B/2':>6} {'t/iter s':>9} {'t ratio':>7} {'net %':>6}"
+    )
     print(header)
     print("-" * len(header))
     for cell in record["cells"]:
@@ -373,9 +449,13 @@ def print_table(record: dict[str, Any]) -> None:
             s = m["summary"]
             reach = s.get("trials_to_flat_final")
             share = s.get("network_share")
+            paired = s.get("paired_reach_median")
+            half = s.get("paired_within_half")
             print(
-                f"{cell['problem']:14} {cell['nuisance']:>3} {method:8} {s['hv_median']:>10.4f} "
-                f"[{s['hv_q25']:>9.4f}, {s['hv_q75']:>9.4f}] {reach if reach else '-':>10} "
+                f"{cell['problem']:14} {cell['nuisance']:>3} {method:8} {s.get('n_runs', 0):>3} "
+                f"{s['hv_median']:>10.4f} [{s['hv_q25']:>9.4f}, {s['hv_q75']:>9.4f}] "
+                f"{reach if reach else '-':>6} {'-' if paired is None else f'{paired:.0f}':>6} "
+                f"{'-' if half is None else f'{half:.1f}':>6} "
                 f"{s['proposal_s_mean']:>9.2f} {s.get('time_ratio_vs_flat') or 0:>7.2f} "
                 f"{'' if share is None else f'{100 * share:.0f}':>6}"
             )

@@ -8,9 +8,16 @@ tier; within the metric tier by the data's majority vote, else by the search's p
 by column order), breaks any cycle by dropping the weakest edge, adds required and formula edges,
 and post-processes: caps each node's in-degree, drops metrics that no parameter drives or that
 reach no objective, gives parentless metrics every parameter as parent, and connects every
-parameter that has no path to an objective directly to it. By default every kept metric and
-objective also gets every parameter as a parent (``all_param_parents``, ``direct_edges``):
-the learned part of the structure is then which metrics feed which nodes.
+parameter that has no path to an objective directly to it.
+
+PC proposes; GP evidence decides the parents that the network's GPs read. By default
+(``LearnConfig.select``) each objective's parents are chosen by `structure.select`: greedy
+forward selection among the parameters and the metrics the parameters drive, scored by a GP's
+leave-one-out log density, against the all-parameter (flat) set; then, down the chain, the
+parents of every metric so selected. This finds non-monotone links that Fisher-z misses and
+keeps metrics that do not help prediction out of the network. Nodes PC alone handles (no
+selection, or metrics kept as outputs) get every parameter as a parent (``all_param_parents``,
+``direct_edges``), so a missed parameter effect costs accuracy, not correctness.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import networkx as nx
 import numpy as np
@@ -26,6 +33,7 @@ from scipy.stats import norm, rankdata
 
 from structure.dag import Edge, Knowledge, Structure
 from structure.errors import KnowledgeError, StructureLearningError
+from structure.select import SelectConfig, select_parents
 
 __all__ = ["LearnConfig", "learn_structure"]
 
@@ -52,6 +60,10 @@ class LearnConfig:
             formula) all parameters as parents (origin ``"direct"``): Fisher-z misses
             non-monotone parameter effects, and a node GP missing an input explains it as noise
             that the network then does not propagate; the ARD kernel ignores irrelevant inputs.
+        select: GP parent selection (`structure.select`) for every objective and, recursively,
+            for the metrics it selects; replaces PC's parents of those nodes (PC's neighbours
+            are always among the inputs tried) and, there, `direct_edges` and
+            `all_param_parents`. None keeps PC's parents.
     """
 
     alpha: float = 0.05
@@ -61,6 +73,7 @@ class LearnConfig:
     min_rows: int = 8
     direct_edges: bool = True
     all_param_parents: bool = True
+    select: SelectConfig | None = field(default_factory=SelectConfig)
 
     def __post_init__(self) -> None:
         if not (0.0 < self.alpha < 1.0 and 0.0 < self.stability <= 1.0):
@@ -134,17 +147,20 @@ def learn_structure(
     }
     protected |= {n for pair in knowledge.required for n in pair} | set(outputs)
     exact = {f.node for f in knowledge.formulas if not f.residual}
+    selected: set[str] = set()
+    if config.select is not None:
+        edges, selected = _select(params, metrics, objectives, edges, knowledge, config, seed)
     edges = _prune_and_repair(edges, [*params], [*metrics], [*objectives], protected, exact)
     if config.all_param_parents:
         used = {n for key in edges for n in key} | (set(outputs) & set(metrics))
         for m in metrics:
-            if m in used and m not in exact:
+            if m in used and m not in exact and m not in selected:
                 edges.update(
                     {(p, m): Edge(p, m, 0.0, "direct") for p in params if (p, m) not in edges}
                 )
     if config.direct_edges:
         for o in objectives:
-            if o not in exact:
+            if o not in exact and o not in selected:
                 edges.update(
                     {(p, o): Edge(p, o, 0.0, "direct") for p in params if (p, o) not in edges}
                 )
@@ -157,6 +173,98 @@ def learn_structure(
         transforms={k: v for k, v in (transforms or {}).items() if k in table.tier},
         n_trials=n,
     )
+
+
+def _select(
+    params: Mapping[str, np.ndarray],
+    metrics: Mapping[str, np.ndarray],
+    objectives: Mapping[str, np.ndarray],
+    edges: dict[tuple[str, str], Edge],
+    knowledge: Knowledge,
+    config: LearnConfig,
+    seed: int,
+) -> tuple[dict[tuple[str, str], Edge], set[str]]:
+    """GP parent selection for the objectives and, recursively, their selected metric parents.
+
+    A node's candidates are every parameter and every metric that is not its descendant nor of a
+    later search phase (`Knowledge.phase_order`); its PC parents are always tried, required parents kept, the base set is all parameters; formula
+    nodes keep their formula's inputs. With ``select.recurse``, a selected metric that nothing
+    predicts (`Selection.predictable`: pure noise, or unlearnable at this many trials) is
+    unknown at a new configuration and cannot help the network: it is excluded and the nodes
+    that chose it choose again.
+
+    Returns:
+        The edges with the selected nodes' parents replaced, and the selected nodes.
+    """
+    assert config.select is not None
+    values = {**metrics, **objectives}
+    formula_nodes = {f.node for f in knowledge.formulas}
+    out = dict(edges)
+    graph = nx.DiGraph(list(out))
+    graph.add_nodes_from([*params, *metrics, *objectives])
+    queue = [o for o in objectives if o not in formula_nodes]
+    depth = dict.fromkeys(queue, 0)
+    chosen: dict[str, tuple[str, ...]] = {}
+    unpredictable: set[str] = set()
+    while queue:
+        node = queue.pop(0)
+        if node in chosen or node in formula_nodes:
+            continue
+        below = nx.descendants(graph, node) | {node}
+        required = [s for s, t in knowledge.required if t == node]
+        candidates: dict[str, np.ndarray] = {
+            p: v for p, v in params.items() if (p, node) not in knowledge.forbidden
+        }
+        for m, v in metrics.items():
+            allowed = m not in below and m not in unpredictable and not _later(m, node, knowledge)
+            if m in required or (allowed and (m, node) not in knowledge.forbidden):
+                candidates[m] = v
+        prefer = [s for (s, t), e in out.items() if t == node and e.origin == "learned"]
+        sel = select_parents(
+            np.asarray(values[node], dtype=np.float64),
+            candidates,
+            base=list(params),
+            required=required,
+            prefer=[s for s in prefer if s in candidates],
+            config=config.select,
+            seed=seed,
+        )
+        for key in [k for k, e in out.items() if k[1] == node and e.origin != "required"]:
+            del out[key]
+            graph.remove_edge(*key)
+        for parent in sel.parents:
+            if (parent, node) not in out:
+                out[(parent, node)] = (
+                    Edge(parent, node, 0.0, "direct")
+                    if sel.used_base
+                    else Edge(parent, node, sel.strength(parent), "learned")
+                )
+                graph.add_edge(parent, node)
+        chosen[node] = sel.parents
+        if not config.select.recurse:
+            continue
+        if node in metrics and not sel.predictable and node not in _required_anywhere(knowledge):
+            unpredictable.add(node)
+            for child in [c for c, parents in chosen.items() if node in parents]:
+                del chosen[child]
+                queue.append(child)
+            continue
+        for p in sel.parents:
+            if p in metrics and depth[node] < config.select.max_depth:
+                depth[p] = min(depth.get(p, depth[node] + 1), depth[node] + 1)
+                queue.append(p)
+    return out, set(chosen)
+
+
+def _later(source: str, target: str, knowledge: Knowledge) -> bool:
+    """Whether `source` belongs to a later search phase than `target` (so cannot feed it)."""
+    a, b = knowledge.phase_rank(source), knowledge.phase_rank(target)
+    return a is not None and b is not None and a > b
+
+
+def _required_anywhere(knowledge: Knowledge) -> set[str]:
+    """Nodes named by a required edge (kept even when unpredictable)."""
+    return {n for pair in knowledge.required for n in pair}
 
 
 def _make_table(

@@ -8,7 +8,9 @@ residual. The joint posterior is represented by ``num_paths`` posterior sample p
 (Matheron's rule with random Fourier features, `botorch.sampling.pathwise`), composed through the
 DAG in topological order: sample ``s`` of a child reads sample ``s`` of its parents, so the
 network's samples are exact draws of the composed (non-Gaussian) posterior up to the feature
-approximation. The model is an `EnsembleModel`; its `EnsemblePosterior` supports `rsample` and
+approximation. An intermediate node's fitted observation noise is part of what its children
+read (`NetworkConfig.propagate_noise`): one draw per path and node. The model is an
+`EnsembleModel`; its `EnsemblePosterior` supports `rsample` and
 `rsample_from_base_samples` (with BoTorch's `IndexSampler`), so
 `qLogNoisyExpectedHypervolumeImprovement` and `optimize_acqf` run on it unchanged. Every node,
 intermediate metrics included, can be an output, so intermediate nodes serve as outcome
@@ -22,6 +24,7 @@ qLogNEHVI concatenates to each candidate) are evaluated once.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,11 +56,16 @@ class NetworkConfig:
         num_paths: Joint posterior samples (sample paths per node); the ensemble size.
         num_features: Random Fourier features per prior sample path.
         fit_options: Options of the L-BFGS-B hyper-parameter fit (e.g. ``{"maxiter": 50}``).
+        propagate_noise: Add each intermediate node's fitted observation noise to the values
+            its children read (one draw per path); off treats intermediate nodes as noiseless
+            (BOFN's assumption), which makes the network overconfident where a metric is only
+            partly explained by its parents.
     """
 
     num_paths: int = 128
     num_features: int = 512
     fit_options: Mapping[str, Any] | None = None
+    propagate_noise: bool = True
 
 
 @dataclass(frozen=True)
@@ -146,6 +154,22 @@ class GPNetwork(EnsembleModel):
                     for name, gp in gps.items()
                 }
             )
+            # Observation noise of intermediate nodes is part of what their children read: one
+            # standard-normal draw per path and node, scaled by the node's fitted noise, so a
+            # metric the parameters explain only partly passes its spread on (and a path stays
+            # a smooth function of the inputs).
+            self.register_buffer(
+                "_noise_draws",
+                torch.randn(config.num_paths, max(len(self.specs), 1), dtype=torch.float64),
+            )
+        self._noise_scale = {
+            spec.name: (
+                0.0
+                if spec.name in self.outputs or not config.propagate_noise
+                else math.sqrt(self.noise_variance(spec.name))
+            )
+            for spec in self.specs
+        }
         for p in self.parameters():
             p.requires_grad_(False)
 
@@ -195,8 +219,12 @@ class GPNetwork(EnsembleModel):
         S = self.config.num_paths
         Xe = X.unsqueeze(-3).expand(*X.shape[:-2], S, *X.shape[-2:])
         values: dict[str, Tensor] = {}
-        for spec in self.specs:
-            values[spec.name] = self._node_value(spec, Xe, values)
+        for i, spec in enumerate(self.specs):
+            value = self._node_value(spec, Xe, values)
+            scale = self._noise_scale[spec.name]
+            if scale > 0.0:
+                value = value + scale * self._noise_draws[:, i].to(value).unsqueeze(-1)
+            values[spec.name] = value
         outs = [self._to_raw(name, values[name]) for name in self.outputs]
         return torch.stack(outs, dim=-1)
 

@@ -6,24 +6,31 @@ import pytest
 
 from structure import Formula, Knowledge, KnowledgeError, LearnConfig, learn_structure
 from structure.errors import StructureLearningError
+from structure.select import SelectConfig
 from tests.structure.synthetic import chain_table
 
-FAST = LearnConfig(bootstrap=6)
+FAST = LearnConfig(bootstrap=6, select=SelectConfig(fit_maxiter=60))
 
 
 def _learned(structure, origin: str = "learned") -> set[tuple[str, str]]:
     return {(e.source, e.target) for e in structure.edges if e.origin == origin}
 
 
-def test_recovers_a_known_chain_and_ignores_nuisance_metrics() -> None:
-    s = learn_structure(**chain_table(n=80, seed=1), config=FAST)
+@pytest.mark.parametrize("select", [True, False], ids=["pc+gp-selection", "pc-only"])
+def test_recovers_a_known_chain_and_ignores_nuisance_metrics(select: bool) -> None:
+    config = FAST if select else LearnConfig(bootstrap=6, select=None)
+    s = learn_structure(**chain_table(n=80, seed=1), config=config)
     edges = _learned(s)
     assert ("m1", "m2") in edges and ("m2", "o") in edges
     assert ("x2", "m2") in edges
-    assert ("x0", "m1") in edges or ("x1", "m1") in edges
+    everything = {(e.source, e.target) for e in s.edges}
+    assert ("x0", "m1") in everything and ("x1", "m1") in everything
     used = {n for e in s.edges for n in (e.source, e.target)}
     assert not any(n.startswith("noise") for n in used)
-    assert all(0.5 <= e.strength <= 1.0 for e in s.edges if e.origin == "learned")
+    if select:  # the objective reads its metric parent only, not the parameters
+        assert s.parents("o") == ["m2"]
+    else:  # bootstrap frequencies of PC's edges
+        assert all(0.5 <= e.strength <= 1.0 for e in s.edges if e.origin == "learned")
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -31,7 +38,10 @@ def test_tier_rules_and_paths_hold_on_random_tables(seed: int) -> None:
     table = chain_table(n=30, seed=seed, nuisance=3)
     rng = np.random.default_rng(seed)
     table["objectives"]["o2"] = rng.standard_normal(30)
-    s = learn_structure(**table, config=LearnConfig(bootstrap=3, max_parents=2), seed=seed)
+    select = SelectConfig(fit_maxiter=40) if seed % 2 else None  # half with GP selection
+    s = learn_structure(
+        **table, config=LearnConfig(bootstrap=3, max_parents=2, select=select), seed=seed
+    )
     tier = s.tier_of
     graph = s.to_networkx()
     assert nx.is_directed_acyclic_graph(graph)
@@ -39,8 +49,9 @@ def test_tier_rules_and_paths_hold_on_random_tables(seed: int) -> None:
         assert tier[e.target] != "param" and tier[e.source] != "objective"
     for p in s.params:
         assert all(nx.has_path(graph, p, o) for o in s.objectives)
-    for node in s.metrics + s.objectives:
-        assert sum(1 for e in s.edges if e.target == node and e.origin == "learned") <= 2
+    for node in s.metrics + s.objectives:  # PC's in-degree cap (selection has its own)
+        limit = 2 if select is None else select.max_parents + len(s.params)
+        assert sum(1 for e in s.edges if e.target == node and e.origin == "learned") <= limit
 
 
 def test_knowledge_required_forbidden_and_formula() -> None:
@@ -72,7 +83,11 @@ def test_phase_order_orients_what_the_data_cannot() -> None:
         (("late.", "early."), ("late.b", "early.a")),
     ):
         s = learn_structure(
-            {"x": x}, names, {"o": o}, Knowledge(phase_order=order), LearnConfig(bootstrap=4)
+            {"x": x},
+            names,
+            {"o": o},
+            Knowledge(phase_order=order),
+            LearnConfig(bootstrap=4, select=None),  # a and b are noise: selection drops them
         )
         assert expect in {(e.source, e.target) for e in s.edges}
 

@@ -1,0 +1,140 @@
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from botorch.models import SingleTaskGP
+
+from structure import LearnConfig, learn_structure
+from structure.errors import StructureLearningError
+from structure.select import (
+    SelectConfig,
+    _kernel,
+    _map_hyperparameters,
+    distance_correlation,
+    independence_pvalue,
+    loo_log_density,
+    select_parents,
+)
+
+FAST = SelectConfig(fit_maxiter=60)
+
+
+def _params(X: np.ndarray) -> dict[str, np.ndarray]:
+    return {f"x{i}": X[:, i] for i in range(X.shape[1])}
+
+
+def _toy(n: int = 12, d: int = 2, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, d))
+    y = np.sin(4 * X[:, 0]) + X[:, 1] ** 2 + 0.1 * rng.standard_normal(n)
+    return X, (y - y.mean()) / y.std(ddof=1)
+
+
+def test_loo_log_density_equals_conditioning_on_the_other_points() -> None:
+    X, y = _toy()
+    total, means, lengthscales = loo_log_density(X, y, fit_maxiter=60)
+    theta = _map_hyperparameters(torch.as_tensor(X), torch.as_tensor(y), 60)
+    K = _kernel(torch.as_tensor(X), theta).numpy()  # signal + noise
+    mean = float(theta[-1])
+    expect = 0.0
+    for i in range(len(y)):
+        rest = [j for j in range(len(y)) if j != i]
+        w = np.linalg.solve(K[np.ix_(rest, rest)], K[rest, i])
+        m = mean + w @ (y[rest] - mean)
+        v = K[i, i] - w @ K[rest, i]
+        assert means[i] == pytest.approx(m, abs=1e-8)
+        expect += -0.5 * (math.log(2 * math.pi * v) + (y[i] - m) ** 2 / v)
+    assert total == pytest.approx(expect, rel=1e-8)
+    np.testing.assert_allclose(lengthscales, theta[:2].exp().numpy())
+
+
+def test_hyperparameters_are_botorchs_map_estimate() -> None:
+    from botorch.fit import fit_gpytorch_mll
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+
+    X, y = _toy(n=30, d=3, seed=1)
+    theta = _map_hyperparameters(torch.as_tensor(X), torch.as_tensor(y), 200)
+    gp = SingleTaskGP(torch.as_tensor(X), torch.as_tensor(y).unsqueeze(-1), outcome_transform=None)
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(gp.likelihood, gp))
+    np.testing.assert_allclose(
+        theta[:3].exp().numpy(), gp.covar_module.lengthscale.detach().reshape(-1), rtol=0.05
+    )
+    assert float(1e-4 + theta[3].exp()) == pytest.approx(float(gp.likelihood.noise), rel=0.1)
+
+
+def test_finds_a_non_monotone_metric_parent() -> None:
+    rng = np.random.default_rng(1)
+    X = rng.random((30, 4))
+    radius = np.sqrt(X[:, 0] ** 2 + X[:, 1] ** 2)
+    y = np.cos(9.0 * radius)  # non-monotone in the metric, rings in (x0, x1)
+    candidates = {**_params(X), "radius": radius, "noise": rng.standard_normal(30)}
+    sel = select_parents(y, candidates, base=list(_params(X)), config=FAST)
+    assert not sel.used_base and sel.parents == ("radius",)
+    assert sel.score > sel.base_score + FAST.min_gain and sel.predictable
+    assert sel.strength("radius") == 1.0 and sel.strength("x0") == 0.0
+
+
+def test_keeps_the_parameter_an_added_metric_interacts_with() -> None:
+    rng = np.random.default_rng(2)
+    X = rng.random((40, 4))
+    m = np.sin(6 * X[:, 0]) * np.sin(6 * X[:, 1]) * np.sin(6 * X[:, 2])
+    y = m * np.sqrt(10 * X[:, 3]) * np.sin(10 * X[:, 3])  # Alpine2's next link
+    sel = select_parents(y, {**_params(X), "m": m}, base=list(_params(X)), config=FAST)
+    assert set(sel.parents) == {"m", "x3"}
+
+
+def test_unstructured_target_keeps_the_base_set() -> None:
+    rng = np.random.default_rng(3)
+    X = rng.random((25, 3))
+    y = np.sin(3 * X[:, 0]) + X[:, 1] ** 2
+    noise = {f"n{i}": rng.standard_normal(25) for i in range(6)}
+    sel = select_parents(y, {**_params(X), **noise}, base=list(_params(X)), config=FAST)
+    assert sel.used_base and sel.parents == ("x0", "x1", "x2") and sel.gains == {}
+
+
+def test_required_inputs_stay_and_unknown_names_are_a_clear_error() -> None:
+    rng = np.random.default_rng(4)
+    X = rng.random((15, 2))
+    y = X[:, 0]
+    sel = select_parents(y, _params(X), required=["x1"], config=FAST)
+    assert "x1" in sel.parents
+    with pytest.raises(StructureLearningError, match="not among the candidates"):
+        select_parents(y, _params(X), base=["x9"])
+    with pytest.raises(StructureLearningError, match="max_parents"):
+        SelectConfig(max_parents=0)
+
+
+def test_distance_correlation_sees_non_monotone_dependence() -> None:
+    rng = np.random.default_rng(5)
+    a = rng.uniform(-1, 1, 60)
+    assert abs(np.corrcoef(a, a**2)[0, 1]) < 0.3
+    assert distance_correlation(a, a**2) > 0.4
+    assert independence_pvalue(a, a**2, np.random.default_rng(0)) <= 0.02
+    assert independence_pvalue(a, rng.standard_normal(60), np.random.default_rng(0)) > 0.02
+
+
+def test_learned_structure_uses_selected_parents_and_skips_unpredictable_metrics() -> None:
+    rng = np.random.default_rng(6)
+    n = 40
+    X = rng.random((n, 3))
+    radius = np.sqrt(X[:, 0] ** 2 + X[:, 1] ** 2)
+    noise = rng.standard_normal(n)
+    o = np.cos(9.0 * radius) + 0.1 * noise  # the noise metric explains o but nothing drives it
+    s = learn_structure(
+        {f"x{i}": X[:, i : i + 1] for i in range(3)},
+        {"radius": radius, "noise": noise},
+        {"o": o},
+        config=LearnConfig(bootstrap=3, select=FAST),
+    )
+    assert "radius" in s.parents("o") and "noise" not in s.parents("o")
+    assert {"x0", "x1"} <= set(s.parents("radius"))
+    off = learn_structure(
+        {f"x{i}": X[:, i : i + 1] for i in range(3)},
+        {"radius": radius, "noise": noise},
+        {"o": o},
+        config=LearnConfig(bootstrap=3, select=None),
+    )
+    assert {"x0", "x1", "x2"} <= set(off.parents("o"))  # PC's parents plus direct edges
