@@ -36,8 +36,10 @@ class Edge:
     Attributes:
         source: Name of the parent node.
         target: Name of the child node.
-        strength: Fraction of bootstrap resamples in which structure learning found the
-            adjacency, in ``[0, 1]``; 1.0 for required edges, 0.0 for edges added by repair.
+        strength: How strongly the data supports the edge, in ``[0, 1]``: for an edge PC found,
+            the fraction of bootstrap resamples with the adjacency; for a parent chosen by GP
+            selection (`structure.select`), its share of the leave-one-out gain of the node's
+            inputs; 1.0 for required edges, 0.0 for repair and direct edges.
         origin: ``"learned"`` (found in the data), ``"required"`` (expert knowledge or formula),
             ``"repaired"`` (added so that a parameter keeps a path to an objective) or
             ``"direct"`` (a parameter -> objective edge kept by ``LearnConfig.direct_edges``).

@@ -12,10 +12,11 @@ parameter that has no path to an objective directly to it.
 
 PC proposes; GP evidence decides the parents that the network's GPs read. By default
 (``LearnConfig.select``) each objective's parents are chosen by `structure.select`: greedy
-forward selection among the parameters and the metrics the parameters drive, scored by a GP's
-leave-one-out log density, against the all-parameter (flat) set; then, down the chain, the
-parents of every metric so selected. This finds non-monotone links that Fisher-z misses and
-keeps metrics that do not help prediction out of the network. Nodes PC alone handles (no
+forward-backward selection among the parameters and metrics, scored by a GP's leave-one-out log
+density, against the all-parameter (flat) set; then, down the chain, the parents of every metric
+so selected; a selected metric that nothing predicts is dropped and its children choose again.
+This finds non-monotone links that Fisher-z misses and keeps metrics that do not help
+prediction out of the network. Nodes PC alone handles (no
 selection, or metrics kept as outputs) get every parameter as a parent (``all_param_parents``,
 ``direct_edges``), so a missed parameter effect costs accuracy, not correctness.
 """
@@ -187,8 +188,9 @@ def _select(
     """GP parent selection for the objectives and, recursively, their selected metric parents.
 
     A node's candidates are every parameter and every metric that is not its descendant nor of a
-    later search phase (`Knowledge.phase_order`); its PC parents are always tried, required parents kept, the base set is all parameters; formula
-    nodes keep their formula's inputs. With ``select.recurse``, a selected metric that nothing
+    later search phase (`Knowledge.phase_order`); its PC parents are always tried, required
+    parents kept; the base set is all (allowed) parameters; formula nodes keep their formula's
+    inputs. With ``select.recurse``, a selected metric that nothing
     predicts (`Selection.predictable`: pure noise, or unlearnable at this many trials) is
     unknown at a new configuration and cannot help the network: it is excluded and the nodes
     that chose it choose again.
@@ -223,7 +225,7 @@ def _select(
         sel = select_parents(
             np.asarray(values[node], dtype=np.float64),
             candidates,
-            base=list(params),
+            base=[p for p in params if p in candidates],
             required=required,
             prefer=[s for s in prefer if s in candidates],
             config=config.select,

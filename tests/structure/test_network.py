@@ -128,3 +128,20 @@ def test_missing_values_or_outputs_are_clear_errors() -> None:
     del values["f2"]
     with pytest.raises(StructureError, match="observed values"):
         fit_gp_network(s, X, values, cols, ["o1"], FAST)
+
+
+def test_an_intermediate_nodes_noise_reaches_its_children() -> None:
+    gen = torch.Generator().manual_seed(5)
+    X = torch.rand(30, 1, generator=gen, dtype=torch.float64)
+    m = torch.sin(3 * X[:, 0]) + 0.5 * torch.randn(30, generator=gen, dtype=torch.float64)
+    s = Structure(("a",), ("m",), ("o",), (Edge("a", "m"), Edge("m", "o")))
+    values = {"m": m, "o": 2.0 * m}
+    Xt = torch.rand(10, 1, generator=gen, dtype=torch.float64)
+    var = {}
+    for propagate in (True, False):
+        cfg = NetworkConfig(128, 128, {"maxiter": 50}, propagate_noise=propagate)
+        net = fit_gp_network(s, X, values, {"a": [0]}, ["o"], cfg, seed=0)
+        var[propagate] = net.predict(Xt)[1].squeeze(-1)
+    spread = 4.0 * net.noise_variance("m")  # o = 2 m: m's noise, seen through o
+    assert spread > 0.5
+    assert float((var[True] - var[False]).median()) > 0.5 * spread

@@ -138,3 +138,20 @@ def test_learned_structure_uses_selected_parents_and_skips_unpredictable_metrics
         config=LearnConfig(bootstrap=3, select=None),
     )
     assert {"x0", "x1", "x2"} <= set(off.parents("o"))  # PC's parents plus direct edges
+
+
+def test_forbidden_parameter_edges_stay_out_of_the_selection() -> None:
+    rng = np.random.default_rng(7)
+    X = rng.random((20, 3))
+    m = np.sin(5 * X[:, 0])
+    o = np.cos(4 * m) + X[:, 2]
+    from structure import Knowledge
+
+    s = learn_structure(
+        {f"x{i}": X[:, i : i + 1] for i in range(3)},
+        {"m": m},
+        {"o": o},
+        Knowledge(forbidden=(("x1", "o"),)),
+        LearnConfig(bootstrap=2, select=FAST),
+    )
+    assert "x1" not in s.parents("o")
