@@ -150,7 +150,7 @@ def learn_structure(
     exact = {f.node for f in knowledge.formulas if not f.residual}
     selected: set[str] = set()
     if config.select is not None:
-        edges, selected = _select(params, metrics, objectives, edges, knowledge, config, seed)
+        edges, selected = _select(params, metrics, objectives, edges, knowledge, config)
     edges = _prune_and_repair(edges, [*params], [*metrics], [*objectives], protected, exact)
     if config.all_param_parents:
         used = {n for key in edges for n in key} | (set(outputs) & set(metrics))
@@ -183,7 +183,6 @@ def _select(
     edges: dict[tuple[str, str], Edge],
     knowledge: Knowledge,
     config: LearnConfig,
-    seed: int,
 ) -> tuple[dict[tuple[str, str], Edge], set[str]]:
     """GP parent selection for the objectives and, recursively, their selected metric parents.
 
@@ -229,7 +228,6 @@ def _select(
             required=required,
             prefer=[s for s in prefer if s in candidates],
             config=config.select,
-            seed=seed,
         )
         for key in [k for k, e in out.items() if k[1] == node and e.origin != "required"]:
             del out[key]

@@ -223,7 +223,8 @@ class GPNetwork(EnsembleModel):
             value = self._node_value(spec, Xe, values)
             scale = self._noise_scale[spec.name]
             if scale > 0.0:
-                value = value + scale * self._noise_draws[:, i].to(value).unsqueeze(-1)
+                draws: Tensor = self._noise_draws  # type: ignore[assignment]
+                value = value + scale * draws[:, i].to(value).unsqueeze(-1)
             values[spec.name] = value
         outs = [self._to_raw(name, values[name]) for name in self.outputs]
         return torch.stack(outs, dim=-1)

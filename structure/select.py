@@ -4,18 +4,20 @@ PC's Fisher-z tests (`structure.learn`) see monotone dependence only, yet the ob
 function network is often a non-monotone function of a few metrics (Dropwave:
 ``o = h(||z||)`` with an oscillating ``h``; Alpine2: ``y_k = g(x_k) * y_(k-1)`` with sign
 changes). A node's GP reads its parents, so the parent set that matters is the one under which a
-GP predicts the node best. `select_parents` finds it by greedy forward selection scored by the
+GP predicts the node best. `select_parents` finds it by a forward-backward search scored by the
 GP's exact leave-one-out log predictive density (Rasmussen & Williams 2006, sec. 5.4.2), with
-hyper-parameters fitted by maximum marginal likelihood for each candidate set:
+hyper-parameters fitted by maximum a posteriori for each candidate set:
 
-1. start from the ``required`` inputs (or none: a constant-mean Gaussian);
-2. rank the other candidates by distance correlation (Szekely et al. 2007; sees non-monotone
-   dependence) with the current model's leave-one-out residuals, fit a GP with each of the
-   ``beam`` best added, keep the best if it gains at least ``min_gain`` nats plus the log of
-   the number of candidates (the best of many gains by chance);
-3. stop at ``max_parents`` inputs or when nothing gains;
-4. compare with the ``base`` set (all parameters: the flat GP's inputs) and keep the forward
-   set only if it beats the base by ``min_gain`` nats.
+1. start from the ``base`` set (all parameters: the flat GP's inputs) plus the ``required``;
+2. forward: rank the other candidates by distance correlation (Szekely et al. 2007; sees
+   non-monotone dependence) with the current leave-one-out residuals, fit a GP with each of the
+   ``beam`` best (and the ``prefer``-red ones) added, keep the best if it gains at least
+   ``min_gain`` nats plus the log of the number of candidates (the best of many gains by
+   chance); stop after ``max_parents`` additions or when nothing gains;
+3. backward: drop inputs, least relevant lengthscale first, whose removal costs less than a nat
+   (an added metric that interacts with a parameter, as in Alpine2's ``y_k = g(x_k) y_(k-1)``,
+   is only found while the parameters are still in the set);
+4. keep the result only if it beats the base set by ``min_gain`` nats; otherwise the base set.
 
 The score is in standardized units of the node, so all sets compete on the same footing, less
 ``complexity`` nats per input column: the hyper-parameters are fitted on the points that are
@@ -104,7 +106,7 @@ class Selection:
     predictable: bool
 
     def strength(self, parent: str) -> float:
-        """The parent's share of the forward set's total gain, in ``[0, 1]``."""
+        """The parent's share of the summed `gains`, in ``[0, 1]``."""
         total = sum(max(g, 0.0) for g in self.gains.values())
         return 0.0 if total <= 0 else round(max(self.gains.get(parent, 0.0), 0.0) / total, 4)
 
@@ -116,7 +118,6 @@ def select_parents(
     required: Sequence[str] = (),
     prefer: Sequence[str] = (),
     config: SelectConfig | None = None,
-    seed: int = 0,
 ) -> Selection:
     """Choose the inputs under which a GP predicts `target` best (see the module docstring).
 
@@ -129,10 +130,9 @@ def select_parents(
         prefer: Inputs tried at every forward step besides the ``beam`` best ranked (e.g. the
             node's neighbours found by PC).
         config: Options; defaults when None.
-        seed: Seed of the hyper-parameter fits.
 
     Returns:
-        The `Selection`.
+        The `Selection` (deterministic: the fits start from the prior modes).
     """
     config = config or SelectConfig()
     y = np.asarray(target, dtype=np.float64).reshape(-1)
@@ -152,7 +152,7 @@ def select_parents(
                 cache[key] = _Fit(*_constant_loo(y), np.zeros(0))
             else:
                 X = np.concatenate([blocks[n] for n in names], axis=1)
-                total, means, lengthscales = loo_log_density(X, y, config.fit_maxiter, seed)
+                total, means, lengthscales = loo_log_density(X, y, config.fit_maxiter)
                 penalty = config.complexity * X.shape[1]
                 cache[key] = _Fit(total - penalty, means, lengthscales)
         return cache[key]
@@ -160,7 +160,7 @@ def select_parents(
     # 1. Start from the base set (what the flat GP reads) plus the required inputs.
     chosen = list(dict.fromkeys([*required, *base]))
     fit = score(chosen)
-    base_score = fit.score if base else None
+    base_fit = fit
     gains: dict[str, float] = {}
     # 2. Forward: add the inputs that gain the most, tried in order of distance correlation
     # with the current leave-one-out residuals (plus the preferred ones).
@@ -199,10 +199,11 @@ def select_parents(
     constant = score([]).score
     # Beating a constant needs the same allowance for chance as adding an input.
     bar = constant + config.min_gain + math.log(1 + len(blocks))
-    if base and (not gains or base_score is None or fit.score < base_score + config.min_gain):
-        base_set = list(dict.fromkeys([*required, *base]))
-        best = score(base_set).score
-        return Selection(tuple(base_set), True, best, base_score, {}, constant, best >= bar)
+    base_score = base_fit.score if base else None
+    if base and (not gains or fit.score < base_fit.score + config.min_gain):
+        base_set = tuple(dict.fromkeys([*required, *base]))
+        good = base_fit.score >= bar
+        return Selection(base_set, True, base_fit.score, base_score, {}, constant, good)
     good = fit.score >= bar
     return Selection(tuple(chosen), False, fit.score, base_score, gains, constant, good)
 
@@ -222,7 +223,7 @@ def _input_relevance(fit: _Fit, widths: Sequence[int]) -> np.ndarray:
 
 
 def loo_log_density(
-    X: np.ndarray, y: np.ndarray, fit_maxiter: int = 100, seed: int = 0
+    X: np.ndarray, y: np.ndarray, fit_maxiter: int = 100
 ) -> tuple[float, np.ndarray, np.ndarray]:
     """Exact leave-one-out log predictive density of a GP on ``(X, y)``.
 
@@ -239,12 +240,10 @@ def loo_log_density(
         X: ``n x d``-dim inputs in the unit cube.
         y: ``n``-dim standardized targets.
         fit_maxiter: Iteration cap of the hyper-parameter fit.
-        seed: Unused (the fit is deterministic); kept so callers can pass their seed.
 
     Returns:
         The summed log density, the ``n`` leave-one-out means and the fitted lengthscales.
     """
-    del seed
     tx = torch.as_tensor(X, dtype=torch.float64)
     ty = torch.as_tensor(y, dtype=torch.float64)
     theta = _map_hyperparameters(tx, ty, fit_maxiter)
