@@ -113,11 +113,12 @@ def _dropwave(x: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
 def _botorch_problem(name: str) -> Callable[[np.ndarray], tuple[dict[str, float], dict]]:
     """A negated (maximized) BoTorch multi-objective test problem on the unit cube."""
 
-    def evaluate(x: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
-        from botorch.test_functions import multi_objective as mo
+    from botorch.test_functions import multi_objective as mo
 
-        f = getattr(mo, name)(negate=True)
-        lo, hi = f.bounds[0], f.bounds[1]
+    f = getattr(mo, name)(negate=True)
+    lo, hi = f.bounds[0], f.bounds[1]
+
+    def evaluate(x: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
         X = lo + (hi - lo) * torch.as_tensor(x, dtype=torch.float64).unsqueeze(0)
         return {f"o{i + 1}": float(v) for i, v in enumerate(f(X)[0])}, {}
 

@@ -207,6 +207,7 @@ def _select(
     depth = dict.fromkeys(queue, 0)
     chosen: dict[str, tuple[str, ...]] = {}
     unpredictable: set[str] = set()
+    kept = {n for pair in knowledge.required for n in pair}  # kept even when unpredictable
     while queue:
         node = queue.pop(0)
         if node in chosen or node in formula_nodes:
@@ -243,7 +244,7 @@ def _select(
         chosen[node] = sel.parents
         if not config.select.recurse:
             continue
-        if node in metrics and not sel.predictable and node not in _required_anywhere(knowledge):
+        if node in metrics and not sel.predictable and node not in kept:
             unpredictable.add(node)
             for child in [c for c, parents in chosen.items() if node in parents]:
                 del chosen[child]
@@ -260,11 +261,6 @@ def _later(source: str, target: str, knowledge: Knowledge) -> bool:
     """Whether `source` belongs to a later search phase than `target` (so cannot feed it)."""
     a, b = knowledge.phase_rank(source), knowledge.phase_rank(target)
     return a is not None and b is not None and a > b
-
-
-def _required_anywhere(knowledge: Knowledge) -> set[str]:
-    """Nodes named by a required edge (kept even when unpredictable)."""
-    return {n for pair in knowledge.required for n in pair}
 
 
 def _make_table(

@@ -157,19 +157,19 @@ class GPNetwork(EnsembleModel):
             # Observation noise of intermediate nodes is part of what their children read: one
             # standard-normal draw per path and node, scaled by the node's fitted noise, so a
             # metric the parameters explain only partly passes its spread on (and a path stays
-            # a smooth function of the inputs).
-            self.register_buffer(
-                "_noise_draws",
-                torch.randn(config.num_paths, max(len(self.specs), 1), dtype=torch.float64),
-            )
-        self._noise_scale = {
-            spec.name: (
+            # a smooth function of the inputs). Outputs, and nodes without propagation, add 0.
+            draws = torch.randn(config.num_paths, max(len(self.specs), 1), dtype=torch.float64)
+        scale = torch.tensor(
+            [
                 0.0
                 if spec.name in self.outputs or not config.propagate_noise
                 else math.sqrt(self.noise_variance(spec.name))
-            )
-            for spec in self.specs
-        }
+                for spec in self.specs
+            ],
+            dtype=torch.float64,
+        )
+        self._noise_offsets: Tensor
+        self.register_buffer("_noise_offsets", draws[:, : len(self.specs)] * scale)
         for p in self.parameters():
             p.requires_grad_(False)
 
@@ -220,12 +220,8 @@ class GPNetwork(EnsembleModel):
         Xe = X.unsqueeze(-3).expand(*X.shape[:-2], S, *X.shape[-2:])
         values: dict[str, Tensor] = {}
         for i, spec in enumerate(self.specs):
-            value = self._node_value(spec, Xe, values)
-            scale = self._noise_scale[spec.name]
-            if scale > 0.0:
-                draws: Tensor = self._noise_draws  # type: ignore[assignment]
-                value = value + scale * draws[:, i].to(value).unsqueeze(-1)
-            values[spec.name] = value
+            offset = self._noise_offsets[:, i].to(Xe).unsqueeze(-1)  # S x 1
+            values[spec.name] = self._node_value(spec, Xe, values) + offset
         outs = [self._to_raw(name, values[name]) for name in self.outputs]
         return torch.stack(outs, dim=-1)
 

@@ -39,7 +39,6 @@ __all__ = [
     "SelectConfig",
     "Selection",
     "distance_correlation",
-    "independence_pvalue",
     "loo_log_density",
     "select_parents",
 ]
@@ -322,31 +321,13 @@ def _constant_loo(y: np.ndarray) -> tuple[float, np.ndarray]:
 def distance_correlation(a: np.ndarray, b: np.ndarray) -> float:
     """Sample distance correlation of two samples (rows are observations), in ``[0, 1]``; zero
     only under independence in the population (Szekely, Rizzo & Bakirov 2007)."""
-    return _dcor(_centered(a), _centered(b))
 
+    def centered(v: np.ndarray) -> np.ndarray:
+        v = np.asarray(v, dtype=np.float64).reshape(len(v), -1)
+        d = np.sqrt(((v[:, None, :] - v[None, :, :]) ** 2).sum(-1))
+        return d - d.mean(0) - d.mean(1)[:, None] + d.mean()
 
-def independence_pvalue(
-    a: np.ndarray, b: np.ndarray, rng: np.random.Generator, permutations: int = 99
-) -> float:
-    """Permutation p-value of the distance-correlation test of independence of `a` and `b`."""
-    A, B = _centered(a), _centered(b)
-    observed = _dcor(A, B)
-    n = len(A)
-    exceed = 0
-    for _ in range(permutations):
-        perm = rng.permutation(n)
-        exceed += _dcor(A, B[np.ix_(perm, perm)]) >= observed
-    return (1 + exceed) / (1 + permutations)
-
-
-def _centered(v: np.ndarray) -> np.ndarray:
-    """Double-centered distance matrix of a sample."""
-    v = np.asarray(v, dtype=np.float64).reshape(len(v), -1)
-    d = np.sqrt(((v[:, None, :] - v[None, :, :]) ** 2).sum(-1))
-    return d - d.mean(0) - d.mean(1)[:, None] + d.mean()
-
-
-def _dcor(A: np.ndarray, B: np.ndarray) -> float:
+    A, B = centered(a), centered(b)
     dcov = (A * B).mean()
     denom = math.sqrt((A * A).mean() * (B * B).mean())
     return 0.0 if denom <= 1e-300 else math.sqrt(max(dcov, 0.0) / denom)

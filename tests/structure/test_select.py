@@ -14,7 +14,6 @@ from structure.select import (
     _kernel,
     _map_hyperparameters,
     distance_correlation,
-    independence_pvalue,
     loo_log_density,
     select_parents,
 )
@@ -112,8 +111,7 @@ def test_distance_correlation_sees_non_monotone_dependence() -> None:
     a = rng.uniform(-1, 1, 60)
     assert abs(np.corrcoef(a, a**2)[0, 1]) < 0.3
     assert distance_correlation(a, a**2) > 0.4
-    assert independence_pvalue(a, a**2, np.random.default_rng(0)) <= 0.02
-    assert independence_pvalue(a, rng.standard_normal(60), np.random.default_rng(0)) > 0.02
+    assert distance_correlation(a, rng.standard_normal(60)) < distance_correlation(a, a**2)
 
 
 def test_learned_structure_uses_selected_parents_and_skips_unpredictable_metrics() -> None:
