@@ -113,7 +113,9 @@ def learn_structure(
 
     Args:
         params: Parameter name -> ``n x k``-dim array of its unit-cube columns (``k >= 1``).
-        metrics: Metric name -> ``n``-dim array (featurized, no NaN).
+        metrics: Metric name -> ``n``-dim array (featurized, no NaN), most relevant first: PC
+            tests as many as its Fisher-z tests allow at ``n`` trials, in this order (metrics
+            named in `knowledge` or `outputs` first); selection considers them all.
         objectives: Objective name -> ``n``-dim array.
         knowledge: Expert knowledge (required/forbidden edges, formulas, phase order).
         config: Options; defaults when None.
@@ -139,7 +141,10 @@ def learn_structure(
             f"n={n} trials and objectives {list(objectives)}."
         )
     _check_knowledge(knowledge, table.tier)
-    adj, votes = _bootstrap_pc(table, knowledge, config, seed)
+    knowledge_nodes = {n for pair in (*knowledge.required, *knowledge.forbidden) for n in pair}
+    knowledge_nodes |= {n for f in knowledge.formulas for n in (f.node, *f.inputs)}
+    pc_metrics = _pc_metrics(table, [*metrics], knowledge_nodes | set(outputs))
+    adj, votes = _bootstrap_pc(table, knowledge, config, seed, pc_metrics)
     edges = _orient(table, adj, votes, knowledge, config.stability)
     edges = _add_knowledge(edges, knowledge, table.tier)
     edges = _cap_in_degree(edges, config.max_parents)
@@ -294,6 +299,16 @@ def _make_table(
     return _Table(data, column_node, list(tier), tier)
 
 
+def _pc_metrics(table: _Table, ranked: list[str], first: set[str]) -> set[str]:
+    """The metrics PC tests: Fisher-z needs fewer columns than trials (``n - 3`` less the
+    conditioning set), so the metrics named in knowledge or kept as outputs, then the others in
+    their given (relevance) order, while the columns fit. The rest are left to selection."""
+    n = table.data.shape[0]
+    room = n - 3 - sum(table.tier[c] != "metric" for c in table.column_node)
+    order = [m for m in ranked if m in first] + [m for m in ranked if m not in first]
+    return set(order[: max(room, 0)]) | (first & set(ranked))
+
+
 def _check_knowledge(knowledge: Knowledge, tier: Mapping[str, str]) -> None:
     pairs = [*knowledge.required, *knowledge.forbidden]
     pairs += [(i, f.node) for f in knowledge.formulas for i in f.inputs]
@@ -310,9 +325,10 @@ def _check_knowledge(knowledge: Knowledge, tier: Mapping[str, str]) -> None:
 
 
 def _bootstrap_pc(
-    table: _Table, knowledge: Knowledge, config: LearnConfig, seed: int
+    table: _Table, knowledge: Knowledge, config: LearnConfig, seed: int, pc_metrics: set[str]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Node-level adjacency counts and directed-vote counts over the bootstrap resamples.
+    """Node-level adjacency counts and directed-vote counts over the bootstrap resamples, PC
+    run on the parameters, objectives and `pc_metrics` (other metrics get no adjacency).
 
     Returns:
         ``adj`` (``N x N`` symmetric counts of adjacencies) and ``votes`` (``N x N``,
@@ -323,12 +339,13 @@ def _bootstrap_pc(
     index = {name: i for i, name in enumerate(table.nodes)}
     col_idx = np.array([index[c] for c in table.column_node])
     is_obj = np.array([table.tier[c] == "objective" for c in table.column_node])
+    tested = np.array([table.tier[c] != "metric" or c in pc_metrics for c in table.column_node])
     # Stage 1 learns the parameter/metric part without the objectives: conditioning on a
     # descendant never separates an upstream pair and, with near-deterministic objectives,
     # wrongly does. Stage 2 (all columns) contributes only the edges into objectives.
     stages: list[tuple[np.ndarray, bool]] = [
-        (np.flatnonzero(~is_obj), False),
-        (np.arange(len(is_obj)), True),
+        (np.flatnonzero(~is_obj & tested), False),
+        (np.flatnonzero(tested), True),
     ]
     size = len(table.nodes)
     adj = np.zeros((size, size))
@@ -362,8 +379,11 @@ def _bootstrap_pc(
         ok += 1
         adj += node_adj
         votes += node_dir
-    if ok == 0:
+    if ok == 0 and config.select is None:
         raise StructureLearningError(f"PC failed on all {config.bootstrap} bootstrap resamples.")
+    if ok == 0:  # selection still chooses the objectives' parents
+        _log.info("PC failed on all %d bootstrap resamples", config.bootstrap)
+        return adj, votes
     return adj / ok, votes / ok
 
 

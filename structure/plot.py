@@ -123,9 +123,13 @@ def explain(description: Mapping[str, Any]) -> str:
         if s:
             lines.append(
                 f"  {kind} log-likelihood over {s['n_points']} trials: network {s['network']:.2f}, "
-                f"flat {s['flat']:.2f} (advantage {s['advantage']:+.2f} nats, margin "
-                f"{description.get('margin', 0.0)})"
+                f"flat {s['flat']:.2f} (advantage {s['advantage']:+.2f} nats)"
             )
+    if "advantage_per_point" in scores:
+        lines.append(
+            f"  together: {scores['advantage_per_point']:+.2f} nats per scored point (the network "
+            f"is used unless it is below -{description.get('tolerance', 0.0)})"
+        )
     learned = [e for e in description.get("edges", []) if e[3] in ("learned", "required")]
     if learned:
         lines.append(

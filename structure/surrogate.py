@@ -14,11 +14,16 @@ fresh instance recomputes the latest one). At a checkpoint the surrogate
    trials scored by the models conditioned on the trials before it. Both use the hyper-parameters
    fitted on the ``n_j`` trials (only conditioning is redone), which keeps scoring cheap and
    treats both models alike;
-3. chooses the network only if its advantage, held-out plus prequential, exceeds ``margin``
-   nats (each summed over the scored points) and neither score loses by more than ``margin``;
-   otherwise the flat GP. (Requiring both to win by the margin kept the network out on
-   function-network benchmarks where it was the better model: each score alone is noisy at
-   20-30 trials.)
+3. uses the network unless it predicts clearly worse: its advantage, held-out plus prequential
+   (each summed over the scored points), divided by the number of scored points, must be above
+   ``-tolerance`` nats; otherwise the flat GP. The network is preferred on a tie because a
+   structure's benefit to the optimizer shows before its predictions win: in
+   `benchmarks/bench_structure.py` the network on the true DAG loses the two scores by 0.3-0.8
+   nats per point on Ackley-6 and Alpine2 at 10-20 trials, yet reaches the flat GP's final
+   hypervolume in half the trials; where it predicted far worse (tens of nats per point, a
+   product chain extrapolated with too little data) it also optimized worse. Selection in
+   `structure.learn` has already kept every metric that does not improve a GP's leave-one-out
+   density out of the structure, so on problems without structure the network rarely exists.
 
 Between checkpoints every `fit` refits the chosen model's hyper-parameters on all trials, with the
 checkpoint's structure. The surrogate falls back to the flat GP with a recorded reason when there
@@ -64,8 +69,8 @@ class StructuredConfig:
         relearn_every: Trials between checkpoints (structure re-learned, scores recomputed).
         cv_folds: Folds of the held-out score.
         window: Trials scored prequentially at each checkpoint.
-        margin: Nats by which the network must win the two scores together (and lose neither
-            by more) to be used.
+        tolerance: Nats per scored point by which the network may predict worse than the flat
+            GP (held-out and prequential together) and still be used.
         features: Featurization options.
         learn: Structure-learning options.
         network: GP-network options used for proposals.
@@ -75,10 +80,10 @@ class StructuredConfig:
     """
 
     min_trials: int = 10
-    relearn_every: int = 5
+    relearn_every: int = 3
     cv_folds: int = 5
     window: int = 10
-    margin: float = 2.0
+    tolerance: float = 0.5
     features: FeatureConfig = field(default_factory=FeatureConfig)
     learn: LearnConfig = field(default_factory=LearnConfig)
     network: NetworkConfig = field(default_factory=lambda: NetworkConfig(64, 256))
@@ -86,11 +91,17 @@ class StructuredConfig:
     selection: bool = True
 
     def __post_init__(self) -> None:
-        if self.min_trials < 4 or self.relearn_every < 1 or self.cv_folds < 2 or self.window < 1:
+        if (
+            self.min_trials < 4
+            or self.relearn_every < 1
+            or self.cv_folds < 2
+            or self.window < 1
+            or self.tolerance < 0
+        ):
             raise StructureError(
-                "`min_trials >= 4`, `relearn_every >= 1`, `cv_folds >= 2` and `window >= 1` must "
-                f"hold, got {self.min_trials=}, {self.relearn_every=}, {self.cv_folds=}, "
-                f"{self.window=}."
+                "`min_trials >= 4`, `relearn_every >= 1`, `cv_folds >= 2`, `window >= 1` and "
+                f"`tolerance >= 0` must hold, got {self.min_trials=}, {self.relearn_every=}, "
+                f"{self.cv_folds=}, {self.window=}, {self.tolerance=}."
             )
 
 
@@ -176,7 +187,7 @@ class StructuredSurrogate(Surrogate):
             "n_train": data.n,
             "checkpoint": ck.n,
             "scores": dict(ck.scores),
-            "margin": self.config.margin,
+            "tolerance": self.config.tolerance,
             "edges": []
             if s is None
             else [[e.source, e.target, e.strength, e.origin] for e in s.edges],
@@ -225,19 +236,23 @@ class StructuredSurrogate(Surrogate):
             reason = f"scoring the network failed ({err}); using the flat GP"
             return _Checkpoint(key, data.n, "flat", reason, structure, fmap)
         held, preq = scores["heldout"]["advantage"], scores["prequential"]["advantage"]
-        adv = round(held + preq, 4)
-        scores["advantage"] = adv
-        if adv > self.config.margin and min(held, preq) > -self.config.margin:
+        points = scores["heldout"]["n_points"] + scores["prequential"]["n_points"]
+        per_point = round((held + preq) / points, 4)
+        scores["advantage"] = round(held + preq, 4)
+        scores["advantage_per_point"] = per_point
+        tol = self.config.tolerance
+        if per_point > -tol:
             choice = "network"
             reason = (
-                f"the network predicts better by {adv:.1f} nats (> margin {self.config.margin})"
+                f"the network's advantage is {per_point:+.2f} nats per scored point (held-out "
+                f"{held:+.1f}, prequential {preq:+.1f} nats), above -{tol} (tolerance)"
             )
         else:
             choice = "flat"
             reason = (
-                f"the network's advantage {adv:.1f} nats (held-out {held:.1f}, prequential "
-                f"{preq:.1f}) does not clear the margin {self.config.margin} (sum above it, "
-                "neither score below minus it); using the flat GP"
+                f"the network predicts worse by {-per_point:.2f} nats per scored point (held-out "
+                f"{held:+.1f}, prequential {preq:+.1f} nats), more than the tolerance {tol}; "
+                "using the flat GP"
             )
         return _Checkpoint(key, data.n, choice, reason, structure, fmap, scores, models)
 
@@ -249,12 +264,7 @@ class StructuredSurrogate(Surrogate):
             keep |= set(self.fixed_structure.metrics)
         raw = {k: v for k, v in data.metrics.items() if k not in data.outcome_names}
         objectives = data.Y[:, : data.n_objectives].numpy()
-        # Fisher-z needs a non-singular correlation matrix: fewer columns than trials.
-        room = data.n - data.X.shape[-1] - data.Y.shape[-1] - 3
-        fcfg = dataclasses.replace(
-            self.config.features, max_columns=max(1, min(self.config.features.max_columns, room))
-        )
-        fmap = fit_features(raw, objectives, fcfg, keep=keep & set(raw))
+        fmap = fit_features(raw, objectives, self.config.features, keep=keep & set(raw))
         if self.fixed_structure is not None:
             return fmap, self.fixed_structure
         feats = fmap.transform(raw, data.n)

@@ -26,8 +26,11 @@ def test_explain_covers_every_case() -> None:
     assert "flat" in explain({"model": "FlatSurrogate(SingleTaskGP)"})
     info = {
         "surrogate": "StructuredSurrogate", "model": "network", "reason": "it predicts better",
-        "n_train": 30, "checkpoint": 30, "margin": 2.0,
-        "scores": {"heldout": {"flat": -9.0, "network": -3.0, "n_points": 30, "advantage": 6.0}},
+        "n_train": 30, "checkpoint": 30, "tolerance": 0.5,
+        "scores": {
+            "heldout": {"flat": -9.0, "network": -3.0, "n_points": 30, "advantage": 6.0},
+            "advantage_per_point": 0.2,
+        },
         "edges": [["t1", "t2", 0.7, "learned"], ["a", "speed", 0.0, "direct"]],
         "history": [{"model": "flat"}, {"model": "network"}],
     }  # fmt: skip
@@ -35,3 +38,4 @@ def test_explain_covers_every_case() -> None:
     assert "GP network" in text and "it predicts better" in text
     assert "t1->t2 (0.70)" in text and "a->speed" not in text
     assert "1 of 2 fits" in text
+    assert "+0.20 nats per scored point" in text
