@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_limits
 from torch import Tensor
 
 from tuner.acquisition import build_acquisition, infer_reference, pareto_mask
@@ -135,6 +136,7 @@ def _accept(x: Tensor | None, space: Space, taken: KeySet, seed: int) -> Tensor:
     return x
 
 
+@threadpool_limits.wrap(limits=1, user_api="blas")
 def _model_batch(
     settings: Settings,
     trials: Sequence[Trial],
@@ -144,7 +146,13 @@ def _model_batch(
     taken: KeySet,
     seed: int,
 ) -> list[Tensor]:
-    """``q`` points from the acquisition function, greedily, each pending for the next."""
+    """``q`` points from the acquisition function, greedily, each pending for the next.
+
+    BLAS runs single-threaded here: the fits and the acquisition optimization make many calls on
+    tiny arrays (L-BFGS-B's vector updates, small Cholesky factors), where a multi-threaded
+    BLAS spends more time waking its threads than computing (2.6x the wall time of one
+    structure checkpoint on 2 cores with OpenBLAS's default of one thread per core).
+    """
     space, problem, options = settings.space, settings.problem, settings.options
     data = problem.training_data(space, completed, seed)
     model = settings.surrogate.fit(data)
