@@ -168,6 +168,7 @@ class GPNetwork(EnsembleModel):
             ],
             dtype=torch.float64,
         )
+        self._shared_cache: tuple[Tensor, Tensor] | None = None
         self._noise_offsets: Tensor
         self.register_buffer("_noise_offsets", draws[:, : len(self.specs)] * scale)
         for p in self.parameters():
@@ -185,7 +186,8 @@ class GPNetwork(EnsembleModel):
         Returns:
             A `PathPosterior` with values ``batch x num_paths x q x m``.
         """
-        self.eval()
+        if self.training:  # `eval()` walks every submodule: only when needed
+            self.eval()
         values = self.forward(X)
         if output_indices is not None:
             values = values[..., output_indices]
@@ -208,11 +210,24 @@ class GPNetwork(EnsembleModel):
             same = (flat == flat[:1]).all(dim=-1).all(dim=0)
             k = int(torch.cumprod(same.int(), 0).sum())
             if 0 < k < X.shape[-2]:
-                shared = self._evaluate(flat[0, :k])  # S x k x m
+                shared = self._shared_values(flat[0, :k])  # S x k x m
                 rest = self._evaluate(X[..., k:, :])  # batch x S x (q-k) x m
                 shared = shared.expand(*rest.shape[:-2], k, rest.shape[-1])
                 return torch.cat([shared, rest], dim=-2)
         return self._evaluate(X)
+
+    def _shared_values(self, X: Tensor) -> Tensor:
+        """`_evaluate` of the leading points shared across the batch, as constants (no gradient
+        flows back to them): they are an acquisition's baseline, the same over its whole
+        optimization, so they are cached (evaluating them on every call cost more than the
+        candidates)."""
+        X = X.detach()
+        cached = self._shared_cache
+        if cached is not None and cached[0].shape == X.shape and torch.equal(cached[0], X):
+            return cached[1]
+        values = self._evaluate(X)
+        self._shared_cache = (X.clone(), values.detach())
+        return values
 
     def _evaluate(self, X: Tensor) -> Tensor:
         """Compose the paths: ``... x q x d`` -> ``... x S x q x m``."""

@@ -25,8 +25,9 @@ fresh instance recomputes the latest one). At a checkpoint the surrogate
    `structure.learn` has already kept every metric that does not improve a GP's leave-one-out
    density out of the structure, so on problems without structure the network rarely exists.
 
-Between checkpoints every `fit` refits the chosen model's hyper-parameters on all trials, with the
-checkpoint's structure. The surrogate falls back to the flat GP with a recorded reason when there
+Between checkpoints every `fit` conditions the chosen model on all trials: the network keeps the
+checkpoint's structure and its GPs' hyper-parameters (refitted at the next checkpoint: a
+network's fit costs a few seconds, conditioning a few milliseconds), the flat GP is refitted. The surrogate falls back to the flat GP with a recorded reason when there
 are fewer than ``min_trials`` trials, no informative tracking metric, no metric on a path to an
 objective, when structure learning or the network fit fails, or when the network loses the scores.
 """
@@ -159,9 +160,13 @@ class StructuredSurrogate(Surrogate):
         model: Model | None = ck.models.get(ck.choice) if data.n == ck.n else None
         network_ok = ck.structure is not None and ck.feature_map is not None
         if model is None and ck.choice == "network" and network_ok:
+            fitted = ck.models.get("network")
+            hypers = fitted.hyperparameters() if isinstance(fitted, GPNetwork) else None
             try:
                 assert ck.structure is not None and ck.feature_map is not None
-                model = _fit_network(data, ck.structure, ck.feature_map, cfg.network, data.seed)
+                model = _fit_network(
+                    data, ck.structure, ck.feature_map, cfg.network, data.seed, hypers
+                )
             except (StructureError, RuntimeError, ValueError) as err:
                 reason = f"network fit failed on {data.n} trials ({err}); using the flat GP"
                 _log.warning(reason)
@@ -228,8 +233,15 @@ class StructuredSurrogate(Surrogate):
             reason = "no tracking metric lies on a path to an objective; using the flat GP"
             return _Checkpoint(key, data.n, "flat", reason, structure, fmap)
         if not self.config.selection:
+            try:
+                net = _fit_network(data, structure, fmap, self.config.network, seed)
+            except (StructureError, RuntimeError, ValueError) as err:
+                reason = f"fitting the network failed ({err}); using the flat GP"
+                return _Checkpoint(key, data.n, "flat", reason, structure, fmap)
             reason = "model selection is off; using the network"
-            return _Checkpoint(key, data.n, "network", reason, structure, fmap)
+            return _Checkpoint(
+                key, data.n, "network", reason, structure, fmap, models={"network": net}
+            )
         try:
             scores, models = _score(data, structure, fmap, self.flat, self.config, seed)
         except (StructureError, RuntimeError, ValueError) as err:
