@@ -64,6 +64,19 @@ def test_shared_rows_shortcut_equals_plain_evaluation(network) -> None:
     fast = net(full)
     slow = torch.stack([net._evaluate(full[b]) for b in range(5)])
     torch.testing.assert_close(fast, slow)
+    # The shared rows are cached across calls (an acquisition's baseline); candidates keep
+    # their gradient, the same as without the shortcut.
+    cand.requires_grad_(True)
+    again = net(torch.cat([base.expand(5, 6, 3), cand], dim=-2))
+    assert net._shared_cache is not None and torch.equal(net._shared_cache[0], base)
+    torch.testing.assert_close(again.detach(), slow)
+    (grad,) = torch.autograd.grad(again[..., -1, :].sum(), cand)
+    plain = cand.detach().clone().requires_grad_(True)
+    (expected,) = torch.autograd.grad(net._evaluate(plain).sum(), plain)
+    torch.testing.assert_close(grad, expected)
+    other = torch.rand(6, 3, dtype=torch.float64)
+    moved = net(torch.cat([other.expand(5, 6, 3), cand.detach()], dim=-2))
+    torch.testing.assert_close(moved[..., :6, :], net._evaluate(other).expand(5, -1, -1, -1))
 
 
 def test_single_node_network_matches_its_gp() -> None:

@@ -92,6 +92,19 @@ def test_a_fresh_instance_rebuilds_the_same_model() -> None:
         torch.testing.assert_close(a.posterior(Xt).mean, b.posterior(Xt).mean)
 
 
+def test_between_checkpoints_the_network_keeps_the_checkpoint_hyperparameters() -> None:
+    s = _surrogate(sum_sine_structure())
+    at = s.fit(sum_sine_data(20, seed=0))  # a checkpoint: the network is fitted
+    later = s.fit(sum_sine_data(22, seed=0))  # conditioned on 22 trials, not refitted
+    assert isinstance(at, GPNetwork) and isinstance(later, GPNetwork)
+    assert s.describe()["checkpoint"] == 20 and s.describe()["n_train"] == 22
+    assert at.hyperparameters().keys() == later.hyperparameters().keys()
+    for node, state in at.hyperparameters().items():
+        for key, value in state.items():
+            torch.testing.assert_close(later.hyperparameters()[node][key], value)
+    assert later.gps["o"].train_inputs[0].shape[0] == 22
+
+
 @pytest.mark.slow
 def test_tuner_runs_with_the_structured_surrogate() -> None:
     from tuner import Tuner
