@@ -27,7 +27,8 @@ fresh instance recomputes the latest one). At a checkpoint the surrogate
 
 Between checkpoints every `fit` conditions the chosen model on all trials: the network keeps the
 checkpoint's structure and its GPs' hyper-parameters (refitted at the next checkpoint: a
-network's fit costs a few seconds, conditioning a few milliseconds), the flat GP is refitted. The surrogate falls back to the flat GP with a recorded reason when there
+network's fit costs a few seconds, conditioning a few milliseconds), the flat GP is refitted.
+The surrogate falls back to the flat GP with a recorded reason when there
 are fewer than ``min_trials`` trials, no informative tracking metric, no metric on a path to an
 objective, when structure learning or the network fit fails, or when the network loses the scores.
 """
