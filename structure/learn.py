@@ -141,17 +141,16 @@ def learn_structure(
             f"n={n} trials and objectives {list(objectives)}."
         )
     _check_knowledge(knowledge, table.tier)
-    knowledge_nodes = {n for pair in (*knowledge.required, *knowledge.forbidden) for n in pair}
-    knowledge_nodes |= {n for f in knowledge.formulas for n in (f.node, *f.inputs)}
-    pc_metrics = _pc_metrics(table, [*metrics], knowledge_nodes | set(outputs))
-    adj, votes = _bootstrap_pc(table, knowledge, config, seed, pc_metrics)
-    edges = _orient(table, adj, votes, knowledge, config.stability)
-    edges = _add_knowledge(edges, knowledge, table.tier)
-    edges = _cap_in_degree(edges, config.max_parents)
     protected = {f.node for f in knowledge.formulas} | {
         i for f in knowledge.formulas for i in f.inputs
     }
     protected |= {n for pair in knowledge.required for n in pair} | set(outputs)
+    forbidden_nodes = {n for pair in knowledge.forbidden for n in pair}
+    pc_metrics = _pc_metrics(table, [*metrics], protected | forbidden_nodes)
+    adj, votes = _bootstrap_pc(table, knowledge, config, seed, pc_metrics)
+    edges = _orient(table, adj, votes, knowledge, config.stability)
+    edges = _add_knowledge(edges, knowledge, table.tier)
+    edges = _cap_in_degree(edges, config.max_parents)
     exact = {f.node for f in knowledge.formulas if not f.residual}
     selected: set[str] = set()
     if config.select is not None:
