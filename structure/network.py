@@ -143,15 +143,32 @@ class GPNetwork(EnsembleModel):
         self.config = config
         self.gps = ModuleDict({_mkey(k): gp for k, gp in gps.items()})
         self._num_outputs = len(self.outputs)
+        self.seed = seed
+        self._shared_cache: tuple[Tensor, Tensor] | None = None
+        self._paths: ModuleDict | None = None  # drawn on first use (scoring never needs them)
+        self._noise_offsets: Tensor | None = None
+        for p in self.parameters():
+            p.requires_grad_(False)
+
+    @property
+    def paths(self) -> ModuleDict:
+        """Node -> its ``num_paths`` posterior sample paths (drawn, seeded, on first use)."""
+        if self._paths is None:
+            self._draw_paths()
+        assert self._paths is not None
+        return self._paths
+
+    def _draw_paths(self) -> None:
+        config = self.config
         prior = functools.partial(draw_kernel_feature_paths, num_features=config.num_features)
         with torch.random.fork_rng():
-            torch.manual_seed(seed)
-            self.paths = ModuleDict(
+            torch.manual_seed(self.seed)
+            paths = ModuleDict(
                 {
-                    _mkey(name): draw_matheron_paths(
+                    key: draw_matheron_paths(
                         gp, sample_shape=torch.Size([config.num_paths]), prior_sampler=prior
                     )
-                    for name, gp in gps.items()
+                    for key, gp in self.gps.items()
                 }
             )
             # Observation noise of intermediate nodes is part of what their children read: one
@@ -159,20 +176,17 @@ class GPNetwork(EnsembleModel):
             # metric the parameters explain only partly passes its spread on (and a path stays
             # a smooth function of the inputs). Outputs, and nodes without propagation, add 0.
             draws = torch.randn(config.num_paths, max(len(self.specs), 1), dtype=torch.float64)
-        scale = torch.tensor(
-            [
-                0.0
-                if spec.name in self.outputs or not config.propagate_noise
-                else math.sqrt(self.noise_variance(spec.name))
-                for spec in self.specs
-            ],
-            dtype=torch.float64,
-        )
-        self._shared_cache: tuple[Tensor, Tensor] | None = None
-        self._noise_offsets: Tensor
-        self.register_buffer("_noise_offsets", draws[:, : len(self.specs)] * scale)
-        for p in self.parameters():
+        scale = torch.tensor([self._propagated_sd(spec.name) for spec in self.specs])
+        for p in paths.parameters():
             p.requires_grad_(False)
+        self._paths = paths
+        self._noise_offsets = draws[:, : len(self.specs)] * scale.to(draws)
+
+    def _propagated_sd(self, node: str) -> float:
+        """Standard deviation of the observation noise that `node`'s children read."""
+        if node in self.outputs or not self.config.propagate_noise:
+            return 0.0
+        return math.sqrt(self.noise_variance(node))
 
     def posterior(  # type: ignore[override]
         self,
@@ -233,9 +247,13 @@ class GPNetwork(EnsembleModel):
         """Compose the paths: ``... x q x d`` -> ``... x S x q x m``."""
         S = self.config.num_paths
         Xe = X.unsqueeze(-3).expand(*X.shape[:-2], S, *X.shape[-2:])
+        if self._paths is None:
+            self._draw_paths()
+        offsets = self._noise_offsets
+        assert offsets is not None
         values: dict[str, Tensor] = {}
         for i, spec in enumerate(self.specs):
-            offset = self._noise_offsets[:, i].to(Xe).unsqueeze(-1)  # S x 1
+            offset = offsets[:, i].to(Xe).unsqueeze(-1)  # S x 1
             values[spec.name] = self._node_value(spec, Xe, values) + offset
         outs = [self._to_raw(name, values[name]) for name in self.outputs]
         return torch.stack(outs, dim=-1)
@@ -245,10 +263,7 @@ class GPNetwork(EnsembleModel):
         formula = self.structure.formula_for(spec.name)
         gp_value = None
         if _mkey(spec.name) in self.paths:
-            inputs = [Xe[..., spec.columns]]
-            if formula is None:
-                inputs += [values[p].unsqueeze(-1) for p in spec.parents]
-            gp_value = self.paths[_mkey(spec.name)](torch.cat(inputs, dim=-1))
+            gp_value = self.paths[_mkey(spec.name)](self._gp_inputs(spec, Xe, values))
         if formula is None:
             assert gp_value is not None
             return gp_value
@@ -275,19 +290,75 @@ class GPNetwork(EnsembleModel):
         noise = float(gp.likelihood.noise.detach().reshape(-1)[0])
         return noise * float(gp.outcome_transform.stdvs.detach().reshape(-1)[0]) ** 2
 
-    def predict(self, X: Tensor) -> tuple[Tensor, Tensor]:
-        """Moment-matched predictive distribution of the outputs, observation noise included.
+    def _gp_inputs(self, spec: _NodeSpec, Xe: Tensor, values: Mapping[str, Tensor]) -> Tensor:
+        """What the node's GP reads: its parameter columns, then (no formula) its parents."""
+        inputs = [Xe[..., spec.columns]]
+        if self.structure.formula_for(spec.name) is None:
+            inputs += [values[p].unsqueeze(-1) for p in spec.parents]
+        return torch.cat(inputs, dim=-1)
+
+    def predictive_mixture(self, X: Tensor, num_samples: int = 256) -> tuple[Tensor, Tensor]:
+        """Each output's predictive at each point of `X` as a Gaussian mixture, observation
+        noise included.
+
+        Pointwise predictions need no joint sample paths: per point, the nodes are sampled in
+        topological order from their GPs' exact posterior marginals given sampled parent values
+        (with the observation noise children read, as in `forward`), and each output keeps its
+        exact Gaussian given its sampled parents. An output whose GP reads only parameters gets
+        its exact predictive (all components equal); no random-feature approximation enters.
 
         Args:
             X: An ``n x d``-dim Tensor.
+            num_samples: Mixture components (samples of the parent values).
+
+        Returns:
+            ``(means, variances)``, each ``num_samples x n x m`` (raw units).
+        """
+        gen = torch.Generator().manual_seed(self.seed)
+        Xe = X.unsqueeze(0).expand(num_samples, *X.shape)
+        values: dict[str, Tensor] = {}  # node -> S x n sampled values (model units)
+        moments: dict[str, tuple[Tensor, Tensor]] = {}
+        with torch.no_grad():
+            for spec in self.specs:
+                mean, var = self._node_moments(spec, Xe, values)
+                moments[spec.name] = (mean, var)
+                sd = (var.clamp_min(0.0) + self._propagated_sd(spec.name) ** 2).sqrt()
+                eps = torch.randn(mean.shape, generator=gen, dtype=mean.dtype)
+                values[spec.name] = mean + sd * eps
+        means = torch.stack([self._to_raw(o, moments[o][0]) for o in self.outputs], dim=-1)
+        variances = torch.stack([moments[o][1] for o in self.outputs], dim=-1)
+        return means, variances
+
+    def _node_moments(
+        self, spec: _NodeSpec, Xe: Tensor, values: Mapping[str, Tensor]
+    ) -> tuple[Tensor, Tensor]:
+        """Model-space mean and variance (observation noise included) of one node at each
+        point given its parents' sampled values: ``S x n`` each."""
+        formula = self.structure.formula_for(spec.name)
+        key = _mkey(spec.name)
+        mean = var = torch.zeros(Xe.shape[:-1], dtype=Xe.dtype)
+        if key in self.gps:
+            inputs = self._gp_inputs(spec, Xe, values)  # S x n x c
+            post = self.gps[key].posterior(inputs.unsqueeze(-2), observation_noise=True)
+            mean, var = post.mean[..., 0, 0], post.variance[..., 0, 0]
+        if formula is None:
+            return mean, var
+        raw = formula.evaluate([self._to_raw(p, values[p]) for p in formula.inputs])
+        return self._to_model(spec.name, raw + mean), var
+
+    def predict(self, X: Tensor, num_samples: int = 256) -> tuple[Tensor, Tensor]:
+        """Moment-matched predictive distribution of the outputs, observation noise included
+        (from `predictive_mixture`).
+
+        Args:
+            X: An ``n x d``-dim Tensor.
+            num_samples: Mixture components.
 
         Returns:
             ``(mean, variance)``, each ``n x m``.
         """
-        with torch.no_grad():
-            samples = self.forward(X)  # S x n x m
-        noise = torch.tensor([self.noise_variance(o) for o in self.outputs], dtype=X.dtype)
-        return samples.mean(0), samples.var(0) + noise
+        means, variances = self.predictive_mixture(X, num_samples)
+        return means.mean(0), variances.mean(0) + means.var(0, unbiased=False)
 
     def hyperparameters(self) -> dict[str, dict[str, Tensor]]:
         """Node -> GP state dict without the outcome transform (to refit with fixed hypers)."""

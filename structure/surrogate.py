@@ -9,7 +9,12 @@ fresh instance recomputes the latest one). At a checkpoint the surrogate
 1. featurizes the tracking metrics (`structure.features`), learns the tiered DAG
    (`structure.learn`) and fits both the flat GP and the GP network on the ``n_j`` trials;
 2. scores both by predictive log-likelihood of the observed outcomes (all outputs, raw units,
-   observation noise included; the network's predictive is moment-matched from its samples):
+   observation noise included; the network's predictive is moment-matched from the Gaussian
+   mixture of `GPNetwork.predictive_mixture`: exact GP marginals given sampled parent values,
+   so an output the network models from the parameters alone is scored exactly, with no
+   sample-path noise. Moment matching is deliberately forgiving of the mixture's light tails
+   where a node's GP extrapolates in a metric (a density that is near zero beyond the observed
+   range of the metric would veto any structure on one outlying held-out point):
    *held-out*: ``cv_folds``-fold cross-validation; *prequential*: each of the last ``window``
    trials scored by the models conditioned on the trials before it. Both use the hyper-parameters
    fitted on the ``n_j`` trials (only conditioning is redone), which keeps scoring cheap and
@@ -76,7 +81,8 @@ class StructuredConfig:
         features: Featurization options.
         learn: Structure-learning options.
         network: GP-network options used for proposals.
-        score_paths: Sample paths per node when scoring (smaller than for proposals).
+        score_samples: Mixture components of the network's predictive when scoring
+            (`GPNetwork.predict`).
         selection: Score and choose between the models; False uses the network whenever a
             structure with a metric on a path to an objective exists (benchmarks of a known DAG).
     """
@@ -89,7 +95,7 @@ class StructuredConfig:
     features: FeatureConfig = field(default_factory=FeatureConfig)
     learn: LearnConfig = field(default_factory=LearnConfig)
     network: NetworkConfig = field(default_factory=lambda: NetworkConfig(64, 256))
-    score_paths: int = 64
+    score_samples: int = 256
     selection: bool = True
 
     def __post_init__(self) -> None:
@@ -366,7 +372,6 @@ def _score(
     flat_model = flat.fit(data)
     net = _fit_network(data, structure, fmap, config.network, seed)
     net_hypers = net.hyperparameters()
-    score_cfg = NetworkConfig(config.score_paths, config.network.num_features)
     flat_state = {
         k: v for k, v in flat_model.state_dict().items() if not k.startswith("outcome_transform")
     }
@@ -387,8 +392,8 @@ def _score(
             y = data.Y[test]
             m, v = _flat_predict(data.X[train], data.Y[train], flat_state, data.X[test])
             ll_flat += _gauss_ll(y, m, v)
-            sub = _fit_network(data, structure, fmap, score_cfg, seed, net_hypers, train)
-            m, v = sub.predict(data.X[test])
+            sub = _fit_network(data, structure, fmap, config.network, seed, net_hypers, train)
+            m, v = sub.predict(data.X[test], config.score_samples)
             ll_net += _gauss_ll(y, m, v)
         out[kind] = {
             "flat": round(ll_flat, 4),

@@ -90,13 +90,18 @@ def test_single_node_network_matches_its_gp() -> None:
     Xt = torch.rand(20, 2, generator=gen, dtype=torch.float64)
     with torch.no_grad():
         exact = gp.posterior(Xt)
-        mean, var = net.predict(Xt)
+        samples = net(Xt)  # num_paths x 20 x 1: the random-feature sample paths
+    mean, var = samples.mean(0), samples.var(0)
     sd = exact.variance.sqrt().squeeze(-1)
     assert (
         (mean.squeeze(-1) - exact.mean.squeeze(-1)).abs() <= 4 * sd / math.sqrt(512) + 1e-3
     ).all()
-    ratio = (var.squeeze(-1) - net.noise_variance("y")) / exact.variance.squeeze(-1)
+    ratio = var.squeeze(-1) / exact.variance.squeeze(-1)
     assert 0.6 < float(ratio.median()) < 1.4
+    # Pointwise predictions need no paths: they are the node GP's exact predictive.
+    mean, var = net.predict(Xt)
+    torch.testing.assert_close(mean, exact.mean)
+    torch.testing.assert_close(var, exact.variance + net.noise_variance("y"))
     assert isinstance(gp, SingleTaskGP)
 
 
@@ -158,3 +163,24 @@ def test_an_intermediate_nodes_noise_reaches_its_children() -> None:
     spread = 4.0 * net.noise_variance("m")  # o = 2 m: m's noise, seen through o
     assert spread > 0.5
     assert float((var[True] - var[False]).median()) > 0.5 * spread
+
+
+def test_pointwise_predictive_agrees_with_the_composed_sample_paths() -> None:
+    # A chain x -> m -> o: `predict` samples m from its exact marginal at each point; the
+    # proposals' sample paths compose random-feature paths. Both describe one posterior.
+    gen = torch.Generator().manual_seed(7)
+    X = torch.rand(20, 1, generator=gen, dtype=torch.float64)
+    m = torch.sin(4 * X[:, 0])
+    s = Structure(("a",), ("m",), ("o",), (Edge("a", "m"), Edge("m", "o")))
+    cfg = NetworkConfig(1024, 1024, {"maxiter": 50})
+    net = fit_gp_network(s, X, {"m": m, "o": m**2 + m}, {"a": [0]}, ["o"], cfg, seed=0)
+    Xt = torch.linspace(0.05, 0.95, 9, dtype=torch.float64).unsqueeze(-1)
+    mean, var = net.predict(Xt, num_samples=2048)
+    with torch.no_grad():
+        paths = net(Xt)  # 1024 x 9 x 1
+    sd = var.sqrt()
+    assert ((mean - paths.mean(0)).abs() <= 0.1 * sd + 0.02).all()
+    path_var = paths.var(0) + net.noise_variance("o")
+    assert 0.5 < float((path_var / var).median()) < 2.0
+    # Seeded: the same call gives the same mixture.
+    torch.testing.assert_close(net.predict(Xt, num_samples=2048)[0], mean)

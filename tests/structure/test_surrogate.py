@@ -26,7 +26,7 @@ FAST = StructuredConfig(
     window=4,
     learn=LearnConfig(bootstrap=3),
     network=NetworkConfig(32, 128, {"maxiter": 30}),
-    score_paths=32,
+    score_samples=32,
 )
 
 
