@@ -87,7 +87,7 @@ class StructuredConfig:
             structure with a metric on a path to an objective exists (benchmarks of a known DAG).
     """
 
-    min_trials: int = 10
+    min_trials: int = 8
     relearn_every: int = 3
     cv_folds: int = 5
     window: int = 10

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -45,8 +44,9 @@ def study_file(tmp_path: Path) -> tuple[Path, str]:
     return path, f"sqlite:///{db}"
 
 
-def test_version_and_help_are_fast() -> None:
-    start = time.monotonic()
+def test_help_and_version_import_nothing_heavy() -> None:
+    # `tuner --help` stays quick because the command module imports no heavy library at import
+    # time (checked below); no wall-clock assertion, which a loaded machine would break.
     out = subprocess.run(
         [sys.executable, "-m", "studies.cli", "--help"],
         cwd=ROOT,
@@ -54,7 +54,6 @@ def test_version_and_help_are_fast() -> None:
         text=True,
         check=True,
     )
-    assert time.monotonic() - start < 10
     for command in ("run", "resume", "status", "export", "plot", "demo"):
         assert command in out.stdout
     heavy = subprocess.run(

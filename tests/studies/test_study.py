@@ -77,9 +77,7 @@ def test_malformed_results_fail_the_trial(sqlite_url: str, evaluate, message: st
 
 def test_timeout_fails_the_trial(sqlite_url: str) -> None:
     study = make(sqlite_url, helpers.sleepy_evaluate)
-    start = time.monotonic()
     study.optimize(4, n_workers=2, timeout=0.5, progress=False)
-    assert time.monotonic() - start < 20
     for t in study.trials:
         if t.config["population"] % 2 == 0:
             assert t.state == "FAILED" and "TimeoutError" in t.error
