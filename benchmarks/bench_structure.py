@@ -60,6 +60,7 @@ from spaces import Float, Space  # noqa: E402
 from structure import (  # noqa: E402
     Edge,
     LearnConfig,
+    NetworkConfig,
     Structure,
     StructuredConfig,
     StructuredSurrogate,
@@ -180,14 +181,15 @@ def true_structure(problem: Problem) -> Structure:
 
 
 def make_surrogate(method: str, problem: Problem, quick: bool) -> Any:
-    fit = {"maxiter": 50} if quick else None
-    flat = FlatSurrogate(fit)
+    fit = {"maxiter": 50} if quick else None  # None: the tuner's default cap, for every GP
+    flat = FlatSurrogate(fit) if fit else None
     if method == "flat":
-        return flat
+        return flat or FlatSurrogate({"maxiter": TunerOptions().fit_maxiter})
     learn = LearnConfig(bootstrap=6 if quick else 12)
+    network = {"network": NetworkConfig(64, 256, fit_options=fit)} if fit else {}
     if method == "learned":
-        return StructuredSurrogate(config=StructuredConfig(learn=learn), flat=flat)
-    cfg = StructuredConfig(selection=False, min_trials=4, learn=learn)
+        return StructuredSurrogate(config=StructuredConfig(learn=learn, **network), flat=flat)
+    cfg = StructuredConfig(selection=False, min_trials=4, learn=learn, **network)
     return StructuredSurrogate(config=cfg, flat=flat, structure=true_structure(problem))
 
 

@@ -53,6 +53,9 @@ class LearnConfig:
         max_parents: Largest in-degree of a node among learned edges (required, formula and
             repair edges may exceed it).
         min_rows: Fewest trials structure learning runs on.
+        pc_metrics: Most metric columns PC tests (the most relevant first, and never more than
+            its Fisher-z tests allow at this many trials); selection considers every metric,
+            and PC's cost grows fast with its columns.
         direct_edges: Keep an edge from every parameter to every objective (not defined by an
             exact formula), so each objective's GP sees the parameters as well as its metric
             parents: a metric parent that structure learning missed then costs accuracy, not
@@ -72,6 +75,7 @@ class LearnConfig:
     stability: float = 0.5
     max_parents: int = 6
     min_rows: int = 8
+    pc_metrics: int = 12
     direct_edges: bool = True
     all_param_parents: bool = True
     select: SelectConfig | None = field(default_factory=SelectConfig)
@@ -82,10 +86,11 @@ class LearnConfig:
                 f"`0 < alpha < 1` and `0 < stability <= 1` must hold, got {self.alpha=}, "
                 f"{self.stability=}."
             )
-        if self.bootstrap < 1 or self.max_parents < 1 or self.min_rows < 4:
+        if self.bootstrap < 1 or self.max_parents < 1 or self.min_rows < 4 or self.pc_metrics < 0:
             raise StructureLearningError(
-                "`bootstrap >= 1`, `max_parents >= 1` and `min_rows >= 4` must hold, got "
-                f"{self.bootstrap=}, {self.max_parents=}, {self.min_rows=}."
+                "`bootstrap >= 1`, `max_parents >= 1`, `min_rows >= 4` and `pc_metrics >= 0` "
+                f"must hold, got {self.bootstrap=}, {self.max_parents=}, {self.min_rows=}, "
+                f"{self.pc_metrics=}."
             )
 
 
@@ -146,7 +151,7 @@ def learn_structure(
     }
     protected |= {n for pair in knowledge.required for n in pair} | set(outputs)
     forbidden_nodes = {n for pair in knowledge.forbidden for n in pair}
-    pc_metrics = _pc_metrics(table, [*metrics], protected | forbidden_nodes)
+    pc_metrics = _pc_metrics(table, [*metrics], protected | forbidden_nodes, config.pc_metrics)
     adj, votes = _bootstrap_pc(table, knowledge, config, seed, pc_metrics)
     edges = _orient(table, adj, votes, knowledge, config.stability)
     edges = _add_knowledge(edges, knowledge, table.tier)
@@ -322,12 +327,13 @@ def _make_table(
     return _Table(data, column_node, list(tier), tier)
 
 
-def _pc_metrics(table: _Table, ranked: list[str], first: set[str]) -> set[str]:
+def _pc_metrics(table: _Table, ranked: list[str], first: set[str], most: int) -> set[str]:
     """The metrics PC tests: Fisher-z needs fewer columns than trials (``n - 3`` less the
     conditioning set), so the metrics named in knowledge or kept as outputs, then the others in
-    their given (relevance) order, while the columns fit. The rest are left to selection."""
+    their given (relevance) order, while the columns fit and at most `most` of them. The rest
+    are left to selection."""
     n = table.data.shape[0]
-    room = n - 3 - sum(table.tier[c] != "metric" for c in table.column_node)
+    room = min(n - 3 - sum(table.tier[c] != "metric" for c in table.column_node), most)
     order = [m for m in ranked if m in first] + [m for m in ranked if m not in first]
     return set(order[: max(room, 0)]) | (first & set(ranked))
 

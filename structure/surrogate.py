@@ -60,11 +60,15 @@ from structure.errors import StructureError
 from structure.features import FeatureConfig, FeatureMap, fit_features
 from structure.learn import LearnConfig, learn_structure
 from structure.network import GPNetwork, NetworkConfig, fit_gp_network
+from tuner.options import TunerOptions
 from tuner.surrogate import FlatSurrogate, Surrogate, TrainingData
 
 __all__ = ["StructuredConfig", "StructuredSurrogate"]
 
 _log = logging.getLogger(__name__)
+
+# Every GP here is fitted under the tuner's default iteration cap, as its flat GP is.
+_FIT_OPTIONS = {"maxiter": TunerOptions().fit_maxiter}
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,9 @@ class StructuredConfig:
     tolerance: float = 0.5
     features: FeatureConfig = field(default_factory=FeatureConfig)
     learn: LearnConfig = field(default_factory=LearnConfig)
-    network: NetworkConfig = field(default_factory=lambda: NetworkConfig(64, 256))
+    network: NetworkConfig = field(
+        default_factory=lambda: NetworkConfig(64, 256, fit_options=_FIT_OPTIONS)
+    )
     score_samples: int = 256
     selection: bool = True
 
@@ -131,7 +137,8 @@ class StructuredSurrogate(Surrogate):
     Args:
         knowledge: Expert knowledge for structure learning.
         config: Options; defaults when None.
-        flat: The flat surrogate kept alongside; `tuner.FlatSurrogate()` when None.
+        flat: The flat surrogate kept alongside; when None, `tuner.FlatSurrogate` under the
+            tuner's default fit cap (`TunerOptions.fit_maxiter`).
         structure: A fixed structure to use instead of learning one (e.g. a known DAG); its
             metric nodes must be featurized metric names or constraint outcomes.
     """
@@ -145,7 +152,7 @@ class StructuredSurrogate(Surrogate):
     ) -> None:
         self.knowledge = knowledge or Knowledge()
         self.config = config or StructuredConfig()
-        self.flat = flat or FlatSurrogate()
+        self.flat = flat or FlatSurrogate(_FIT_OPTIONS)
         self.fixed_structure = structure
         self._checkpoint: _Checkpoint | None = None
         self._last: dict[str, Any] = {}
