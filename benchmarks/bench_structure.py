@@ -366,7 +366,8 @@ def main(argv: list[str] | None = None) -> int:
         # Only `learned` reads the metrics: flat, true (a fixed DAG over the problem's own
         # metrics) and Ax give the same runs for every k, so they run once per problem.
         same_for_every_k: dict[str, dict[str, Any]] = {}
-        for k in ks if problem.metrics else [k for k in ks][:1]:
+        # Without metrics of its own a problem is only worth running with nuisance metrics.
+        for k in [k for k in ks if k > 0 or problem.metrics] or ks[:1]:
             cell: dict[str, Any] = {"problem": name, "nuisance": k, "methods": {}}
             for method in [m for m in methods if m != "true" or problem.metrics]:
                 if method in same_for_every_k:
