@@ -358,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out) if args.out else RESULTS / f"bench_structure{'_quick' if quick else ''}.json"
     )
     record: dict[str, Any] = {
-        "benchmark": "bench_structure", "started": datetime.now(UTC).isoformat(), "quick": quick,
+        "benchmark": "bench_structure", "command": " ".join(["python", *sys.argv]),
+        "started": datetime.now(UTC).isoformat(), "quick": quick,
         "seeds": list(range(seeds)), "budget": budget, "environment": environment(), "cells": [],
     }  # fmt: skip
     for name in problems:
@@ -406,7 +407,7 @@ def merge(paths: list[Path], out: Path) -> int:
     record = dict(records[0])
     record["cells"] = [cell for r in records for cell in r["cells"]]
     record["merged_from"] = [
-        {"file": p.name, "started": r.get("started"), "finished": r.get("finished")}
+        {k: r.get(k) for k in ("command", "started", "finished")} | {"file": p.name}
         for p, r in zip(paths, records)
     ]
     _write(out, record)
