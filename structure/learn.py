@@ -34,7 +34,7 @@ from scipy.stats import norm, rankdata
 
 from structure.dag import Edge, Knowledge, Structure
 from structure.errors import KnowledgeError, StructureLearningError
-from structure.select import SelectConfig, Selection, select_parents
+from structure.select import SelectConfig, select_parents
 
 __all__ = ["LearnConfig", "learn_structure"]
 
@@ -215,7 +215,6 @@ def _select(
     queue = [o for o in objectives if o not in formula_nodes]
     depth = dict.fromkeys(queue, 0)
     chosen: dict[str, tuple[str, ...]] = {}
-    selections: dict[str, Selection] = {}
     unpredictable: set[str] = set()
     kept = {n for pair in knowledge.required for n in pair}  # kept even when unpredictable
     while queue:
@@ -252,10 +251,9 @@ def _select(
                 )
                 graph.add_edge(parent, node)
         chosen[node] = sel.parents
-        selections[node] = sel
         if not config.select.recurse:
             continue
-        if node in metrics and node not in kept and not _as_predictable(node, chosen, selections):
+        if node in metrics and not sel.predictable and node not in kept:
             unpredictable.add(node)
             for child in [c for c, parents in chosen.items() if node in parents]:
                 del chosen[child]
@@ -266,28 +264,6 @@ def _select(
                 depth[p] = min(depth.get(p, depth[node] + 1), depth[node] + 1)
                 queue.append(p)
     return out, set(chosen)
-
-
-def _as_predictable(
-    metric: str, chosen: Mapping[str, tuple[str, ...]], selections: Mapping[str, Selection]
-) -> bool:
-    """Whether a selected metric may stay in the structure: it is predictable, or it is no less
-    predictable (within a nat, as gain over a constant) than each node that chose it is from
-    the parameters alone. A pure-noise metric chosen by chance is then dropped as soon as its
-    children are predictable, while at a handful of trials, where nothing beats a constant yet,
-    a clean intermediate (Ackley's ``o2 = -f3``, with ``f3`` as hard to learn from the
-    parameters as ``o2`` itself) is kept: reading it costs the network nothing the flat GP's
-    direct prediction does not, and model selection still compares the two."""
-    own = selections[metric]
-    if own.predictable:
-        return True
-    gain = own.score - own.constant_score
-    bases = [
-        sel.base_score - sel.constant_score
-        for child, parents in chosen.items()
-        if metric in parents and (sel := selections[child]).base_score is not None
-    ]
-    return bool(bases) and all(gain >= base - 1.0 for base in bases)
 
 
 def _later(source: str, target: str, knowledge: Knowledge) -> bool:
