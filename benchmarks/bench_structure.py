@@ -402,10 +402,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def merge(paths: list[Path], out: Path) -> int:
-    """Combine result files (cells split across processes) into one, print its table."""
+    """Combine result files (runs split across processes by problem, k or method) into one and
+    print its table: cells of one problem and k are joined, a later file's method replacing an
+    earlier one's, and the ratios to flat recomputed."""
     records = [json.loads(p.read_text()) for p in paths]
     record = dict(records[0])
-    record["cells"] = [cell for r in records for cell in r["cells"]]
+    cells: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in records:
+        for cell in r["cells"]:
+            key = (cell["problem"], cell["nuisance"])
+            cells.setdefault(key, {**cell, "methods": {}})["methods"].update(cell["methods"])
+    for (name, _), cell in cells.items():
+        _add_ratios(cell, record["budget"], PROBLEMS[name].ref)
+    record["cells"] = list(cells.values())
     record["merged_from"] = [
         {k: r.get(k) for k in ("command", "started", "finished")} | {"file": p.name}
         for p, r in zip(paths, records)
