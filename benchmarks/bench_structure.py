@@ -181,16 +181,18 @@ def true_structure(problem: Problem) -> Structure:
 
 
 def make_surrogate(method: str, problem: Problem, quick: bool) -> Any:
-    fit = {"maxiter": 50} if quick else None  # None: the tuner's default cap, for every GP
-    flat = FlatSurrogate(fit) if fit else None
+    # Every GP under one iteration cap: 50 with --quick, else the tuner's default.
+    fit = {"maxiter": 50 if quick else TunerOptions().fit_maxiter}
+    flat = FlatSurrogate(fit)
     if method == "flat":
-        return flat or FlatSurrogate({"maxiter": TunerOptions().fit_maxiter})
+        return flat
     learn = LearnConfig(bootstrap=6 if quick else 12)
-    network = {"network": NetworkConfig(64, 256, fit_options=fit)} if fit else {}
+    network = NetworkConfig(64, 256, fit_options=fit)
     if method == "learned":
-        return StructuredSurrogate(config=StructuredConfig(learn=learn, **network), flat=flat)
-    cfg = StructuredConfig(selection=False, min_trials=4, learn=learn, **network)
-    return StructuredSurrogate(config=cfg, flat=flat, structure=true_structure(problem))
+        config = StructuredConfig(learn=learn, network=network)
+        return StructuredSurrogate(config=config, flat=flat)
+    config = StructuredConfig(selection=False, min_trials=4, learn=learn, network=network)
+    return StructuredSurrogate(config=config, flat=flat, structure=true_structure(problem))
 
 
 def hypervolume(Y: np.ndarray, ref: tuple[float, ...]) -> float:
