@@ -599,7 +599,8 @@ def structure_report(study: Study, png: str | os.PathLike[str] | None = None) ->
     Args:
         study: The study.
         png: Where to draw the learned DAG with its edge strengths (skipped when None, or when
-            there is no structure yet: fewer than `StructuredConfig.min_trials` completed trials, or no tracking metrics).
+            there is no structure yet: fewer than `StructuredConfig.min_trials` completed
+            trials, or no tracking metrics).
 
     Returns:
         `structure.StructuredSurrogate.describe()` of the fit: the chosen model and why, both
