@@ -153,12 +153,15 @@ class GPNetwork(EnsembleModel):
     @property
     def paths(self) -> ModuleDict:
         """Node -> its ``num_paths`` posterior sample paths (drawn, seeded, on first use)."""
-        if self._paths is None:
-            self._draw_paths()
-        assert self._paths is not None
-        return self._paths
+        return self._drawn()[0]
 
-    def _draw_paths(self) -> None:
+    def _drawn(self) -> tuple[ModuleDict, Tensor]:
+        """The sample paths and the per-path noise offsets, drawn on first use."""
+        if self._paths is None or self._noise_offsets is None:
+            self._paths, self._noise_offsets = self._draw_paths()
+        return self._paths, self._noise_offsets
+
+    def _draw_paths(self) -> tuple[ModuleDict, Tensor]:
         config = self.config
         prior = functools.partial(draw_kernel_feature_paths, num_features=config.num_features)
         with torch.random.fork_rng():
@@ -179,8 +182,7 @@ class GPNetwork(EnsembleModel):
         scale = torch.tensor([self._propagated_sd(spec.name) for spec in self.specs])
         for p in paths.parameters():
             p.requires_grad_(False)
-        self._paths = paths
-        self._noise_offsets = draws[:, : len(self.specs)] * scale.to(draws)
+        return paths, draws[:, : len(self.specs)] * scale.to(draws)
 
     def _propagated_sd(self, node: str) -> float:
         """Standard deviation of the observation noise that `node`'s children read."""
@@ -247,30 +249,33 @@ class GPNetwork(EnsembleModel):
         """Compose the paths: ``... x q x d`` -> ``... x S x q x m``."""
         S = self.config.num_paths
         Xe = X.unsqueeze(-3).expand(*X.shape[:-2], S, *X.shape[-2:])
-        if self._paths is None:
-            self._draw_paths()
-        offsets = self._noise_offsets
-        assert offsets is not None
+        paths, offsets = self._drawn()
         values: dict[str, Tensor] = {}
         for i, spec in enumerate(self.specs):
             offset = offsets[:, i].to(Xe).unsqueeze(-1)  # S x 1
-            values[spec.name] = self._node_value(spec, Xe, values) + offset
+            values[spec.name] = self._node_value(spec, Xe, values, paths) + offset
         outs = [self._to_raw(name, values[name]) for name in self.outputs]
         return torch.stack(outs, dim=-1)
 
-    def _node_value(self, spec: _NodeSpec, Xe: Tensor, values: Mapping[str, Tensor]) -> Tensor:
-        """Model-space value of one node: ``... x S x q``."""
+    def _node_value(
+        self, spec: _NodeSpec, Xe: Tensor, values: Mapping[str, Tensor], paths: ModuleDict
+    ) -> Tensor:
+        """Model-space value of one node on its sample paths: ``... x S x q``."""
+        key = _mkey(spec.name)
+        gp_value = paths[key](self._gp_inputs(spec, Xe, values)) if key in paths else 0.0
+        return self._with_formula(spec, gp_value, values)
+
+    def _with_formula(
+        self, spec: _NodeSpec, gp_term: Tensor | float, values: Mapping[str, Tensor]
+    ) -> Tensor:
+        """A node's model-space value from its GP term: the term itself, or (a formula node)
+        the formula of its raw inputs plus the term (a residual GP's, else 0)."""
         formula = self.structure.formula_for(spec.name)
-        gp_value = None
-        if _mkey(spec.name) in self.paths:
-            gp_value = self.paths[_mkey(spec.name)](self._gp_inputs(spec, Xe, values))
         if formula is None:
-            assert gp_value is not None
-            return gp_value
+            assert isinstance(gp_term, Tensor), f"node {spec.name!r} has neither GP nor formula"
+            return gp_term
         raw = formula.evaluate([self._to_raw(p, values[p]) for p in formula.inputs])
-        if gp_value is not None:
-            raw = raw + gp_value
-        return self._to_model(spec.name, raw)
+        return self._to_model(spec.name, raw + gp_term)
 
     def _to_raw(self, node: str, value: Tensor) -> Tensor:
         if self.structure.transforms.get(node) == "log1p":
@@ -334,17 +339,14 @@ class GPNetwork(EnsembleModel):
     ) -> tuple[Tensor, Tensor]:
         """Model-space mean and variance (observation noise included) of one node at each
         point given its parents' sampled values: ``S x n`` each."""
-        formula = self.structure.formula_for(spec.name)
         key = _mkey(spec.name)
         mean = var = torch.zeros(Xe.shape[:-1], dtype=Xe.dtype)
         if key in self.gps:
             inputs = self._gp_inputs(spec, Xe, values)  # S x n x c
-            post = self.gps[key].posterior(inputs.unsqueeze(-2), observation_noise=True)
+            gp: Any = self.gps[key]
+            post = gp.posterior(inputs.unsqueeze(-2), observation_noise=True)
             mean, var = post.mean[..., 0, 0], post.variance[..., 0, 0]
-        if formula is None:
-            return mean, var
-        raw = formula.evaluate([self._to_raw(p, values[p]) for p in formula.inputs])
-        return self._to_model(spec.name, raw + mean), var
+        return self._with_formula(spec, mean, values), var
 
     def predict(self, X: Tensor, num_samples: int = 256) -> tuple[Tensor, Tensor]:
         """Moment-matched predictive distribution of the outputs, observation noise included
