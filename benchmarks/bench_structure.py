@@ -16,6 +16,13 @@ Problems (all maximized, two objectives, the intermediate nodes reported as trac
   ``x in [0, 1]^2``, shifted like Ackley (``z = 10.24 (x - 0.35)``; the original is
   ``10.24 x - 5.12``); ``y1 = ||z||``, ``o1 = (1 + cos(12 y1)) / (2 + 0.5 y1^2)``. Second objective
   ``o2 = -||z - (2, 2)|| / 5`` (node ``r``). Reference point (0, -2).
+* ``rosenbrock5``: the toy chain, the Rosenbrock function network of the same paper / repository:
+  ``x in [0, 1]^5``, shifted: ``z = 4 (x - 0.625)`` (the original ``z = 4 (x - 0.5)`` scores
+  -4 at the cube's center, better than 99.9% of the cube); ``y1 = -100 (z2 - z1^2)^2 - (1 - z1)^2``,
+  ``y_k = -100 (z_(k+1) - z_k^2)^2 - (1 - z_k)^2 + y_(k-1)`` for ``k = 2..4`` (``z`` indexed from
+  1), ``o1 = y4`` (optimum 0 at ``z = 1``, ``x = 0.875``; -234 at the center). Second objective
+  ``o2 = -mean((x - 0.3)^2)`` (node ``g``), as for Alpine2. Reference point (-500, -0.5): ``o1`` is
+  heavy-tailed (median -2606 over the cube, 90th percentile -476).
 * ``branincurrin``: BoTorch's ``BraninCurrin`` (Belakaria et al. 2019; max HV 59.36 for the
   negated problem, ref (-18, -6)); unstructured, only nuisance metrics.
 * ``vehiclesafety``: BoTorch's ``VehicleSafety`` (Tanabe & Ishibuchi 2020; 5 inputs, 3
@@ -37,6 +44,7 @@ Usage: ``python benchmarks/bench_structure.py [--quick] [--seeds N] [--trials T]
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -111,6 +119,16 @@ def _dropwave(x: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
     return {"o1": (1 + math.cos(12 * y1)) / (2 + 0.5 * y1**2), "o2": -r}, {"y1": y1, "r": r}
 
 
+def _rosenbrock(x: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
+    z = 4.0 * (x - 0.625)
+    ys, y = {}, 0.0
+    for k in range(4):
+        y += -100.0 * (z[k + 1] - z[k] ** 2) ** 2 - (1.0 - z[k]) ** 2
+        ys[f"y{k + 1}"] = float(y)
+    g = float(np.mean((x - 0.3) ** 2))
+    return {"o1": ys["y4"], "o2": -g}, {**{k: v for k, v in ys.items() if k != "y4"}, "g": g}
+
+
 def _botorch_problem(name: str) -> Callable[[np.ndarray], tuple[dict[str, float], dict]]:
     """A negated (maximized) BoTorch multi-objective test problem on the unit cube."""
 
@@ -152,6 +170,15 @@ PROBLEMS = {
         (("x0", "y1"), ("x1", "y1"), ("y1", "o1"), ("x0", "r"), ("x1", "r"), ("r", "o2")),
         ("y1", "r"),
     ),
+    "rosenbrock5": Problem(
+        "rosenbrock5", 5, (-500.0, -0.5), _rosenbrock,
+        (("x0", "y1"), ("x1", "y1")) + tuple((f"x{k}", f"y{k + 1}") for k in range(1, 3))
+        + tuple((f"x{k + 1}", f"y{k + 1}") for k in range(1, 3))
+        + tuple((f"y{k}", f"y{k + 1}") for k in range(1, 3))
+        + (("x3", "o1"), ("x4", "o1"), ("y3", "o1")) + tuple((p, "g") for p in _px(5))
+        + (("g", "o2"),),
+        ("y1", "y2", "y3", "g"),
+    ),
     "branincurrin": Problem(
         "branincurrin", 2, (-18.0, -6.0), _botorch_problem("BraninCurrin"), (), ()
     ),
@@ -180,7 +207,9 @@ def true_structure(problem: Problem) -> Structure:
     )  # fmt: skip
 
 
-def make_surrogate(method: str, problem: Problem, quick: bool) -> Any:
+def make_surrogate(
+    method: str, problem: Problem, quick: bool, tolerance: float | None = None
+) -> Any:
     # Every GP under one iteration cap: 50 with --quick, else the tuner's default.
     fit = {"maxiter": 50 if quick else TunerOptions().fit_maxiter}
     flat = FlatSurrogate(fit)
@@ -190,6 +219,8 @@ def make_surrogate(method: str, problem: Problem, quick: bool) -> Any:
     network = NetworkConfig(64, 256, fit_options=fit)
     if method == "learned":
         config = StructuredConfig(learn=learn, network=network)
+        if tolerance is not None:
+            config = dataclasses.replace(config, tolerance=tolerance)
         return StructuredSurrogate(config=config, flat=flat)
     config = StructuredConfig(selection=False, min_trials=4, learn=learn, network=network)
     return StructuredSurrogate(config=config, flat=flat, structure=true_structure(problem))
@@ -204,7 +235,13 @@ def hypervolume(Y: np.ndarray, ref: tuple[float, ...]) -> float:
 
 
 def run_tuner(
-    problem: Problem, method: str, seed: int, trials: int, k: int, quick: bool
+    problem: Problem,
+    method: str,
+    seed: int,
+    trials: int,
+    k: int,
+    quick: bool,
+    tolerance: float | None = None,
 ) -> dict[str, Any]:
     space = Space({p: Float(0.0, 1.0) for p in _px(problem.dim)})
     # The problems' optima sit near the center of the cube (the space's default): start from a
@@ -216,7 +253,7 @@ def run_tuner(
         if quick
         else TunerOptions(start_with_default=False)
     )
-    surrogate = make_surrogate(method, problem, quick)
+    surrogate = make_surrogate(method, problem, quick, tolerance)
     tuner = Tuner(
         space,
         dict.fromkeys(_objectives(problem), "maximize"),
@@ -329,6 +366,12 @@ def main(argv: list[str] | None = None) -> int:
         "--nuisance", default=None, help="comma-separated k values (default 0,10,30; quick 10)"
     )
     parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=None,
+        help="`StructuredConfig.tolerance` of `learned` (default: the surrogate's own)",
+    )
+    parser.add_argument(
         "--ax-seeds", type=int, default=None, help="run Ax on the first N seeds only (slow)"
     )
     parser.add_argument(
@@ -362,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     record: dict[str, Any] = {
         "benchmark": "bench_structure", "command": " ".join(["python", *sys.argv]),
         "started": datetime.now(UTC).isoformat(), "quick": quick,
-        "seeds": list(range(seeds)), "budget": budget, "environment": environment(), "cells": [],
+        "seeds": list(range(seeds)), "budget": budget, "tolerance": args.tolerance, "environment": environment(), "cells": [],
     }  # fmt: skip
     for name in problems:
         problem = PROBLEMS[name]
@@ -382,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
                     run = (
                         run_ax(problem, seed, budget)
                         if method == "ax"
-                        else run_tuner(problem, method, seed, budget, k, quick)
+                        else run_tuner(problem, method, seed, budget, k, quick, args.tolerance)
                     )
                     runs.append(run)
                     print(f"{name} k={k} {method} seed={seed} hv={hypervolume(np.array(run['Y']), problem.ref):.4f} "
@@ -417,9 +460,12 @@ def merge(paths: list[Path], out: Path) -> int:
     for (name, _), cell in cells.items():
         _add_ratios(cell, record["budget"], PROBLEMS[name].ref)
     record["cells"] = list(cells.values())
+    # A merged file contributes the files it was merged from.
     record["merged_from"] = [
-        {k: r.get(k) for k in ("command", "started", "finished")} | {"file": p.name}
+        source
         for p, r in zip(paths, records)
+        for source in r.get("merged_from")
+        or [{k: r.get(k) for k in ("command", "started", "finished")} | {"file": p.name}]
     ]
     _write(out, record)
     print_table(record)
