@@ -476,7 +476,8 @@ def merge(paths: list[Path], out: Path) -> int:
 def _add_ratios(cell: dict[str, Any], budget: int, ref: tuple[float, ...]) -> None:
     """Per method: trials its median curve needs to reach flat's final median HV; paired per
     seed (same initial design), the median trials to reach that seed's flat final HV (never:
-    ``budget + 1``) and the share of seeds reaching it within half the budget; time ratio."""
+    ``budget + 1``), the share of seeds reaching it within half the budget, and the median
+    final-HV difference to flat with its two-sided Wilcoxon signed-rank p-value; time ratio."""
     methods = cell["methods"]
     if "flat" not in methods:
         return
@@ -493,7 +494,21 @@ def _add_ratios(cell: dict[str, Any], budget: int, ref: tuple[float, ...]) -> No
         s["paired_reach"] = reach
         s["paired_reach_median"] = float(np.median(reach))
         s["paired_within_half"] = float(np.mean([r <= budget / 2 for r in reach]))
+        s["paired_hv_diff_median"], s["paired_p"] = _paired_test(m["runs"], flat_final, ref)
         s["time_ratio_vs_flat"] = s["proposal_s_mean"] / flat_t if flat_t > 0 else None
+
+
+def _paired_test(
+    runs: list[dict[str, Any]], flat_final: list[float], ref: tuple[float, ...]
+) -> tuple[float, float]:
+    """Median over seeds of (final HV - that seed's flat final HV), and the two-sided Wilcoxon
+    signed-rank p-value of the differences (1.0 when all are zero: identical runs)."""
+    from scipy.stats import wilcoxon
+
+    diff = [hypervolume(np.array(r["Y"]), ref) - f for r, f in zip(runs, flat_final)]
+    if not any(abs(d) > 1e-12 for d in diff):
+        return 0.0, 1.0
+    return float(np.median(diff)), float(wilcoxon(diff).pvalue)
 
 
 def _write(path: Path, record: dict[str, Any]) -> None:
@@ -509,11 +524,12 @@ def print_table(record: dict[str, Any]) -> None:
     print(
         "reach: trials the median curve needs to reach flat's final median HV; paired: median "
         "over seeds of the trials to reach that seed's flat final HV (never = budget + 1); "
-        "<=B/2: share of seeds doing so within half the budget"
+        "<=B/2: share of seeds doing so within half the budget; dHV: median paired final-HV "
+        "difference to flat, p: its Wilcoxon signed-rank p-value"
     )
     header = (
         f"{'problem':14} {'k':>3} {'method':8} {'n':>3} {'HV median':>10} {'[q25, q75]':>22} "
-        f"{'reach':>6} {'paired':>6} {'<=B/2':>6} {'t/iter s':>9} {'t ratio':>7} {'net %':>6}"
+        f"{'reach':>6} {'paired':>6} {'<=B/2':>6} {'dHV':>8} {'p':>6} {'t/iter s':>9} {'t ratio':>7} {'net %':>6}"
     )
     print(header)
     print("-" * len(header))
@@ -524,11 +540,13 @@ def print_table(record: dict[str, Any]) -> None:
             share = s.get("network_share")
             paired = s.get("paired_reach_median")
             half = s.get("paired_within_half")
+            dhv, p = s.get("paired_hv_diff_median"), s.get("paired_p")
             print(
                 f"{cell['problem']:14} {cell['nuisance']:>3} {method:8} {s.get('n_runs', 0):>3} "
                 f"{s['hv_median']:>10.4f} [{s['hv_q25']:>9.4f}, {s['hv_q75']:>9.4f}] "
                 f"{reach if reach else '-':>6} {'-' if paired is None else f'{paired:.0f}':>6} "
                 f"{'-' if half is None else f'{half:.1f}':>6} "
+                f"{'-' if dhv is None else f'{dhv:+.3g}':>8} {'-' if p is None else f'{p:.3f}':>6} "
                 f"{s['proposal_s_mean']:>9.2f} {s.get('time_ratio_vs_flat') or 0:>7.2f} "
                 f"{'' if share is None else f'{100 * share:.0f}':>6}"
             )
