@@ -51,7 +51,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -208,7 +208,7 @@ def true_structure(problem: Problem) -> Structure:
 
 
 def make_surrogate(
-    method: str, problem: Problem, quick: bool, tolerance: float | None = None
+    method: str, problem: Problem, quick: bool, overrides: Mapping[str, Any] | None = None
 ) -> Any:
     # Every GP under one iteration cap: 50 with --quick, else the tuner's default.
     fit = {"maxiter": 50 if quick else TunerOptions().fit_maxiter}
@@ -219,8 +219,7 @@ def make_surrogate(
     network = NetworkConfig(64, 256, fit_options=fit)
     if method == "learned":
         config = StructuredConfig(learn=learn, network=network)
-        if tolerance is not None:
-            config = dataclasses.replace(config, tolerance=tolerance)
+        config = dataclasses.replace(config, **(overrides or {}))
         return StructuredSurrogate(config=config, flat=flat)
     config = StructuredConfig(selection=False, min_trials=4, learn=learn, network=network)
     return StructuredSurrogate(config=config, flat=flat, structure=true_structure(problem))
@@ -241,7 +240,7 @@ def run_tuner(
     trials: int,
     k: int,
     quick: bool,
-    tolerance: float | None = None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     space = Space({p: Float(0.0, 1.0) for p in _px(problem.dim)})
     # The problems' optima sit near the center of the cube (the space's default): start from a
@@ -253,7 +252,7 @@ def run_tuner(
         if quick
         else TunerOptions(start_with_default=False)
     )
-    surrogate = make_surrogate(method, problem, quick, tolerance)
+    surrogate = make_surrogate(method, problem, quick, overrides)
     tuner = Tuner(
         space,
         dict.fromkeys(_objectives(problem), "maximize"),
@@ -366,10 +365,11 @@ def main(argv: list[str] | None = None) -> int:
         "--nuisance", default=None, help="comma-separated k values (default 0,10,30; quick 10)"
     )
     parser.add_argument(
-        "--tolerance",
-        type=float,
-        default=None,
-        help="`StructuredConfig.tolerance` of `learned` (default: the surrogate's own)",
+        "--config",
+        nargs="+",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="numeric `StructuredConfig` fields of `learned`, e.g. tolerance=2 relearn_every=1",
     )
     parser.add_argument(
         "--ax-seeds", type=int, default=None, help="run Ax on the first N seeds only (slow)"
@@ -392,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
             [Path(p) for p in args.merge], Path(args.out or RESULTS / "bench_structure.json")
         )
     quick = args.quick
+    overrides = _config_overrides(args.config)
     seeds = args.seeds or (2 if quick else 10)
     budget = args.trials or (20 if quick else 50)
     problems = (args.problems or ("ackley6,branincurrin" if quick else ",".join(PROBLEMS))).split(
@@ -405,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     record: dict[str, Any] = {
         "benchmark": "bench_structure", "command": " ".join(["python", *sys.argv]),
         "started": datetime.now(UTC).isoformat(), "quick": quick,
-        "seeds": list(range(seeds)), "budget": budget, "tolerance": args.tolerance, "environment": environment(), "cells": [],
+        "seeds": list(range(seeds)), "budget": budget, "config": overrides, "environment": environment(), "cells": [],
     }  # fmt: skip
     for name in problems:
         problem = PROBLEMS[name]
@@ -425,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
                     run = (
                         run_ax(problem, seed, budget)
                         if method == "ax"
-                        else run_tuner(problem, method, seed, budget, k, quick, args.tolerance)
+                        else run_tuner(problem, method, seed, budget, k, quick, overrides)
                     )
                     runs.append(run)
                     print(f"{name} k={k} {method} seed={seed} hv={hypervolume(np.array(run['Y']), problem.ref):.4f} "
@@ -444,6 +445,26 @@ def main(argv: list[str] | None = None) -> int:
     print_table(record)
     print(f"wrote {out}")
     return 0
+
+
+def _config_overrides(pairs: list[str]) -> dict[str, Any]:
+    """``["tolerance=2", ...]`` -> ``{"tolerance": 2.0}``, checked against `StructuredConfig`."""
+    types = {f.name: f.type for f in dataclasses.fields(StructuredConfig)}
+    fields = {name for name, kind in types.items() if kind in ("int", "float", int, float)}
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or name not in fields:
+            raise SystemExit(
+                f"--config takes FIELD=VALUE with FIELD one of {sorted(fields)}, got {pair!r}."
+            )
+        try:
+            number = float(value)
+        except ValueError:
+            raise SystemExit(f"--config {name} needs a number, got {value!r}.") from None
+        out[name] = number if types[name] in ("float", float) else int(number)
+    dataclasses.replace(StructuredConfig(), **out)  # its own checks (e.g. tolerance >= 0)
+    return out
 
 
 def merge(paths: list[Path], out: Path) -> int:
