@@ -15,6 +15,7 @@ from structure import (
     StructuredSurrogate,
     explain,
 )
+from structure.errors import StructureError
 from structure.network import GPNetwork
 from tests.structure.synthetic import sum_sine_data, sum_sine_structure
 from tuner import FlatSurrogate
@@ -77,6 +78,22 @@ def test_flat_before_min_trials_with_reason() -> None:
     s.fit(sum_sine_data(6, seed=0))
     assert s.describe()["model"] == "flat"
     assert "min_trials" in s.describe()["reason"]
+
+
+def test_checkpoints_are_dense_until_then_every_relearn_every() -> None:
+    sparse = StructuredConfig(min_trials=8, relearn_every=3)
+    assert [sparse.checkpoint(n) for n in range(8, 16)] == [8, 8, 8, 11, 11, 11, 14, 14]
+    dense = dataclasses.replace(sparse, dense_until=12)
+    assert [dense.checkpoint(n) for n in range(8, 20)] == [
+        8, 9, 10, 11, 12, 12, 12, 15, 15, 15, 18, 18,
+    ]  # fmt: skip
+    s = StructuredSurrogate(
+        config=dataclasses.replace(FAST, dense_until=12), flat=FlatSurrogate({"maxiter": 30})
+    )
+    s.fit(sum_sine_data(11, seed=2, structured=False))
+    assert s.describe()["checkpoint"] == 11  # FAST alone would still be at 10
+    with pytest.raises(StructureError, match="dense_until"):
+        StructuredConfig(dense_until=-1)
 
 
 def test_a_fresh_instance_rebuilds_the_same_model() -> None:
