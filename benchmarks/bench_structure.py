@@ -44,7 +44,6 @@ Usage: ``python benchmarks/bench_structure.py [--quick] [--seeds N] [--trials T]
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import os
@@ -55,7 +54,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 import numpy as np
 import torch
@@ -218,8 +217,7 @@ def make_surrogate(
     learn = LearnConfig(bootstrap=6 if quick else 12)
     network = NetworkConfig(64, 256, fit_options=fit)
     if method == "learned":
-        config = StructuredConfig(learn=learn, network=network)
-        config = dataclasses.replace(config, **(overrides or {}))
+        config = StructuredConfig(learn=learn, network=network, **(overrides or {}))
         return StructuredSurrogate(config=config, flat=flat)
     config = StructuredConfig(selection=False, min_trials=4, learn=learn, network=network)
     return StructuredSurrogate(config=config, flat=flat, structure=true_structure(problem))
@@ -304,10 +302,13 @@ def run_ax(problem: Problem, seed: int, trials: int) -> dict[str, Any]:
     return {"Y": Y, "times": times, "models": [], "final_describe": {}}
 
 
+def hv_curve(run: dict[str, Any], ref: tuple[float, ...], budget: int) -> list[float]:
+    """Hypervolume of the run's observed objectives after each of its first `budget` trials."""
+    return [hypervolume(np.array(run["Y"][: t + 1]), ref) for t in range(budget)]
+
+
 def summarize(runs: list[dict[str, Any]], ref: tuple[float, ...], budget: int) -> dict[str, Any]:
-    curves = np.array(
-        [[hypervolume(np.array(r["Y"][: t + 1]), ref) for t in range(budget)] for r in runs]
-    )
+    curves = np.array([hv_curve(r, ref, budget) for r in runs])
     return {
         "hv_median": float(np.median(curves[:, -1])),
         "hv_q25": float(np.quantile(curves[:, -1], 0.25)),
@@ -449,21 +450,20 @@ def main(argv: list[str] | None = None) -> int:
 
 def _config_overrides(pairs: list[str]) -> dict[str, Any]:
     """``["tolerance=2", ...]`` -> ``{"tolerance": 2.0}``, checked against `StructuredConfig`."""
-    types = {f.name: f.type for f in dataclasses.fields(StructuredConfig)}
-    fields = {name for name, kind in types.items() if kind in ("int", "float", int, float)}
+    types = {n: t for n, t in get_type_hints(StructuredConfig).items() if t in (int, float)}
     out: dict[str, Any] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
-        if not sep or name not in fields:
+        if not sep or name not in types:
             raise SystemExit(
-                f"--config takes FIELD=VALUE with FIELD one of {sorted(fields)}, got {pair!r}."
+                f"--config takes FIELD=VALUE with FIELD one of {sorted(types)}, got {pair!r}."
             )
         try:
             number = float(value)
         except ValueError:
             raise SystemExit(f"--config {name} needs a number, got {value!r}.") from None
-        out[name] = number if types[name] in ("float", float) else int(number)
-    dataclasses.replace(StructuredConfig(), **out)  # its own checks (e.g. tolerance >= 0)
+        out[name] = types[name](number)
+    StructuredConfig(**out)  # its own checks (e.g. tolerance >= 0)
     return out
 
 
@@ -504,15 +504,13 @@ def _add_ratios(cell: dict[str, Any], budget: int, ref: tuple[float, ...]) -> No
         return
     target = methods["flat"]["summary"]["hv_median"]
     flat_t = methods["flat"]["summary"]["proposal_s_mean"]
-    flat_final = [hypervolume(np.array(r["Y"]), ref) for r in methods["flat"]["runs"]]
-    for m in methods.values():
+    curves = {name: [hv_curve(r, ref, budget) for r in m["runs"]] for name, m in methods.items()}
+    flat_final = [c[-1] for c in curves["flat"]]
+    for name, m in methods.items():
         s = m["summary"]
         s["trials_to_flat_final"] = trials_to_reach(s["curve_median"], target)
-        reach, final = [], []
-        for seed, run in enumerate(m["runs"]):
-            curve = [hypervolume(np.array(run["Y"][: t + 1]), ref) for t in range(budget)]
-            reach.append(trials_to_reach(curve, flat_final[seed]) or budget + 1)
-            final.append(curve[-1])
+        reach = [trials_to_reach(c, f) or budget + 1 for c, f in zip(curves[name], flat_final)]
+        final = [c[-1] for c in curves[name]]
         s["paired_reach"] = reach
         s["paired_reach_median"] = float(np.median(reach))
         s["paired_within_half"] = float(np.mean([r <= budget / 2 for r in reach]))

@@ -243,9 +243,7 @@ class StructuredSurrogate(Surrogate):
         )
 
     def _checkpoint_for(self, data: TrainingData) -> _Checkpoint:
-        cfg = self.config
-        n_j = cfg.checkpoint(data.n)
-        prefix = _prefix(data, n_j)
+        prefix = _prefix(data, self.config.checkpoint(data.n))
         key = _data_key(prefix)
         if self._checkpoint is None or self._checkpoint.key != key:
             # Seeded from the prefix itself: a rebuild at any n >= n_j decides identically.
