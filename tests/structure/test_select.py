@@ -13,6 +13,8 @@ from structure.select import (
     SelectConfig,
     _kernel,
     _map_hyperparameters,
+    _map_objective,
+    _sq_dists,
     distance_correlation,
     loo_log_density,
     select_parents,
@@ -35,8 +37,8 @@ def _toy(n: int = 12, d: int = 2, seed: int = 0) -> tuple[np.ndarray, np.ndarray
 def test_loo_log_density_equals_conditioning_on_the_other_points() -> None:
     X, y = _toy()
     total, means, lengthscales = loo_log_density(X, y, fit_maxiter=60)
-    theta = _map_hyperparameters(torch.as_tensor(X), torch.as_tensor(y), 60)
-    K = _kernel(torch.as_tensor(X), theta).numpy()  # signal + noise
+    theta = _map_hyperparameters(X, y, 60)
+    K = _kernel(_sq_dists(X), theta)  # signal + noise
     mean = float(theta[-1])
     expect = 0.0
     for i in range(len(y)):
@@ -47,7 +49,7 @@ def test_loo_log_density_equals_conditioning_on_the_other_points() -> None:
         assert means[i] == pytest.approx(m, abs=1e-8)
         expect += -0.5 * (math.log(2 * math.pi * v) + (y[i] - m) ** 2 / v)
     assert total == pytest.approx(expect, rel=1e-8)
-    np.testing.assert_allclose(lengthscales, theta[:2].exp().numpy())
+    np.testing.assert_allclose(lengthscales, np.exp(theta[:2]))
 
 
 def test_hyperparameters_are_botorchs_map_estimate() -> None:
@@ -55,13 +57,25 @@ def test_hyperparameters_are_botorchs_map_estimate() -> None:
     from gpytorch.mlls import ExactMarginalLogLikelihood
 
     X, y = _toy(n=30, d=3, seed=1)
-    theta = _map_hyperparameters(torch.as_tensor(X), torch.as_tensor(y), 200)
+    theta = _map_hyperparameters(X, y, 200)
     gp = SingleTaskGP(torch.as_tensor(X), torch.as_tensor(y).unsqueeze(-1), outcome_transform=None)
     fit_gpytorch_mll(ExactMarginalLogLikelihood(gp.likelihood, gp))
     np.testing.assert_allclose(
-        theta[:3].exp().numpy(), gp.covar_module.lengthscale.detach().reshape(-1), rtol=0.05
+        np.exp(theta[:3]), gp.covar_module.lengthscale.detach().reshape(-1), rtol=0.05
     )
-    assert float(1e-4 + theta[3].exp()) == pytest.approx(float(gp.likelihood.noise), rel=0.1)
+    assert 1e-4 + math.exp(theta[3]) == pytest.approx(float(gp.likelihood.noise), rel=0.1)
+
+
+def test_map_objective_gradient_matches_finite_differences() -> None:
+    from scipy.optimize import approx_fprime
+
+    X, y = _toy(n=15, d=3, seed=3)
+    objective = _map_objective(X, y)
+    rng = np.random.default_rng(0)
+    for theta in (np.r_[-1.2, -1.2, -1.2, -5.0, 0.0], rng.normal(0.0, 1.0, 5)):
+        _, grad = objective(theta)
+        numeric = approx_fprime(theta, lambda t: objective(t)[0], 1e-6)
+        np.testing.assert_allclose(grad, numeric, rtol=1e-4, atol=1e-3)
 
 
 def test_finds_a_non_monotone_metric_parent() -> None:
