@@ -356,6 +356,13 @@ def main(argv: list[str] | None = None) -> int:
         "--seeds", type=int, default=None, help="seeds per cell (default 10, quick 2)"
     )
     parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="seeds run are FIRST_SEED ... FIRST_SEED + SEEDS - 1 (more seeds for a cell: run "
+        "the next ones into another file and --merge the two)",
+    )
+    parser.add_argument(
         "--trials", type=int, default=None, help="trials per run (default 50, quick 20)"
     )
     parser.add_argument(
@@ -394,6 +401,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     quick = args.quick
     overrides = _config_overrides(args.config)
+    if args.first_seed < 0:
+        raise SystemExit(f"--first-seed must be >= 0, got {args.first_seed}.")
     seeds = args.seeds or (2 if quick else 10)
     budget = args.trials or (20 if quick else 50)
     problems = (args.problems or ("ackley6,branincurrin" if quick else ",".join(PROBLEMS))).split(
@@ -407,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     record: dict[str, Any] = {
         "benchmark": "bench_structure", "command": " ".join(["python", *sys.argv]),
         "started": datetime.now(UTC).isoformat(), "quick": quick,
-        "seeds": list(range(seeds)), "budget": budget, "config": overrides, "environment": environment(), "cells": [],
+        "seeds": list(range(args.first_seed, args.first_seed + seeds)), "budget": budget, "config": overrides, "environment": environment(), "cells": [],
     }  # fmt: skip
     for name in problems:
         problem = PROBLEMS[name]
@@ -423,12 +432,13 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 runs = []
                 n_seeds = min(seeds, args.ax_seeds or seeds) if method == "ax" else seeds
-                for seed in range(n_seeds):
+                for seed in range(args.first_seed, args.first_seed + n_seeds):
                     run = (
                         run_ax(problem, seed, budget)
                         if method == "ax"
                         else run_tuner(problem, method, seed, budget, k, quick, overrides)
                     )
+                    run["seed"] = seed
                     runs.append(run)
                     print(f"{name} k={k} {method} seed={seed} hv={hypervolume(np.array(run['Y']), problem.ref):.4f} "
                           f"t={np.mean(run['times']):.2f}s", flush=True)  # fmt: skip
@@ -468,18 +478,42 @@ def _config_overrides(pairs: list[str]) -> dict[str, Any]:
 
 
 def merge(paths: list[Path], out: Path) -> int:
-    """Combine result files (runs split across processes by problem, k or method) into one and
-    print its table: cells of one problem and k are joined, a later file's method replacing an
-    earlier one's, and the ratios to flat recomputed."""
+    """Combine result files (runs split across processes by problem, k, method or seeds) into
+    one and print its table: cells of one problem and k are joined; a method found in several
+    files keeps the runs of all of them, a later file's run replacing an earlier one's of the
+    same seed; summaries and ratios to flat are recomputed."""
     records = [json.loads(p.read_text()) for p in paths]
     record = dict(records[0])
+    if len({r["budget"] for r in records}) > 1:
+        raise SystemExit(
+            f"--merge needs files of one trial budget, got {[r['budget'] for r in records]}."
+        )
     cells: dict[tuple[str, int], dict[str, Any]] = {}
     for r in records:
         for cell in r["cells"]:
             key = (cell["problem"], cell["nuisance"])
-            cells.setdefault(key, {**cell, "methods": {}})["methods"].update(cell["methods"])
+            merged = cells.setdefault(key, {**cell, "methods": {}})["methods"]
+            for method, m in cell["methods"].items():
+                runs = {run_seed(run, i, r): run for i, run in enumerate(m["runs"])}
+                summary = m["summary"]
+                if method in merged:  # runs of several files: summarized again below
+                    earlier = merged[method]["runs"]
+                    runs = {run_seed(run, i, None): run for i, run in enumerate(earlier)} | runs
+                    summary = None
+                merged[method] = {
+                    **m,
+                    "summary": summary,
+                    "runs": [dict(run, seed=seed) for seed, run in sorted(runs.items())],
+                }
+    budget = record["budget"]
     for (name, _), cell in cells.items():
-        _add_ratios(cell, record["budget"], PROBLEMS[name].ref)
+        for m in cell["methods"].values():
+            if m["summary"] is None:
+                m["summary"] = summarize(m["runs"], PROBLEMS[name].ref, budget)
+        _add_ratios(cell, budget, PROBLEMS[name].ref)
+    record["seeds"] = sorted(
+        {run["seed"] for c in cells.values() for m in c["methods"].values() for run in m["runs"]}
+    )
     record["cells"] = list(cells.values())
     # A merged file contributes the files it was merged from.
     record["merged_from"] = [
@@ -494,6 +528,16 @@ def merge(paths: list[Path], out: Path) -> int:
     return 0
 
 
+def run_seed(run: dict[str, Any], index: int, record: dict[str, Any] | None) -> int:
+    """A run's seed: recorded with it, else (files before `--first-seed`) the `index`-th of its
+    file's seeds."""
+    if "seed" in run:
+        return int(run["seed"])
+    if record is None:
+        raise ValueError("a merged run has no seed")
+    return int(record["seeds"][index])
+
+
 def _add_ratios(cell: dict[str, Any], budget: int, ref: tuple[float, ...]) -> None:
     """Per method: trials its median curve needs to reach flat's final median HV; paired per
     seed (same initial design), the median trials to reach that seed's flat final HV (never:
@@ -504,17 +548,23 @@ def _add_ratios(cell: dict[str, Any], budget: int, ref: tuple[float, ...]) -> No
         return
     target = methods["flat"]["summary"]["hv_median"]
     flat_t = methods["flat"]["summary"]["proposal_s_mean"]
-    curves = {name: [hv_curve(r, ref, budget) for r in m["runs"]] for name, m in methods.items()}
-    flat_final = [c[-1] for c in curves["flat"]]
+    curves = {
+        name: {r.get("seed", i): hv_curve(r, ref, budget) for i, r in enumerate(m["runs"])}
+        for name, m in methods.items()
+    }
+    flat_final = {seed: c[-1] for seed, c in curves["flat"].items()}
     for name, m in methods.items():
         s = m["summary"]
         s["trials_to_flat_final"] = trials_to_reach(s["curve_median"], target)
-        reach = [trials_to_reach(c, f) or budget + 1 for c, f in zip(curves[name], flat_final)]
-        final = [c[-1] for c in curves[name]]
+        # Paired by seed (a method may have fewer seeds than flat, Ax for one).
+        paired = [(c, flat_final[seed]) for seed, c in curves[name].items() if seed in flat_final]
+        reach = [trials_to_reach(c, f) or budget + 1 for c, f in paired]
+        final = [c[-1] for c, _ in paired]
+        flat_paired = [f for _, f in paired]
         s["paired_reach"] = reach
         s["paired_reach_median"] = float(np.median(reach))
         s["paired_within_half"] = float(np.mean([r <= budget / 2 for r in reach]))
-        s["paired_hv_diff_median"], s["paired_p"] = _paired_test(final, flat_final)
+        s["paired_hv_diff_median"], s["paired_p"] = _paired_test(final, flat_paired)
         s["time_ratio_vs_flat"] = s["proposal_s_mean"] / flat_t if flat_t > 0 else None
 
 
