@@ -23,6 +23,7 @@ from tuner import FlatSurrogate
 FAST = StructuredConfig(
     min_trials=10,
     relearn_every=5,
+    dense_until=0,
     cv_folds=3,
     window=4,
     learn=LearnConfig(bootstrap=3),
@@ -81,7 +82,9 @@ def test_flat_before_min_trials_with_reason() -> None:
 
 
 def test_checkpoints_are_dense_until_then_every_relearn_every() -> None:
-    sparse = StructuredConfig(min_trials=8, relearn_every=3)
+    default = StructuredConfig()
+    assert [default.checkpoint(n) for n in range(8, 27)] == [*range(8, 21), 20, 20, 23, 23, 23, 26]
+    sparse = StructuredConfig(min_trials=8, relearn_every=3, dense_until=0)
     assert [sparse.checkpoint(n) for n in range(8, 16)] == [8, 8, 8, 11, 11, 11, 14, 14]
     dense = dataclasses.replace(sparse, dense_until=12)
     assert [dense.checkpoint(n) for n in range(8, 20)] == [
