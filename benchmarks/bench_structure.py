@@ -494,11 +494,11 @@ def merge(paths: list[Path], out: Path) -> int:
             key = (cell["problem"], cell["nuisance"])
             merged = cells.setdefault(key, {**cell, "methods": {}})["methods"]
             for method, m in cell["methods"].items():
-                runs = {run_seed(run, i, r): run for i, run in enumerate(m["runs"])}
+                # Files before `--first-seed` hold the runs of their `seeds`, in order.
+                runs = {run.get("seed", r["seeds"][i]): run for i, run in enumerate(m["runs"])}
                 summary = m["summary"]
                 if method in merged:  # runs of several files: summarized again below
-                    earlier = merged[method]["runs"]
-                    runs = {run_seed(run, i, None): run for i, run in enumerate(earlier)} | runs
+                    runs = {run["seed"]: run for run in merged[method]["runs"]} | runs
                     summary = None
                 merged[method] = {
                     **m,
@@ -528,16 +528,6 @@ def merge(paths: list[Path], out: Path) -> int:
     return 0
 
 
-def run_seed(run: dict[str, Any], index: int, record: dict[str, Any] | None) -> int:
-    """A run's seed: recorded with it, else (files before `--first-seed`) the `index`-th of its
-    file's seeds."""
-    if "seed" in run:
-        return int(run["seed"])
-    if record is None:
-        raise ValueError("a merged run has no seed")
-    return int(record["seeds"][index])
-
-
 def _add_ratios(cell: dict[str, Any], budget: int, ref: tuple[float, ...]) -> None:
     """Per method: trials its median curve needs to reach flat's final median HV; paired per
     seed (same initial design), the median trials to reach that seed's flat final HV (never:
@@ -549,7 +539,7 @@ def _add_ratios(cell: dict[str, Any], budget: int, ref: tuple[float, ...]) -> No
     target = methods["flat"]["summary"]["hv_median"]
     flat_t = methods["flat"]["summary"]["proposal_s_mean"]
     curves = {
-        name: {r.get("seed", i): hv_curve(r, ref, budget) for i, r in enumerate(m["runs"])}
+        name: {r["seed"]: hv_curve(r, ref, budget) for r in m["runs"]}
         for name, m in methods.items()
     }
     flat_final = {seed: c[-1] for seed, c in curves["flat"].items()}

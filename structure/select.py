@@ -248,7 +248,7 @@ def loo_log_density(
     d = X.shape[-1]
     theta = _map_hyperparameters(X, y, fit_maxiter)
     try:
-        C = _inverse(_kernel(_sq_dists(X), theta))
+        C = _cho_inverse(np.linalg.cholesky(_kernel(_sq_dists(X), theta)))
     except np.linalg.LinAlgError:
         return -math.inf, np.zeros_like(y), np.ones(d)
     c = np.diagonal(C)
@@ -267,18 +267,27 @@ def _sq_dists(X: np.ndarray) -> np.ndarray:
     return diff * diff
 
 
+def _rbf(D: np.ndarray, log_lengthscales: np.ndarray) -> np.ndarray:
+    """RBF kernel matrix from per-column squared differences `D`."""
+    return np.exp(-0.5 * np.tensordot(np.exp(-2.0 * log_lengthscales), D, axes=1))
+
+
 def _kernel(D: np.ndarray, theta: np.ndarray) -> np.ndarray:
     """``K + s^2 I`` for per-column squared differences `D` and
     ``theta = (log lengthscales, log(s^2 - 1e-4), mean)``."""
     d, n = D.shape[0], D.shape[-1]
-    rbf = np.exp(-0.5 * np.tensordot(np.exp(-2.0 * theta[:d]), D, axes=1))
-    return rbf + (_MIN_NOISE + math.exp(theta[d]) + 1e-8) * np.eye(n)
+    return _rbf(D, theta[:d]) + (_MIN_NOISE + math.exp(theta[d]) + 1e-8) * np.eye(n)
 
 
-def _inverse(K: np.ndarray) -> np.ndarray:
-    """``K^-1`` by Cholesky (raises `numpy.linalg.LinAlgError` unless positive definite)."""
-    L_inv = np.linalg.inv(np.linalg.cholesky(K))
+def _cho_inverse(L: np.ndarray) -> np.ndarray:
+    """``K^-1`` from the Cholesky factor ``L`` of ``K``."""
+    L_inv = np.linalg.inv(L)
     return L_inv.T @ L_inv
+
+
+def _lengthscale_prior(d: int) -> tuple[float, float]:
+    """``(loc, scale)`` of BoTorch's dimension-scaled LogNormal lengthscale prior."""
+    return math.sqrt(2) + 0.5 * math.log(d), math.sqrt(3)
 
 
 def _map_hyperparameters(X: np.ndarray, y: np.ndarray, maxiter: int) -> np.ndarray:
@@ -286,7 +295,7 @@ def _map_hyperparameters(X: np.ndarray, y: np.ndarray, maxiter: int) -> np.ndarr
     from scipy.optimize import minimize
 
     d = X.shape[1]
-    loc, scale = math.sqrt(2) + 0.5 * math.log(d), math.sqrt(3)
+    loc, scale = _lengthscale_prior(d)
     x0 = np.r_[np.full(d, loc - scale**2), math.log(math.exp(-5.0) - _MIN_NOISE), float(y.mean())]
     bounds = [(-7.0, 7.0)] * d + [(-25.0, 3.0), (None, None)]
     result = minimize(
@@ -303,27 +312,25 @@ def _map_objective(
     of ``theta``."""
     n, d = X.shape
     D = _sq_dists(X)
-    loc, scale = math.sqrt(2) + 0.5 * math.log(d), math.sqrt(3)
+    loc, scale = _lengthscale_prior(d)
 
     def value_and_grad(theta: np.ndarray) -> tuple[float, np.ndarray]:
         """Negative log posterior and its gradient (R&W eq. 5.9 for the kernel terms)."""
-        K = _kernel(D, theta)
-        try:
-            L = np.linalg.cholesky(K)
-        except np.linalg.LinAlgError:  # not positive definite: push the optimizer away
-            return 1e10, np.zeros_like(theta)
-        L_inv = np.linalg.inv(L)
-        K_inv = L_inv.T @ L_inv
-        r = y - theta[d + 1]
-        alpha = K_inv @ r
         log_ls, t = theta[:d], theta[d]
         noise = _MIN_NOISE + math.exp(t)
+        rbf = _rbf(D, log_ls)
+        try:
+            L = np.linalg.cholesky(rbf + (noise + 1e-8) * np.eye(n))
+        except np.linalg.LinAlgError:  # not positive definite: push the optimizer away
+            return 1e10, np.zeros_like(theta)
+        K_inv = _cho_inverse(L)
+        r = y - theta[d + 1]
+        alpha = K_inv @ r
         log_noise = math.log(noise)
         value = 0.5 * r @ alpha + np.log(np.diagonal(L)).sum()
         value += (log_ls + (log_ls - loc) ** 2 / (2 * scale**2)).sum()  # LogNormal(loc, scale)
         value += log_noise + (log_noise + 4.0) ** 2 / 2  # LogNormal(-4, 1) on the noise
         W = K_inv - np.outer(alpha, alpha)  # d(data term)/dK = W / 2
-        rbf = K - (noise + 1e-8) * np.eye(n)
         grad = np.empty_like(theta)
         # dK/d log l_j = rbf * D_j / l_j^2
         grad[:d] = 0.5 * np.tensordot(D, W * rbf, axes=2) * np.exp(-2.0 * log_ls)
