@@ -160,19 +160,30 @@ def learn_structure(
     selected: set[str] = set()
     if config.select is not None:
         edges, selected = _select(params, metrics, objectives, edges, knowledge, config)
-    edges = _prune_and_repair(edges, [*params], [*metrics], [*objectives], protected, exact)
+    forbidden = set(knowledge.forbidden)
+    edges = _prune_and_repair(
+        edges, [*params], [*metrics], [*objectives], protected, exact, forbidden
+    )
     if config.all_param_parents:
         used = {n for key in edges for n in key} | (set(outputs) & set(metrics))
         for m in metrics:
             if m in used and m not in exact and m not in selected:
                 edges.update(
-                    {(p, m): Edge(p, m, 0.0, "direct") for p in params if (p, m) not in edges}
+                    {
+                        (p, m): Edge(p, m, 0.0, "direct")
+                        for p in params
+                        if (p, m) not in edges and (p, m) not in forbidden
+                    }
                 )
     if config.direct_edges:
         for o in objectives:
             if o not in exact and o not in selected:
                 edges.update(
-                    {(p, o): Edge(p, o, 0.0, "direct") for p in params if (p, o) not in edges}
+                    {
+                        (p, o): Edge(p, o, 0.0, "direct")
+                        for p in params
+                        if (p, o) not in edges and (p, o) not in forbidden
+                    }
                 )
     return Structure(
         params=tuple(params),
@@ -527,11 +538,12 @@ def _prune_and_repair(
     objectives: list[str],
     protected: set[str],
     exact: set[str],
+    forbidden: set[tuple[str, str]],
 ) -> dict[tuple[str, str], Edge]:
     """Drop unprotected metrics that reach no objective; give every remaining metric without
     parents all parameters as parents (PC's linear tests miss non-monotone parameter effects, the
     node's ARD GP sorts them out); then connect each parameter without a path to an objective
-    directly to it."""
+    directly to it. No edge the knowledge forbids is added."""
     out = dict(edges)
     while True:
         graph = nx.DiGraph(list(out))
@@ -545,7 +557,9 @@ def _prune_and_repair(
     used = {n for k in out for n in k} | (protected & set(metrics))
     for m in metrics:
         if m in used and m not in exact and not any(k[1] == m for k in out):
-            out.update({(p, m): Edge(p, m, 0.0, "repaired") for p in params})
+            out.update(
+                {(p, m): Edge(p, m, 0.0, "repaired") for p in params if (p, m) not in forbidden}
+            )
     graph = nx.DiGraph(list(out))
     graph.add_nodes_from([*params, *metrics, *objectives])
     for o in objectives:
@@ -553,6 +567,6 @@ def _prune_and_repair(
             continue
         ancestors = nx.ancestors(graph, o)
         for p in params:
-            if p not in ancestors:
+            if p not in ancestors and (p, o) not in forbidden:
                 out[(p, o)] = Edge(p, o, 0.0, "repaired")
     return out

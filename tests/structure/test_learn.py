@@ -70,6 +70,16 @@ def test_knowledge_required_forbidden_and_formula() -> None:
     assert s.formula_for("m3") == knowledge.formulas[0]
 
 
+@pytest.mark.parametrize("select", [True, False], ids=["pc+gp-selection", "pc-only"])
+def test_no_forbidden_edge_is_added_to_keep_a_parameter_on_a_path(select: bool) -> None:
+    table = chain_table(n=40, seed=3)
+    # x3 drives nothing; every way it could be wired to the objective is forbidden.
+    forbidden = tuple(("x3", t) for t in ("m1", "m2", "o"))
+    config = FAST if select else LearnConfig(bootstrap=6, select=None)
+    s = learn_structure(**table, knowledge=Knowledge(forbidden=forbidden), config=config)
+    assert not set(forbidden) & {(e.source, e.target) for e in s.edges}
+
+
 def test_phase_order_orients_what_the_data_cannot() -> None:
     rng = np.random.default_rng(0)
     n = 80
