@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -168,23 +168,11 @@ def learn_structure(
         used = {n for key in edges for n in key} | (set(outputs) & set(metrics))
         for m in metrics:
             if m in used and m not in exact and m not in selected:
-                edges.update(
-                    {
-                        (p, m): Edge(p, m, 0.0, "direct")
-                        for p in params
-                        if (p, m) not in edges and (p, m) not in forbidden
-                    }
-                )
+                edges.update(_direct(params, m, edges, forbidden))
     if config.direct_edges:
         for o in objectives:
             if o not in exact and o not in selected:
-                edges.update(
-                    {
-                        (p, o): Edge(p, o, 0.0, "direct")
-                        for p in params
-                        if (p, o) not in edges and (p, o) not in forbidden
-                    }
-                )
+                edges.update(_direct(params, o, edges, forbidden))
     return Structure(
         params=tuple(params),
         metrics=tuple(metrics),
@@ -529,6 +517,20 @@ def _cap_in_degree(
         group.sort(key=lambda e: (-e.strength, e.source))
         out.update({(e.source, e.target): e for e in group[:max_parents]})
     return out
+
+
+def _direct(
+    params: Iterable[str],
+    node: str,
+    edges: Mapping[tuple[str, str], Edge],
+    forbidden: set[tuple[str, str]],
+) -> dict[tuple[str, str], Edge]:
+    """A ``"direct"`` edge into `node` from each parameter not yet wired to it nor forbidden."""
+    return {
+        (p, node): Edge(p, node, 0.0, "direct")
+        for p in params
+        if (p, node) not in edges and (p, node) not in forbidden
+    }
 
 
 def _prune_and_repair(
