@@ -21,7 +21,14 @@ hyper-parameters fitted by maximum a posteriori for each candidate set:
 
 The score is in standardized units of the node, so all sets compete on the same footing, less
 ``complexity`` nats per input column: the hyper-parameters are fitted on the points that are
-then left out one at a time, which flatters larger sets.
+then left out one at a time, which flatters larger sets. Small sets are flattered too: on a
+pure-noise target a GP on one random column beats the constant by ``min_gain`` plus the log of 4
+candidates in 12-15% of draws (n = 10 to 40; the MAP lengthscale, 0.002-0.01 of the range, fits
+coincident pairs). Starting from the base set, and checking that a chosen metric is itself
+predictable (`Selection.predictable`), keeps most of that from reaching the network. A second
+search from the empty set for objectives (measured, not kept) found Dropwave's radius earlier
+but chose the network on unstructured BraninCurrin in 20% of trials instead of 7%, and lost its
+lead over flat on Ackley-6 (hypervolume difference -0.9, p 1.0, instead of +2.6, p 0.03).
 """
 
 from __future__ import annotations
