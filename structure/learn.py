@@ -168,11 +168,11 @@ def learn_structure(
         used = {n for key in edges for n in key} | (set(outputs) & set(metrics))
         for m in metrics:
             if m in used and m not in exact and m not in selected:
-                edges.update(_direct(params, m, edges, forbidden))
+                edges.update(_param_edges(params, m, edges, forbidden, "direct"))
     if config.direct_edges:
         for o in objectives:
             if o not in exact and o not in selected:
-                edges.update(_direct(params, o, edges, forbidden))
+                edges.update(_param_edges(params, o, edges, forbidden, "direct"))
     return Structure(
         params=tuple(params),
         metrics=tuple(metrics),
@@ -519,15 +519,16 @@ def _cap_in_degree(
     return out
 
 
-def _direct(
+def _param_edges(
     params: Iterable[str],
     node: str,
     edges: Mapping[tuple[str, str], Edge],
     forbidden: set[tuple[str, str]],
+    origin: str,
 ) -> dict[tuple[str, str], Edge]:
-    """A ``"direct"`` edge into `node` from each parameter not yet wired to it nor forbidden."""
+    """An edge of `origin` into `node` from each parameter not yet wired to it nor forbidden."""
     return {
-        (p, node): Edge(p, node, 0.0, "direct")
+        (p, node): Edge(p, node, 0.0, origin)
         for p in params
         if (p, node) not in edges and (p, node) not in forbidden
     }
@@ -559,9 +560,7 @@ def _prune_and_repair(
     used = {n for k in out for n in k} | (protected & set(metrics))
     for m in metrics:
         if m in used and m not in exact and not any(k[1] == m for k in out):
-            out.update(
-                {(p, m): Edge(p, m, 0.0, "repaired") for p in params if (p, m) not in forbidden}
-            )
+            out.update(_param_edges(params, m, out, forbidden, "repaired"))
     graph = nx.DiGraph(list(out))
     graph.add_nodes_from([*params, *metrics, *objectives])
     for o in objectives:

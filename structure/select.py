@@ -288,8 +288,13 @@ def _rbf(D: np.ndarray, log_lengthscales: np.ndarray) -> np.ndarray:
 def _kernel(D: np.ndarray, theta: np.ndarray) -> np.ndarray:
     """``K + s^2 I`` for per-column squared differences `D` and
     ``theta = (log lengthscales, log(s^2 - 1e-4), mean)``."""
-    d, n = D.shape[0], D.shape[-1]
-    return _rbf(D, theta[:d]) + (_MIN_NOISE + math.exp(theta[d]) + 1e-8) * np.eye(n)
+    d = D.shape[0]
+    return _with_noise(_rbf(D, theta[:d]), float(theta[d]))
+
+
+def _with_noise(rbf: np.ndarray, t: float) -> np.ndarray:
+    """``rbf + (1e-4 + e^t) I`` plus a 1e-8 jitter on the diagonal."""
+    return rbf + (_MIN_NOISE + math.exp(t) + 1e-8) * np.eye(rbf.shape[-1])
 
 
 def _cho_inverse(L: np.ndarray) -> np.ndarray:
@@ -329,11 +334,11 @@ def _map_objective(
 
     def value_and_grad(theta: np.ndarray) -> tuple[float, np.ndarray]:
         """Negative log posterior and its gradient (R&W eq. 5.9 for the kernel terms)."""
-        log_ls, t = theta[:d], theta[d]
+        log_ls, t = theta[:d], float(theta[d])
         noise = _MIN_NOISE + math.exp(t)
         rbf = _rbf(D, log_ls)
         try:
-            L = np.linalg.cholesky(rbf + (noise + 1e-8) * np.eye(n))
+            L = np.linalg.cholesky(_with_noise(rbf, t))
         except np.linalg.LinAlgError:  # not positive definite: push the optimizer away
             return 1e10, np.zeros_like(theta)
         K_inv = _cho_inverse(L)
