@@ -58,7 +58,11 @@ class OutcomeConstraint:
         object.__setattr__(self, "bound", float(self.bound))
 
     def __str__(self) -> str:
-        return f"{self.name} {self.op} {self.bound:g}"
+        # Studies store constraints as these strings: the bound must read back exactly. The
+        # short form where it is exact (``30``, ``1e+06``), else the shortest exact one.
+        short = f"{self.bound:g}"
+        bound = short if float(short) == self.bound else repr(self.bound)
+        return f"{self.name} {self.op} {bound}"
 
     def satisfied(self, value: float) -> bool:
         """Whether ``value`` meets the constraint."""
@@ -125,7 +129,7 @@ class Problem:
         self.constraints: tuple[OutcomeConstraint, ...] = tuple(
             parse_constraint(c) for c in constraints
         )
-        if len({str(c) for c in self.constraints}) != len(self.constraints):
+        if len(set(self.constraints)) != len(self.constraints):
             raise InvalidSpecError(f"Constraints are repeated: {[str(c) for c in constraints]}.")
         extra = [c.name for c in self.constraints if c.name not in self.objectives]
         self.constraint_metrics: list[str] = list(dict.fromkeys(extra))

@@ -39,7 +39,17 @@ def test_bad_objectives(objectives: object) -> None:
 
 def test_duplicate_constraints_rejected() -> None:
     with pytest.raises(InvalidSpecError, match="repeated"):
-        Problem({"a": "minimize"}, ["m <= 1", "m <= 1"])
+        Problem({"a": "minimize"}, ["m <= 1", "m <= 1.0"])
+    # Bounds that differ only beyond six significant digits are different constraints.
+    assert len(Problem({"a": "minimize"}, ["m <= 1000001", "m <= 1000002"]).constraints) == 2
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_constraint_string_reads_back_exactly(bound: float) -> None:
+    # Studies store constraints as strings; a reopened study must enforce the same bound.
+    c = OutcomeConstraint("mem_bytes", "<=", bound)
+    assert parse_constraint(str(c)) == c
+    assert str(OutcomeConstraint("t", "<=", 30)) == "t <= 30"  # short where exact
 
 
 def test_outcome_names_and_values() -> None:
