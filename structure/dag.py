@@ -7,7 +7,7 @@ Everything here is plain data that serializes to JSON (`Structure.to_dict` /
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,7 +51,12 @@ class Edge:
     origin: str = "learned"
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.strength <= 1.0:
+        if not (isinstance(self.source, str) and isinstance(self.target, str)):
+            raise StructureError(
+                f"Edge ends must be node names, got {self.source!r} -> {self.target!r}."
+            )
+        real = isinstance(self.strength, int | float) and not isinstance(self.strength, bool)
+        if not real or not 0.0 <= self.strength <= 1.0:
             raise StructureError(f"Edge strength must lie in [0, 1], but got {self.strength=}.")
         if self.origin not in _ORIGINS:
             raise StructureError(f"Edge origin must be one of {_ORIGINS}, got {self.origin=}.")
@@ -71,7 +76,9 @@ class Formula:
 
     Attributes:
         node: The node the formula defines (a metric or an objective).
-        inputs: The nodes it reads (metrics or parameters with one column).
+        inputs: The nodes it reads: metrics or objectives. Not parameters: the network
+            models how a node depends on parameters with a GP on them (``residual=True``, or a
+            required edge from the parameter).
         op: ``"sum"`` or ``"product"``.
         weights: Coefficients (sum) or exponents (product), one per input; all 1.0 by default.
         scale: Factor applied to the result.
@@ -136,10 +143,20 @@ class Knowledge:
     phase_order: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "required", tuple((s, t) for s, t in self.required))
-        object.__setattr__(self, "forbidden", tuple((s, t) for s, t in self.forbidden))
-        object.__setattr__(self, "formulas", tuple(self.formulas))
-        object.__setattr__(self, "phase_order", tuple(self.phase_order))
+        for name in ("required", "forbidden"):
+            object.__setattr__(self, name, _edge_pairs(name, getattr(self, name)))
+        formulas = _sequence("formulas", self.formulas, "Formula objects")
+        bad = [f for f in formulas if not isinstance(f, Formula)]
+        if bad:
+            raise KnowledgeError(
+                f"Knowledge formulas must be Formula objects, got {bad[0]!r}; build them as "
+                "Formula(node, inputs, ...) (Knowledge.from_dict reads the dict form)."
+            )
+        object.__setattr__(self, "formulas", formulas)
+        order = _sequence("phase_order", self.phase_order, "metric-name prefixes")
+        if not all(isinstance(p, str) for p in order):
+            raise KnowledgeError(f"Knowledge phase_order must hold strings, got {order!r}.")
+        object.__setattr__(self, "phase_order", order)
         clash = set(self.required) & set(self.forbidden)
         if clash:
             raise KnowledgeError(f"Edges cannot be both required and forbidden: {sorted(clash)}.")
@@ -166,12 +183,37 @@ class Knowledge:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Knowledge:
         """Inverse of `to_dict`."""
+        formulas = _sequence("formulas", d.get("formulas", ()), "formula dicts")
+        if not all(isinstance(f, Mapping) for f in formulas):
+            raise KnowledgeError(f"Knowledge formulas must be dicts here, got {formulas!r}.")
         return cls(
-            required=tuple(tuple(e) for e in d.get("required", ())),  # type: ignore[misc]
-            forbidden=tuple(tuple(e) for e in d.get("forbidden", ())),  # type: ignore[misc]
-            formulas=tuple(_formula_from_dict(f) for f in d.get("formulas", ())),
-            phase_order=tuple(d.get("phase_order", ())),
+            required=d.get("required", ()),
+            forbidden=d.get("forbidden", ()),
+            formulas=tuple(_formula_from_dict(f) for f in formulas),
+            phase_order=d.get("phase_order", ()),
         )
+
+
+def _sequence(field_name: str, value: Any, what: str) -> tuple[Any, ...]:
+    """`value` as a tuple; a bare string is refused (it would be read letter by letter)."""
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise KnowledgeError(
+            f"Knowledge {field_name} must be a list of {what}, got {value!r}; wrap a single "
+            f"one in a list, e.g. {field_name}=[...]."
+        )
+    return tuple(value)
+
+
+def _edge_pairs(field_name: str, value: Any) -> tuple[tuple[str, str], ...]:
+    pairs = _sequence(field_name, value, "(source, target) name pairs")
+    for pair in pairs:
+        ok = isinstance(pair, Sequence) and not isinstance(pair, str) and len(pair) == 2
+        if not ok or not all(isinstance(n, str) and n for n in pair):
+            raise KnowledgeError(
+                f"Knowledge {field_name} must hold (source, target) pairs of node names, got "
+                f"{pair!r} in {value!r}; e.g. {field_name}=[('population', 'search.steps')]."
+            )
+    return tuple((s, t) for s, t in pairs)
 
 
 @dataclass(frozen=True)
@@ -231,6 +273,12 @@ class Structure:
         for f in self.formulas:
             if f.node not in tier or tier[f.node] == "param":
                 raise StructureError(f"Formula node {f.node!r} must be a metric or objective.")
+            params = [i for i in f.inputs if tier.get(i) == "param"]
+            if params:
+                raise StructureError(
+                    f"Formula {f.node!r} reads parameters {params}; formulas read metrics and "
+                    "objectives only (use residual=True for a GP on the parameters)."
+                )
             missing = [i for i in f.inputs if (i, f.node) not in seen]
             if missing:
                 raise StructureError(f"Formula {f.node!r} inputs {missing} must be its parents.")
@@ -319,6 +367,11 @@ class Structure:
             raise StructureFormatError(
                 f"Stored structure lacks key {err}; got {sorted(d)}."
             ) from err
+        except (TypeError, AttributeError) as err:
+            raise StructureFormatError(
+                f"Stored structure is malformed ({err}); expected the form Structure.to_dict "
+                "writes. Re-learn the structure or restore the file."
+            ) from err
 
     def to_json(self) -> str:
         """`to_dict` as a JSON string."""
@@ -327,7 +380,12 @@ class Structure:
     @classmethod
     def from_json(cls, text: str) -> Structure:
         """Inverse of `to_json`."""
-        return cls.from_dict(json.loads(text))
+        d = json.loads(text)
+        if not isinstance(d, Mapping):
+            raise StructureFormatError(
+                f"A stored structure is a JSON object, got {type(d).__name__}: {text[:80]!r}."
+            )
+        return cls.from_dict(d)
 
 
 def _formula_to_dict(f: Formula) -> dict[str, Any]:

@@ -133,7 +133,8 @@ def learn_structure(
         The learned `Structure`.
 
     Raises:
-        StructureLearningError: Fewer than ``config.min_rows`` trials or no objective.
+        StructureLearningError: Fewer than ``config.min_rows`` trials, no objective, columns of
+            different lengths or a value that is not finite.
         KnowledgeError: Knowledge names an unknown node or breaks the tier rules.
     """
     config = config or LearnConfig()
@@ -145,7 +146,7 @@ def learn_structure(
             f"Structure learning needs at least {config.min_rows} trials and one objective, got "
             f"n={n} trials and objectives {list(objectives)}."
         )
-    _check_knowledge(knowledge, table.tier)
+    check_knowledge(knowledge, table.tier)
     protected = {f.node for f in knowledge.formulas} | {
         i for f in knowledge.formulas for i in f.inputs
     }
@@ -298,6 +299,17 @@ def _make_table(
             tier[name] = kind
     if not cols:
         raise StructureLearningError("The trials table has no columns.")
+    lengths = {name: len(c) for name, c in zip(column_node, cols)}
+    if len(set(lengths.values())) > 1:
+        raise StructureLearningError(
+            f"Every column of the trials table needs one value per trial, got lengths {lengths}."
+        )
+    bad = sorted({name for name, c in zip(column_node, cols) if not np.isfinite(c).all()})
+    if bad:
+        raise StructureLearningError(
+            f"Columns {bad} hold NaN or infinite values; impute or drop them first (the "
+            "surrogate's featurization does: structure.fit_features)."
+        )
     data = norm.ppf(rankdata(np.stack(cols, axis=1), axis=0) / (len(cols[0]) + 1.0))
     return _Table(data, column_node, list(tier), tier)
 
@@ -313,9 +325,26 @@ def _pc_metrics(table: _Table, ranked: list[str], first: set[str], most: int) ->
     return set(order[: max(room, 0)]) | (first & set(ranked))
 
 
-def _check_knowledge(knowledge: Knowledge, tier: Mapping[str, str]) -> None:
+def check_knowledge(
+    knowledge: Knowledge, tier: Mapping[str, str], unknown_tier: str | None = None
+) -> None:
+    """Check `knowledge` against the tiers of the nodes (name -> ``"param"``, ``"metric"`` or
+    ``"objective"``).
+
+    Args:
+        knowledge: The expert knowledge.
+        tier: The known nodes' tiers.
+        unknown_tier: The tier of a name not in `tier` (``"metric"`` before the metrics are
+            known); None makes an unknown name an error.
+
+    Raises:
+        KnowledgeError: A name is unknown, an edge breaks the tier rules, or a formula reads a
+            parameter.
+    """
     pairs = [*knowledge.required, *knowledge.forbidden]
     pairs += [(i, f.node) for f in knowledge.formulas for i in f.inputs]
+    if unknown_tier is not None:
+        tier = {n: tier.get(n, unknown_tier) for pair in pairs for n in pair}
     for s, t in pairs:
         if s not in tier or t not in tier:
             raise KnowledgeError(
@@ -324,7 +353,17 @@ def _check_knowledge(knowledge: Knowledge, tier: Mapping[str, str]) -> None:
             )
         if _TIER_RANK[tier[s]] > _TIER_RANK[tier[t]] or (tier[s] == tier[t] != "metric"):
             raise KnowledgeError(
-                f"Knowledge edge {s!r} ({tier[s]}) -> {t!r} ({tier[t]}) breaks the tier rules."
+                f"Knowledge edge {s!r} ({tier[s]}) -> {t!r} ({tier[t]}) breaks the tier rules: "
+                "edges run from parameters to metrics to objectives, none into a parameter or "
+                "out of an objective."
+            )
+    for f in knowledge.formulas:
+        params = [i for i in f.inputs if tier.get(i) == "param"]
+        if params:
+            raise KnowledgeError(
+                f"Formula {f.node!r} reads parameters {params}; formulas read metrics and "
+                "objectives only. Use residual=True for a GP on the parameters, or required "
+                f"edges such as ({params[0]!r}, {f.node!r})."
             )
 
 

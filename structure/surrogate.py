@@ -45,9 +45,9 @@ import dataclasses
 import hashlib
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -57,12 +57,15 @@ from botorch.models.transforms.outcome import Standardize
 from torch import Tensor
 
 from structure.dag import Knowledge, Structure
-from structure.errors import StructureError
+from structure.errors import KnowledgeError, StructureError
 from structure.features import FeatureConfig, FeatureMap, fit_features
-from structure.learn import LearnConfig, learn_structure
+from structure.learn import LearnConfig, check_knowledge, learn_structure
 from structure.network import GPNetwork, NetworkConfig, fit_gp_network
 from tuner.options import TunerOptions
 from tuner.surrogate import FlatSurrogate, Surrogate, TrainingData
+
+if TYPE_CHECKING:
+    from spaces import Space
 
 __all__ = ["StructuredConfig", "StructuredSurrogate"]
 
@@ -183,7 +186,14 @@ class StructuredSurrogate(Surrogate):
         return None if self._checkpoint is None else self._checkpoint.structure
 
     def fit(self, data: TrainingData) -> Model:
-        """Fit the chosen model on `data` (see `tuner.Surrogate.fit`)."""
+        """Fit the chosen model on `data` (see `tuner.Surrogate.fit`).
+
+        Raises:
+            KnowledgeError: The knowledge does not fit the space, the outcomes or the reported
+                metrics (an unknown name, an edge against the tiers, a cycle).
+            StructureError: A fixed structure does not fit the space or the outcomes.
+        """
+        self.check(data.space, data.outcome_names, data.n_objectives)
         cfg = self.config
         if data.n < cfg.min_trials:
             ck = _Checkpoint("", 0, "flat", f"{data.n} trials < min_trials={cfg.min_trials}")
@@ -207,6 +217,35 @@ class StructuredSurrogate(Surrogate):
             model = self.flat.fit(data)
         self._record(data, ck, "network" if isinstance(model, GPNetwork) else "flat", reason)
         return model
+
+    def check(self, space: Space, outcome_names: Sequence[str], n_objectives: int) -> None:
+        """Refuse knowledge or a fixed structure that cannot fit the space and outcomes (the
+        flat GP would otherwise stand in for the network for the whole run; see
+        `tuner.Surrogate.check`). Metrics are not known before trials report them: a name that
+        is neither a parameter nor an outcome counts as a metric here and is checked against
+        the reported ones at each checkpoint.
+
+        Raises:
+            KnowledgeError: The knowledge breaks the tiers (an edge into a parameter or out of
+                an objective, a formula reading a parameter).
+            StructureError: The fixed structure names other parameters or lacks an outcome.
+        """
+        tier = dict.fromkeys(_param_nodes(space), "param")
+        tier.update(dict.fromkeys(outcome_names[n_objectives:], "metric"))
+        tier.update(dict.fromkeys(outcome_names[:n_objectives], "objective"))
+        check_knowledge(self.knowledge, tier, unknown_tier="metric")
+        fixed = self.fixed_structure
+        if fixed is None:
+            return
+        params = [p for p in fixed.params if tier.get(p) != "param"]
+        outcomes = [o for o in outcome_names if o not in fixed.nodes]
+        if params or outcomes:
+            raise StructureError(
+                f"The fixed structure does not fit the study: parameters {params} are not "
+                f"parameters of the space ({_param_nodes(space)}) and outcomes {outcomes} "
+                f"are not its nodes ({fixed.nodes}). Rename its nodes to match, or let the "
+                "surrogate learn the structure (structure=None)."
+            )
 
     def describe(self) -> dict[str, Any]:
         """JSON-able record of the last fit: ``model`` (``"network"``/``"flat"``), ``reason``,
@@ -257,6 +296,8 @@ class StructuredSurrogate(Surrogate):
         seed = data.seed
         try:
             fmap, structure = self._learn(data, seed)
+        except KnowledgeError:
+            raise  # the user's input, not the data: falling back would hide it
         except StructureError as err:
             return _Checkpoint(key, data.n, "flat", f"structure learning failed: {err}")
         used = {e.source for e in structure.edges} | {e.target for e in structure.edges}
@@ -305,7 +346,7 @@ class StructuredSurrogate(Surrogate):
         keep |= {n for pair in (*self.knowledge.required, *self.knowledge.forbidden) for n in pair}
         if self.fixed_structure is not None:
             keep |= set(self.fixed_structure.metrics)
-        raw = {k: v for k, v in data.metrics.items() if k not in data.outcome_names}
+        raw = _raw_metrics(data)
         objectives = data.Y[:, : data.n_objectives].numpy()
         fmap = fit_features(raw, objectives, self.config.features, keep=keep & set(raw))
         if self.fixed_structure is not None:
@@ -329,6 +370,13 @@ class StructuredSurrogate(Surrogate):
 def _param_nodes(space: Any) -> list[str]:
     """Parameter names that have unit-cube columns (a `Fixed` parameter has none)."""
     return [name for name in space.names if space.columns_of(name)]
+
+
+def _raw_metrics(data: TrainingData) -> dict[str, Any]:
+    """The tracking metrics to featurize: not the modelled outcomes, and not a metric named
+    like a parameter (it would only echo the parameter, and a node has one name)."""
+    skip = {*data.outcome_names, *data.space.names}
+    return {k: v for k, v in data.metrics.items() if k not in skip}
 
 
 def _prefix(data: TrainingData, n: int) -> TrainingData:
@@ -356,7 +404,7 @@ def _data_key(data: TrainingData) -> str:
 
 def _node_values(data: TrainingData, fmap: FeatureMap) -> dict[str, Tensor]:
     """Model-space values of every metric and outcome node."""
-    raw = {k: v for k, v in data.metrics.items() if k not in data.outcome_names}
+    raw = _raw_metrics(data)
     feats = torch.as_tensor(fmap.transform(raw, data.n), dtype=torch.float64)
     values = {f.name: feats[:, j] for j, f in enumerate(fmap.features)}
     values.update({name: data.Y[:, i] for i, name in enumerate(data.outcome_names)})

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -115,6 +115,17 @@ class Surrogate(ABC):
         Raises:
             SurrogateError: The model cannot be fitted on this data.
         """
+
+    def check(self, space: Space, outcome_names: Sequence[str], n_objectives: int) -> None:
+        """Refuse a configuration that cannot fit this problem, before any trial runs; the
+        tuner calls it once when it is built. Accepts everything by default.
+
+        Args:
+            space: The search space.
+            outcome_names: The modelled outcomes: the objectives, then the constraint metrics.
+            n_objectives: How many leading `outcome_names` are objectives.
+        """
+        return None
 
     def describe(self) -> dict[str, Any]:
         """JSON-able information on the last fit (chosen model, scores, ...); `{}` by default."""

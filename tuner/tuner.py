@@ -96,6 +96,7 @@ class Tuner:
             raise InvalidSpecError(
                 f"surrogate must implement tuner.Surrogate, got {type(surrogate).__name__}."
             )
+        surrogate.check(self._space, self._problem.outcome_names, self._problem.n_objectives)
         self._settings = Settings(
             space=self._space,
             problem=self._problem,

@@ -9,6 +9,7 @@ from structure import (
     FeatureMap,
     Formula,
     Knowledge,
+    KnowledgeError,
     Structure,
     StructureError,
     StructureFormatError,
@@ -100,3 +101,37 @@ def test_invalid_edges_are_rejected(edge: Edge) -> None:
 def test_formula_inputs_must_be_parents() -> None:
     with pytest.raises(StructureError, match="parents"):
         Structure(("a",), ("t1",), ("speed",), (Edge("a", "t1"),), (Formula("speed", ("t1",)),))
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"phase_order": "search"},  # a string would be read letter by letter
+        {"required": ("x0", "m")},  # one edge, not wrapped in a list
+        {"required": (("a", "b", "c"),)},
+        {"forbidden": 3},
+        {"formulas": ({"node": "m", "inputs": ["t"]},)},  # the dict form is for from_dict
+    ],
+)
+def test_malformed_knowledge_is_a_clear_error(kwargs: dict) -> None:
+    with pytest.raises(KnowledgeError, match="Knowledge"):
+        Knowledge(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[1]",
+        '{"format_version": 1, "params": [], "metrics": [], "objectives": [], '
+        '"edges": [{"source": "a"}]}',
+    ],
+)
+def test_malformed_stored_structure_is_a_format_error(text: str) -> None:
+    with pytest.raises(StructureFormatError):
+        Structure.from_json(text)
+
+
+def test_formulas_read_no_parameters() -> None:
+    edges = (Edge("a", "t1"), Edge("t1", "speed"), Edge("a", "speed"))
+    with pytest.raises(StructureError, match="reads parameters"):
+        Structure(("a",), ("t1",), ("speed",), edges, (Formula("speed", ("t1", "a")),))

@@ -111,3 +111,11 @@ def test_bad_input_is_a_clear_error() -> None:
     small = chain_table(n=5)
     with pytest.raises(StructureLearningError, match="at least"):
         learn_structure(**small, config=FAST)
+    with pytest.raises(KnowledgeError, match="reads parameters"):
+        learn_structure(**table, knowledge=Knowledge(formulas=(Formula("m1", ("x0",)),)))
+    holes = {**table["metrics"], "m1": np.where(np.arange(30) < 3, np.nan, table["metrics"]["m1"])}
+    with pytest.raises(StructureLearningError, match=r"\['m1'\] hold NaN"):
+        learn_structure(table["params"], holes, table["objectives"], config=FAST)
+    short = {**table["metrics"], "m1": table["metrics"]["m1"][:20]}
+    with pytest.raises(StructureLearningError, match="one value per trial"):
+        learn_structure(table["params"], short, table["objectives"], config=FAST)

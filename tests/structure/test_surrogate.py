@@ -8,6 +8,9 @@ import torch
 
 from structure import (
     Edge,
+    Formula,
+    Knowledge,
+    KnowledgeError,
     LearnConfig,
     NetworkConfig,
     Structure,
@@ -153,3 +156,50 @@ def test_more_metric_columns_than_trials_still_learns() -> None:
     assert "failed" not in info["reason"]
     # PC tests only the columns its Fisher-z tests allow; selection sees them all.
     assert len(info["features"]["features"]) > 12 - 6 - 1 - 3
+
+
+@pytest.mark.parametrize(
+    "knowledge",
+    [
+        Knowledge(required=(("m", "x0"),)),
+        Knowledge(required=(("o", "m"),)),
+        Knowledge(formulas=(Formula("m", ("x0", "x1")),)),
+    ],
+    ids=["into-param", "out-of-objective", "formula-reads-param"],
+)
+def test_knowledge_against_the_tiers_is_refused_when_the_tuner_is_built(
+    knowledge: Knowledge,
+) -> None:
+    from tuner import Tuner
+
+    space = sum_sine_data(1, seed=0).space
+    surrogate = StructuredSurrogate(knowledge=knowledge, config=FAST)
+    with pytest.raises(KnowledgeError):
+        Tuner(space, {"o": "maximize"}, surrogate=surrogate)
+
+
+def test_a_fixed_structure_for_another_problem_is_refused() -> None:
+    from tuner import Tuner
+
+    space = sum_sine_data(1, seed=0).space
+    surrogate = _surrogate(sum_sine_structure())
+    with pytest.raises(StructureError, match="outcomes \\['speed'\\]"):
+        Tuner(space, {"speed": "maximize"}, surrogate=surrogate)
+
+
+def test_knowledge_naming_an_unreported_metric_raises_instead_of_falling_back() -> None:
+    data = sum_sine_data(12, seed=0)
+    s = StructuredSurrogate(knowledge=Knowledge(required=(("mm", "o"),)), config=FAST)
+    s.check(data.space, data.outcome_names, data.n_objectives)  # unknown names may be metrics
+    with pytest.raises(KnowledgeError, match="'mm'"):
+        s.fit(data)
+
+
+def test_a_metric_named_like_a_parameter_is_left_out() -> None:
+    data = sum_sine_data(14, seed=0)
+    data = dataclasses.replace(data, metrics={**data.metrics, "x0": data.X[:, 0].clone()})
+    s = _surrogate()
+    s.fit(data)
+    info = s.describe()
+    assert "failed" not in info["reason"]
+    assert "x0" not in [f["name"] for f in info["features"]["features"]]
