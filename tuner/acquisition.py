@@ -5,6 +5,8 @@ Pure functions of their inputs; the caller fixes torch's seed.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -43,14 +45,10 @@ def check_reference_point(
             f"{list(problem.objectives)}, e.g. the worst acceptable value of each; got "
             f"{reference_point!r}."
         )
-    out = {}
+    out: dict[str, float] = {}
     for k in problem.objectives:
         v = reference_point[k]
-        if (
-            isinstance(v, bool)
-            or not isinstance(v, int | float)
-            or not torch.isfinite(torch.tensor(float(v)))
-        ):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
             raise InvalidSpecError(f"reference_point[{k!r}] must be a finite number, got {v!r}.")
         out[k] = float(v)
     return out

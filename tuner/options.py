@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -52,7 +53,9 @@ class TunerOptions:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidSpecError(f"TunerOptions.{name} must be an int >= 1, got {value!r}.")
         if self.fit_maxiter is not None and (
-            not isinstance(self.fit_maxiter, int) or self.fit_maxiter < 1
+            isinstance(self.fit_maxiter, bool)
+            or not isinstance(self.fit_maxiter, int)
+            or self.fit_maxiter < 1
         ):
             raise InvalidSpecError(
                 f"TunerOptions.fit_maxiter must be None or an int >= 1, got {self.fit_maxiter!r}."
@@ -62,6 +65,10 @@ class TunerOptions:
                 f"`raw_samples >= num_restarts` must hold, but got "
                 f"({self.raw_samples=}, {self.num_restarts=})."
             )
+        for name in ("local_fraction", "local_scale", "ref_point_scale"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise InvalidSpecError(f"TunerOptions.{name} must be a number, got {value!r}.")
         if not 0.0 <= self.local_fraction <= 1.0:
             raise InvalidSpecError(
                 f"TunerOptions.local_fraction must lie in [0, 1], got {self.local_fraction!r}."
@@ -75,7 +82,11 @@ class TunerOptions:
             raise InvalidSpecError(
                 f"TunerOptions.start_with_default must be a bool, got {self.start_with_default!r}."
             )
-        if not isinstance(self.max_failed_pending, int) or self.max_failed_pending < 0:
+        if (
+            isinstance(self.max_failed_pending, bool)
+            or not isinstance(self.max_failed_pending, int)
+            or self.max_failed_pending < 0
+        ):
             raise InvalidSpecError(
                 f"TunerOptions.max_failed_pending must be an int >= 0, got "
                 f"{self.max_failed_pending!r}."

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -125,6 +125,11 @@ class Problem:
                 )
         if isinstance(constraints, str | OutcomeConstraint):
             constraints = (constraints,)
+        if not isinstance(constraints, Iterable):
+            raise InvalidSpecError(
+                "Constraints must be a list of strings such as 'search_seconds <= 30' (or empty), "
+                f"got {constraints!r}."
+            )
         self.objectives: dict[str, str] = dict(objectives)
         self.constraints: tuple[OutcomeConstraint, ...] = tuple(
             parse_constraint(c) for c in constraints

@@ -80,10 +80,10 @@ class Trial:
                 metrics=_floats(d.get("metrics") or {}),
                 error=None if d.get("error") is None else str(d["error"]),
             )
-        except (KeyError, TypeError, ValueError) as err:
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise InvalidTrialRecordError(
-                f"A trial record needs 'id', 'config' and 'state' fields of the right types; "
-                f"got {dict(d)!r} ({err})."
+                "A trial record is a dict with 'id' (int), 'config' (dict) and 'state' fields, "
+                f"and optional 'values' and 'metrics' dicts of numbers; got {d!r} ({err})."
             ) from err
 
 

@@ -10,6 +10,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from botorch.models.model import Model
@@ -205,6 +206,11 @@ def test_reference_point_rule() -> None:
     assert torch.equal(infer_reference(p, trials, user, 0.1), torch.tensor([-10.0, 0.5]).double())
     with pytest.raises(InvalidSpecError):
         check_reference_point(p, {"lat": 1.0, "speed": 2.0})
+    # numpy scalars are numbers too
+    assert check_reference_point(p, {"lat": np.float32(10), "sp": np.int64(0)}) == {
+        "lat": 10.0,
+        "sp": 0.0,
+    }
 
 
 def test_user_reference_point_accepted(space: Space) -> None:
@@ -228,6 +234,10 @@ def test_options_validation() -> None:
         {"fit_maxiter": 0},
         {"ref_point_scale": 0.0},
         {"max_failed_pending": -1},
+        {"max_failed_pending": True},
+        {"fit_maxiter": True},
+        {"local_fraction": "0.5"},
+        {"local_scale": None},
     ):
         with pytest.raises(InvalidSpecError):
             TunerOptions(**bad)

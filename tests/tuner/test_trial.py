@@ -31,6 +31,8 @@ def test_to_dict_is_a_copy() -> None:
         {"id": 0, "config": {}, "state": "DONE"},
         {"id": True, "config": {}, "state": "RUNNING"},
         {"id": 0, "config": {}, "state": "COMPLETE", "values": {"f": "x"}},
+        {"id": 0, "config": {}, "state": "COMPLETE", "values": [1.0, 2.0]},
+        [1, 2],
     ],
 )
 def test_malformed_records(record: dict) -> None:

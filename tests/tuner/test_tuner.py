@@ -114,6 +114,7 @@ def test_constraint_metric_required(space: Space) -> None:
         {"reference_point": {"latency": 1.0}},
         {"reference_point": {"latency": 1.0, "speedup": math.nan}},
         {"constraints": ("search_seconds < 3",)},
+        {"constraints": None},
     ],
 )
 def test_bad_settings(space: Space, kwargs: dict) -> None:
