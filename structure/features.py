@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 from scipy.stats import rankdata
 
+from structure.errors import StructureFormatError
+
 __all__ = ["Feature", "FeatureConfig", "FeatureMap", "fit_features"]
 
 _TIME_OR_COUNT = re.compile(r"(time|seconds|secs|_s$|_ms$|count|^n_|num_|size|nodes)", re.I)
@@ -126,12 +128,22 @@ class FeatureMap:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FeatureMap:
-        """Inverse of `to_dict`."""
-        feats = tuple(
-            Feature(f["name"], tuple(f["sources"]), f["transform"], float(f["fill"]))
-            for f in d["features"]
-        )
-        return cls(feats, dict(d.get("dropped", {})))
+        """Inverse of `to_dict`.
+
+        Raises:
+            StructureFormatError: `d` is not what `to_dict` writes.
+        """
+        try:
+            feats = tuple(
+                Feature(f["name"], tuple(f["sources"]), f["transform"], float(f["fill"]))
+                for f in d["features"]
+            )
+            return cls(feats, dict(d.get("dropped", {})))
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise StructureFormatError(
+                f"A stored feature map is malformed ({type(err).__name__}: {err}); expected the "
+                "form FeatureMap.to_dict writes, a dict with a 'features' list."
+            ) from err
 
 
 def fit_features(

@@ -129,6 +129,8 @@ def test_malformed_knowledge_is_a_clear_error(kwargs: dict) -> None:
 def test_malformed_stored_structure_is_a_format_error(text: str) -> None:
     with pytest.raises(StructureFormatError):
         Structure.from_json(text)
+    with pytest.raises(StructureFormatError, match="feature map"):
+        FeatureMap.from_dict(json.loads(text) if text.startswith("{") else {})
 
 
 def test_formulas_read_no_parameters() -> None:
