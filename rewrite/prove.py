@@ -11,7 +11,13 @@ symbolically on numpy object arrays of z3 terms:
   ``silu(x) = x * sigmoid(x)``, ``a / b = a * recip(b)``;
 * softmax is ``exp(x) * recip(sum(exp(x)))``; layer/RMS/batch norm and attention are spelled out
   from the same functions; amax/amin are symmetric surrogates; float constants are exact
-  rationals; integer/bool tensors (indices, masks) take fixed random concrete values.
+  rationals;
+* integer inputs and parameters are z3 ``Int`` variables (unbounded integers, so a rule must hold
+  for every integer, not just the ones a test draws), except index sources (values reaching an
+  ``index_select``/``embedding`` index, `rewrite.verify.sources.index_bounds`), which take fixed
+  random concrete values in ``[0, n)``; bool tensors (masks) take fixed random concrete values.
+  Symbolic integers support ring, layout, comparison, ``where``, ``maximum``/``minimum``,
+  ``abs``/``relu`` and cast ops; any other op on them is an ``error`` verdict (a rejection).
 
 The rule is *proved* when, for every output element ``i``, ``before[i] == after[i]`` holds for all
 values of the variables and functions: first by normalizing ``before[i] - after[i]`` to sums of
@@ -40,6 +46,7 @@ from rewrite.errors import VerificationError
 from rewrite.ir import ConstArray, Graph, Node
 from rewrite.verify.field import gelu_tanh_consts, is_float
 from rewrite.verify.interp import run_body
+from rewrite.verify.sources import SourceKey, index_bounds, is_int
 
 if TYPE_CHECKING:
     from rewrite.rules.base import Rule
@@ -51,7 +58,7 @@ __all__ = ["VERDICTS", "ProofResult", "prove_graphs", "prove_rule"]
 VERDICTS = ("proved", "refuted", "unknown", "error")
 _PROOF_SEED = 0
 #: Version of the symbolic semantics; part of every cache key, so a change re-proves every rule.
-SEMANTICS_VERSION = 2
+SEMANTICS_VERSION = 3
 
 _LINEAR = frozenset(
     {
@@ -148,7 +155,12 @@ class Z3Ops:
         from rewrite.ops import get_op
 
         op, attrs = node.op, node.attrs
+        symbolic = any(np.asarray(a).dtype == object for a in args)
+        if op == "where" and np.asarray(args[0]).dtype == object:
+            return (_select(*args),)
         if not any(is_float(t.dtype) for t in (*node.types, *node.in_types)):
+            if symbolic:
+                return _int_symbolic(node, args)
             return tuple(np.asarray(o) for o in get_op(op).impl(np, list(args), attrs))
         fn = _SPECIAL.get(op)
         if fn is not None:
@@ -159,6 +171,66 @@ class Z3Ops:
             outs = get_op(op).impl(np, list(args), attrs)
             return tuple(np.asarray(o, dtype=object) for o in outs)
         raise VerificationError(f"op {op!r} has no z3 semantics in rewrite.prove.")
+
+
+def _vec(fn: Any, *arrays: Any) -> Any:
+    """``fn`` applied element-wise (broadcasting) into an object array."""
+    return np.vectorize(fn, otypes=[object])(*arrays)
+
+
+def _ite(c: Any, x: Any, y: Any) -> Any:
+    """``x if c else y`` for a z3 ``Bool`` or a concrete condition."""
+    return z3.If(c, x, y) if z3.is_expr(c) else (x if c else y)
+
+
+def _select(cond: Any, a: Any, b: Any) -> Any:
+    """``where(cond, a, b)`` with symbolic (z3 ``Bool``) or concrete conditions."""
+    return _vec(_ite, cond, a, b)
+
+
+_INT_COMPARE = {
+    "eq": lambda x, y: x == y,
+    "ne": lambda x, y: x != y,
+    "lt": lambda x, y: x < y,
+    "le": lambda x, y: x <= y,
+    "gt": lambda x, y: x > y,
+    "ge": lambda x, y: x >= y,
+    "maximum": lambda x, y: _ite(x >= y, x, y),
+    "minimum": lambda x, y: _ite(x <= y, x, y),
+    "logical_and": lambda x, y: z3.And(_as_term(x), _as_term(y)),
+    "logical_or": lambda x, y: z3.Or(_as_term(x), _as_term(y)),
+}
+_INT_UNARY = {
+    "abs": lambda x: _ite(x >= 0, x, -x),
+    "relu": lambda x: _ite(x >= 0, x, 0),
+    "logical_not": lambda x: z3.Not(_as_term(x)),
+}
+
+
+def _int_symbolic(node: Node, args: Sequence[Any]) -> tuple[Any, ...]:
+    """Outputs of an integer/bool node with symbolic (z3 ``Int``/``Bool``) arguments.
+
+    numpy's own comparisons must not see z3 terms: it would turn the ``BoolRef`` of ``a == b``
+    into a Python bool by structural equality, silently deciding the comparison.
+    """
+    from rewrite.ops import get_op
+
+    op = node.op
+    if op in _INT_COMPARE:
+        return (_vec(_INT_COMPARE[op], *args),)
+    if op in _INT_UNARY:
+        return (_vec(_INT_UNARY[op], args[0]),)
+    if op == "cast":
+        if node.types[0].dtype == "bool":
+            return (_vec(lambda x: _as_term(x) != 0 if z3.is_arith(_as_term(x)) else x, args[0]),)
+        return (np.asarray(args[0], dtype=object),)  # int -> int: unbounded integers
+    if op in _LINEAR:
+        outs = get_op(op).impl(np, [np.asarray(a, dtype=object) for a in args], node.attrs)
+        return tuple(np.asarray(o, dtype=object) for o in outs)
+    raise VerificationError(
+        f"op {op!r} has no z3 semantics on symbolic integers in rewrite.prove; "
+        "the rule is rejected (add the op to rewrite.prove._int_symbolic to prove it)."
+    )
 
 
 def _rational(v: float) -> Any:
@@ -195,8 +267,10 @@ def _derived(z: Z3Ops, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
         x = a[0]
         t = z.apply("tanh[]", (x + x * x * x * k) * c)
         return (x * _rational(0.5) * (t + 1),)
-    if op == "cast" and is_float(node.types[0].dtype) and is_float(node.in_types[0].dtype):
-        return (a[0],)
+    if op == "cast" and is_float(node.types[0].dtype):
+        if is_float(node.in_types[0].dtype):
+            return (a[0],)
+        return (_vec(_to_real, a[0]),)  # int/bool -> float: the exact value
     if op == "pow":
         e = a[1]
         if e.size == 1:
@@ -269,7 +343,7 @@ def _sdpa(z: Z3Ops, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
         s = np.where(np.tril(np.ones((L, S), dtype=bool)), s, ninf)
     if len(a) == 4:
         m = a[3]
-        s = np.where(m, s, ninf) if m.dtype == bool else s + m
+        s = _select(m, s, ninf) if node.in_types[3].dtype == "bool" else s + m
     return (np.matmul(_softmax_sym(z, s, -1), v),)
 
 
@@ -294,23 +368,30 @@ _SPECIAL = {
 
 
 # ---------------------------------------------------------------------- proving
-def _symbolic_outputs(z: Z3Ops, g: Graph, env: dict[str, Any]) -> list[Any]:
+def _symbolic_outputs(
+    z: Z3Ops, g: Graph, env: dict[str, Any], bounds: dict[SourceKey, int]
+) -> list[Any]:
+    """Symbolic outputs of ``g``; sources are created in (or read from) ``env``, index sources
+    get concrete values below their ``bounds``."""
     vals: dict[int, tuple[Any, ...]] = {}
     rng = np.random.default_rng(_PROOF_SEED)
     for node in g:
         if node.op in ("input", "param"):
-            key = f"{node.op}:{node.attrs['name']}"
+            name = node.attrs["name"]
+            key = f"{node.op}:{name}"
             if key not in env:
                 t = node.type
-                if is_float(t.dtype):
+                bound = bounds.get((node.op, name))
+                if is_float(t.dtype) or (is_int(t.dtype) and bound is None):
+                    var = z3.Real if is_float(t.dtype) else z3.Int
                     arr = np.empty(t.shape, dtype=object)
                     for idx in np.ndindex(*t.shape):
-                        arr[idx] = z3.Real(f"{node.attrs['name']}{list(idx)}")
+                        arr[idx] = var(f"{name}{list(idx)}")
                     env[key] = arr
                 elif t.dtype == "bool":
                     env[key] = rng.random(t.shape) < 0.5
                 else:
-                    env[key] = rng.integers(0, 2, size=t.shape)
+                    env[key] = rng.integers(0, bound, size=t.shape)
             vals[node.id] = (env[key],)
             continue
         vals[node.id] = z.run(node, [vals[v.node][v.index] for v in node.inputs])
@@ -322,13 +403,21 @@ def _is_zero(e: Any) -> bool:
 
 
 def _as_term(x: Any) -> Any:
-    return (
-        x
-        if isinstance(x, z3.ExprRef)
-        else z3.RealVal(x)
-        if not isinstance(x, bool | np.bool_)
-        else z3.BoolVal(bool(x))
-    )
+    if isinstance(x, z3.ExprRef):
+        return x
+    if isinstance(x, bool | np.bool_):
+        return z3.BoolVal(bool(x))
+    if isinstance(x, int | np.integer):
+        return z3.IntVal(int(x))
+    return z3.RealVal(x)
+
+
+def _to_real(x: Any) -> Any:
+    """An Int, Bool or Real term (or concrete value) as a Real term."""
+    t = _as_term(x)
+    if z3.is_bool(t):
+        return z3.If(t, z3.RealVal(1), z3.RealVal(0))
+    return z3.ToReal(t) if z3.is_int(t) else t
 
 
 def prove_graphs(before: Graph, after: Graph, timeout_ms: int = 2000) -> tuple[str, str]:
@@ -344,9 +433,11 @@ def prove_graphs(before: Graph, after: Graph, timeout_ms: int = 2000) -> tuple[s
     """
     z = Z3Ops()
     env: dict[str, Any] = {}
+    bounds = index_bounds(before, after)  # both graphs see the same concrete index values
     try:
-        xs, ys = _symbolic_outputs(z, before, env), _symbolic_outputs(z, after, env)
-    except (VerificationError, NotImplementedError, TypeError) as exc:
+        xs = _symbolic_outputs(z, before, env, bounds)
+        ys = _symbolic_outputs(z, after, env, bounds)
+    except (VerificationError, NotImplementedError, TypeError, ValueError, z3.Z3Exception) as exc:
         return "error", f"symbolic evaluation failed: {exc}"
     diffs = []
     for j, (x, y) in enumerate(zip(xs, ys)):
@@ -354,8 +445,8 @@ def prove_graphs(before: Graph, after: Graph, timeout_ms: int = 2000) -> tuple[s
             return "refuted", f"output {j} has shape {x.shape} before and {y.shape} after."
         for idx in np.ndindex(*x.shape):
             a, b = _as_term(x[idx]), _as_term(y[idx])
-            if a.sort() != b.sort():
-                continue  # concrete int/bool outputs compared below
+            if a.sort() != b.sort():  # e.g. a symbolic Int against a folded constant
+                a, b = _to_real(a), _to_real(b)
             if z3.is_arith(a) and _is_zero(z3.simplify(a - b, som=True)):
                 continue
             if z3.eq(z3.simplify(a), z3.simplify(b)):

@@ -76,9 +76,7 @@ class BatchedFieldOps:
 
     def from_field(self, a: Any, dtype: str) -> Any:
         """A field array seen as a plain ``dtype`` array (casts to int/bool)."""
-        if dtype == "bool":
-            return a != 0
-        return self.rmap("to_int", a).astype(self.xp.int64) % 2
+        return F.from_field(self, a, dtype)
 
     # ------------------------------------------------------------------ evaluation
     def run(self, node: Node, args: Sequence[Any]) -> tuple[Any, ...]:

@@ -4,12 +4,14 @@
 compares every output. In ``field`` mode (default) values live in ``F_p`` (see
 `rewrite.verify.field`): equality is exact and one test falsely accepts a wrong graph with
 probability at most ``d / p`` (``d`` the degree bound, estimated per graph); ``tests`` independent
-tests give the reported ``bound = (d / p) ** tests``. In ``float`` mode the reference
-implementations run in the declared dtypes (inputs standard normal, parameters uniform in
-``[0.5, 1.5]`` so variances and norms stay valid) and outputs are compared with dtype-aware
-tolerances (`TOLERANCES`); non-finite outputs make the check inconclusive, which rejects; no bound
-is claimed (``bound = nan``). ``mode="auto"`` uses the field and falls
-back to float when a graph holds an op without field semantics.
+tests give the reported ``bound = (d / p) ** tests``. Free integer inputs are drawn from a set of
+size ``r`` (`rewrite.verify.sources.int_range`), which makes the per-test bound ``d / min(p, r)``;
+with an index or bool input (drawn from a small set) no bound is claimed (``bound = nan``). In
+``float`` mode the reference implementations run in the declared dtypes (inputs standard normal,
+parameters uniform in ``[0.5, 1.5]`` so variances and norms stay valid) and outputs are compared
+with dtype-aware tolerances (`TOLERANCES`); non-finite outputs make the check inconclusive, which
+rejects; no bound is claimed (``bound = nan``). ``mode="auto"`` uses the field and falls back to
+float when a graph holds an op without field semantics.
 
 Cheap checks for a search: `check_rewrite(parent, child)` reuses the memoized values of every
 node the child shares with its parent (one `Evaluator` per test seed, kept across calls), and
@@ -40,6 +42,7 @@ from rewrite.verify.degree import degree_bound
 from rewrite.verify.field import PRIME, SEMANTICS_VERSION, FieldOps
 from rewrite.verify.interp import Evaluator, FloatOps
 from rewrite.verify.region import region_graphs
+from rewrite.verify.sources import free_int_range, index_bounds, restricted_sources
 
 if TYPE_CHECKING:
     from rewrite.rules.base import Rule, Site
@@ -65,7 +68,8 @@ class CheckResult:
         ok: Whether every test agreed on every output.
         mode: ``"field"`` or ``"float"`` (the mode actually used).
         tests: Number of random tests run.
-        bound: Probability bound of a false accept (``nan`` in float mode).
+        bound: Probability bound of a false accept (``nan`` when none is claimed: float mode,
+            or an index or bool input drawn from a small set).
         detail: Why the check failed (first mismatch), empty when ok.
         cached: Whether the verdict came from the cache.
         seconds: Wall time of the check.
@@ -144,9 +148,10 @@ class Verifier:
 
     def _outputs(self, a: Graph, b: Graph, mode: str) -> Iterator[tuple[list[Any], list[Any]]]:
         """Per test, both graphs' outputs (all tests in one batched pass in field mode)."""
+        bounds = index_bounds(a, b)  # both graphs must see the same index values
         if mode == "field" and self.tests > 1 and self.batch_tests:
             ev = self._batched()
-            xs, ys = ev.outputs(a), ev.outputs(b)
+            xs, ys = ev.outputs(a, bounds), ev.outputs(b, bounds)
             for i in range(self.tests):
                 yield (
                     [x[min(i, x.shape[0] - 1)] for x in xs],
@@ -155,7 +160,7 @@ class Verifier:
             return
         for i in range(self.tests):
             ev = self._evaluator(mode, i)
-            yield ev.outputs(a), ev.outputs(b)
+            yield ev.outputs(a, bounds), ev.outputs(b, bounds)
 
     def _run(self, a: Graph, b: Graph, mode: str) -> CheckResult:
         for i, (xs, ys) in enumerate(self._outputs(a, b, mode)):
@@ -300,7 +305,8 @@ class Verifier:
 
 
 def _bound(a: Graph, b: Graph, mode: str, tests: int) -> float:
-    if mode != "field":
+    if mode != "field" or restricted_sources(a, b):
         return math.nan
     d = max(degree_bound(a), degree_bound(b))
-    return min(1.0, d / PRIME) ** tests
+    size = min(PRIME, free_int_range(a, b) or PRIME)  # integers from a smaller set: weaker bound
+    return min(1.0, d / size) ** tests

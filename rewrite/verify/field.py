@@ -3,7 +3,9 @@
 Float tensors hold elements of the field ``F_p`` with ``p = 1,048,343`` (a safe prime below
 ``2**20``) stored in float64, so a product of two elements is below ``2**40`` and a matrix product
 is exact in float64 BLAS while its contraction is chunked to at most 8,192 terms (every partial
-sum stays below ``2**53``). Integer and bool tensors keep their ordinary values (indices, masks).
+sum stays below ``2**53``); every other reduction sums reduced elements (each below ``2**20``), so
+it is exact for any length up to ``2**33``. Integer and bool tensors keep their ordinary values
+(indices, masks); a float to integer cast is a random map onto a wide signed range.
 
 Linear and layout ops (add, mul, products, sums, reshape, concat, ...) run their numpy reference
 implementation on field elements and reduce mod ``p``. Everything else has a field surrogate:
@@ -44,7 +46,7 @@ __all__ = ["MAX_CHUNK", "PRIME", "SEMANTICS_VERSION", "FieldOps", "field_const",
 PRIME = 1_048_343
 _INV_P = 1.0 / PRIME
 #: Version of the field semantics; part of every cached verdict's key.
-SEMANTICS_VERSION = 2
+SEMANTICS_VERSION = 3
 #: Longest contraction summed in one float64 product (``MAX_CHUNK * p**2 < 2**53``).
 MAX_CHUNK = 8192
 
@@ -210,16 +212,18 @@ class FieldOps:
         return out
 
     def to_field(self, a: Any) -> Any:
-        """Bring a plain int/bool array into the field."""
+        """Bring a plain int/bool array into the field (exact integer ``mod p``)."""
         if a.dtype == self.xp.float64:
             return a
-        return self.mod(a.astype(self.xp.int64)).astype(self.xp.float64)
+        return (a.astype(self.xp.int64) % PRIME).astype(self.xp.float64)
 
     def from_field(self, a: Any, dtype: str) -> Any:
-        """A field array seen as a plain ``dtype`` array (casts to int/bool)."""
-        if dtype == "bool":
-            return a != 0
-        return self.rmap("to_int", a).astype(self.xp.int64) % 2
+        """A field array seen as a plain ``dtype`` array (casts to int/bool).
+
+        A cast to an integer dtype is the random map ``to_int`` onto ``[-p/2, p/2)`` (wrapped to
+        ``dtype``): values drawn from a small set would accept rules true only on that set.
+        """
+        return from_field(self, a, dtype)
 
     # ------------------------------------------------------------------ evaluation
     def run(self, node: Node, args: Sequence[Any]) -> tuple[Any, ...]:
@@ -251,6 +255,15 @@ class FieldOps:
             f"op {op!r} has no finite-field semantics; check this graph in float mode "
             "(Verifier(mode='float')) or register field semantics in rewrite.verify.field."
         )
+
+
+def from_field(f: Any, a: Any, dtype: str) -> Any:
+    """``f.from_field`` for `FieldOps` and the batched semantics (which brings its own ``rmap``)."""
+    xp = f.xp
+    if dtype == "bool":
+        return a != 0
+    wide = f.rmap("to_int", a).astype(xp.int64) - PRIME // 2
+    return wide.astype(numpy_dtype(dtype))
 
 
 def _index_arg(op: str, i: int) -> bool:
@@ -453,7 +466,7 @@ def _norm(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
     if node.op == "layer_norm":
         mu = f.mod(f.mod(x.sum(axis=axes, keepdims=True)) * n)
         x = f.mod(x - mu)
-    var = f.mod(f.mod((x * x).sum(axis=axes, keepdims=True)) * n)
+    var = f.mod(f.mod(f.mod(x * x).sum(axis=axes, keepdims=True)) * n)  # exact past 2**13 terms
     y = f.mod(x * f.inv(f.rmap("sqrt|[]", f.mod(var + eps))))
     if len(a) > 1:
         y = f.mod(y * f.to_field(a[1]))

@@ -2,9 +2,10 @@
 
 An `Evaluator` evaluates graphs for one test (one seed): graph inputs and parameters get random
 values drawn from ``(seed, node hash)``, so two graphs that share a source node see the same
-value, and every node's outputs are memoized under its structural hash. Evaluating a rewritten
-graph after its parent therefore recomputes only the nodes the rewrite created. The memo is an
-LRU bounded in bytes.
+value, and every node's outputs are memoized under its structural hash. Integer sources are drawn
+from a wide signed range, or from ``[0, n)`` when they index a tensor of size ``n``, and bool
+sources uniformly (see `rewrite.verify.sources`). Evaluating a rewritten graph after its parent
+therefore recomputes only the nodes the rewrite created. The memo is an LRU bounded in bytes.
 
 Not thread-safe: use one evaluator per thread or process.
 """
@@ -20,6 +21,8 @@ import numpy as np
 
 from rewrite.ir import Graph, Node, TensorType, numpy_dtype
 from rewrite.verify.field import PRIME, is_float, random_elements
+from rewrite.verify.sources import SourceKey, int_range
+from rewrite.verify.sources import index_bounds as index_bounds_of
 
 __all__ = ["Evaluator", "FloatOps", "Semantics", "run_body"]
 
@@ -88,16 +91,22 @@ class Evaluator:
     Args:
         sem: The semantics (`FieldOps` or `FloatOps`).
         memo_bytes: Bound on the bytes of memoized arrays (least recently used evicted).
-        int_high: Integer inputs are drawn in ``[0, int_high)`` (keeps indices valid).
     """
 
-    def __init__(self, sem: Semantics, memo_bytes: int = 256 << 20, int_high: int = 2) -> None:
+    def __init__(self, sem: Semantics, memo_bytes: int = 256 << 20) -> None:
         self.sem, self.xp = sem, sem.xp
         self.field = not isinstance(sem, FloatOps)
         self.memo: OrderedDict[bytes, tuple[Any, ...]] = OrderedDict()
         self.memo_bytes, self._bytes = memo_bytes, 0
-        self.int_high = int_high
+        self.index_bounds: Mapping[SourceKey, int] = {}
         self.hits = self.misses = 0
+
+    def _set_index_bounds(self, bounds: Mapping[SourceKey, int]) -> None:
+        """Use ``bounds`` for index sources; memoized values drawn under other bounds are dropped."""
+        if bounds != self.index_bounds:
+            self.memo.clear()
+            self._bytes = 0
+            self.index_bounds = dict(bounds)
 
     def source(self, node: Node, key: str) -> Any:
         """Random value of an ``input``/``param`` node (a function of the seed and ``key``).
@@ -115,12 +124,15 @@ class Evaluator:
         t: TensorType = node.type
         xp = self.xp
         if self.field or not is_float(t.dtype):
-            modulus = PRIME if is_float(t.dtype) else (2 if t.dtype == "bool" else self.int_high)
             keys = key if isinstance(key, list) else f"{seed}|{key}"
-            a = random_elements(xp, keys, t.shape, modulus)
+            if is_float(t.dtype):
+                return random_elements(xp, keys, t.shape, PRIME)
             if t.dtype == "bool":
-                return a != 0
-            return a if is_float(t.dtype) else a.astype(numpy_dtype(t.dtype))
+                return random_elements(xp, keys, t.shape, 2) != 0
+            bound = self.index_bounds.get((node.op, node.attrs["name"]))
+            lo, hi = (0, bound) if bound is not None else int_range(t.dtype)
+            a = random_elements(xp, keys, t.shape, hi - lo) + lo
+            return a.astype(numpy_dtype(t.dtype))
         assert isinstance(key, str), "per-seed keys are only used by field semantics"
         rng = _source_rng(seed, key)
         # positive weights keep variances, scales and norms in range
@@ -135,8 +147,18 @@ class Evaluator:
             _, old = self.memo.popitem(last=False)
             self._bytes -= sum(int(getattr(o, "nbytes", 0)) for o in old)
 
-    def outputs(self, graph: Graph) -> list[Any]:
-        """The graph's output arrays, computing only nodes missing from the memo."""
+    def outputs(
+        self, graph: Graph, index_bounds: Mapping[SourceKey, int] | None = None
+    ) -> list[Any]:
+        """The graph's output arrays, computing only nodes missing from the memo.
+
+        Args:
+            graph: The graph.
+            index_bounds: Exclusive bounds of the index sources (`rewrite.verify.sources`);
+                default: those of ``graph`` alone. Pass the joint bounds of every graph of one
+                check so they all see the same source values.
+        """
+        self._set_index_bounds(index_bounds if index_bounds is not None else index_bounds_of(graph))
         hashes = node_hashes(graph)
         need = self._needed(graph, hashes)
         env: dict[int, tuple[Any, ...]] = {}

@@ -7,8 +7,10 @@ import dataclasses
 import pytest
 
 import rewrite.prove as prove
+from rewrite.builder import GraphBuilder
 from rewrite.errors import RuleRejectedError
-from rewrite.rules import RuleRegistry
+from rewrite.rules import P, Rule, RuleRegistry, V
+from rewrite.rules._helpers import op
 from rewrite.verify import VerdictCache
 from tests.rewrite.rule_fixtures import rules_by_name, session_cache, wrong_rules
 
@@ -70,3 +72,69 @@ def test_session_cache_serves_repeated_proofs():
     rule = rules_by_name()["identity_view"]
     prove.prove_rule(rule, cache=cache)
     assert prove.prove_rule(rule, cache=cache).cached
+
+
+def _int_mul_sample(d):  # noqa: ANN001, ANN202
+    b = GraphBuilder("im")
+    n, k = d(), d()
+    x, y = b.input("x", (n, k), dtype="int64"), b.input("y", (n, k), dtype="int64")
+    return b.build([op(b, "mul", x, y)])
+
+
+def wrong_int_square() -> Rule:
+    """a * b -> a * (b * b) on int64 (wrong: true only when every b is 0 or 1)."""
+    return Rule(
+        "wrong_int_square",
+        "algebra",
+        (P("mul", V("a"), V("b")),),
+        lambda ed, m: [op(ed, "mul", m["a"], op(ed, "mul", m["b"], m["b"]))],
+        _int_mul_sample,
+        {"compute": "+"},
+        "a * b -> a * b * b",
+    )
+
+
+def _int_graph(build):  # noqa: ANN001, ANN202
+    b = GraphBuilder("i")
+    x, y = b.input("x", (2, 3), dtype="int64"), b.input("y", (2, 3), dtype="int64")
+    return b.build([build(b, x, y)])
+
+
+def test_wrong_integer_rule_is_refuted_and_rejected():
+    res = prove.prove_rule(wrong_int_square())
+    assert res.verdict == "refuted" and "output" in res.detail, res
+    with pytest.raises(RuleRejectedError, match="refuted"):
+        RuleRegistry([wrong_int_square()], cache=VerdictCache(None))
+
+
+def test_integer_inputs_are_unbounded_symbols():
+    def proved(f, g):  # noqa: ANN001, ANN202
+        return prove.prove_graphs(_int_graph(f), _int_graph(g))[0]
+
+    # true for every integer
+    assert (
+        proved(lambda b, x, y: op(b, "mul", x, y), lambda b, x, y: op(b, "mul", y, x)) == "proved"
+    )
+    assert (
+        proved(
+            lambda b, x, y: op(b, "abs", op(b, "mul", x, x)),
+            lambda b, x, y: op(b, "mul", x, x),
+        )
+        == "proved"
+    )
+    # true only on small or non-negative values: comparisons are decided by z3, not by numpy
+    assert proved(lambda b, x, y: op(b, "maximum", x, y), lambda b, x, y: x) == "refuted"
+    assert proved(lambda b, x, y: op(b, "relu", x), lambda b, x, y: x) == "refuted"
+    assert proved(lambda b, x, y: op(b, "eq", x, y), lambda b, x, y: op(b, "eq", y, x)) == "proved"
+    assert proved(lambda b, x, y: op(b, "eq", x, y), lambda b, x, y: op(b, "le", x, y)) == "refuted"
+
+
+def test_index_inputs_keep_concrete_values_in_range():
+    def g(extra_neg: bool):  # noqa: ANN202
+        b = GraphBuilder("e")
+        w, ids = b.param("w", (3, 2)), b.input("ids", (1, 4), dtype="int64")
+        ids = op(b, "reshape", ids, shape=(4,))
+        e = op(b, "embedding", w, ids)
+        return b.build([op(b, "neg", op(b, "neg", e)) if extra_neg else e])
+
+    assert prove.prove_graphs(g(False), g(True))[0] == "proved"

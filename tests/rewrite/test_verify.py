@@ -179,6 +179,12 @@ def test_verdict_cache_is_shared_through_sqlite(tmp_path):
     first = Verifier(cache=VerdictCache(path)).check(a, b)
     second = Verifier(cache=VerdictCache(path)).check(a, b)
     assert not first.cached and second.cached and second.ok
+    con = sqlite3.connect(path)
+    rows = con.execute("SELECT ns, record FROM verdicts").fetchall()
+    con.close()
+    assert [ns for ns, _ in rows] == ["check"]
+    rec = json.loads(rows[0][1])
+    assert set(rec) == {"ok", "mode", "tests", "bound", "detail"} and rec["ok"] is True
     code = (
         "import sys; from rewrite.verify import VerdictCache; c = VerdictCache(sys.argv[1]); "
         "print(len(c)); c.put('x', 'k', {'v': 1})"
@@ -195,11 +201,12 @@ def test_verdict_cache_rejects_newer_format_and_ignores_corrupt_records(tmp_path
     c = VerdictCache(path)
     c.put("ns", "k", {"ok": True})
     con = sqlite3.connect(path)
+    (stored,) = con.execute("SELECT record FROM verdicts WHERE ns = 'ns' AND key = 'k'").fetchone()
+    assert json.loads(stored) == {"ok": True}  # records are JSON text, never pickle
     con.execute("UPDATE verdicts SET record = '{broken' WHERE key = 'k'")
     con.execute("UPDATE meta SET v = '99' WHERE k = 'format_version'")
     con.commit()
     con.close()
-    assert VerdictCache.__new__(VerdictCache) is not None
     with pytest.raises(VerificationError, match="newer"):
         VerdictCache(path)
     con = sqlite3.connect(path)
@@ -207,7 +214,6 @@ def test_verdict_cache_rejects_newer_format_and_ignores_corrupt_records(tmp_path
     con.commit()
     con.close()
     assert VerdictCache(path).get("ns", "k") is None
-    assert json.loads(json.dumps({"a": 1}))  # records are JSON, never pickle
 
 
 def test_backend_selection(monkeypatch):
@@ -266,3 +272,63 @@ def test_batched_tests_equal_separate_tests(name):
             single = Evaluator(FieldOps(np, seed)).outputs(graph)
             for xb, x in zip(batched, single):
                 assert np.array_equal(xb[min(t, xb.shape[0] - 1)], x)
+
+
+@pytest.mark.parametrize("mode", ["field", "float"])
+def test_wrong_integer_rule_fails_random_testing(mode):
+    from tests.rewrite.test_prove import wrong_int_square
+
+    rule = wrong_int_square()
+    graphs = [rule.sample_graph(s, lo=2, hi=6) for s in range(3)]
+    res = Verifier(mode=mode).check_rule(rule, graphs)
+    assert not res.ok and "differ" in res.detail
+
+
+def _embed_or_cast(index: bool, neg: bool):
+    """``embedding(w, ids)`` (ids index) or ``cast(ids)`` (ids free), optionally negated twice."""
+    b = GraphBuilder("ints")
+    ids = b.input("ids", (2, 3), dtype="int64")
+    if index:
+        y = op(b, "embedding", b.param("w", (5, 3)), op(b, "reshape", ids, shape=(6,)))
+    else:
+        y = op(b, "cast", ids, dtype="float32")
+    return b.build([op(b, "neg", op(b, "neg", y)) if neg else y])
+
+
+def test_integer_inputs_are_wide_unless_they_index():
+    from rewrite.verify.interp import Evaluator
+    from rewrite.verify.sources import WIDE_INT, index_bounds
+
+    for index in (True, False):
+        g = _embed_or_cast(index, False)
+        assert index_bounds(g) == ({("input", "ids"): 5} if index else {})
+        ev = Evaluator(FieldOps(np, 0))
+        ev.outputs(g)
+        ids = ev.source(g.node(g.inputs[0]), "key")
+        assert ids.dtype == np.int64
+        if index:
+            assert ids.min() >= 0 and ids.max() < 5
+        else:
+            assert -WIDE_INT <= ids.min() < 0 and 2 < ids.max() < WIDE_INT
+
+
+def test_bound_is_claimed_for_free_integers_only():
+    free = Verifier(mode="field").check(_embed_or_cast(False, False), _embed_or_cast(False, True))
+    assert free.ok and 0 < free.bound < 1e-6
+    index = Verifier(mode="field").check(_embed_or_cast(True, False), _embed_or_cast(True, True))
+    assert index.ok and np.isnan(index.bound)
+
+
+def test_field_norms_are_exact_at_large_sizes():
+    h = 65536  # (x * x).sum over H terms near 2**40 exceeds 2**53 unless reduced first
+
+    def g(decomposed: bool):
+        b = GraphBuilder("rms")
+        x = b.input("x", (2, h))
+        if not decomposed:
+            return b.build([b.rms_norm(x, normalized_shape=(h,), eps=2.0**-20)])
+        ms = b.mean(b.mul(x, x), dims=(1,), keepdim=True)
+        return b.build([b.mul(x, b.rsqrt(b.add(ms, np.float32(2.0**-20))))])
+
+    assert Verifier(mode="field", tests=2).check(g(False), g(True)).ok
+    assert Verifier(mode="field", tests=2, batch_tests=False).check(g(False), g(True)).ok
