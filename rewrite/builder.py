@@ -168,16 +168,44 @@ class GraphBuilder(_NodeFactory):
         super().__init__(0)
         self.name = name
         self._inputs: list[int] = []
+        self._input_names: dict[str, int] = {}
+        self._params: dict[str, TensorType] = {}
 
     def input(self, name: str, shape: Sequence[int], dtype: str = "float32") -> Value:
-        """Declare a graph input (inputs keep declaration order)."""
+        """Declare a graph input (inputs keep declaration order).
+
+        Raises:
+            GraphError: If an input named ``name`` was already declared (inputs are fed by name).
+        """
+        if name in self._input_names:
+            raise GraphError(
+                f"graph input names must be unique (inputs are fed by name), but {name!r} was "
+                f"already declared as %{self._input_names[name]}; reuse that Value or pick "
+                "another name."
+            )
         v = self.add_node("input", name=name, shape=tuple(shape), dtype=dtype).out(0)
         self._inputs.append(v.node)
+        self._input_names[name] = v.node
         return v
 
     def param(self, name: str, shape: Sequence[int], dtype: str = "float32") -> Value:
-        """Declare a parameter (weight) named ``name``."""
-        return self.add_node("param", name=name, shape=tuple(shape), dtype=dtype).out(0)
+        """Declare a parameter (weight) named ``name``.
+
+        Params are fed by name, so two params with the same name, shape and dtype are one
+        shared (tied) weight.
+
+        Raises:
+            GraphError: If ``name`` was already declared with another shape or dtype.
+        """
+        node = self.add_node("param", name=name, shape=tuple(shape), dtype=dtype)
+        old = self._params.setdefault(name, node.type)
+        if old != node.type:
+            del self._new[node.id]
+            raise GraphError(
+                f"params with the same name share one weight, so they must have the same type, "
+                f"but {name!r} was declared as {old} and now as {node.type}; rename one of them."
+            )
+        return node.out(0)
 
     def build(self, outputs: Sequence[ValueLike], name: str | None = None) -> Graph:
         """The graph computing ``outputs``; nodes they do not need are dropped.

@@ -14,8 +14,9 @@
 
   where ``F'`` is the kernel's FLOPs with GEMM dims rounded up to the profile's
   ``matmul_tile`` (``F' = F`` for other ops), ``peak_f`` is the ``matmul`` unit for GEMMs,
-  attention, convolution and fused groups containing one, and the ``vector`` unit otherwise, at
-  the dtype of output 0 (input 0 for bool outputs), and the ``eta`` are the profile's efficiencies.
+  attention, convolution and fused groups containing one, and the ``vector`` unit otherwise
+  (pooling, reductions, elementwise ops), at the dtype of output 0 (input 0 for bool outputs),
+  and the ``eta`` are the profile's efficiencies.
 * ``peak_memory`` (bytes): liveness over the deterministic topological order: parameters and
   constants resident for the whole run; each kernel output allocated when its node runs and freed
   after its last reader (graph outputs live to the end); a view aliases its input's buffer and
@@ -32,12 +33,12 @@ are cached on the (shared, immutable) node objects and by content signature.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from rewrite.devices import DeviceProfile, load_device
-from rewrite.ir import Graph, Node
+from rewrite.ir import Graph, Node, Value
 from rewrite.ops import get_op
 
 __all__ = ["COST_FIELDS", "CostVector", "NodeCost", "cost", "node_cost", "peak_memory"]
@@ -244,6 +245,7 @@ def cost(
 
 
 _ALLOC, _VIEW, _RESIDENT = 0, 1, 2
+_IDX_BITS = 32  # value key = node id << _IDX_BITS | output index (split may have > 256 outputs)
 
 
 def _mem_info(node: Node) -> tuple[int, tuple[int, ...]]:
@@ -262,13 +264,30 @@ def _mem_info(node: Node) -> tuple[int, tuple[int, ...]]:
     return info
 
 
-def peak_memory(graph: Graph) -> int:
-    """Peak bytes in use over the topological schedule (see the module docstring)."""
+def peak_memory(
+    graph: Graph,
+    *,
+    holds: Callable[[Value], bool] | None = None,
+    resident_bytes: Callable[[Node], int] | None = None,
+) -> int:
+    """Peak bytes in use over the topological schedule (see the module docstring).
+
+    Args:
+        graph: The graph.
+        holds: Whether the device being costed holds a value; values it does not hold take no
+            memory (`rewrite.shard_cost` counts one device of a sharded graph this way). Default:
+            every value.
+        resident_bytes: Bytes a ``param`` or ``const`` node keeps resident for the whole run.
+            Default: the size of its output.
+
+    Returns:
+        The peak bytes.
+    """
     nodes = graph._nodes
     order = graph.topo_order()
     n = len(order)
     resident = 0
-    owner: dict[int, int] = {}  # value key (id << 8 | index) -> buffer key (owning value)
+    owner: dict[int, int] = {}  # value key (id << _IDX_BITS | index) -> buffer key (owning value)
     last: dict[int, int] = {}  # buffer -> position of its last reader
     born: dict[int, tuple[int, int]] = {}  # buffer -> (position, bytes)
     alloc = [0] * n
@@ -276,25 +295,27 @@ def peak_memory(graph: Graph) -> int:
         node = nodes[nid]
         code, sizes = _mem_info(node)
         for v in node.inputs:
-            b = owner.get((v[0] << 8) | v[1])
+            b = owner.get((v[0] << _IDX_BITS) | v[1])
             if b is not None:
                 last[b] = i
         if code == _ALLOC:
             for j, size in enumerate(sizes):
-                k = (nid << 8) | j
+                if holds is not None and not holds(Value(nid, j)):
+                    size = 0
+                k = (nid << _IDX_BITS) | j
                 owner[k] = k
                 born[k] = (i, size)
                 alloc[i] += size
         elif code == _VIEW:
             v0 = node.inputs[0]
-            base = owner.get((v0[0] << 8) | v0[1])
+            base = owner.get((v0[0] << _IDX_BITS) | v0[1])
             if base is not None:
                 for j in range(len(sizes)):
-                    owner[(nid << 8) | j] = base
+                    owner[(nid << _IDX_BITS) | j] = base
         else:
-            resident += sizes[0]
+            resident += sizes[0] if resident_bytes is None else resident_bytes(node)
     for v in graph.outputs:
-        b = owner.get((v[0] << 8) | v[1])
+        b = owner.get((v[0] << _IDX_BITS) | v[1])
         if b is not None:
             last[b] = n
     frees = [0] * (n + 1)

@@ -357,10 +357,17 @@ class Graph:
                     raise GraphError(
                         f"node %{nid} expects {t} from %{v.node}.{v.index}, which produces {src.types[v.index]}."
                     )
+        names: dict[str, int] = {}
         for nid in self.inputs:
             if nid not in nodes or nodes[nid].op != "input":
                 raise GraphError(
                     f"graph inputs must be `input` nodes, but %{nid} is {nodes.get(nid)!r}."
+                )
+            name = nodes[nid].attrs["name"]
+            if names.setdefault(name, nid) != nid:
+                raise GraphError(
+                    f"graph input names must be unique (inputs are fed by name), but %{names[name]} "
+                    f"and %{nid} are both named {name!r}; rename one of them."
                 )
         for v in self.outputs:
             if v.node not in nodes or v.index >= len(nodes[v.node].types):
@@ -379,8 +386,20 @@ class Graph:
         return MappingProxyType(self._nodes)
 
     def node(self, nid: int) -> Node:
-        """The node with id ``nid``."""
-        return self._nodes[nid]
+        """The node with id ``nid``.
+
+        Raises:
+            GraphError: If the graph has no node ``nid``.
+        """
+        try:
+            return self._nodes[nid]
+        except (KeyError, TypeError):
+            ids = sorted(self._nodes)
+            some = ids if len(ids) <= 10 else [*ids[:5], "...", *ids[-5:]]
+            raise GraphError(
+                f"graph {self.name!r} has no node {nid!r}; its {len(ids)} node ids are "
+                f"{', '.join(map(str, some))}. Use ids from this graph's nodes or values."
+            ) from None
 
     __getitem__ = node
 

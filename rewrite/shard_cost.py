@@ -17,8 +17,10 @@ NCCL's performance notes::
 
 * ``latency`` = max over devices of the device's kernel time, plus the sum of collective times
   (one stream, no overlap of compute and communication);
-* ``peak_memory[d]``: liveness over the topological order of the values device ``d`` holds, with
-  parameters resident (a parameter read only through ``shard`` counts ``1/n`` of its bytes);
+* ``peak_memory[d]``: `rewrite.cost.peak_memory` (same liveness, views aliasing their input's
+  buffer) over the values device ``d`` holds, with parameters resident (a parameter read only
+  through ``shard`` counts ``1/n`` of its bytes); on an unsharded graph it equals
+  ``cost(graph).peak_memory``;
 * ``communication`` = the sum of collective times; ``comm_bytes`` their ``S``.
 """
 
@@ -27,11 +29,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rewrite.cost import node_cost
+from rewrite.cost import node_cost, peak_memory
 from rewrite.devices import DeviceProfile, load_device
 from rewrite.errors import GraphError
 from rewrite.ir import Graph, Node, Value
-from rewrite.ops import get_op
 from rewrite.ops.collective import COLLECTIVES
 
 __all__ = ["ShardedCost", "collective_time", "placement", "shard_cost"]
@@ -107,33 +108,11 @@ def _param_bytes(graph: Graph, node: Node, n: int) -> int:
 
 
 def _peak(graph: Graph, where: dict[Value, int], dev: int, n: int) -> int:
-    order = graph.topo_order()
-    pos = {nid: i for i, nid in enumerate(order)}
-    last: dict[int, int] = {}
-    for nid in order:
-        for v in graph.node(nid).inputs:
-            last[v.node] = max(last.get(v.node, 0), pos[nid])
-    for v in graph.outputs:
-        last[v.node] = len(order)
-    mine = lambda v: where[v] in (dev, _REPL)  # noqa: E731
-    resident = sum(
-        _param_bytes(graph, graph.node(i), n)
-        for i in order
-        if graph.node(i).op in ("param", "const")
+    return peak_memory(
+        graph,
+        holds=lambda v: where[v] in (dev, _REPL),
+        resident_bytes=lambda node: _param_bytes(graph, node, n),
     )
-    live: dict[int, int] = {}
-    cur = peak = resident
-    for i, nid in enumerate(order):
-        node = graph.node(nid)
-        if node.op not in ("param", "const") and get_op(node.op).kind != "view":
-            size = sum(t.nbytes for v, t in zip(node.outs, node.types) if mine(v))
-            live[nid] = size
-            cur += size
-        peak = max(peak, cur)
-        for v in node.inputs:
-            if last.get(v.node) == i and v.node in live:
-                cur -= live.pop(v.node)
-    return peak
 
 
 def shard_cost(graph: Graph, device: str | Path | DeviceProfile = "h100") -> ShardedCost:

@@ -166,7 +166,10 @@ def _split_name(name: str, size: str | None) -> tuple[str, str]:
 
 
 def model(name: str, **overrides: Any) -> ZooModel:
-    """Build a zoo model without importing it (see `build` for the arguments)."""
+    """Build a zoo model without importing it (see `build` for the arguments).
+
+    The weights are seeded by ``seed``; the caller's global torch RNG state is left unchanged.
+    """
     import torch
     import transformers
 
@@ -187,9 +190,14 @@ def model(name: str, **overrides: Any) -> ZooModel:
         setattr(config, k, v)
     device = run.get("device", "cpu" if size == "small" else "meta")
     dtype = getattr(torch, run.get("dtype", "float32"))
-    torch.manual_seed(run.get("seed", 0))
     make = getattr(transformers, spec.model_class)
-    with _params_on_meta(device == "meta"), _quiet_transformers():
+    # Weights come from the CPU generator, seeded here; fork_rng restores the caller's state.
+    with (
+        torch.random.fork_rng(devices=[]),
+        _params_on_meta(device == "meta"),
+        _quiet_transformers(),
+    ):
+        torch.random.default_generator.manual_seed(run.get("seed", 0))
         module = make(config).to(dtype).eval()
     constants = _non_persistent_buffers(module) if device == "meta" else {}
     if device == "meta":

@@ -23,8 +23,9 @@ equality constraint natively. Stick-breaking makes the meaning of coordinate i d
 earlier ones, and a derived last weight breaks the symmetry between rules.
 
 Sampling (`Parameter.sample`) maps uniform Sobol coordinates onto each type: ints and choices
-by equal-width bins, and a simplex by the Dirichlet(1) map ``w_i = e_i / sum(e)`` with
-``e_i = -log(1 - u_i)``, which is uniform on the simplex and needs no rejection.
+by equal-width bins (log ints by flooring a log-uniform draw over ``[low, high + 1)``), and a
+simplex by the Dirichlet(1) map ``w_i = e_i / sum(e)`` with ``e_i = -log(1 - u_i)``, which is
+uniform on the simplex and needs no rejection.
 """
 
 from __future__ import annotations
@@ -208,10 +209,18 @@ class Int(_Range):
         return np.clip(x, self.low, self.high).astype(np.int64).tolist()
 
     def sample(self, U: np.ndarray) -> list[Any]:
-        """Equal-probability bins in value space (or log space), so the end points are not halved."""
+        """Uniform (or log-uniform) over ``[low, high + 1)``, floored, so the end points are not
+        halved: each ``k`` gets probability ``1 / n_values`` (or ``log((k + 1) / k) /
+        log((high + 1) / low)`` when ``log``).
+
+        Sampling does not go through `decode`, whose rounding is about the nearest encoded value.
+        """
+        u = _unit_clip(U[:, 0])
         if self.log:
-            return self.decode(U)
-        x = self.low + np.floor(_unit_clip(U[:, 0]) * self.n_values)
+            lo, hi = math.log(self.low), math.log(self.high + 1)
+            x = np.floor(np.exp(lo + u * (hi - lo)))
+        else:
+            x = self.low + np.floor(u * self.n_values)
         return np.clip(x, self.low, self.high).astype(np.int64).tolist()
 
     def discrete_values(self) -> dict[int, list[float]]:

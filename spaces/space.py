@@ -83,7 +83,21 @@ class Space:
         return len(self._params)
 
     def __getitem__(self, name: str) -> Parameter:
+        """The parameter named ``name``.
+
+        Raises:
+            SpaceError: If the space has no parameter ``name``.
+        """
+        self._check_name(name)
         return self._params[name]
+
+    def _check_name(self, name: Any) -> None:
+        if not isinstance(name, str) or name not in self._params:
+            names = self.names
+            shown = ", ".join(map(repr, names[:20])) + (", ..." if len(names) > 20 else "")
+            raise SpaceError(
+                f"This space has no parameter {name!r}; its {len(names)} parameters are {shown}."
+            )
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Space) and self.to_dict() == other.to_dict()
@@ -98,7 +112,12 @@ class Space:
         return self._dim
 
     def columns_of(self, name: str) -> list[int]:
-        """Column indices occupied by parameter ``name``."""
+        """Column indices occupied by parameter ``name``.
+
+        Raises:
+            SpaceError: If the space has no parameter ``name``.
+        """
+        self._check_name(name)
         s = self._slices[name]
         return list(range(s.start, s.stop))
 
@@ -257,9 +276,17 @@ class Space:
         Returns:
             ``n`` configurations that satisfy every constraint of the space (simplex blocks are
             mapped through the Dirichlet(1) transform, so they sum to 1 without rejection).
+
+        Raises:
+            SpaceError: If ``n`` is not an int ``>= 0`` or ``seed`` is not an int.
         """
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise SpaceError(f"sample needs a count n >= 0, but got {n!r}.")
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+            raise SpaceError(
+                f"sample needs an int seed (the same seed gives the same configurations), but got "
+                f"{seed!r} of type {type(seed).__name__}; pass e.g. seed=0."
+            )
         widths = [p.sample_width for p in self._params.values()]
         total = sum(widths)
         if n == 0:
@@ -308,8 +335,14 @@ class Space:
                 f"This space was written with format_version {version}, newer than this "
                 f"rewrite-tuner supports ({FORMAT_VERSION}). Upgrade: pip install -U rewrite-tuner."
             )
+        entries = d["parameters"]
+        if isinstance(entries, str | bytes | Mapping) or not isinstance(entries, Sequence):
+            raise SpaceError(
+                "A stored space's 'parameters' must be a list of parameter dicts, but got "
+                f"{type(entries).__name__}: {str(entries)[:200]!r}."
+            )
         params: dict[str, Parameter] = {}
-        for entry in d["parameters"]:
+        for entry in entries:
             name = entry.get("name") if isinstance(entry, Mapping) else None
             if not isinstance(name, str) or name in params:
                 raise SpaceError(f"Stored parameter entries need distinct names; got {entry!r}.")

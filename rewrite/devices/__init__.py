@@ -9,8 +9,11 @@ A profile (``format_version`` 1) holds:
 * ``efficiency``: achievable fraction of peak for ``matmul``, ``vector`` and ``memory``.
 * ``matmul_tile``: ``[tm, tn, tk]``; GEMM work is counted on dims rounded up to these
   multiples (tile quantization penalty for small or odd shapes).
-* ``interconnect``: ``bandwidth`` (bytes/s per direction) and ``latency`` (s) for the
-  alpha-beta collective model used by sharded graphs.
+* ``interconnect`` (required): ``bandwidth`` (bytes/s per direction, > 0) and ``latency``
+  (s, >= 0, default 0) for the alpha-beta collective model used by sharded graphs.
+
+Every number must be finite; `DeviceProfile` validates on construction and raises
+`CostModelError` naming the field.
 
 Built-in profiles: ``h100_sxm`` (alias ``h100``), ``h200``, ``a100``, ``cpu``. A path to a JSON
 file of the same layout works wherever a name does.
@@ -19,11 +22,12 @@ file of the same layout works wherever a name does.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from rewrite.errors import CostModelError
 
@@ -50,26 +54,48 @@ class DeviceProfile:
 
     def __post_init__(self) -> None:
         for unit in ("matmul", "vector"):
-            table = self.peak_flops.get(unit)
-            if not table or "float32" not in table or any(v <= 0 for v in table.values()):
+            table = self.peak_flops.get(unit) if isinstance(self.peak_flops, Mapping) else None
+            if (
+                not isinstance(table, Mapping)
+                or "float32" not in table
+                or not all(_is_number(v) and v > 0 for v in table.values())
+            ):
                 raise CostModelError(
                     f"device {self.name!r}: peak_flops[{unit!r}] must map dtypes (including 'float32') "
                     f"to positive FLOP/s, but got {table!r}."
                 )
+        eff = self.efficiency if isinstance(self.efficiency, Mapping) else {}
         for k in ("matmul", "vector", "memory"):
-            if not 0 < self.efficiency.get(k, 0) <= 1:
+            v = eff.get(k)
+            if not (_is_number(v) and 0 < v <= 1):
                 raise CostModelError(
-                    f"device {self.name!r}: efficiency[{k!r}] must be in (0, 1], but got {self.efficiency.get(k)!r}."
+                    f"device {self.name!r}: efficiency[{k!r}] must be a number in (0, 1], but got {v!r}."
                 )
-        if self.memory_bandwidth <= 0 or self.launch_overhead < 0 or self.memory_capacity <= 0:
+        for field, v, low in (
+            ("memory_bandwidth", self.memory_bandwidth, "> 0"),
+            ("memory_capacity", self.memory_capacity, "> 0"),
+            ("launch_overhead", self.launch_overhead, ">= 0"),
+        ):
+            if not (_is_number(v) and (v > 0 if low == "> 0" else v >= 0)):
+                raise CostModelError(
+                    f"device {self.name!r}: {field} must be a finite number {low}, but got {v!r}."
+                )
+        tile = self.matmul_tile
+        if (
+            not isinstance(tile, tuple)
+            or len(tile) != 3
+            or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in tile)
+        ):
             raise CostModelError(
-                f"device {self.name!r}: need memory_bandwidth > 0, memory_capacity > 0 and "
-                f"launch_overhead >= 0, but got {self.memory_bandwidth}, {self.memory_capacity}, "
-                f"{self.launch_overhead}."
+                f"device {self.name!r}: matmul_tile must be 3 ints >= 1, got {tile!r}."
             )
-        if len(self.matmul_tile) != 3 or min(self.matmul_tile) < 1:
+        link = self.interconnect if isinstance(self.interconnect, Mapping) else {}
+        bw, lat = link.get("bandwidth"), link.get("latency", 0.0)
+        if not (_is_number(bw) and bw > 0 and _is_number(lat) and lat >= 0):
             raise CostModelError(
-                f"device {self.name!r}: matmul_tile must be 3 ints >= 1, got {self.matmul_tile}."
+                f"device {self.name!r}: interconnect must give 'bandwidth' (bytes/s, > 0) and "
+                f"'latency' (s, >= 0) for sharded costing, but got {self.interconnect!r}; add e.g. "
+                '"interconnect": {"bandwidth": 450e9, "latency": 5e-6}.'
             )
 
     def peak(self, unit: str, dtype: str) -> float:
@@ -90,23 +116,45 @@ class DeviceProfile:
                 f"device profiles must have format_version <= {DEVICE_FORMAT_VERSION}, but got "
                 f"{version!r}; upgrade rewrite-tuner to read newer profiles."
             )
+        name = d.get("name", "?")
         try:
             return cls(
                 name=d["name"],
                 description=d.get("description", ""),
                 peak_flops={u: dict(t) for u, t in d["peak_flops"].items()},
-                memory_bandwidth=float(d["memory_bandwidth"]),
-                memory_capacity=float(d["memory_capacity"]),
-                launch_overhead=float(d["launch_overhead"]),
+                memory_bandwidth=_number(d, "memory_bandwidth"),
+                memory_capacity=_number(d, "memory_capacity"),
+                launch_overhead=_number(d, "launch_overhead"),
                 efficiency=dict(d["efficiency"]),
-                matmul_tile=tuple(int(x) for x in d.get("matmul_tile", (1, 1, 1))),  # type: ignore[arg-type]
-                interconnect=dict(d.get("interconnect", {})),
+                matmul_tile=tuple(d.get("matmul_tile", (1, 1, 1))),  # type: ignore[arg-type]
+                interconnect=dict(d["interconnect"]),
                 aliases=tuple(d.get("aliases", ())),
             )
         except KeyError as e:
             raise CostModelError(
-                f"device profile {d.get('name', '?')!r} is missing field {e}."
+                f"device profile {name!r} is missing field {e}; see the field list in "
+                "rewrite/devices/__init__.py or copy a built-in profile such as h100_sxm.json."
             ) from None
+        except (TypeError, ValueError, AttributeError) as e:
+            if isinstance(e, CostModelError):
+                raise
+            raise CostModelError(
+                f"device profile {name!r} has a field of the wrong type ({e}); peak_flops, "
+                "efficiency and interconnect are objects, the others numbers."
+            ) from None
+
+
+def _is_number(v: Any) -> TypeGuard[float]:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _number(d: Mapping[str, Any], field: str) -> float:
+    v = d[field]
+    if not _is_number(v):
+        raise CostModelError(
+            f"device profile {d.get('name', '?')!r}: {field} must be a finite number, but got {v!r}."
+        )
+    return float(v)
 
 
 @cache

@@ -8,6 +8,7 @@ tuple.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,7 @@ from rewrite.ir import DTYPE_BYTES, TensorType
 __all__ = [
     "KINDS",
     "REQUIRED",
+    "Attr",
     "OpDef",
     "get_op",
     "op_names",
@@ -55,6 +57,87 @@ def io_bytes(ins: Types, outs: Types, attrs: Mapping[str, Any]) -> int:
 
 
 @dataclass(frozen=True)
+class Attr:
+    """Allowed type and range of one op attribute, checked by `OpDef.check_attrs`.
+
+    Attributes:
+        kind: ``"int"``, ``"ints"`` (a tuple of ints), ``"float"`` (any real number),
+            ``"bool"`` or ``"str"``.
+        low: Smallest allowed number (of every element, for ``"ints"``).
+        n: Exact length of an ``"ints"`` value (2 for the ``(h, w)`` pairs of conv and pooling).
+        optional: ``None`` is allowed too.
+        scalar: A single int is accepted where ``"ints"`` is expected (reduction ``dims=1``).
+        choices: Allowed values of a ``"str"``.
+    """
+
+    kind: str
+    low: float | None = None
+    n: int | None = None
+    optional: bool = False
+    scalar: bool = False
+    choices: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """The rule in words, e.g. ``"a pair of ints >= 1, e.g. (1, 1)"``."""
+        bound = "" if self.low is None else f" >= {self.low}"
+        if self.kind == "ints":
+            if self.n == 2:
+                eg = max(int(self.low or 0), 1)
+                text = f"a pair of ints{bound}, e.g. ({eg}, {eg})"
+            else:
+                text = f"a tuple of{'' if self.n is None else f' {self.n}'} ints{bound}"
+            if self.scalar:
+                text = f"an int{bound} or {text}"
+        elif self.kind == "str" and self.choices:
+            text = f"one of {list(self.choices)}"
+        else:
+            text = {"int": "an int", "float": "a finite number", "bool": "True or False"}.get(
+                self.kind, f"a {self.kind}"
+            ) + (bound if self.kind in ("int", "float") else "")
+        return text + (" or None" if self.optional else "")
+
+    def accepts(self, v: Any) -> bool:
+        """Whether ``v`` (a frozen attribute value) satisfies the rule."""
+        if v is None:
+            return self.optional
+        if self.kind == "ints":
+            if self.scalar and _is_int(v):
+                return self._in_range(v)
+            return (
+                isinstance(v, tuple)
+                and (self.n is None or len(v) == self.n)
+                and all(_is_int(x) and self._in_range(x) for x in v)
+            )
+        if self.kind == "int":
+            return _is_int(v) and self._in_range(v)
+        if self.kind == "float":
+            return (
+                isinstance(v, int | float)
+                and not isinstance(v, bool)
+                and math.isfinite(v)
+                and self._in_range(v)
+            )
+        if self.kind == "bool":
+            return isinstance(v, bool)
+        return isinstance(v, str) and (not self.choices or v in self.choices)
+
+    def _in_range(self, x: float) -> bool:
+        return self.low is None or x >= self.low
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+#: Shared attribute rules used by the op modules.
+DIM = Attr("int")
+BOOL = Attr("bool")
+POS_PAIR = Attr("ints", low=1, n=2)
+NONNEG_PAIR = Attr("ints", low=0, n=2)
+EPS = Attr("float", low=0)
+
+
+@dataclass(frozen=True)
 class OpDef:
     """Definition of one op.
 
@@ -66,12 +149,16 @@ class OpDef:
         bytes: ``(input types, output types, attrs) -> bytes moved`` (kernels only).
         kind: One of `KINDS`.
         family: Grouping used by docs and rules (``elementwise``, ``matmul``, ``reduction``,
-            ``norm``, ``shape``, ``conv``, ``attention``, ``source``, ``fused``, ``opaque``).
+            ``norm``, ``shape``, ``conv``, ``pool``, ``attention``, ``source``, ``fused``, ``opaque``).
+            The cost model runs ``matmul``, ``attention`` and ``conv`` on the matmul unit and
+            every other family (pooling included) on the vector unit.
         attrs: Attribute name -> default (`REQUIRED` when it has none).
         arity: ``(min, max)`` number of inputs, ``max=None`` for variadic.
         normalize: Optional hook canonicalizing attrs given the input types (e.g. negative
             dims to positive) so equal ops hash equal.
         doc: One-line description.
+        checks: Attribute name -> `Attr` rule its value must satisfy (checked before
+            ``normalize`` and ``infer``, so those may trust the types).
     """
 
     name: str
@@ -85,12 +172,14 @@ class OpDef:
     arity: tuple[int, int | None] = (1, 1)
     normalize: NormalizeFn | None = None
     doc: str = ""
+    checks: Mapping[str, Attr] = field(default_factory=dict)
 
     def check_attrs(self, attrs: Mapping[str, Any]) -> dict[str, Any]:
         """Fill defaults, reject unknown or missing attributes, turn lists into tuples.
 
         Raises:
-            ShapeError: Naming the op, the offending attribute and the allowed ones.
+            ShapeError: Naming the op, the offending attribute and the allowed ones, or the
+                attribute whose value breaks its `Attr` rule (with the value and the rule).
         """
         unknown = set(attrs) - set(self.attrs)
         if unknown:
@@ -104,6 +193,11 @@ class OpDef:
             if v is REQUIRED:
                 raise ShapeError(f"op {self.name!r} requires attribute {k!r}; pass {k}=... .")
             out[k] = _freeze(v)
+            rule = self.checks.get(k)
+            if rule is not None and not rule.accepts(out[k]):
+                raise ShapeError(
+                    f"op {self.name!r} needs {k} to be {rule.describe()}, but got {k}={v!r}."
+                )
         return out
 
     def check_arity(self, n: int) -> None:
@@ -135,6 +229,12 @@ def register(op: OpDef) -> OpDef:
         raise ValueError(f"op names must be unique, but {op.name!r} is already registered.")
     if op.kind not in KINDS:
         raise ValueError(f"op kind must be one of {KINDS}, but {op.name!r} has {op.kind!r}.")
+    stray = set(op.checks) - set(op.attrs)
+    if stray:
+        raise ValueError(
+            f"op {op.name!r} has checks for {sorted(stray)}, which are not among its attrs "
+            f"{sorted(op.attrs)}."
+        )
     _REGISTRY[op.name] = op
     return op
 

@@ -22,7 +22,17 @@ from typing import Any
 
 from rewrite.errors import ShapeError
 from rewrite.ir import TensorType
-from rewrite.ops.base import OpDef, Types, get_op, io_bytes, norm_dim, op_names, register
+from rewrite.ops.base import (
+    DIM,
+    Attr,
+    OpDef,
+    Types,
+    get_op,
+    io_bytes,
+    norm_dim,
+    op_names,
+    register,
+)
 
 __all__ = ["COLLECTIVES", "SHARD_OPS"]
 
@@ -117,6 +127,7 @@ def _register() -> None:
             kind="view",
             family="collective",
             attrs={"dim": 0, "n": 2},
+            checks={"dim": DIM, "n": Attr("int", low=1)},
             normalize=_dim_norm,
             doc="split into n equal pieces along dim, piece i on device i",
         )
@@ -142,6 +153,7 @@ def _register() -> None:
             io_bytes,
             family="collective",
             attrs={"dim": 0},
+            checks={"dim": DIM},
             arity=(1, None),
             normalize=_dim_norm,
             doc="concatenation of per-device inputs along dim, replicated",
@@ -156,6 +168,7 @@ def _register() -> None:
             io_bytes,
             family="collective",
             attrs={"dim": 0},
+            checks={"dim": DIM},
             arity=(1, None),
             normalize=_dim_norm,
             doc="sum of per-device inputs split along dim, piece i on device i",

@@ -15,6 +15,7 @@ from rewrite.errors import ShapeError
 from rewrite.ir import DTYPE_BYTES, TensorType, numpy_dtype
 from rewrite.ops.base import (
     REQUIRED,
+    Attr,
     OpDef,
     Types,
     broadcast,
@@ -160,6 +161,9 @@ def _where_infer(ins: Types, attrs: Mapping[str, Any]) -> Types:
     return (TensorType(broadcast("where", c.shape, a.shape, b.shape), promote((a, b))),)
 
 
+_UNARY_CHECKS = {"approximate": Attr("str", choices=("none", "tanh"))}
+
+
 def _register_all() -> None:
     for name, (fn, cost, float_result, attrs) in _UNARY.items():
         register(
@@ -170,6 +174,7 @@ def _register_all() -> None:
                 flops=_per_element(cost),
                 attrs=attrs,
                 doc=f"element-wise {name}",
+                checks={k: _UNARY_CHECKS[k] for k in attrs if k in _UNARY_CHECKS},
             )
         )
     for name, (fn, cost, kind) in _BINARY.items():

@@ -14,7 +14,19 @@ from typing import Any
 
 from rewrite.errors import ShapeError
 from rewrite.ir import TensorType
-from rewrite.ops.base import OpDef, Types, broadcast, check_float, io_bytes, numel, register
+from rewrite.ops.base import (
+    BOOL,
+    NONNEG_PAIR,
+    POS_PAIR,
+    Attr,
+    OpDef,
+    Types,
+    broadcast,
+    check_float,
+    io_bytes,
+    numel,
+    register,
+)
 
 __all__: list[str] = []
 
@@ -232,6 +244,11 @@ def _pool_infer(op: str) -> Any:
                 f"op {op!r} needs padding <= kernel // 2, but got {attrs['padding']} for {attrs['kernel']}."
             )
         ho, wo = _conv_out(x.shape[2], kh, sh, ph, 1), _conv_out(x.shape[3], kw, sw, pw, 1)
+        if ho <= 0 or wo <= 0:
+            raise ShapeError(
+                f"op {op!r} output would be empty: kernel={attrs['kernel']} with "
+                f"padding={attrs['padding']} does not fit {x}; use a smaller kernel."
+            )
         return (TensorType((x.shape[0], x.shape[1], ho, wo), x.dtype),)
 
     return infer
@@ -255,6 +272,7 @@ def _pool_flops(ins: Types, outs: Types, attrs: Mapping[str, Any]) -> int:
 
 
 _POOL_ATTRS = {"kernel": (2, 2), "stride": (2, 2), "padding": (0, 0)}
+_POOL_CHECKS = {"kernel": POS_PAIR, "stride": POS_PAIR, "padding": NONNEG_PAIR}
 
 
 def _register_products() -> None:
@@ -306,6 +324,11 @@ def _register_attention_conv() -> None:
             family="attention",
             arity=(3, 4),
             attrs={"is_causal": False, "scale": None, "enable_gqa": False},
+            checks={
+                "is_causal": BOOL,
+                "scale": Attr("float", optional=True),
+                "enable_gqa": BOOL,
+            },
             doc="scaled dot-product attention softmax(q k^T * scale + mask) v, one fused kernel",
         )
     )
@@ -319,6 +342,12 @@ def _register_attention_conv() -> None:
             arity=(2, 3),
             attrs={"stride": (1, 1), "padding": (0, 0), "dilation": (1, 1), "groups": 1},
             doc="2-d convolution, NCHW",
+            checks={
+                "stride": POS_PAIR,
+                "padding": NONNEG_PAIR,
+                "dilation": POS_PAIR,
+                "groups": Attr("int", low=1),
+            },
         )
     )
     register(
@@ -327,9 +356,10 @@ def _register_attention_conv() -> None:
             _pool_infer("max_pool2d"),
             _max_pool_impl,
             _pool_flops,
-            family="conv",
+            family="pool",
             attrs=dict(_POOL_ATTRS),
             doc="2-d max pooling, NCHW",
+            checks=_POOL_CHECKS,
         )
     )
     register(
@@ -338,9 +368,10 @@ def _register_attention_conv() -> None:
             _pool_infer("avg_pool2d"),
             _avg_pool_impl,
             _pool_flops,
-            family="conv",
+            family="pool",
             attrs=dict(_POOL_ATTRS),
             doc="2-d average pooling (padding counted), NCHW",
+            checks=_POOL_CHECKS,
         )
     )
 

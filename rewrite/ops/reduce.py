@@ -11,7 +11,19 @@ from typing import Any
 
 from rewrite.errors import ShapeError
 from rewrite.ir import TensorType
-from rewrite.ops.base import REQUIRED, OpDef, Types, category, check_float, norm_dim, register
+from rewrite.ops.base import (
+    BOOL,
+    DIM,
+    EPS,
+    REQUIRED,
+    Attr,
+    OpDef,
+    Types,
+    category,
+    check_float,
+    norm_dim,
+    register,
+)
 
 __all__: list[str] = []
 
@@ -160,6 +172,7 @@ def _register_reductions() -> None:
                 family="reduction",
                 attrs=dict(red),
                 normalize=_norm_dims,
+                checks={"dims": Attr("ints", optional=True, scalar=True), "keepdim": BOOL},
                 doc=f"{name} over dims",
             )
         )
@@ -173,9 +186,13 @@ def _register_reductions() -> None:
                 family="reduction",
                 attrs={"dim": -1},
                 normalize=_norm_dim_attr,
+                checks={"dim": DIM},
                 doc=f"{name} along dim",
             )
         )
+
+
+_LN_CHECKS = {"normalized_shape": Attr("ints", low=0), "eps": EPS}
 
 
 def _register_norms() -> None:
@@ -187,6 +204,7 @@ def _register_norms() -> None:
             _per_input(8),
             family="norm",
             attrs={"normalized_shape": REQUIRED, "eps": 1e-5},
+            checks=_LN_CHECKS,
             arity=(1, 3),
             doc="layer norm over the trailing normalized_shape dims, optional weight and bias",
         )
@@ -199,6 +217,7 @@ def _register_norms() -> None:
             _per_input(6),
             family="norm",
             attrs={"normalized_shape": REQUIRED, "eps": 1e-6},
+            checks=_LN_CHECKS,
             arity=(1, 2),
             doc="x / sqrt(mean(x^2) + eps) * weight over the trailing dims",
         )
@@ -211,6 +230,7 @@ def _register_norms() -> None:
             _per_input(4),
             family="norm",
             attrs={"eps": 1e-5},
+            checks={"eps": EPS},
             arity=(5, 5),
             doc="inference batch norm (x, weight, bias, running_mean, running_var)",
         )

@@ -13,7 +13,7 @@ from typing import Any
 
 from rewrite.errors import ShapeError
 from rewrite.ir import TensorType
-from rewrite.ops.base import REQUIRED, OpDef, Types, norm_dim, numel, register
+from rewrite.ops.base import DIM, REQUIRED, Attr, OpDef, Types, norm_dim, numel, register
 
 __all__: list[str] = []
 
@@ -186,6 +186,9 @@ def _copy_flops(ins: Types, outs: Types, attrs: Mapping[str, Any]) -> int:
     return 0
 
 
+_SHAPE = Attr("ints", low=-1)  # -1: infer (reshape) or keep (expand) that dim
+
+
 def _register_views() -> None:
     view: dict[str, Any] = {"kind": "view", "family": "shape", "bytes": _zero}
     register(
@@ -194,6 +197,7 @@ def _register_views() -> None:
             _reshape_infer,
             lambda xp, a, at: (a[0].reshape(at["shape"]),),
             attrs={"shape": REQUIRED},
+            checks={"shape": _SHAPE},
             normalize=_reshape_norm,
             doc="view with a new shape",
             **view,
@@ -205,6 +209,7 @@ def _register_views() -> None:
             _expand_infer,
             lambda xp, a, at: (xp.broadcast_to(a[0], at["shape"]),),
             attrs={"shape": REQUIRED},
+            checks={"shape": _SHAPE},
             normalize=_expand_norm,
             doc="broadcast view",
             **view,
@@ -216,6 +221,12 @@ def _register_views() -> None:
             _slice_infer,
             _slice_impl,
             attrs={"dim": REQUIRED, "start": 0, "end": None, "step": 1},
+            checks={
+                "dim": DIM,
+                "start": Attr("int", optional=True),
+                "end": Attr("int", optional=True),
+                "step": Attr("int", low=1),
+            },
             normalize=_slice_norm,
             doc="strided slice along dim",
             **view,
@@ -227,6 +238,7 @@ def _register_views() -> None:
             _split_infer,
             _split_impl,
             attrs={"sizes": REQUIRED, "dim": 0},
+            checks={"sizes": Attr("ints", low=0), "dim": DIM},
             normalize=_dim_norm,
             doc="split into pieces of the given sizes (multi-output)",
             **view,
@@ -243,6 +255,7 @@ def _register_copies() -> None:
             _copy_flops,
             family="shape",
             attrs={"dims": REQUIRED},
+            checks={"dims": Attr("ints")},
             normalize=_permute_norm,
             doc="permute dims (costed as a copy)",
         )
@@ -255,6 +268,7 @@ def _register_copies() -> None:
             _copy_flops,
             family="shape",
             attrs={"dim0": REQUIRED, "dim1": REQUIRED},
+            checks={"dim0": DIM, "dim1": DIM},
             normalize=_transpose_norm,
             doc="swap two dims (costed as a copy)",
         )
@@ -267,6 +281,7 @@ def _register_copies() -> None:
             _copy_flops,
             family="shape",
             attrs={"dim": 0},
+            checks={"dim": DIM},
             arity=(1, None),
             normalize=_dim_norm,
             doc="concatenate along dim",
@@ -281,6 +296,7 @@ def _register_copies() -> None:
             _gather_bytes,
             family="shape",
             attrs={"dim": REQUIRED},
+            checks={"dim": DIM},
             arity=(2, 2),
             normalize=_dim_norm,
             doc="gather slices along dim by a 1-d index",

@@ -19,7 +19,7 @@ from typing import Any
 
 from rewrite.errors import EvaluationError, ShapeError
 from rewrite.ir import DTYPE_BYTES, ConstArray, Graph, TensorType
-from rewrite.ops.base import REQUIRED, OpDef, Types, get_op, io_bytes, register
+from rewrite.ops.base import REQUIRED, Attr, OpDef, Types, get_op, io_bytes, register
 
 __all__ = ["body_flops"]
 
@@ -115,6 +115,7 @@ def _register_all() -> None:
                 kind="source",
                 family="source",
                 attrs=dict(src),
+                checks={"name": Attr("str"), "shape": Attr("ints", low=0), "dtype": Attr("str")},
                 arity=(0, 0),
                 doc=f"graph {op}",
             )

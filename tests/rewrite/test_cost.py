@@ -28,7 +28,7 @@ UNIT = DeviceProfile(
     launch_overhead=1e-6,
     efficiency={"matmul": 0.5, "vector": 1.0, "memory": 1.0},
     matmul_tile=(1, 1, 1),
-    interconnect={},
+    interconnect={"bandwidth": 1e10, "latency": 1e-6},
 )
 
 
@@ -144,3 +144,40 @@ def test_device_profiles_load_and_validate(tmp_path: Path) -> None:
     (tmp_path / "new.json").write_text(json.dumps(d))
     with pytest.raises(CostModelError, match="upgrade"):
         load_device(tmp_path / "new.json")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("memory_bandwidth", "fast", "memory_bandwidth must be a finite number, but got 'fast'"),
+        ("memory_capacity", -1.0, "memory_capacity must be a finite number > 0"),
+        ("matmul_tile", [0.5, 128, 64], "matmul_tile must be 3 ints >= 1"),
+        ("matmul_tile", [1.5, 128, 64], "matmul_tile must be 3 ints >= 1"),
+        ("interconnect", {"latency": 1e-6}, "interconnect must give 'bandwidth'"),
+        ("interconnect", {"bandwidth": "x"}, "interconnect must give 'bandwidth'"),
+        ("interconnect", None, "missing field 'interconnect'"),
+        ("peak_flops", {"matmul": {"float32": "big"}}, r"peak_flops\['matmul'\]"),
+        ("efficiency", [0.5], "wrong type"),
+    ],
+)
+def test_device_profile_fields_are_validated_on_load(
+    tmp_path: Path, field: str, value: object, message: str
+) -> None:
+    d = json.loads((Path(load_device.__code__.co_filename).parent / "h200.json").read_text())
+    d["name"], d["aliases"] = "broken", []
+    if value is None:
+        del d[field]
+    else:
+        d[field] = value
+    (tmp_path / "p.json").write_text(json.dumps(d))
+    with pytest.raises(CostModelError, match=message):
+        load_device(tmp_path / "p.json")
+
+
+def test_pooling_runs_on_the_vector_unit() -> None:
+    b = GraphBuilder("pool")
+    x = b.input("x", (8, 64, 64, 64))
+    y = b.avg_pool2d(x, kernel=(15, 15), stride=(1, 1), padding=(7, 7))
+    node = b.build([y]).node(y.node)
+    t, flops, nbytes, _ = node_cost(node, UNIT)
+    assert t == pytest.approx(max(flops / 1e11, nbytes / 1e11) + 1e-6, rel=1e-12)

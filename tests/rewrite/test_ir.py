@@ -275,3 +275,11 @@ def test_graphs_pickle_for_process_pools() -> None:
     g = fused_graph()
     g2 = pickle.loads(pickle.dumps(g))
     assert g2 == g and g2.uid != g.uid and g2.delta is None
+
+
+def test_missing_node_id_raises_graph_error_listing_ids() -> None:
+    g = mlp()
+    with pytest.raises(GraphError, match=r"has no node 999; its \d+ node ids are 0, "):
+        g.node(999)
+    with pytest.raises(GraphError, match="has no node"):
+        g[999]

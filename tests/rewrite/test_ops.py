@@ -304,6 +304,74 @@ def test_shape_errors_name_the_op_and_rule(
     assert fragment in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("op", "specs", "attrs", "fragment"),
+    [
+        (
+            "conv2d",
+            [n(1, 3, 8, 8), n(4, 3, 3, 3)],
+            {"stride": (0, 0)},
+            "stride to be a pair of ints >= 1",
+        ),
+        ("conv2d", [n(1, 3, 8, 8), n(4, 3, 3, 3)], {"stride": 0}, "got stride=0"),
+        (
+            "conv2d",
+            [n(1, 3, 8, 8), n(4, 3, 3, 3)],
+            {"padding": (-1, 0)},
+            "padding to be a pair of ints >= 0",
+        ),
+        ("conv2d", [n(1, 3, 8, 8), n(4, 3, 3, 3)], {"dilation": (1, 1.5)}, "dilation"),
+        ("conv2d", [n(1, 3, 8, 8), n(4, 3, 3, 3)], {"groups": 0}, "groups to be an int >= 1"),
+        ("max_pool2d", [n(1, 3, 8, 8)], {"kernel": (0, 0)}, "kernel to be a pair of ints >= 1"),
+        ("avg_pool2d", [n(1, 3, 8, 8)], {"stride": (2,)}, "stride to be a pair"),
+        (
+            "max_pool2d",
+            [n(1, 3, 4, 4)],
+            {"kernel": (5, 5), "stride": (1, 1)},
+            "output would be empty",
+        ),
+        ("softmax", [n(3, 4)], {"dim": "a"}, "dim to be an int, but got dim='a'"),
+        ("softmax", [n(3, 4)], {"dim": 1.0}, "dim to be an int"),
+        ("sum", [n(3, 4)], {"dims": ("a",)}, "dims to be an int or a tuple of ints"),
+        ("sum", [n(3, 4)], {"keepdim": 1}, "keepdim to be True or False"),
+        ("slice", [n(3, 4)], {"dim": 0, "step": 0}, "step to be an int >= 1"),
+        ("reshape", [n(3, 4)], {"shape": (3, "4")}, "shape to be a tuple of ints >= -1"),
+        ("layer_norm", [n(3, 4)], {"normalized_shape": (4,), "eps": -1.0}, "eps"),
+        ("gelu", [n(3)], {"approximate": "fast"}, "one of ['none', 'tanh']"),
+        ("shard", [n(4, 4)], {"n": 0}, "n to be an int >= 1"),
+        ("sdpa", [n(1, 2, 4, 8)] * 3, {"is_causal": "yes"}, "is_causal to be True or False"),
+    ],
+)
+def test_bad_attributes_name_the_attribute_value_and_range(
+    op: str, specs: list[Spec], attrs: dict[str, Any], fragment: str
+) -> None:
+    gb = GraphBuilder()
+    ins = [gb.input(f"x{k}", s[0], s[1]) for k, s in enumerate(specs)]
+    with pytest.raises(ShapeError, match=op) as info:
+        gb.add_node(op, ins, attrs)
+    assert fragment in str(info.value)
+
+
+def test_attribute_rules_accept_the_documented_forms() -> None:
+    gb = GraphBuilder()
+    x = gb.input("x", (1, 3, 8, 8))
+    assert gb.type_of(gb.sum(x, dims=1)).shape == (1, 8, 8)
+    assert gb.type_of(gb.sum(x, dims=[1, -1])).shape == (1, 8)
+    assert gb.type_of(gb.max_pool2d(x, kernel=[3, 3], stride=(1, 1), padding=(1, 1))).shape == (
+        1,
+        3,
+        8,
+        8,
+    )
+    assert gb.type_of(gb.reshape(x, shape=(-1, 64))).shape == (3, 64)
+    assert gb.type_of(gb.slice(x, dim=2, start=None, end=-1)).shape == (1, 3, 7, 8)
+
+
+def test_only_convolution_families_use_the_matmul_unit() -> None:
+    assert ops.get_op("conv2d").family == "conv"
+    assert ops.get_op("max_pool2d").family == ops.get_op("avg_pool2d").family == "pool"
+
+
 def test_op_table_documents_every_op() -> None:
     table = ops.op_table()
     assert len(table.splitlines()) == len(ops.op_names()) + 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from rewrite import cost
 from rewrite.builder import GraphBuilder
 from rewrite.devices import load_device
 from rewrite.errors import GraphError
@@ -46,3 +47,21 @@ def test_placement_follows_shards_and_rejects_cross_device_reads():
     a, c = outs(b, "shard", x, dim=0, n=2)
     with pytest.raises(GraphError, match="one device"):
         placement(b.build([op(b, "add", a, c)]))
+
+
+def _view_graph():
+    b = GraphBuilder("v")
+    x = b.input("x", (256, 256))
+    e = b.exp(x)
+    r = b.reshape(e, shape=(256 * 256,))  # a view keeps e alive until its last reader
+    t = b.tanh(x)
+    return b.build([b.add(b.reshape(t, shape=(256 * 256,)), r)])
+
+
+def test_unsharded_peak_memory_equals_cost_peak_memory(zoo_gpt2) -> None:
+    rule = rules_by_name()["megatron_mlp_2"]
+    for g in (_view_graph(), rule.sample_graph(0, lo=8, hi=16), zoo_gpt2):
+        sc = shard_cost(g)
+        assert sc.n_devices == 1
+        assert sc.peak_memory == (cost(g).peak_memory,), g.name
+    assert shard_cost(_view_graph()).peak_memory == (3 * 4 * 256 * 256,)

@@ -216,3 +216,39 @@ def test_bool_and_choice_keep_types_apart() -> None:
         True,
         "1",
     ]
+
+
+def test_unknown_parameter_names_raise_space_error_listing_names() -> None:
+    with pytest.raises(SpaceError, match=r"no parameter 'nope'; its 9 parameters are 'population'"):
+        SPACE["nope"]
+    with pytest.raises(SpaceError, match="no parameter 'nope'"):
+        SPACE.columns_of("nope")
+    big = Space({f"p{i}": Bool() for i in range(30)})
+    with pytest.raises(SpaceError, match=r"'p19', \.\.\.\.$"):
+        big["nope"]
+
+
+@pytest.mark.parametrize("seed", [None, 1.5, "0", True])
+def test_sample_needs_an_int_seed(seed: object) -> None:
+    with pytest.raises(SpaceError, match="int seed"):
+        SPACE.sample(3, seed)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("parameters", [5, "abc", {"name": "x"}])
+def test_from_dict_needs_a_list_of_parameters(parameters: object) -> None:
+    with pytest.raises(SpaceError, match="'parameters' must be a list"):
+        Space.from_dict({"format_version": 1, "parameters": parameters})
+
+
+@pytest.mark.parametrize(("low", "high"), [(1, 4), (8, 256), (3, 5)])
+def test_log_int_sampling_is_log_uniform_with_full_end_bins(low: int, high: int) -> None:
+    p = Int(low, high, log=True)
+    U = (np.arange(20_000) + 0.5).reshape(-1, 1) / 20_000  # a fine regular grid of [0, 1)
+    x = np.array(p.sample(U))
+    assert x.min() == low and x.max() == high
+    counts = np.bincount(x - low, minlength=high - low + 1) / len(x)
+    k = np.arange(low, high + 1)
+    expected = np.log((k + 1) / k) / math.log((high + 1) / low)
+    np.testing.assert_allclose(counts, expected, atol=2e-4)
+    # every sampled value decodes back to itself through the tuner's unit-cube encoding
+    assert p.decode(p.encode(k.tolist())) == k.tolist()
