@@ -101,13 +101,6 @@ class Evaluator:
         self.index_bounds: Mapping[SourceKey, int] = {}
         self.hits = self.misses = 0
 
-    def _set_index_bounds(self, bounds: Mapping[SourceKey, int]) -> None:
-        """Use ``bounds`` for index sources; memoized values drawn under other bounds are dropped."""
-        if bounds != self.index_bounds:
-            self.memo.clear()
-            self._bytes = 0
-            self.index_bounds = dict(bounds)
-
     def source(self, node: Node, key: str) -> Any:
         """Random value of an ``input``/``param`` node (a function of the seed and ``key``).
 
@@ -158,8 +151,15 @@ class Evaluator:
                 default: those of ``graph`` alone. Pass the joint bounds of every graph of one
                 check so they all see the same source values.
         """
-        self._set_index_bounds(index_bounds if index_bounds is not None else index_bounds_of(graph))
-        hashes = node_hashes(graph)
+        bounds = index_bounds if index_bounds is not None else index_bounds_of(graph)
+        self.index_bounds = bounds
+        structural = node_hashes(graph)
+        hashes = structural
+        if bounds:
+            # Values drawn under these bounds are memoized apart from the unbounded ones (most
+            # graphs index nothing and share one memo); switching back and forth costs nothing.
+            salt = hashlib.blake2b(repr(sorted(bounds.items())).encode(), digest_size=8).digest()
+            hashes = {nid: salt + h for nid, h in structural.items()}
         need = self._needed(graph, hashes)
         env: dict[int, tuple[Any, ...]] = {}
         for nid in need:
@@ -173,7 +173,7 @@ class Evaluator:
                 continue
             self.misses += 1
             if node.op in ("input", "param"):
-                outs: tuple[Any, ...] = (self.source(node, key.hex()),)
+                outs: tuple[Any, ...] = (self.source(node, structural[nid].hex()),)
             else:
                 outs = self.sem.run(node, [env[v.node][v.index] for v in node.inputs])
             env[nid] = outs
