@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import json
 import os
-import tempfile
+import secrets
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -165,12 +167,21 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
     """Write ``text`` to ``path`` atomically: temp file in the same folder, fsync, `os.replace`,
     then fsync the folder so the rename itself survives a crash.
 
+    The file gets the permissions a plain ``open(path, "w")`` would give it: an existing file's
+    mode is kept, a new file gets ``0o666`` minus the umask (and the folder's default ACL).
+
     Returns:
         The path written.
+
+    Raises:
+        OSError: If the folder does not exist or cannot be written; the error names ``path``,
+            not the temporary file, and nothing is left behind.
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _create_temp(path)
     try:
+        with contextlib.suppress(OSError):  # keep the mode of the file being replaced
+            os.fchmod(fd, stat.S_IMODE(os.stat(path).st_mode))
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -186,6 +197,22 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
         finally:
             os.close(dir_fd)
     return path
+
+
+def _create_temp(path: Path) -> tuple[int, str]:
+    """Create ``.NAME.XXXXXXXX.tmp`` beside ``path`` with mode ``0o666`` (the kernel applies the
+    umask, as for any new file; `tempfile.mkstemp` would force ``0o600``)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    flags |= getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+        except OSError as err:
+            raise type(err)(err.errno, err.strerror, str(path)) from None
+    raise FileExistsError(errno.EEXIST, "no free temporary file name beside it", str(path))
 
 
 def save(graph: Graph, path: str | os.PathLike[str]) -> None:

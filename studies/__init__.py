@@ -29,6 +29,8 @@ _EXPORTS = {
     "StorageError": "studies.errors",
     "StorageLockedError": "studies.errors",
     "StorageCorruptError": "studies.errors",
+    "StorageNotFoundError": "studies.errors",
+    "StudySettingsError": "studies.errors",
     "FormatVersionError": "studies.errors",
     "StudyNotFoundError": "studies.errors",
     "StudyConflictError": "studies.errors",
@@ -48,6 +50,7 @@ __all__ = [
     "StorageCorruptError",
     "StorageError",
     "StorageLockedError",
+    "StorageNotFoundError",
     "Storage",
     "Study",
     "StudyConflictError",
@@ -56,6 +59,7 @@ __all__ = [
     "StudyNotFoundError",
     "StudyRecord",
     "StudySettings",
+    "StudySettingsError",
     "TrialRecord",
     "Weighted",
     "__version__",
@@ -74,10 +78,12 @@ if TYPE_CHECKING:
         StorageCorruptError,
         StorageError,
         StorageLockedError,
+        StorageNotFoundError,
         StudyConflictError,
         StudyError,
         StudyFileError,
         StudyNotFoundError,
+        StudySettingsError,
     )
     from studies.export import PriorsFile, export_priors, read_priors_file
     from studies.pareto import Constrained, Weighted

@@ -72,7 +72,21 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 
 
 def _guard(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """Run ``fn``; turn the project's errors into a one-line message and exit code 1."""
+    """Run ``fn``; turn the project's errors and file-system errors (a missing folder, a path that
+    is a directory, no permission, a full disk) into a one-line message and exit code 1.
+
+    Programming errors (TypeError, KeyError, ...) keep their traceback.
+    """
+    return _guarded(None, fn, args, kwargs)
+
+
+def _guard_write(path: Path, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """`_guard` for a call that writes ``path``: a file-system error names ``path`` itself (not
+    the temporary file an atomic write goes through)."""
+    return _guarded(path, fn, args, kwargs)
+
+
+def _guarded(path: Path | None, fn: Any, args: Any, kwargs: Any) -> Any:
     from studies.errors import StudyError
     from tuner.errors import TunerError
 
@@ -80,6 +94,38 @@ def _guard(fn: Any, *args: Any, **kwargs: Any) -> Any:
         return fn(*args, **kwargs)
     except (StudyError, TunerError) as err:
         raise _fail(str(err)) from None
+    except OSError as err:
+        raise _fail(_os_message(err, path)) from None
+
+
+def _os_message(err: OSError, path: Path | None = None) -> str:
+    """``"Cannot write 'out/x.json': No such file or directory (FileNotFoundError); ..."``."""
+    what = err.strerror or str(err)
+    paths = [str(p) for p in (err.filename, err.filename2) if p is not None]
+    if path is not None:
+        paths = [str(path)]
+    where = " -> ".join(repr(p) for p in paths) if paths else "a path"
+    verb = "write" if path is not None else "use"
+    fix = {
+        FileNotFoundError: "create the folder first or fix the path",
+        IsADirectoryError: "name a file, not a folder",
+        NotADirectoryError: "a part of the path is a file, not a folder; fix the path",
+        PermissionError: "choose a path you can write, or fix its permissions",
+        FileExistsError: "choose another path or remove the file",
+    }.get(type(err), "check the path, its permissions and the free disk space")
+    return f"Cannot {verb} {where}: {what} ({type(err).__name__}); {fix}."
+
+
+def _resume_hint(study: Study) -> str:
+    """The command that continues ``study``, with ``--storage`` unless it is the default."""
+    import shlex
+
+    cmd = f"tuner resume {shlex.quote(study.name)}"
+    url = study.storage.url
+    if url != DEFAULT_URL:
+        shown = study.storage.engine.url.render_as_string(hide_password=True)
+        cmd += f" --storage {shlex.quote(shown)}"
+    return cmd
 
 
 # ---------------------------------------------------------------------- run / resume
@@ -153,8 +199,7 @@ def _optimize(
         _guard(study.optimize, budget, n_workers=workers, timeout=timeout, progress=progress)
     except KeyboardInterrupt:
         raise _fail(
-            "interrupted; trials in flight were re-queued. Continue with `tuner resume "
-            f"{study.name}`.",
+            f"interrupted; trials in flight were re-queued. Continue with `{_resume_hint(study)}`.",
             130,
         ) from None
     _print_status(study, last=10)
@@ -165,14 +210,14 @@ def _optimize(
 def status(
     name: Annotated[str | None, typer.Argument(help="Study name (omit to list studies).")] = None,
     storage: StorageOpt = DEFAULT_URL,
-    last: Annotated[int, typer.Option(help="Show the last N trials (0: all).")] = 20,
+    last: Annotated[int, typer.Option(min=0, help="Show the last N trials (0: all).")] = 20,
 ) -> None:
     """Trials and the Pareto set of a study as tables (or the studies in a storage)."""
     from studies.storage import Storage
     from studies.study import Study
 
     if name is None:
-        names = _guard(lambda: Storage(storage).study_names())
+        names = _guard(lambda: Storage(storage, create=False).study_names())
         for n in names:
             out.print(n, highlight=False)
         if not names:
@@ -244,16 +289,25 @@ def export(
     subject_to: SubjectOpt = None,
     trial: TrialOpt = None,
     simplex: SimplexOpt = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Replace an existing --out file that is not a rule-priors export."
+        ),
+    ] = False,
 ) -> None:
     """Write the chosen trial's rule priors and search config (versioned JSON).
 
-    Default pick: equal weights over objectives normalized on the Pareto set.
+    Default pick: equal weights over objectives normalized on the Pareto set. An existing --out
+    file is replaced only if it is a previous export, or with --force.
     """
     from studies.study import Study
 
     rule = _pick(weights, best, subject_to, trial)
     study = _guard(Study.load, name, storage)
-    doc = _guard(study.export_priors, out_path, pick=rule, simplex=simplex)
+    doc = _guard_write(
+        out_path, study.export_priors, out_path, pick=rule, simplex=simplex, force=force
+    )
     prov = doc.provenance
     out.print(
         f"wrote {out_path} (trial {prov['trial']}, values {prov['values']}; {prov['pick']})",
@@ -294,11 +348,12 @@ def structure(
     """Learn the structure behind a study's trials (parameters -> metrics -> objectives), draw the
     DAG with its edge strengths, and say which surrogate is in use and why."""
     from structure import explain
+    from studies.plots import file_stem
     from studies.study import Study, structure_report
 
     study = _guard(Study.load, name, storage)
-    png = out_path if out_path is not None else Path(f"{name}-structure.png")
-    desc = _guard(structure_report, study, png)
+    png = out_path if out_path is not None else Path(f"{file_stem(name)}-structure.png")
+    desc = _guard_write(png, structure_report, study, png)
     out.print(explain(desc), highlight=False)
     if "png" in desc:
         out.print(f"wrote {desc['png']}", highlight=False)
@@ -320,22 +375,42 @@ def demo(
     toy: Annotated[
         bool, typer.Option("--toy", help="Run the instant synthetic study instead.")
     ] = False,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            help="Study name (default 'rewrite-demo', with --toy 'demo'); a new name starts a new "
+            "study in the same storage, e.g. after changing --steps or --workloads.",
+        ),
+    ] = None,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
 ) -> None:
     """Tune the rewrite search's knobs and rule priors on small zoo models (the default study),
     print the Pareto table and export the chosen priors. Resumes if the storage holds it."""
-    if toy:
-        from studies.examples import toy_study
+    study_name = name if name is not None else "demo" if toy else "rewrite-demo"
+    names = [w.strip() for w in workloads.split(",") if w.strip()]
+    study = _guard(_demo_study, toy, study_name, storage, names, steps)
+    _optimize(study, n_trials, workers, None, progress)
+    doc = _guard_write(out_path, study.export_priors, out_path)
+    out.print(f"exported the priors of trial {doc.provenance['trial']} to {out_path}")
 
-        study = _guard(toy_study, "demo", storage)
-    else:
+
+def _demo_study(toy: bool, name: str, storage: str, workloads: list[str], steps: int) -> Study:
+    """The demo's study; a name clash with different settings says how to start a new one."""
+    from studies.errors import StudyConflictError
+
+    try:
+        if toy:
+            from studies.examples import toy_study
+
+            return toy_study(name, storage)
         from studies.rewrite_study import rewrite_study
 
-        names = [w.strip() for w in workloads.split(",") if w.strip()]
-        study = _guard(rewrite_study, names, budget=steps, name="rewrite-demo", storage=storage)
-    _optimize(study, n_trials, workers, None, progress)
-    doc = _guard(study.export_priors, out_path)
-    out.print(f"exported the priors of trial {doc.provenance['trial']} to {out_path}")
+        return rewrite_study(workloads, budget=steps, name=name, storage=storage)
+    except StudyConflictError as err:
+        raise StudyConflictError(
+            f"{err} For `tuner demo`: `--name NEW_NAME` starts a new study with these options."
+        ) from None
 
 
 @app.command()

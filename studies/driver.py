@@ -35,7 +35,7 @@ _TIMEOUT_SLACK = 2.0  # seconds the driver allows beyond a worker-side SIGALRM t
 @dataclass
 class _Slot:
     number: int
-    started: float
+    started: float  # time.monotonic() at submission
 
 
 def run(
@@ -179,7 +179,8 @@ def _expire(
             fut.cancel()
             del running[fut]
             error = f"TimeoutError: trial exceeded its timeout of {timeout:g} s"
-            study.record(slot.number, {"ok": False, "error": error}, worker)
+            outcome = {"ok": False, "error": error, "seconds": now - slot.started}
+            study.record(slot.number, outcome, worker)
 
 
 def _finished(study: Study, n_trials: int) -> bool:

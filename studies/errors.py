@@ -15,10 +15,12 @@ __all__ = [
     "StorageCorruptError",
     "StorageError",
     "StorageLockedError",
+    "StorageNotFoundError",
     "StudyConflictError",
     "StudyError",
     "StudyFileError",
     "StudyNotFoundError",
+    "StudySettingsError",
 ]
 
 
@@ -47,6 +49,16 @@ class StudyNotFoundError(StudyError, KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its message; keep it readable
         return str(self.args[0]) if self.args else ""
+
+
+class StorageNotFoundError(StorageError, StudyNotFoundError):
+    """A read-only open (`Study.load`, ``tuner status``...) found no study database there: the SQLite
+    file does not exist, or the database holds no rewrite-tuner tables. Nothing was created."""
+
+
+class StudySettingsError(StudyError, ValueError):
+    """`StudySettings` break a rule (a negative ``n_initial``, a non-bool flag...), or the settings
+    stored with a study are invalid."""
 
 
 class StudyConflictError(StudyError):

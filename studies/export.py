@@ -13,11 +13,15 @@ File format (``format_version`` 1, agreed with `rewrite.RulePriors.load`)::
 
 Numbers are finite (the writer refuses NaN and infinity and writes nothing); the file is written to
 a temporary file in the same directory, fsync'ed and moved into place with `os.replace`, so a crash
-leaves the old file or the new one, never a torn one. Reading never executes code from the file.
+leaves the old file or the new one, never a torn one; it gets the permissions a plain ``open()``
+would give it (the umask). An existing file is replaced only if it is a rule-priors file (its
+``"kind"`` header says so) or ``force=True``; the study's own database is never replaced. Reading
+never executes code from the file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -91,6 +95,12 @@ def priors_from_trial(
     """
     names = simplex_names(space)
     if simplex is None:
+        if not names:
+            raise ExportError(
+                "Rule priors come from the space's Simplex parameter, but this space has no "
+                f"Simplex parameter (it has {sorted(space.params)}), so there are no rule priors "
+                "to export. Add a Simplex of rule names to the space to tune priors."
+            )
         if len(names) != 1:
             raise ExportError(
                 f"Rule priors come from the space's Simplex parameter, but it has {len(names)} "
@@ -115,23 +125,30 @@ def export_priors(
     path: str | os.PathLike[str],
     pick: PickRule = None,
     simplex: str | None = None,
+    *,
+    force: bool = False,
 ) -> PriorsFile:
     """Write the rule priors and search config of the trial ``pick`` chooses.
 
     Args:
         study: A `studies.Study`.
-        path: Destination file; replaced atomically.
+        path: Destination file, written atomically. An existing file is replaced only if it is a
+            rule-priors file (a previous export) or ``force`` is true.
         pick: The pick rule (see `studies.pareto.choose_trial`): ``None`` (equal weights over
             normalized objectives on the Pareto set), a dict of weights, `Weighted`,
             `Constrained`, or a trial number.
         simplex: Which Simplex parameter holds the priors, when the space has several.
+        force: Replace an existing file that is not a rule-priors file. The study's own database
+            file is never replaced.
 
     Returns:
         What was written.
 
     Raises:
-        ExportError: If no trial qualifies, the space has no (or an ambiguous) simplex, or the
-            chosen trial holds NaN or infinite numbers. Nothing is written then.
+        ExportError: If no trial qualifies, the space has no (or an ambiguous) simplex, the
+            chosen trial holds NaN or infinite numbers, or ``path`` cannot or may not be written
+            (missing folder, a directory, the study's database, another kind of file without
+            ``force``). Nothing is written then.
     """
     from studies import __version__
 
@@ -153,8 +170,111 @@ def export_priors(
         _validate(doc.to_dict(), known_rules=None, where=f"trial {trial.number} of {study.name!r}")
     except PriorsFileError as err:
         raise ExportError(f"Refusing to export: {err} Nothing was written.") from None
-    write_json_atomic(path, doc.to_dict())
+    _check_destination(Path(path), study, force)
+    try:
+        write_json_atomic(path, doc.to_dict())
+    except OSError as err:
+        raise ExportError(
+            f"Cannot write the priors to {str(path)!r}: {err.strerror or err}. Nothing was "
+            "written; choose another --out path."
+        ) from err
     return doc
+
+
+#: A file larger than this is never a rule-priors export (those are a few kilobytes).
+_MAX_PRIORS_BYTES = 1 << 20
+
+
+def _check_destination(path: Path, study: Any, force: bool) -> None:
+    """Refuse, before anything is written, a destination that cannot be written or must not be
+    replaced (see `export_priors`)."""
+    shown = str(path)
+    parent = path.parent
+    if not parent.is_dir():
+        raise ExportError(
+            f"Cannot write the priors to {shown!r}: the folder {str(parent)!r} does not exist. "
+            "Create it first, or choose another --out path."
+        )
+    if path.is_dir():
+        raise ExportError(
+            f"Cannot write the priors to {shown!r}: it is a directory. Give a file name, e.g. "
+            f"{str(path / 'priors.json')!r}."
+        )
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ExportError(
+            f"Cannot write the priors to {shown!r}: the folder {str(parent)!r} is not writable. "
+            "Choose another --out path."
+        )
+    database = _database_file(study)
+    if database is not None and _same_file(path, database):
+        raise ExportError(
+            f"Refusing to write the priors to {shown!r}: it is the study's own database "
+            f"({study.storage.url}) or one of its journal files, and replacing it would lose the "
+            "trials (even with force). Nothing was written; choose another --out path, e.g. "
+            "'priors.json'."
+        )
+    if not path.exists():
+        return
+    if not path.is_file():
+        raise ExportError(
+            f"Refusing to write the priors to {shown!r}: it is not a regular file. Nothing was "
+            "written; choose another --out path."
+        )
+    if force:
+        return
+    why = _not_priors_file(path)
+    if why is not None:
+        raise ExportError(
+            f"Refusing to replace {shown!r}: it {why}, so it is not a rule-priors file written by "
+            "`tuner export`. Nothing was written; choose another --out path, or pass force=True "
+            "(`tuner export --force`) to replace it."
+        )
+
+
+def _database_file(study: Any) -> Path | None:
+    """The SQLite file behind ``study`` (``None`` for PostgreSQL, in-memory or a stand-in)."""
+    storage = getattr(study, "storage", None)
+    engine = getattr(storage, "engine", None)
+    if engine is None or engine.dialect.name != "sqlite":
+        return None
+    database = engine.url.database
+    return Path(database) if database not in (None, "", ":memory:") else None
+
+
+def _same_file(path: Path, database: Path) -> bool:
+    """Whether ``path`` is the database file or one of its ``-wal`` / ``-shm`` / ``-journal``
+    companions."""
+    candidates = [database] + [database.with_name(database.name + s) for s in _SQLITE_SIDECARS]
+    target = path.resolve()
+    for candidate in candidates:
+        if target == candidate.resolve():
+            return True
+        with contextlib.suppress(OSError):  # a hard link or another name of the same file
+            if os.path.samefile(path, candidate):
+                return True
+    return False
+
+
+_SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
+
+
+def _not_priors_file(path: Path) -> str | None:
+    """Why ``path`` is not a rule-priors file (``None`` if it is one, whatever its version)."""
+    try:
+        if path.stat().st_size > _MAX_PRIORS_BYTES:
+            return f"is larger than {_MAX_PRIORS_BYTES} bytes"
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        return "is not a text file"
+    except OSError as err:
+        return f"cannot be read ({err.strerror or err})"
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return "is not JSON"
+    if not isinstance(doc, dict) or doc.get("kind") != KIND:
+        return f'has no "kind": "{KIND}" header'
+    return None
 
 
 def write_json_atomic(path: str | os.PathLike[str], doc: Mapping[str, Any]) -> None:

@@ -155,11 +155,17 @@ class Constrained:
 
     Attributes:
         objective: The objective to optimize (in its own direction).
-        subject_to: Extra constraints such as ``"search_seconds <= 30"`` on objectives or metrics.
+        subject_to: Extra constraints such as ``"search_seconds <= 30"`` on objectives or metrics;
+            a single string is one constraint. Stored as a tuple.
     """
 
     objective: str
     subject_to: Sequence[str] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        # a bare string is one constraint, not a sequence of one-character constraints
+        specs = (self.subject_to,) if isinstance(self.subject_to, str) else self.subject_to
+        object.__setattr__(self, "subject_to", tuple(specs))
 
     def describe(self) -> str:
         """The rule in words, recorded in the export's provenance."""
@@ -244,6 +250,7 @@ def _constrained(
         raise ExportError(
             f"Constrained(objective={rule.objective!r}) must name one of {list(objectives)}."
         )
+    _check_known(trials, objectives, rule.subject_to)
     cands = feasible(trials, [*constraints, *rule.subject_to])
     if not cands:
         raise ExportError(
@@ -253,3 +260,24 @@ def _constrained(
     sign = 1.0 if objectives[rule.objective] == "maximize" else -1.0
     scores = [sign * t.values[rule.objective] for t in cands]  # type: ignore[index]
     return cands[int(np.argmax(scores))]
+
+
+def _check_known(
+    trials: Sequence[TrialRecord], objectives: Mapping[str, str], specs: Sequence[str]
+) -> None:
+    """Refuse constraints on a name that is neither an objective nor a metric any COMPLETE trial
+    reported (a typo would otherwise read as "no trial meets the constraints")."""
+    import difflib
+
+    done = [t for t in trials if t.state == "COMPLETE"]
+    if not done:
+        return  # nothing to learn the metric names from; the caller reports "no trial"
+    known = sorted({*objectives, *(k for t in done for k in t.metrics)})
+    for spec, c in zip(specs, _constraints(specs)):
+        if c.name not in known:
+            close = difflib.get_close_matches(c.name, known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ExportError(
+                f"Constraint {spec!r} names {c.name!r}, which is neither an objective nor a "
+                f"metric the COMPLETE trials report; {hint}known names are {known}."
+            )

@@ -8,15 +8,29 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from studies.errors import ExportError
 from studies.pareto import PickRule, choose_trial, feasible, hypervolume_curve, pareto_front
 
 if TYPE_CHECKING:
     from studies.study import Study
 
-__all__ = ["plot_hypervolume", "plot_pareto", "plot_priors", "plot_study"]
+__all__ = ["file_stem", "plot_hypervolume", "plot_pareto", "plot_priors", "plot_study"]
+
+
+def file_stem(name: str) -> str:
+    """A study name made safe for a file name: every character outside ``[A-Za-z0-9._-]``
+    becomes ``_``, and leading dots become ``_`` (no hidden files, no ``.``/``..`` parts).
+
+    ``"team/tune"`` -> ``"team_tune"``, ``"../escape"`` -> ``"___escape"``. Every file name built
+    from a study name goes through here.
+    """
+    slug = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+    slug = re.sub(r"^\.+", lambda m: "_" * len(m.group()), slug)
+    return slug or "_"
 
 
 def _pyplot() -> Any:
@@ -111,18 +125,43 @@ def plot_priors(
 def plot_study(
     study: Study, out_dir: str | os.PathLike[str], pick: PickRule = None, simplex: str | None = None
 ) -> list[Path]:
-    """Write ``pareto.png``, ``hypervolume.png`` and (if the space has a Simplex) ``priors.png``
-    into ``out_dir``; returns the paths written."""
-    from studies.export import simplex_names
+    """Write ``NAME-pareto.png``, ``NAME-hypervolume.png`` and (if the space has a Simplex)
+    ``NAME-priors.png`` into ``out_dir`` (created if missing); returns the paths written.
+
+    ``NAME`` is `file_stem` of the study name.
+
+    Raises:
+        ExportError: Before anything is written, if ``out_dir`` is an existing file, the study has
+            no feasible COMPLETE trial, or the pick rule or ``simplex`` chooses nothing.
+    """
+    from studies.export import priors_from_trial, simplex_names
 
     out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ExportError(
+            f"out_dir {str(out)!r} is an existing file, not a folder; name a folder (it is "
+            "created if missing). Nothing was written."
+        )
+    trials = study.trials
+    if not feasible(trials, study.constraints):
+        counts = {s: sum(t.state == s for t in trials) for s in ("COMPLETE", "FAILED")}
+        raise ExportError(
+            f"Study {study.name!r} has no feasible COMPLETE trial to plot ({len(trials)} trials: "
+            f"{counts['COMPLETE']} COMPLETE, {counts['FAILED']} FAILED; constraints "
+            f"{list(study.constraints)}); run trials first. Nothing was written."
+        )
+    with_priors = bool(simplex_names(study.space))
+    if with_priors:  # check the pick and the simplex before drawing anything
+        trial, _ = choose_trial(trials, study.objectives, study.constraints, pick)
+        priors_from_trial(study.space, trial, simplex)
     out.mkdir(parents=True, exist_ok=True)
+    stem = file_stem(study.name)
     paths = [
-        plot_pareto(study, out / f"{study.name}-pareto.png"),
-        plot_hypervolume(study, out / f"{study.name}-hypervolume.png"),
+        plot_pareto(study, out / f"{stem}-pareto.png"),
+        plot_hypervolume(study, out / f"{stem}-hypervolume.png"),
     ]
-    if simplex_names(study.space):
-        paths.append(plot_priors(study, out / f"{study.name}-priors.png", pick, simplex))
+    if with_priors:
+        paths.append(plot_priors(study, out / f"{stem}-priors.png", pick, simplex))
     return paths
 
 

@@ -61,6 +61,9 @@ class TrialRecord:
             and are never declared stale).
         worker: ``host:pid:token`` of the process that ran it, or ``None``.
         retry_of: The number of the stale trial this one re-runs, or ``None``.
+        seconds: How long the evaluation took as the worker measured it (excluding the time the
+            driving process spent proposing or collecting), or ``None`` when unknown (trials told
+            by hand, crashed workers, databases written before this was stored).
     """
 
     number: int
@@ -75,10 +78,14 @@ class TrialRecord:
     heartbeat: float | None = None
     worker: str | None = None
     retry_of: int | None = None
+    seconds: float | None = None
 
     @property
     def duration(self) -> float | None:
-        """Seconds from start to finish, or ``None`` while unfinished."""
+        """The evaluation's duration in seconds: ``seconds`` when the worker measured it, else
+        ``finished - started``; ``None`` while unfinished."""
+        if self.seconds is not None:
+            return self.seconds
         if self.started is None or self.finished is None:
             return None
         return self.finished - self.started

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from studies.errors import StudySettingsError
+
 __all__ = ["StudySettings"]
 
 
@@ -42,27 +44,54 @@ class StudySettings:
     surrogate: str = "auto"
 
     def __post_init__(self) -> None:
-        if self.surrogate not in SURROGATES:
-            raise ValueError(
+        if not isinstance(self.surrogate, str) or self.surrogate not in SURROGATES:
+            raise StudySettingsError(
                 f"StudySettings.surrogate must be one of {SURROGATES}, got {self.surrogate!r}."
             )
         for name in ("heartbeat_interval", "grace_period"):
             value = getattr(self, name)
-            if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"StudySettings.{name} must be a positive number, got {value!r}.")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or value <= 0
+            ):
+                raise StudySettingsError(
+                    f"StudySettings.{name} must be a finite number of seconds > 0, got {value!r}."
+                )
         if self.grace_period < 2 * self.heartbeat_interval:
-            raise ValueError(
+            raise StudySettingsError(
                 f"`grace_period >= 2 * heartbeat_interval` must hold, but got "
                 f"({self.grace_period=}, {self.heartbeat_interval=})."
             )
+        if not isinstance(self.reap_dead_local_workers, bool):
+            raise StudySettingsError(
+                "StudySettings.reap_dead_local_workers must be True or False, got "
+                f"{self.reap_dead_local_workers!r}."
+            )
         if self.n_initial is not None and (
-            isinstance(self.n_initial, bool) or not isinstance(self.n_initial, int)
+            isinstance(self.n_initial, bool)
+            or not isinstance(self.n_initial, int)
+            or self.n_initial < 0
         ):
-            raise ValueError(
-                f"StudySettings.n_initial must be an int or None, got {self.n_initial!r}."
+            raise StudySettingsError(
+                "StudySettings.n_initial must be None (the tuner's default) or an int >= 0, got "
+                f"{self.n_initial!r}."
+            )
+        if not isinstance(self.tuner_options, Mapping) or not all(
+            isinstance(k, str) for k in self.tuner_options
+        ):
+            raise StudySettingsError(
+                "StudySettings.tuner_options must be a dict of TunerOptions keyword arguments "
+                f"(e.g. {{'num_restarts': 2}}), got {self.tuner_options!r}."
             )
         object.__setattr__(self, "tuner_options", dict(self.tuner_options))
-        self.options()  # validate now, at the boundary
+        from tuner.errors import TunerError
+
+        try:
+            self.options()  # validate now, at the boundary
+        except (TunerError, TypeError, ValueError) as err:
+            raise StudySettingsError(f"StudySettings.tuner_options are invalid: {err}") from err
 
     def options(self) -> Any:
         """The `tuner.options.TunerOptions` these settings describe."""
@@ -78,6 +107,12 @@ class StudySettings:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> StudySettings:
-        """Rebuild from `to_dict` output (unknown keys from newer versions are ignored)."""
+        """Rebuild from `to_dict` output (unknown keys from newer versions are ignored).
+
+        Raises:
+            StudySettingsError: If ``d`` is not a dict or holds invalid values.
+        """
+        if not isinstance(d, Mapping):
+            raise StudySettingsError(f"Stored StudySettings must be a dict, got {d!r}.")
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})

@@ -13,7 +13,13 @@ Contract:
 - Connections are not pooled (`NullPool`): none stays open between transactions, so forking worker
   processes never shares a database handle.
 - Opening a file that is not a database, is damaged, belongs to another program or was written by a
-  newer schema raises before anything is written.
+  newer schema raises before anything is written. ``Storage(url, create=False)`` (what read-only
+  commands use, through `Study.load`) refuses a missing SQLite file or an empty database instead
+  of creating one.
+- A stored row whose JSON does not parse raises `StorageCorruptError` naming the study, the trial
+  and the column; nothing is changed.
+- ``trials.seconds`` (the worker-measured evaluation time) is a nullable column added on open to
+  databases written before it existed; older readers ignore it, so ``format_version`` stays 1.
 
 A `Storage` object may be used from one thread at a time; several processes (on one host for
 SQLite, anywhere for PostgreSQL) may share one database.
@@ -29,8 +35,11 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import (
+    Column,
     Connection,
     Engine,
+    Float,
+    MetaData,
     create_engine,
     event,
     func,
@@ -49,6 +58,7 @@ from studies.errors import (
     StorageCorruptError,
     StorageError,
     StorageLockedError,
+    StorageNotFoundError,
     StudyConflictError,
     StudyNotFoundError,
 )
@@ -58,8 +68,15 @@ from studies.schema import dumps, loads
 __all__ = ["DEFAULT_STORAGE", "Storage"]
 
 DEFAULT_STORAGE = "sqlite:///study.db"
-_T = schema.trials
 _S = schema.studies
+# ``schema.trials`` plus the nullable ``seconds`` column (added on open where it is missing, see
+# `_add_missing_columns`); a private copy so `schema.metadata` keeps describing format_version 1.
+_T = schema.trials.to_metadata(MetaData())
+_T.append_column(Column("seconds", Float, nullable=True))
+#: Nullable columns added to existing tables on open: (table, column).
+_ADDED_COLUMNS = (("trials", _T.c.seconds),)
+#: At most this many differences are listed when a study definition conflicts.
+_MAX_DIFFS = 8
 
 
 class Storage:
@@ -70,21 +87,37 @@ class Storage:
             ``sqlite://`` (in memory, one process), or ``postgresql+psycopg://user@host/db``.
         busy_timeout: Seconds a write waits for another process's lock before
             `StorageLockedError`.
+        create: Create the database (SQLite file and tables) when it does not exist. Read-only
+            callers pass ``False`` so a mistyped path is reported, not created.
 
     Raises:
         StorageError: For a malformed URL or a missing driver.
+        StorageNotFoundError: With ``create=False``, if the SQLite file does not exist or the
+            database holds no tables.
         StorageCorruptError: If the database is damaged or not a rewrite-tuner storage.
         StorageLockedError: If another process holds the lock past ``busy_timeout``.
         FormatVersionError: If the database was written by a newer rewrite-tuner.
     """
 
-    def __init__(self, url: str = DEFAULT_STORAGE, *, busy_timeout: float = 60.0) -> None:
+    def __init__(
+        self, url: str = DEFAULT_STORAGE, *, busy_timeout: float = 60.0, create: bool = True
+    ) -> None:
         self.url = str(url)
         self.busy_timeout = float(busy_timeout)
+        self.create = bool(create)
         self.engine = _make_engine(self.url, self.busy_timeout)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
         if self.is_sqlite and self.engine.url.database not in (None, "", ":memory:"):
-            _precheck_sqlite(self.engine.url.database, self.url)
+            path = self.engine.url.database
+            if not create and (not os.path.isfile(path) or os.path.getsize(path) == 0):
+                state = "is empty" if os.path.isfile(path) else "does not exist"
+                raise StorageNotFoundError(
+                    f"The SQLite database {path!r} ({self.url}) {state}, so it holds no study; "
+                    "nothing was created. Check the path and the --storage URL, or create a "
+                    "study there first (`tuner run FILE`, `tuner demo`, or "
+                    "studies.Study(name, space, objectives, storage=URL))."
+                )
+            _precheck_sqlite(path, self.url)
         with self._errors():
             self._open()
 
@@ -99,6 +132,29 @@ class Storage:
             yield
         except DBAPIError as err:
             raise _translate(err, self.url) from err
+
+    @contextlib.contextmanager
+    def _decoding(self, study: int | str, conn: Connection | None = None) -> Iterator[None]:
+        """Report a stored row whose JSON does not parse as `StorageCorruptError` (``study``: the
+        study's name, or its id to look the name up)."""
+        try:
+            yield
+        except _Damaged as err:
+            name = study if isinstance(study, str) else self._study_name(study, conn)
+            raise StorageCorruptError(err.describe(name, self.url)) from err.__cause__
+
+    def _study_name(self, study_id: int, conn: Connection | None) -> str:
+        """The name of study ``study_id`` for an error message (best effort)."""
+        query = select(_S.c.name).where(_S.c.id == study_id)
+        try:
+            if conn is not None:
+                name = conn.execute(query).scalar()
+            else:
+                with self.read() as c:
+                    name = c.execute(query).scalar()
+        except Exception:  # noqa: BLE001 - only naming the study in a message
+            name = None
+        return str(name) if name is not None else f"<id {study_id}>"
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Connection]:
@@ -121,8 +177,15 @@ class Storage:
                 conn.execute(text("SELECT pg_advisory_xact_lock(7311001)"))
             tables = set(inspect(conn).get_table_names())
             if not tables:
+                if not self.create:
+                    raise StorageNotFoundError(
+                        f"{self.url} is an empty database, so it holds no study; nothing was "
+                        "created. Check the --storage URL, or create a study there first "
+                        "(`tuner run FILE`, `tuner demo`, or studies.Study(..., storage=URL))."
+                    )
                 schema.metadata.create_all(conn)
                 conn.execute(schema.format_version.insert().values(**_version_row()))
+                _add_missing_columns(conn)
                 return
             if "format_version" not in tables:
                 raise StorageCorruptError(
@@ -137,6 +200,7 @@ class Storage:
                     "Nothing was changed; restore it from a backup or use a new database."
                 )
             _migrate(conn, int(version), self.url)
+            _add_missing_columns(conn)
 
     # ------------------------------------------------------------------ studies
     def create_study(self, study: StudyRecord) -> StudyRecord:
@@ -145,7 +209,7 @@ class Storage:
         Raises:
             StudyConflictError: If a study of that name exists with another definition.
         """
-        with self.write() as conn:
+        with self._decoding(study.name), self.write() as conn:
             if not self.is_sqlite:  # two processes creating one study: the second attaches
                 conn.execute(text("SELECT pg_advisory_xact_lock(7311002)"))
             row = conn.execute(select(_S).where(_S.c.name == study.name)).first()
@@ -173,7 +237,7 @@ class Storage:
         Raises:
             StudyNotFoundError: If there is none (the message lists the names there are).
         """
-        with self.read() as conn:
+        with self._decoding(name), self.read() as conn:
             row = conn.execute(select(_S).where(_S.c.name == name)).first()
             if row is None:
                 names = list(conn.execute(select(_S.c.name).order_by(_S.c.name)).scalars())
@@ -189,21 +253,36 @@ class Storage:
             return list(conn.execute(select(_S.c.name).order_by(_S.c.name)).scalars())
 
     def update_study(self, study_id: int, **fields: Any) -> None:
-        """Set ``budget`` and/or ``evaluate_ref`` of a study."""
+        """Set ``budget`` and/or ``evaluate_ref`` of a study (settings: `replace_settings`)."""
         allowed = {"budget", "evaluate_ref"}
         if not set(fields) <= allowed:
             raise ValueError(f"Only {sorted(allowed)} can be updated, got {sorted(fields)}.")
         with self.write() as conn:
             conn.execute(update(_S).where(_S.c.id == study_id).values(**fields))
 
+    def replace_settings(self, study_id: int, old: dict[str, Any], new: dict[str, Any]) -> bool:
+        """Store settings ``new`` if the study's stored settings are still ``old`` (compare and
+        set, so two processes replacing invalid settings agree on one). Returns whether it did.
+        """
+        with self.write() as conn:
+            self.lock_study(conn, study_id)
+            row = conn.execute(select(_S.c.settings).where(_S.c.id == study_id)).first()
+            with self._decoding(study_id, conn):
+                current = _decode(row._mapping, "settings", dict) if row is not None else None
+            if current != old:
+                return False
+            conn.execute(update(_S).where(_S.c.id == study_id).values(settings=dumps(new)))
+            return True
+
     # ------------------------------------------------------------------ trials
     def trials(self, study_id: int, conn: Connection | None = None) -> list[TrialRecord]:
         """All trials of a study in number order."""
         query = select(_T).where(_T.c.study_id == study_id).order_by(_T.c.number)
-        if conn is not None:
-            return [_trial(r) for r in conn.execute(query)]
-        with self.read() as c:
-            return [_trial(r) for r in c.execute(query)]
+        with self._decoding(study_id, conn):
+            if conn is not None:
+                return [_trial(r) for r in conn.execute(query)]
+            with self.read() as c:
+                return [_trial(r) for r in c.execute(query)]
 
     def add_trial(
         self,
@@ -278,7 +357,8 @@ class Storage:
             "worker": worker,
         }
         conn.execute(update(_T).where(_T.c.id == row.id, _T.c.state == "WAITING").values(**fields))
-        return _trial({**row._asdict(), **fields})
+        with self._decoding(study_id, conn):
+            return _trial({**row._asdict(), **fields})
 
     def reap_stale(
         self,
@@ -326,7 +406,9 @@ class Storage:
             )
             fields = {"state": "FAILED", "error": error, "finished": now}
             conn.execute(update(_T).where(_T.c.id == row.id).values(**fields))
-            self.add_trial(conn, study_id, loads(row.config), state="WAITING", retry_of=row.number)
+            with self._decoding(study_id, conn):
+                config = _decode(row._mapping, "config", dict, row.number)
+            self.add_trial(conn, study_id, config, state="WAITING", retry_of=row.number)
             stale.append(row.number)
         return stale
 
@@ -349,7 +431,9 @@ class Storage:
                     continue
                 fields = {"state": "FAILED", "error": reason, "finished": time.time()}
                 conn.execute(update(_T).where(_T.c.id == row.id).values(**fields))
-                self.add_trial(conn, study_id, loads(row.config), state="WAITING", retry_of=number)
+                with self._decoding(study_id, conn):
+                    config = _decode(row._mapping, "config", dict, number)
+                self.add_trial(conn, study_id, config, state="WAITING", retry_of=number)
                 done.append(number)
         return done
 
@@ -363,24 +447,30 @@ class Storage:
         metrics: dict[str, float] | None = None,
         error: str | None = None,
         worker: str | None = None,
+        seconds: float | None = None,
     ) -> bool:
         """Record a RUNNING trial's outcome (COMPLETE or FAILED).
 
         Only a trial still RUNNING (and, if ``worker`` is given, owned by it) is updated, so a
-        result arriving after the trial was declared stale is dropped. Returns whether it was
-        recorded.
+        result arriving after the trial was declared stale is dropped. ``seconds`` is how long the
+        evaluation itself took as the worker measured it (``None``: unknown; a negative or
+        non-finite number is stored as ``None``). Returns whether it was recorded.
         """
         if state not in ("COMPLETE", "FAILED"):
             raise ValueError(f"A trial finishes COMPLETE or FAILED, not {state!r}.")
         cond = [_T.c.study_id == study_id, _T.c.number == number, _T.c.state == "RUNNING"]
         if worker is not None:
             cond.append(_T.c.worker == worker)
+        measured = None
+        if seconds is not None and schema.finite(seconds) and seconds >= 0:
+            measured = float(seconds)
         fields = {
             "state": state,
             "values": None if values is None else dumps(values),
             "metrics": dumps(metrics or {}),
             "error": error,
             "finished": time.time(),
+            "seconds": measured,
         }
         with self.write() as conn:
             return conn.execute(update(_T).where(*cond).values(**fields)).rowcount == 1
@@ -541,16 +631,65 @@ def _migrate(conn: Connection | None, version: int, url: str) -> None:
         conn.execute(update(schema.format_version).values(**_version_row()))
 
 
+# ---------------------------------------------------------------------- schema additions
+def _add_missing_columns(conn: Connection) -> None:
+    """Add the nullable columns of `_ADDED_COLUMNS` that an older database lacks (inside the open
+    transaction, so concurrent openers add each column once)."""
+    insp = inspect(conn)
+    for table, column in _ADDED_COLUMNS:
+        have = {c["name"] for c in insp.get_columns(table)}
+        if column.name not in have:
+            kind = column.type.compile(dialect=conn.dialect)
+            prep = conn.dialect.identifier_preparer
+            conn.execute(
+                text(f"ALTER TABLE {prep.quote(table)} ADD COLUMN {prep.quote(column.name)} {kind}")
+            )
+
+
 # ---------------------------------------------------------------------- rows -> records
+class _Damaged(Exception):
+    """A stored JSON column that does not parse or has the wrong type (raised while decoding a row,
+    turned into `StorageCorruptError` by `Storage._decoding`, which knows the study's name)."""
+
+    def __init__(self, column: str, number: int | None, detail: str) -> None:
+        super().__init__(column, number, detail)
+        self.column, self.number, self.detail = column, number, detail
+
+    def describe(self, study: str, url: str) -> str:
+        where = f"study {study!r}" if self.number is None else f"trial {self.number} of {study!r}"
+        return (
+            f"The stored {where} in {url} is damaged: its '{self.column}' column {self.detail}. "
+            "Nothing was changed; restore the database from a backup, or repair or delete that "
+            "row by hand."
+        )
+
+
+def _decode(m: Any, column: str, kind: type | None, number: int | None = None) -> Any:
+    """Parse JSON column ``column`` of row mapping ``m``; ``kind`` is the type it must hold
+    (``None`` stays ``None`` where the column is nullable)."""
+    raw = m[column]
+    try:
+        value = loads(raw)
+    except (ValueError, TypeError) as err:
+        shown = raw if not isinstance(raw, str) or len(raw) <= 60 else raw[:57] + "..."
+        detail = str(err).rstrip(".")
+        raise _Damaged(column, number, f"is not valid JSON ({detail}): {shown!r}") from err
+    if value is not None and kind is not None and not isinstance(value, kind):
+        raise _Damaged(
+            column, number, f"holds a JSON {type(value).__name__}, not a {kind.__name__}"
+        )
+    return value
+
+
 def _study(row: Any) -> StudyRecord:
     m = row._mapping
     return StudyRecord(
         id=int(m["id"]),
         name=m["name"],
-        space=loads(m["space"]),
-        objectives=loads(m["objectives"]),
-        constraints=loads(m["constraints"]),
-        settings=loads(m["settings"]),
+        space=_decode(m, "space", dict),
+        objectives=_decode(m, "objectives", dict),
+        constraints=_decode(m, "constraints", list),
+        settings=_decode(m, "settings", dict),
         seed=int(m["seed"]),
         budget=m["budget"],
         evaluate_ref=m["evaluate_ref"],
@@ -560,12 +699,13 @@ def _study(row: Any) -> StudyRecord:
 
 def _trial(row: Any) -> TrialRecord:
     m = row._mapping if hasattr(row, "_mapping") else row
+    number = int(m["number"])
     return TrialRecord(
-        number=int(m["number"]),
+        number=number,
         state=m["state"],
-        config=loads(m["config"]),
-        values=loads(m["values"]),
-        metrics=loads(m["metrics"]) or {},
+        config=_decode(m, "config", dict, number),
+        values=_decode(m, "values", dict, number),
+        metrics=_decode(m, "metrics", dict, number) or {},
         error=m["error"],
         created=float(m["created"]),
         started=m["started"],
@@ -573,15 +713,60 @@ def _trial(row: Any) -> TrialRecord:
         heartbeat=m["heartbeat"],
         worker=m["worker"],
         retry_of=m["retry_of"],
+        seconds=m.get("seconds"),
     )
 
 
 def _check_same(stored: StudyRecord, new: StudyRecord, url: str) -> None:
+    """Refuse to attach ``new`` to a stored study of the same name with another definition,
+    listing only what differs."""
+    diffs: list[str] = []
+    fields = []
     for field in ("space", "objectives", "constraints", "seed"):
-        a, b = getattr(stored, field), getattr(new, field)
-        if a != b:
-            raise StudyConflictError(
-                f"A study named {stored.name!r} already exists in {url} with a different {field} "
-                f"(stored {a!r}, given {b!r}). Use another name, or Study.load({stored.name!r}, "
-                "storage) to continue the stored one. Nothing was changed."
-            )
+        found = _differences(getattr(stored, field), getattr(new, field), field)
+        fields += [field] if found else []
+        diffs += found
+    if not diffs:
+        return
+    shown = "; ".join(diffs[:_MAX_DIFFS])
+    more = f"; and {len(diffs) - _MAX_DIFFS} more" if len(diffs) > _MAX_DIFFS else ""
+    raise StudyConflictError(
+        f"A study named {stored.name!r} already exists in {url} with a different "
+        f"{' and '.join(fields)} ({shown}{more}). Use another study name or another storage (on the command line: --name "
+        f"or --storage), or Study.load({stored.name!r}, storage) to continue the stored one. "
+        "Nothing was changed."
+    )
+
+
+def _differences(a: Any, b: Any, path: str) -> list[str]:
+    """``"path: stored X, given Y"`` for each leaf where ``a`` (stored) and ``b`` (given) differ;
+    dicts are compared key by key and lists of named dicts (space parameters) name by name."""
+    if a == b:
+        return []
+    if _named_list(a) and _named_list(b):
+        a, b = {p["name"]: p for p in a}, {p["name"]: p for p in b}
+    if isinstance(a, dict) and isinstance(b, dict):
+        out: list[str] = []
+        for key in [*a, *(k for k in b if k not in a)]:
+            sub = f"{path}.{key}"
+            if key not in b:
+                out.append(f"{sub} removed (stored {_short(a[key])})")
+            elif key not in a:
+                out.append(f"{sub} added (given {_short(b[key])})")
+            else:
+                out += _differences(a[key], b[key], sub)
+        return out
+    return [f"{path}: stored {_short(a)}, given {_short(b)}"]
+
+
+def _named_list(x: Any) -> bool:
+    return (
+        isinstance(x, list)
+        and all(isinstance(p, dict) and isinstance(p.get("name"), str) for p in x)
+        and len({p["name"] for p in x}) == len(x)
+    )
+
+
+def _short(x: Any, limit: int = 60) -> str:
+    text_ = repr(x)
+    return text_ if len(text_) <= limit else text_[: limit - 3] + "..."

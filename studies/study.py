@@ -13,6 +13,7 @@ Thread-safety: use a `Study` from one thread. Several processes may drive one st
 from __future__ import annotations
 
 import logging
+import numbers
 import os
 import socket
 import time
@@ -22,7 +23,7 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from studies.errors import EvaluateError, StudyError
+from studies.errors import EvaluateError, StorageCorruptError, StudyError, StudySettingsError
 from studies.pareto import PickRule, pareto_front
 from studies.records import StudyRecord, TrialRecord
 from studies.settings import StudySettings
@@ -45,6 +46,9 @@ Evaluate = Callable[[dict[str, Any]], Mapping[str, float]]
 #: Proposals retried per `Study.allocate` call when other processes keep adding trials.
 _PROPOSE_ATTEMPTS = 8
 
+#: The largest seed: the ``studies.seed`` column is a signed 64-bit integer.
+MAX_SEED = 2**63 - 1
+
 
 class Study:
     """A persistent multi-objective study: define it once, run it, stop it, resume it anywhere.
@@ -64,11 +68,14 @@ class Study:
         constraints: Outcome constraints such as ``"search_seconds <= 30"``.
         storage: A SQLAlchemy URL (``sqlite:///study.db`` by default, or
             ``postgresql+psycopg://...``) or a `Storage`.
-        seed: The tuner's seed.
+        seed: The tuner's seed, an int in ``[0, 2**63 - 1]``.
         settings: Heartbeat, staleness and tuner settings; stored on creation (a later process
-            uses the stored ones).
+            uses the stored ones). They replace stored settings only when those are invalid
+            (written by a rewrite-tuner that did not check them).
 
     Raises:
+        StudyError: For an empty name, a non-`Space` space or a seed that is not an int in
+            ``[0, 2**63 - 1]``.
         StudyConflictError: If the name is taken by a different study.
         StorageError: If the storage cannot be opened (see `Storage`).
         tuner.InvalidSpecError: For malformed objectives or constraints.
@@ -102,6 +109,9 @@ class Study:
             raise StudyError(f"evaluate must be a function config -> dict, got {evaluate!r}.")
         if isinstance(constraints, str):
             constraints = (constraints,)
+        if settings is not None and not isinstance(settings, StudySettings):
+            raise StudyError(f"settings must be a StudySettings, got {type(settings).__name__}.")
+        seed = _check_seed(seed)
         problem = Problem(objectives, constraints)
         self._storage = storage if isinstance(storage, Storage) else Storage(storage)
         new = StudyRecord(
@@ -111,54 +121,136 @@ class Study:
             objectives=dict(problem.objectives),
             constraints=[str(c) for c in problem.constraints],
             settings=(settings or StudySettings()).to_dict(),
-            seed=int(seed),
+            seed=seed,
             budget=None,
             evaluate_ref=None,
             created=time.time(),
         )
         record = self._storage.create_study(new)
-        self._attach(record, space, evaluate)
-        if settings is not None and settings != self.settings:
-            logger.warning(
-                "Study %r keeps its stored settings %s; the settings given are ignored.",
-                name,
-                self.settings,
-            )
+        self._attach(record, space, evaluate, settings)
 
-    def _attach(self, record: StudyRecord, space: Space, evaluate: Evaluate | None) -> None:
+    def _attach(
+        self,
+        record: StudyRecord,
+        space: Space,
+        evaluate: Evaluate | None,
+        given: StudySettings | None = None,
+    ) -> None:
+        from tuner.errors import TunerError
         from tuner.problem import Problem
 
+        try:
+            self._problem = Problem(record.objectives, record.constraints)
+        except TunerError as err:
+            raise StorageCorruptError(
+                f"The stored study {record.name!r} in {self._storage.url} is damaged: its "
+                f"'objectives' or 'constraints' column is invalid ({err}). Nothing was changed; "
+                "restore the database from a backup."
+            ) from err
         self._record = record
         self.space = space
-        self._problem = Problem(record.objectives, record.constraints)
-        self.settings = StudySettings.from_dict(record.settings)
+        self._settings_error: StudySettingsError | None = None
+        try:
+            self._settings: StudySettings | None = StudySettings.from_dict(record.settings)
+        except StudySettingsError as err:
+            self._settings, self._settings_error = None, err
+        if self._settings is None and given is not None:
+            self._replace_invalid_settings(given)
+        elif given is not None and given != self._settings:
+            logger.warning(
+                "Study %r keeps its stored settings %s; the settings given are ignored.",
+                record.name,
+                self._settings,
+            )
         self.evaluate = evaluate
         ref = evaluate_reference(evaluate) if evaluate is not None else None
         if ref is not None and ref != record.evaluate_ref:
             self._storage.update_study(record.id, evaluate_ref=ref)
             self._record = _replace_record(record, evaluate_ref=ref)
 
+    def _replace_invalid_settings(self, given: StudySettings) -> None:
+        """Store ``given`` in place of the study's invalid stored settings (the one way stored
+        settings change: valid ones always win, so every process agrees on them)."""
+        record = self._record
+        if self._storage.replace_settings(record.id, record.settings, given.to_dict()):
+            logger.warning(
+                "Study %r had invalid stored settings (%s); they were replaced by the settings "
+                "given: %s.",
+                record.name,
+                self._settings_error,
+                given,
+            )
+        # another process may have replaced them first: use what is stored now
+        self._record = record = self._storage.get_study(record.name)
+        self._settings, self._settings_error = StudySettings.from_dict(record.settings), None
+        if self._settings != given:
+            logger.warning(
+                "Study %r keeps its stored settings %s; the settings given are ignored.",
+                record.name,
+                self._settings,
+            )
+
+    @property
+    def settings(self) -> StudySettings:
+        """The stored `StudySettings` every process driving the study uses.
+
+        Raises:
+            StudySettingsError: If the stored settings are invalid (written by a rewrite-tuner
+                that did not check them); the message says how to replace them.
+        """
+        if self._settings is None:
+            raise StudySettingsError(
+                f"Study {self.name!r} in {self._storage.url} has invalid stored settings: "
+                f"{self._settings_error} They were written by an older rewrite-tuner that did not "
+                "check them; nothing was changed, and its trials can still be inspected and "
+                "exported. To run it again, pass valid settings, which then replace the stored "
+                f"ones: Study.load({self.name!r}, storage, evaluate, "
+                "settings=StudySettings(...)) or Study(..., settings=StudySettings(...))."
+            )
+        return self._settings
+
     @classmethod
     def load(
-        cls, name: str, storage: str | Storage = DEFAULT_STORAGE, evaluate: Evaluate | None = None
+        cls,
+        name: str,
+        storage: str | Storage = DEFAULT_STORAGE,
+        evaluate: Evaluate | None = None,
+        *,
+        settings: StudySettings | None = None,
     ) -> Study:
-        """Open a stored study by name.
+        """Open a stored study by name, without creating anything.
 
         Args:
             name: The study's name.
-            storage: Its storage URL or `Storage`.
+            storage: Its storage URL or `Storage`. A URL naming a SQLite file that does not exist
+                is an error (the file is not created).
             evaluate: The evaluate function, needed only to `optimize`.
+            settings: Replace the study's stored settings, only if those are invalid (written by
+                an older rewrite-tuner that did not check them); valid stored settings always win
+                and a warning says the ones given are ignored.
 
         Raises:
-            StudyNotFoundError: If the storage holds no study of that name.
+            StudyNotFoundError: If the storage holds no study of that name, or (as
+                `StorageNotFoundError`) the SQLite file does not exist.
+            StorageCorruptError: If the stored study is damaged.
         """
         from spaces import Space
 
-        store = storage if isinstance(storage, Storage) else Storage(storage)
+        if settings is not None and not isinstance(settings, StudySettings):
+            raise StudyError(f"settings must be a StudySettings, got {type(settings).__name__}.")
+        store = storage if isinstance(storage, Storage) else Storage(storage, create=False)
         record = store.get_study(name)
+        try:
+            space = Space.from_dict(record.space)
+        except (ValueError, TypeError, KeyError) as err:  # SpaceError is a ValueError
+            raise StorageCorruptError(
+                f"The stored study {name!r} in {store.url} is damaged: its 'space' column does "
+                f"not describe a space ({type(err).__name__}: {err}). Nothing was changed; "
+                "restore the database from a backup."
+            ) from err
         study = cls.__new__(cls)
         study._storage = store
-        study._attach(record, Space.from_dict(record.space), evaluate)
+        study._attach(record, space, evaluate, settings)
         return study
 
     def __repr__(self) -> str:
@@ -212,7 +304,8 @@ class Study:
     def to_dataframe(self) -> pd.DataFrame:
         """One row per trial: ``number``, ``state``, ``values.*``, ``metrics.*``, ``config.*``
         (simplex parts as ``config.<name>.<part>``), ``error``, ``created``, ``started``,
-        ``finished`` (Unix seconds), ``duration`` (seconds), ``worker``, ``retry_of``."""
+        ``finished`` (Unix seconds), ``duration`` (seconds the evaluation took, as its worker
+        measured it where known: `TrialRecord.duration`), ``worker``, ``retry_of``."""
         import pandas as pd
 
         rows = []
@@ -234,13 +327,19 @@ class Study:
         return pd.DataFrame(rows)
 
     def export_priors(
-        self, path: str | os.PathLike[str], pick: PickRule = None, simplex: str | None = None
+        self,
+        path: str | os.PathLike[str],
+        pick: PickRule = None,
+        simplex: str | None = None,
+        *,
+        force: bool = False,
     ) -> PriorsFile:
         """Write the rule priors and search config of the trial ``pick`` chooses (see
-        `studies.export.export_priors`)."""
+        `studies.export.export_priors`; ``force`` replaces an existing file that is not a
+        rule-priors file, never the study's database)."""
         from studies.export import export_priors
 
-        return export_priors(self, path, pick=pick, simplex=simplex)
+        return export_priors(self, path, pick=pick, simplex=simplex, force=force)
 
     # ------------------------------------------------------------------ allocation
     def _tuner(self, trials: Sequence[TrialRecord]) -> Any:
@@ -421,6 +520,7 @@ class Study:
             metrics=mets,
             error=msg,
             worker=worker,
+            seconds=outcome.get("seconds"),
         )
         if not stored:
             logger.warning(
@@ -489,6 +589,21 @@ class Study:
 
 
 # ---------------------------------------------------------------------- helpers
+def _check_seed(seed: Any) -> int:
+    """``seed`` as an int in ``[0, MAX_SEED]`` (the tuner takes ints >= 0; the storage holds
+    signed 64-bit integers)."""
+    if (
+        isinstance(seed, bool)
+        or not isinstance(seed, numbers.Integral)
+        or not (0 <= int(seed) <= MAX_SEED)
+    ):
+        raise StudyError(
+            f"seed must be an int in [0, 2**63 - 1], got {seed!r}; pass e.g. seed=0 (a float or "
+            "a string is not rounded or parsed)."
+        )
+    return int(seed)
+
+
 def _used(trials: Sequence[TrialRecord]) -> int:
     """Trials counted against the budget: a re-queued copy replaces its stale original."""
     return len(trials) - sum(t.retry_of is not None for t in trials)

@@ -24,12 +24,29 @@ class TrialTimeout(Exception):
     """Raised inside a worker when a trial runs past its timeout."""
 
 
+# True while this process runs a trial; read only by `_on_interrupt` (pool workers' SIGINT handler)
+_in_trial = False
+
+
+def _on_interrupt(signum: int, frame: Any) -> None:
+    """SIGINT in a pool worker: stop the running trial, ignore it while idle."""
+    if _in_trial:
+        raise KeyboardInterrupt
+
+
 def exit_with_parent(interval: float = 0.5) -> None:
-    """Process-pool initializer: end this worker when the process that started it dies.
+    """Process-pool initializer: quiet on Ctrl-C, and end this worker when its parent dies.
+
+    Ctrl-C in a terminal sends SIGINT to the whole process group. The driving process handles it
+    (re-queues the trials in flight and stops); a worker ignores it while idle, so no
+    ``KeyboardInterrupt`` traceback is printed from its task queue, and stops the trial it runs
+    (the outcome goes back to the driver as data, not printed), so the driver can exit at once.
 
     A worker blocked on its task queue never sees the driving process die from SIGKILL (its
     sibling workers keep the queue open), so a daemon thread polls the parent id and exits.
     """
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _on_interrupt)
     parent = os.getppid()
 
     def watch() -> None:
@@ -62,6 +79,7 @@ def run_evaluate(
         ``{"ok": True, "result": {name: float}, "seconds": s}`` or
         ``{"ok": False, "error": "Type: message", "seconds": s}``.
     """
+    global _in_trial
     start = time.monotonic()
     use_alarm = (
         timeout is not None
@@ -70,6 +88,7 @@ def run_evaluate(
     )
     previous = signal.signal(signal.SIGALRM, _on_alarm) if use_alarm else None
     try:
+        _in_trial = True
         if use_alarm:
             signal.setitimer(signal.ITIMER_REAL, float(timeout))  # type: ignore[arg-type]
         result = evaluate(config)
@@ -83,6 +102,7 @@ def run_evaluate(
         where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
         out = {"ok": False, "error": f"{type(err).__name__}: {err}{where}"}
     finally:
+        _in_trial = False
         if use_alarm:
             signal.setitimer(signal.ITIMER_REAL, 0.0)
             signal.signal(signal.SIGALRM, previous)

@@ -155,6 +155,12 @@ def test_missing_file_and_unknown_study(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "must be an existing .py file" in result.output
     url = f"sqlite:///{tmp_path / 'e.db'}"
     result = _invoke("status", "ghost", "--storage", url)
+    assert result.exit_code == 1 and "does not exist" in result.output
+    assert not (tmp_path / "e.db").exists()  # a read-only command creates no database
+    from studies.examples import toy_study
+
+    toy_study("toy", url)
+    result = _invoke("status", "ghost", "--storage", url)
     assert result.exit_code == 1 and "No study named 'ghost'" in result.output
     result = _invoke("export", "ghost", "--storage", url, "--weights", "a=x")
     assert result.exit_code == 1 and "--weights must read" in result.output
@@ -208,3 +214,152 @@ def test_structure_command_on_an_empty_study_is_a_clear_error(tmp_path: Path) ->
     toy_study("toy", url)
     result = _invoke("structure", "toy", "-s", url)
     assert result.exit_code == 1 and "no completed trial" in result.output
+
+
+# ---------------------------------------------------------------------- audited defects
+def _one_line_error(result: object) -> str:
+    text = " ".join(result.output.split())  # type: ignore[attr-defined]
+    assert "Traceback" not in result.output and text.startswith("error: "), result.output  # type: ignore[attr-defined]
+    return text
+
+
+@pytest.fixture
+def two_trials(tmp_path: Path) -> str:
+    from studies.examples import toy_study
+    from tests.studies.helpers import fast_settings
+
+    url = f"sqlite:///{tmp_path / 't.db'}"
+    for name in ("team/tune", "../escape"):
+        toy_study(name, url, settings=fast_settings(100)).optimize(2, progress=False)
+    return url
+
+
+def test_plot_file_names_are_safe_and_bad_out_dirs_are_one_line(
+    two_trials: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "pl"
+    result = _invoke("plot", "team/tune", "-s", two_trials, "--out-dir", str(out))
+    assert result.exit_code == 0, result.output
+    result = _invoke("plot", "../escape", "-s", two_trials, "--out-dir", str(out))
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == [
+        f"{stem}-{kind}.png"
+        for stem in ("___escape", "team_tune")
+        for kind in ("hypervolume", "pareto", "priors")
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pl", "t.db"]
+
+    taken = tmp_path / "taken"
+    taken.write_text("keep")
+    result = _invoke("plot", "team/tune", "-s", two_trials, "--out-dir", str(taken))
+    assert result.exit_code == 1 and "is an existing file, not a folder" in _one_line_error(result)
+
+
+def test_plot_of_an_empty_study_writes_nothing(tmp_path: Path) -> None:
+    from studies.examples import toy_study
+
+    url = f"sqlite:///{tmp_path / 'e.db'}"
+    toy_study("empty", url)
+    out = tmp_path / "pl"
+    result = _invoke("plot", "empty", "-s", url, "--out-dir", str(out))
+    assert result.exit_code == 1 and "no feasible COMPLETE trial" in _one_line_error(result)
+    assert not out.exists()
+
+
+def test_file_system_errors_are_one_line_naming_the_path(two_trials: str, tmp_path: Path) -> None:
+    for target in (tmp_path / "missing" / "p.json", tmp_path):
+        result = _invoke("export", "team/tune", "-s", two_trials, "-o", str(target))
+        assert result.exit_code == 1 and str(target) in _one_line_error(result)
+    assert not list(tmp_path.glob(".*.tmp"))
+    taken = tmp_path / "taken"
+    taken.write_text("keep")
+    result = _invoke("plot", "team/tune", "-s", two_trials, "--out-dir", str(taken / "sub"))
+    text = _one_line_error(result)
+    assert result.exit_code == 1 and f"Cannot use {str(taken / 'sub')!r}: Not a directory" in text
+    assert "a part of the path is a file, not a folder" in text
+
+
+def test_os_errors_become_messages_but_programming_errors_keep_their_traceback() -> None:
+    import typer
+
+    from studies.cli import _guard, _os_message
+
+    err = PermissionError(13, "Permission denied", "/srv/out.json")
+    assert _os_message(err) == (
+        "Cannot use '/srv/out.json': Permission denied (PermissionError); choose a path you can "
+        "write, or fix its permissions."
+    )
+    with pytest.raises(typer.Exit):
+        _guard(open, "/nonexistent-folder/x")
+    with pytest.raises(KeyError):
+        _guard(lambda: {}["k"])
+    with pytest.raises(TypeError):
+        _guard(len, 3)
+
+
+def test_negative_last_is_refused(two_trials: str) -> None:
+    result = _invoke("status", "team/tune", "-s", two_trials, "--last", "-3")
+    assert result.exit_code == 2 and "--last" in result.output
+
+
+def test_subject_to_an_unknown_metric_says_so(two_trials: str, tmp_path: Path) -> None:
+    from studies.pareto import Constrained
+
+    assert Constrained("latency", "search_seconds <= 10").subject_to == ("search_seconds <= 10",)
+    result = _invoke(
+        "export",
+        "team/tune",
+        "-s",
+        two_trials,
+        "-o",
+        str(tmp_path / "p.json"),
+        "--best",
+        "latency",
+        "--subject-to",
+        "search_second <= 1",
+    )
+    text = _one_line_error(result)
+    assert result.exit_code == 1 and "names 'search_second'" in text
+    assert "did you mean 'search_seconds'?" in text
+
+
+def test_export_force_replaces_a_file_that_is_not_an_export(
+    two_trials: str, tmp_path: Path
+) -> None:
+    target = tmp_path / "notes.txt"
+    target.write_text("my notes\n")
+    result = _invoke("export", "team/tune", "-s", two_trials, "-o", str(target))
+    assert result.exit_code == 1 and target.read_text() == "my notes\n"
+    result = _invoke("export", "team/tune", "-s", two_trials, "-o", str(target), "--force")
+    assert result.exit_code == 0, result.output
+    assert read_priors_file(target).provenance["study"] == "team/tune"
+
+
+def test_interrupt_hint_names_the_storage(two_trials: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from studies.study import Study
+
+    def interrupted(self: Study, *args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Study, "optimize", interrupted)
+    result = _invoke("resume", "team/tune", "-s", two_trials, "-n", "4", "--no-progress")
+    assert result.exit_code == 130
+    assert f"`tuner resume team/tune --storage {two_trials}`" in " ".join(result.output.split())
+
+
+def test_demo_name_starts_a_new_study_after_a_conflict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from studies.examples import toy_study
+
+    monkeypatch.chdir(tmp_path)
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    toy_study("demo", url, seed=7)  # the same name with other settings
+    result = _invoke("demo", "--toy", "-s", url, "-n", "2", "-w", "1", "--no-progress")
+    assert result.exit_code == 1 and "--name NEW_NAME" in _one_line_error(result)
+    result = _invoke(
+        "demo", "--toy", "-s", url, "--name", "demo2", "-n", "2", "-w", "1", "--no-progress"
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads((tmp_path / "demo-priors.json").read_text())
+    assert doc["provenance"]["study"] == "demo2"

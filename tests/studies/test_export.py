@@ -121,22 +121,79 @@ def test_export_round_trip(tmp_path: Path) -> None:
 
 
 def test_export_is_read_by_rewrite_rule_priors(tmp_path: Path) -> None:
-    import importlib
+    from rewrite import RulePriors  # the format's reader must exist: no skip
 
-    rule_priors = None
-    for module in ("rewrite", "rewrite.optimize"):
-        try:
-            rule_priors = getattr(importlib.import_module(module), "RulePriors", None)
-        except ImportError:
-            continue
-        if rule_priors is not None:
-            break
-    if rule_priors is None:
-        pytest.skip("rewrite has no RulePriors yet (issue 5)")
     study = _study(tmp_path)
     study.export_priors(tmp_path / "p.json")
-    loaded = rule_priors.load(tmp_path / "p.json")
+    loaded = RulePriors.load(tmp_path / "p.json")
     assert dict(loaded.search_config)["population"] >= 4
+
+
+def test_export_replaces_only_priors_files_unless_forced(tmp_path: Path) -> None:
+    study = _study(tmp_path)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    with pytest.raises(
+        ExportError, match=r"Refusing to replace '.*notes.txt': it is not JSON.*force"
+    ):
+        study.export_priors(notes)
+    assert notes.read_text() == "my notes\n"
+    other = tmp_path / "other.json"
+    other.write_text('{"format": "rewrite-graph"}')
+    with pytest.raises(ExportError, match='no "kind": "rewrite-tuner/rule-priors" header'):
+        study.export_priors(other)
+    assert other.read_text() == '{"format": "rewrite-graph"}'
+    study.export_priors(notes, force=True)  # the caller insists
+    assert read_priors_file(notes).provenance["study"] == "e"
+    priors = tmp_path / "priors.json"
+    study.export_priors(priors)
+    study.export_priors(priors, pick=1)  # a previous export is replaced without force
+    assert read_priors_file(priors).provenance["trial"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "notes.txt",
+        "other.json",
+        "priors.json",
+        "s.db",
+    ]
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_export_never_replaces_the_study_database(tmp_path: Path, force: bool) -> None:
+    study = _study(tmp_path)
+    db = tmp_path / "s.db"
+    before = db.read_bytes()
+    for target in (db, tmp_path / "s.db-wal", tmp_path / "." / ".." / tmp_path.name / "s.db"):
+        with pytest.raises(ExportError, match=r"study's own database.*Nothing was written"):
+            study.export_priors(target, force=force)
+    assert db.read_bytes() == before and not (tmp_path / "s.db-wal").exists()
+    assert len(Study.load("e", f"sqlite:///{db}").trials) == 4
+
+
+def test_export_bad_destinations_name_the_path(tmp_path: Path) -> None:
+    study = _study(tmp_path)
+    missing = tmp_path / "nonexist" / "p.json"
+    with pytest.raises(ExportError, match=r"'.*nonexist/p.json'.*folder .* does not exist"):
+        study.export_priors(missing)
+    (tmp_path / "d").mkdir()
+    with pytest.raises(ExportError, match=r"'.*d': it is a directory.*d/priors.json"):
+        study.export_priors(tmp_path / "d")
+    assert list((tmp_path / "d").iterdir()) == [] and not missing.parent.exists()
+
+
+def test_export_file_mode_follows_the_umask(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    study = _study(tmp_path)
+    old = os.umask(0o027)
+    try:
+        study.export_priors(tmp_path / "new.json")
+        assert stat.S_IMODE((tmp_path / "new.json").stat().st_mode) == 0o640
+        (tmp_path / "new.json").chmod(0o604)
+        study.export_priors(tmp_path / "new.json")  # replacing keeps the file's mode
+        assert stat.S_IMODE((tmp_path / "new.json").stat().st_mode) == 0o604
+    finally:
+        os.umask(old)
 
 
 def test_export_refuses_non_finite_and_keeps_old_file(tmp_path: Path) -> None:
@@ -184,7 +241,7 @@ def test_export_needs_one_simplex(tmp_path: Path) -> None:
         storage=f"sqlite:///{tmp_path / 't.db'}",
     )
     none.tell(none.ask(), {"f": 1.0})
-    with pytest.raises(ExportError, match="has 0"):
+    with pytest.raises(ExportError, match="has no Simplex parameter.*no rule priors to export"):
         none.export_priors(tmp_path / "y.json")
     assert not (tmp_path / "y.json").exists()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 
@@ -205,7 +206,13 @@ def test_golden_v1_database_loads_and_resumes(tmp_path) -> None:
     expected = json.loads((data / "study_v1.json").read_text())
     url = f"sqlite:///{tmp_path / 'v1.db'}"
     study = Study.load("golden", url, evaluate=toy_evaluate)
-    assert [dataclasses.asdict(t) for t in study.trials] == expected["trials"]
+    # the nullable `seconds` column (worker-measured duration) is added on open; old rows hold None
+    # and their duration falls back to finished - started
+    old = [dataclasses.asdict(t) for t in study.trials]
+    assert [t.pop("seconds") for t in old] == [None] * len(old)
+    assert old == expected["trials"]
+    first = study.trials[0]
+    assert first.duration == first.finished - first.started
     stored = dataclasses.asdict(study.storage.get_study("golden"))
     assert {k: v for k, v in stored.items() if k != "id"} == expected["study"]
     assert study.constraints == ["search_seconds <= 5"] and study.seed == 3
@@ -214,3 +221,108 @@ def test_golden_v1_database_loads_and_resumes(tmp_path) -> None:
     study.optimize(9, progress=False)
     assert study.progress() == {"finished": 8, "used": 9, "waiting": 0, "running": 1}
     assert [t.state for t in study.trials][:8] == [t["state"] for t in expected["trials"]]
+    rerun = study.trials[8]
+    assert rerun.state == "COMPLETE" and rerun.seconds is not None and rerun.seconds >= 0
+
+
+def test_read_only_open_creates_nothing(tmp_path) -> None:
+    from studies import Study
+    from studies.errors import StorageNotFoundError
+
+    url = f"sqlite:///{tmp_path / 'nope.db'}"
+    for open_ in (lambda: Storage(url, create=False), lambda: Study.load("tune", url)):
+        with pytest.raises(StorageNotFoundError, match=r"nope.db.*does not exist.*nothing was"):
+            open_()
+    with pytest.raises(StudyNotFoundError):  # callers catching "no such study" still do
+        Study.load("tune", url)
+    assert list(tmp_path.iterdir()) == []
+    Storage(url)  # creating is the default
+    assert Storage(url, create=False).study_names() == []
+
+
+def test_read_only_open_refuses_an_empty_database(storage_url: str) -> None:
+    from studies.errors import StorageNotFoundError
+
+    path = storage_url[len("sqlite:///") :] if storage_url.startswith("sqlite") else None
+    if path is not None:
+        open(path, "wb").close()  # an empty file
+    with pytest.raises(StorageNotFoundError, match="empty.*holds no study; nothing was created"):
+        Storage(storage_url, create=False)
+    if path is not None:
+        assert os.path.getsize(path) == 0
+    Storage(storage_url)
+    Storage(storage_url, create=False)
+
+
+@pytest.mark.parametrize(
+    ("table", "column", "raw", "message"),
+    [
+        ("trials", "config", "{bad", r"trial 0 of 's'.*'config' column is not valid JSON"),
+        ("trials", "values", '{"f": NaN}', r"trial 0 of 's'.*'values'.*must not contain NaN"),
+        ("trials", "metrics", "[1, 2]", r"trial 0 of 's'.*'metrics' column holds a JSON list"),
+        ("studies", "settings", "{", r"study 's'.*'settings' column is not valid JSON"),
+        ("studies", "space", '"x"', r"study 's'.*'space' column holds a JSON str"),
+    ],
+)
+def test_damaged_rows_are_reported_not_raised_raw(
+    storage_url: str, table: str, column: str, raw: str, message: str
+) -> None:
+    from studies import Study
+    from studies.examples import toy_space
+
+    study = Study("s", toy_space(), {"f": "minimize"}, storage=storage_url)
+    study.tell(study.ask(), {"f": 1.0})
+    store, sid = study.storage, study._record.id
+    target = schema.trials if table == "trials" else schema.studies
+    with store.write() as conn:
+        conn.execute(update(target).values({column: raw}))
+    reads = [lambda: Study.load("s", storage_url).trials]
+    reads.append((lambda: store.trials(sid)) if table == "trials" else lambda: store.get_study("s"))
+    for read in reads:
+        with pytest.raises(StorageCorruptError, match=message + ".*Nothing was changed"):
+            read()
+    with store.read() as conn:  # the damaged row is left as it was
+        assert conn.execute(select(target.c[column])).scalar() == raw
+
+
+def test_damaged_space_is_reported(sqlite_url: str) -> None:
+    from studies import Study
+    from studies.examples import toy_space
+
+    Study("t", toy_space(), {"latency": "minimize"}, storage=sqlite_url)
+    store = Storage(sqlite_url)
+    with store.write() as conn:
+        conn.execute(update(schema.studies).values(space='{"x": 1}'))
+    with pytest.raises(StorageCorruptError, match=r"study 't'.*'space' column does not describe"):
+        Study.load("t", sqlite_url)
+
+
+def test_conflict_names_only_the_differences(storage_url: str) -> None:
+    params = [{"name": f"p{i}", "type": "float", "low": 0.0, "high": float(i)} for i in range(200)]
+    space = {"format_version": 1, "parameters": params}
+    store = Storage(storage_url)
+    store.create_study(_record(space=space))
+    changed = json.loads(json.dumps(space))
+    changed["parameters"][7]["high"] = 99.0
+    changed["parameters"].append({"name": "extra", "type": "int", "low": 0, "high": 3})
+    with pytest.raises(StudyConflictError) as info:
+        store.create_study(_record(space=changed, seed=4))
+    msg = str(info.value)
+    assert "space.parameters.p7.high: stored 7.0, given 99.0" in msg
+    assert "space.parameters.extra added" in msg and "seed: stored 0, given 4" in msg
+    assert "another study name or another storage" in msg and "p8" not in msg
+    assert len(msg) < 700
+
+
+def test_worker_measured_seconds_are_stored(storage_url: str) -> None:
+    store = Storage(storage_url)
+    sid = store.create_study(_record()).id
+    with store.write() as conn:
+        store.add_trial(conn, sid, {"x": 0.1}, worker="w1")
+        store.add_trial(conn, sid, {"x": 0.2}, worker="w1")
+    time.sleep(0.05)  # e.g. a model fit in the driving process: not trial time
+    store.finish_trial(sid, 0, state="COMPLETE", values={"f": 1.0}, seconds=0.001)
+    store.finish_trial(sid, 1, state="FAILED", error="E: x", seconds=float("nan"))
+    t0, t1 = store.trials(sid)
+    assert t0.seconds == 0.001 and t0.duration == 0.001
+    assert t1.seconds is None and t1.duration == t1.finished - t1.started >= 0.05

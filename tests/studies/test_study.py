@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -312,3 +313,81 @@ def test_exhausted_space_stops_cleanly(sqlite_url: str, caplog) -> None:
     assert sorted(t.config["k"] for t in study.trials) == [0, 1, 2]
     assert all(t.state == "COMPLETE" for t in study.trials)
     assert "exhausted" in caplog.text
+
+
+@pytest.mark.parametrize("seed", ["abc", 1.7, 2**70, 2**63, -1, True, None])
+def test_seed_must_be_an_int_in_range(sqlite_url: str, seed) -> None:
+    with pytest.raises(StudyError, match=r"seed must be an int in \[0, 2\*\*63 - 1\]"):
+        make(sqlite_url, seed=seed)
+    assert Storage(sqlite_url).study_names() == []
+
+
+def test_largest_seed_is_stored(sqlite_url: str) -> None:
+    assert make(sqlite_url, seed=np.int64(2**63 - 1)).seed == 2**63 - 1
+    assert Study.load("s", sqlite_url).seed == 2**63 - 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"n_initial": -3}, "n_initial must be None .* or an int >= 0, got -3"),
+        ({"n_initial": 2.0}, "n_initial must be None"),
+        ({"n_initial": True}, "n_initial must be None"),
+        ({"reap_dead_local_workers": "no"}, "reap_dead_local_workers must be True or False"),
+        ({"heartbeat_interval": True}, "heartbeat_interval must be a finite number"),
+        ({"grace_period": float("inf")}, "grace_period must be a finite number"),
+        ({"grace_period": "60"}, "grace_period must be a finite number"),
+        ({"surrogate": "Flat"}, "surrogate must be one of"),
+        ({"surrogate": ["flat"]}, "surrogate must be one of"),
+        ({"tuner_options": None}, "tuner_options must be a dict"),
+        ({"tuner_options": {"num_restarts": -1}}, "num_restarts must be an int >= 1"),
+    ],
+)
+def test_invalid_settings_are_refused(kwargs: dict, message: str) -> None:
+    from studies.errors import StudySettingsError
+
+    with pytest.raises(StudySettingsError, match=message):
+        helpers.StudySettings(**kwargs)
+    assert helpers.StudySettings(n_initial=0).n_initial == 0
+
+
+def test_invalid_stored_settings_can_be_replaced(sqlite_url: str) -> None:
+    """Settings stored by a release that did not validate them: inspectable, not runnable until
+    valid settings are passed (which then replace them)."""
+    from sqlalchemy import update
+
+    from studies import schema
+    from studies.errors import StudySettingsError
+
+    study = make(sqlite_url)
+    study.tell(study.ask(), {"latency": 1.0, "search_seconds": 1.0})
+    study.ask()  # trial 1: held by hand, left RUNNING
+    bad = {**study.settings.to_dict(), "n_initial": -3, "reap_dead_local_workers": "no"}
+    with study.storage.write() as conn:
+        conn.execute(update(schema.studies).values(settings=json.dumps(bad)))
+    loaded = Study.load("s", sqlite_url, evaluate=toy_evaluate)
+    assert len(loaded.trials) == 2 and loaded.pareto()  # read-only use still works
+    recover = r"invalid stored settings.*reap_dead_local_workers.*Study.load\('s', storage, evaluate, settings="
+    with pytest.raises(StudySettingsError, match=recover):
+        loaded.optimize(3, progress=False)
+    with pytest.raises(StudySettingsError, match=recover):
+        loaded.ask()
+    good = helpers.fast_settings(n_initial=2)
+    fixed = Study.load("s", sqlite_url, evaluate=toy_evaluate, settings=good)
+    assert fixed.settings == good and Study.load("s", sqlite_url).settings == good
+    fixed.optimize(3, progress=False)
+    assert fixed.progress()["finished"] == 2  # the hand-held trial 1 stays RUNNING
+    # valid stored settings always win
+    other = helpers.fast_settings(n_initial=5)
+    assert Study.load("s", sqlite_url, settings=other).settings == good
+    assert make(sqlite_url, settings=other).settings == good
+
+
+def test_trial_duration_is_the_worker_measured_time(sqlite_url: str) -> None:
+    study = make(sqlite_url, evaluate=helpers.slow_toy)
+    study.optimize(3, progress=False)
+    for t in study.trials:
+        assert t.seconds is not None and 0.05 <= t.seconds <= t.finished - t.started
+        assert t.duration == t.seconds
+    df = study.to_dataframe()
+    assert list(df["duration"]) == [t.seconds for t in study.trials]
