@@ -1,6 +1,7 @@
 """A study process for the crash tests: ``python -m tests.studies.crash_child URL BUDGET [opts]``.
 
-Prints ``ready`` once the study is open (imports done), then drives it to BUDGET trials.
+Prints ``ready`` once the study is open (imports done), then (after a line on stdin with
+``--wait-go``) drives it to BUDGET trials.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ def main() -> None:
     parser.add_argument("--n-initial", type=int, default=4)
     parser.add_argument("--grace", type=float, default=30.0)
     parser.add_argument("--grace-only", action="store_true", help="no dead-pid shortcut")
+    parser.add_argument("--wait-go", action="store_true", help="after 'ready', wait for a line")
     args = parser.parse_args()
     settings = helpers.fast_settings(
         n_initial=args.n_initial,
@@ -37,6 +39,8 @@ def main() -> None:
         settings=settings,
     )
     print("ready", flush=True)
+    if args.wait_go:
+        sys.stdin.readline()
     study.optimize(args.budget, n_workers=args.workers, progress=False)
     print("done", flush=True)
     sys.exit(0)

@@ -23,7 +23,13 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"}
 def _start(url: str, budget: int, *extra: str) -> subprocess.Popen[str]:
     cmd = [sys.executable, "-m", "tests.studies.crash_child", url, str(budget), *extra]
     return subprocess.Popen(
-        cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        cmd,
+        cwd=ROOT,
+        env=ENV,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -137,8 +143,16 @@ def test_sigkill_resume_postgres() -> None:
 
 
 def _two_processes(url: str, budget: int) -> None:
-    procs = [_start(url, budget, "--workers", "2", "--n-initial", "10") for _ in range(2)]
+    args = ("--workers", "2", "--n-initial", "10", "--wait-go")
+    procs = [_start(url, budget, *args) for _ in range(2)]
     try:
+        # Both start driving together: a process still importing while the other finishes the
+        # whole budget (14 trials of 50 ms) would run nothing.
+        for p in procs:
+            _wait_ready(p)
+        for p in procs:
+            p.stdin.write("go\n")  # type: ignore[union-attr]
+            p.stdin.flush()  # type: ignore[union-attr]
         for p in procs:
             out, err = p.communicate(timeout=600)
             assert p.returncode == 0, err[-3000:]
