@@ -275,6 +275,12 @@ TrialOpt = Annotated[int | None, typer.Option(help="Pick this trial number.")]
 SimplexOpt = Annotated[
     str | None, typer.Option(help="The Simplex parameter holding the priors (if several).")
 ]
+ForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force", help="Replace an existing --out file that is not a rule-priors export."
+    ),
+]
 
 
 @app.command()
@@ -289,12 +295,7 @@ def export(
     subject_to: SubjectOpt = None,
     trial: TrialOpt = None,
     simplex: SimplexOpt = None,
-    force: Annotated[
-        bool,
-        typer.Option(
-            "--force", help="Replace an existing --out file that is not a rule-priors export."
-        ),
-    ] = False,
+    force: ForceOpt = False,
 ) -> None:
     """Write the chosen trial's rule priors and search config (versioned JSON).
 
@@ -383,6 +384,7 @@ def demo(
             "study in the same storage, e.g. after changing --steps or --workloads.",
         ),
     ] = None,
+    force: ForceOpt = False,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
 ) -> None:
     """Tune the rewrite search's knobs and rule priors on small zoo models (the default study),
@@ -391,7 +393,7 @@ def demo(
     names = [w.strip() for w in workloads.split(",") if w.strip()]
     study = _guard(_demo_study, toy, study_name, storage, names, steps)
     _optimize(study, n_trials, workers, None, progress)
-    doc = _guard_write(out_path, study.export_priors, out_path)
+    doc = _guard_write(out_path, study.export_priors, out_path, force=force)
     out.print(f"exported the priors of trial {doc.provenance['trial']} to {out_path}")
 
 

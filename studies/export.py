@@ -227,7 +227,7 @@ def _check_destination(path: Path, study: Any, force: bool) -> None:
         raise ExportError(
             f"Refusing to replace {shown!r}: it {why}, so it is not a rule-priors file written by "
             "`tuner export`. Nothing was written; choose another --out path, or pass force=True "
-            "(`tuner export --force`) to replace it."
+            "(`--force` for `tuner export` and `tuner demo`) to replace it."
         )
 
 

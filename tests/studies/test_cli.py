@@ -186,6 +186,15 @@ def test_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert result.exit_code == 0, result.output
     assert "Pareto set" in result.stdout and "demo-priors.json" in result.stdout
     assert json.loads((tmp_path / "demo-priors.json").read_text())["provenance"]["study"] == "demo"
+    # the demo's export replaces no other file unless --force
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes")
+    base = ("demo", "--toy", "-s", url, "-n", "4", "--no-progress", "--out", str(notes))
+    refused = _invoke(*base)
+    assert refused.exit_code != 0 and "--force" in refused.output
+    assert notes.read_text() == "my notes"
+    assert _invoke(*base, "--force").exit_code == 0
+    assert json.loads(notes.read_text())["provenance"]["study"] == "demo"
 
 
 def test_space_command() -> None:
