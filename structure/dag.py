@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from numbers import Real
 from typing import Any
 
 import networkx as nx
@@ -101,6 +102,11 @@ class Formula:
                 f"A formula needs inputs other than its node, got {self.node=}, {self.inputs=}."
             )
         if self.weights is not None:
+            bad = [w for w in self.weights if isinstance(w, bool) or not isinstance(w, Real)]
+            if bad:
+                raise KnowledgeError(
+                    f"Formula {self.node!r} weights must be numbers, got {self.weights!r}."
+                )
             object.__setattr__(self, "weights", tuple(float(w) for w in self.weights))
             if len(self.weights) != len(self.inputs):
                 raise KnowledgeError(

@@ -24,6 +24,7 @@ selection, or metrics kept as outputs) get every parameter as a parent (``all_pa
 from __future__ import annotations
 
 import logging
+import numbers
 import warnings
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -81,6 +82,14 @@ class LearnConfig:
     select: SelectConfig | None = field(default_factory=SelectConfig)
 
     def __post_init__(self) -> None:
+        for name in ("alpha", "stability", "bootstrap", "max_parents", "min_rows", "pc_metrics"):
+            value = getattr(self, name)
+            real = name in ("alpha", "stability")
+            ok = isinstance(value, numbers.Real if real else numbers.Integral)
+            if isinstance(value, bool) or not ok:
+                raise StructureLearningError(
+                    f"LearnConfig.{name} must be {'a number' if real else 'an int'}, got {value!r}."
+                )
         if not (0.0 < self.alpha < 1.0 and 0.0 < self.stability <= 1.0):
             raise StructureLearningError(
                 f"`0 < alpha < 1` and `0 < stability <= 1` must hold, got {self.alpha=}, "

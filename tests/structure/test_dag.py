@@ -118,6 +118,11 @@ def test_malformed_knowledge_is_a_clear_error(kwargs: dict) -> None:
         Knowledge(**kwargs)
 
 
+def test_formula_weights_must_be_numbers() -> None:
+    with pytest.raises(KnowledgeError, match="weights must be numbers"):
+        Formula("speed", ("t1",), weights=("x",))
+
+
 @pytest.mark.parametrize(
     "text",
     [

@@ -108,6 +108,9 @@ def test_bad_input_is_a_clear_error() -> None:
         learn_structure(**table, knowledge=Knowledge(required=(("o", "m1"),)), config=FAST)
     with pytest.raises(KnowledgeError, match="not in the table"):
         learn_structure(**table, knowledge=Knowledge(forbidden=(("x0", "zzz"),)), config=FAST)
+    for bad in ({"alpha": "0.05"}, {"bootstrap": 2.5}, {"max_parents": True}):
+        with pytest.raises(StructureLearningError, match="LearnConfig"):
+            LearnConfig(**bad)
     small = chain_table(n=5)
     with pytest.raises(StructureLearningError, match="at least"):
         learn_structure(**small, config=FAST)
