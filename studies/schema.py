@@ -6,7 +6,8 @@ Three tables (SQLAlchemy Core, portable between SQLite and PostgreSQL):
 - ``studies``: one row per study (unique name, space / objectives / constraints / settings as JSON
   text, seed, budget, evaluate reference, creation time).
 - ``trials``: one row per trial (study, number, state, config / values / metrics as JSON text, error,
-  created / started / finished / heartbeat times as Unix seconds, worker, ``retry_of``).
+  created / started / finished / heartbeat times as Unix seconds, worker, ``retry_of``, and the
+  worker-measured evaluation time ``seconds``).
 
 JSON is stored as text written by `dumps` (strict: no NaN or infinity, which PostgreSQL's JSON types
 would reject anyway), never pickle. Upgrading a database from version ``v`` to ``v + 1`` runs
@@ -36,6 +37,7 @@ from sqlalchemy import (
 )
 
 __all__ = [
+    "ADDED_COLUMNS",
     "FORMAT_VERSION",
     "MIGRATIONS",
     "TRIAL_STATES",
@@ -96,9 +98,17 @@ trials = Table(
     Column("heartbeat", Float, nullable=True),
     Column("worker", String(255), nullable=True),
     Column("retry_of", Integer, nullable=True),
+    # Added after format_version 1 without a bump: nullable, added on open where missing
+    # (`ADDED_COLUMNS`), and ignored by readers that predate it.
+    Column("seconds", Float, nullable=True),
     UniqueConstraint("study_id", "number", name="uq_trials_study_number"),
     Index("ix_trials_study_state", "study_id", "state"),
 )
+
+
+#: Nullable columns added to existing tables on open, (table, column), so a database written before
+#: they existed gains them without a ``format_version`` bump (older readers ignore them).
+ADDED_COLUMNS = (("trials", trials.c.seconds),)
 
 
 def dumps(obj: Any) -> str:

@@ -35,11 +35,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import (
-    Column,
     Connection,
     Engine,
-    Float,
-    MetaData,
     create_engine,
     event,
     func,
@@ -69,12 +66,7 @@ __all__ = ["DEFAULT_STORAGE", "Storage"]
 
 DEFAULT_STORAGE = "sqlite:///study.db"
 _S = schema.studies
-# ``schema.trials`` plus the nullable ``seconds`` column (added on open where it is missing, see
-# `_add_missing_columns`); a private copy so `schema.metadata` keeps describing format_version 1.
-_T = schema.trials.to_metadata(MetaData())
-_T.append_column(Column("seconds", Float, nullable=True))
-#: Nullable columns added to existing tables on open: (table, column).
-_ADDED_COLUMNS = (("trials", _T.c.seconds),)
+_T = schema.trials
 #: At most this many differences are listed when a study definition conflicts.
 _MAX_DIFFS = 8
 
@@ -185,7 +177,6 @@ class Storage:
                     )
                 schema.metadata.create_all(conn)
                 conn.execute(schema.format_version.insert().values(**_version_row()))
-                _add_missing_columns(conn)
                 return
             if "format_version" not in tables:
                 raise StorageCorruptError(
@@ -633,10 +624,10 @@ def _migrate(conn: Connection | None, version: int, url: str) -> None:
 
 # ---------------------------------------------------------------------- schema additions
 def _add_missing_columns(conn: Connection) -> None:
-    """Add the nullable columns of `_ADDED_COLUMNS` that an older database lacks (inside the open
-    transaction, so concurrent openers add each column once)."""
+    """Add the nullable columns of `schema.ADDED_COLUMNS` that an older database lacks (inside the
+    open transaction, so concurrent openers add each column once)."""
     insp = inspect(conn)
-    for table, column in _ADDED_COLUMNS:
+    for table, column in schema.ADDED_COLUMNS:
         have = {c["name"] for c in insp.get_columns(table)}
         if column.name not in have:
             kind = column.type.compile(dialect=conn.dialect)
@@ -720,21 +711,20 @@ def _trial(row: Any) -> TrialRecord:
 def _check_same(stored: StudyRecord, new: StudyRecord, url: str) -> None:
     """Refuse to attach ``new`` to a stored study of the same name with another definition,
     listing only what differs."""
-    diffs: list[str] = []
-    fields = []
-    for field in ("space", "objectives", "constraints", "seed"):
-        found = _differences(getattr(stored, field), getattr(new, field), field)
-        fields += [field] if found else []
-        diffs += found
-    if not diffs:
+    found = {
+        field: _differences(getattr(stored, field), getattr(new, field), field)
+        for field in ("space", "objectives", "constraints", "seed")
+    }
+    fields = [field for field, diffs in found.items() if diffs]
+    if not fields:
         return
+    diffs = [d for field in fields for d in found[field]]
     shown = "; ".join(diffs[:_MAX_DIFFS])
     more = f"; and {len(diffs) - _MAX_DIFFS} more" if len(diffs) > _MAX_DIFFS else ""
     raise StudyConflictError(
         f"A study named {stored.name!r} already exists in {url} with a different "
-        f"{' and '.join(fields)} ({shown}{more}). Use another study name or another storage (on the command line: --name "
-        f"or --storage), or Study.load({stored.name!r}, storage) to continue the stored one. "
-        "Nothing was changed."
+        f"{' and '.join(fields)} ({shown}{more}). Use another study name or another storage, or "
+        f"Study.load({stored.name!r}, storage) to continue the stored one. Nothing was changed."
     )
 
 

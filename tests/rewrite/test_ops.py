@@ -280,6 +280,15 @@ def test_flops_of_products_and_norms() -> None:
     assert get("linear").bytes(lin.in_types, lin.types, lin.attrs) == 4 * (70 + 21 + 30)
 
 
+def _expect_shape_error(op: str, specs: list[Spec], attrs: dict[str, Any], fragment: str) -> None:
+    """Adding ``op`` on inputs of ``specs`` raises a ShapeError naming the op and ``fragment``."""
+    gb = GraphBuilder()
+    ins = [gb.input(f"x{k}", s[0], s[1]) for k, s in enumerate(specs)]
+    with pytest.raises(ShapeError, match=op) as info:
+        gb.add_node(op, ins, attrs)
+    assert fragment in str(info.value)
+
+
 @pytest.mark.parametrize(
     ("op", "specs", "attrs", "fragment"),
     [
@@ -297,11 +306,7 @@ def test_flops_of_products_and_norms() -> None:
 def test_shape_errors_name_the_op_and_rule(
     op: str, specs: list[Spec], attrs: dict[str, Any], fragment: str
 ) -> None:
-    gb = GraphBuilder()
-    ins = [gb.input(f"x{k}", s[0], s[1]) for k, s in enumerate(specs)]
-    with pytest.raises(ShapeError, match=op) as info:
-        gb.add_node(op, ins, attrs)
-    assert fragment in str(info.value)
+    _expect_shape_error(op, specs, attrs, fragment)
 
 
 @pytest.mark.parametrize(
@@ -345,11 +350,7 @@ def test_shape_errors_name_the_op_and_rule(
 def test_bad_attributes_name_the_attribute_value_and_range(
     op: str, specs: list[Spec], attrs: dict[str, Any], fragment: str
 ) -> None:
-    gb = GraphBuilder()
-    ins = [gb.input(f"x{k}", s[0], s[1]) for k, s in enumerate(specs)]
-    with pytest.raises(ShapeError, match=op) as info:
-        gb.add_node(op, ins, attrs)
-    assert fragment in str(info.value)
+    _expect_shape_error(op, specs, attrs, fragment)
 
 
 def test_attribute_rules_accept_the_documented_forms() -> None:
