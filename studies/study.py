@@ -374,6 +374,10 @@ class Study:
             )
         if mode == "flat":
             return None
+        if mode == "saas":
+            from tuner.surrogate import SaasSurrogate
+
+            return SaasSurrogate({"maxiter": self.settings.options().fit_maxiter or 150})
         from structure import StructuredSurrogate
 
         return StructuredSurrogate()

@@ -115,3 +115,22 @@ def test_reported_standard_errors_become_the_gps_known_noise() -> None:
     assert problem.training_data(space, mixed, seed=0).Yvar is None
     with pytest.raises(SurrogateError, match="Yvar"):
         TrainingData(data.X, data.Y, data.outcome_names, {}, space, 0, 2, Yvar=-data.Yvar - 1)
+
+
+def test_saas_gp_shrinks_irrelevant_inputs_and_models_every_outcome() -> None:
+    from tuner import SaasSurrogate
+
+    data = _data(20)
+    surrogate = SaasSurrogate({"maxiter": 50})
+    model = surrogate.fit(data)
+    Xq = make_space().sample_unit(4, 5)
+    post = model.posterior(Xq)
+    assert post.mean.shape == (4, 3) and post.mean.dtype == torch.float64
+    again = SaasSurrogate({"maxiter": 50}).fit(data).posterior(Xq)
+    assert torch.equal(post.mean, again.mean)  # seeded
+    ls = surrogate.describe()["lengthscales"][0]  # latency = x0 ** 2 reads column 0 only
+    assert ls[0] == min(ls) and max(ls) > 10 * ls[0]
+    with pytest.raises(SurrogateError, match="at least one"):
+        SaasSurrogate().fit(
+            TrainingData(data.X[:0], data.Y[:0], data.outcome_names, {}, data.space, 0)
+        )
