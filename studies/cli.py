@@ -368,7 +368,7 @@ def demo(
     workers: Annotated[int, typer.Option("--workers", "-w", help="Parallel trials.")] = 2,
     workloads: Annotated[
         str, typer.Option(help="Comma-separated rewrite.zoo models to tune on.")
-    ] = "gpt2,bert,resnet",
+    ] = "gpt2,bert,resnet,t5",
     held_out: Annotated[
         str,
         typer.Option(help="Comma-separated zoo models never tuned on, to judge the result."),
