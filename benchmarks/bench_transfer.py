@@ -264,9 +264,12 @@ def _print_surrogates(runs: list[dict[str, Any]], names: list[str], trials: int)
                 cells.append(f"HV@{n} {hv:.3f}")
         walls = [w for r in runs for w in r[name]["ask_wall"][10:]]
         cpus = [c for r in runs for c in r[name]["ask_cpu"][10:]]
+        late = [c for r in runs for c in r[name]["ask_cpu"][-10:]]
+        adopted = np.mean([m != "flat" for r in runs for m in r[name]["model"][10:]])
         print(
-            f"  {name:11s} " + "  ".join(cells) + f"  proposal p50 {np.median(walls):.1f} s "
-            f"wall, {np.median(cpus):.1f} s CPU (after the design)"
+            f"  {name:12s} " + "  ".join(cells) + f"  proposal p50 {np.median(walls):.1f} s "
+            f"wall, {np.median(cpus):.1f} s CPU (after the design), {np.median(late):.1f} s CPU "
+            f"(last 10); network or SAAS in use {adopted:.0%}"
         )
 
 
