@@ -241,9 +241,13 @@ class _Problem:
         linked = set(self.eqs_of) | {self.cls[x] for r in self.order_rels for x in (*r.lhs, *r.rhs)}
         free = [c for c in self.members if c not in pinned]
         self.order = sorted(free, key=lambda c: (c not in linked, min(self.members[c])))
+        self.rels_of: dict[int, list[Relation]] = {}
+        for r in self.order_rels:
+            for x in (*r.lhs, *r.rhs):
+                self.rels_of.setdefault(self.cls[x], []).append(r)
         self.k: dict[int, int] = {}
         self.value: dict[int, int] = {0: 0}
-        self.used: set[int] = {0}
+        self.owner: dict[int, int] = {0: -1}  # reduced value -> class holding it
         for c in pinned:
             self._set(c, self.scale[c])
         self.tries = 0
@@ -251,10 +255,10 @@ class _Problem:
     def _set(self, c: int, k: int | None) -> None:
         for n in self.members[c]:
             if k is None:
-                self.used.discard(self.value.pop(n))
+                del self.owner[self.value.pop(n)]
             else:
                 self.value[n] = k * n // self.scale[c]
-                self.used.add(self.value[n])
+                self.owner[self.value[n]] = c
         if k is None:
             del self.k[c]
         else:
@@ -263,9 +267,11 @@ class _Problem:
     def _factor(self, c: int) -> Fraction:
         return Fraction(self.k[c], self.scale[c])
 
-    def _forced(self, c: int) -> Fraction | None | bool:
-        """The factor of class ``c`` its equations force (False: contradiction, None: free)."""
+    def _forced(self, c: int) -> tuple[Fraction | None, set[int], bool]:
+        """``(factor, classes, ok)``: the factor of class ``c`` its assigned equations force
+        (None: free), the classes that forced it, and False on contradicting equations."""
         want: Fraction | None = None
+        why: set[int] = set()
         for eq in self.eqs_of.get(c, ()):
             if any(o not in self.k for o in eq if o != c):
                 continue
@@ -273,57 +279,76 @@ class _Problem:
             for o, e in eq.items():
                 if o != c:
                     rest *= self._factor(o) ** e
+            why |= set(eq) - {c}
             if abs(eq[c]) != 1 or (want is not None and rest ** (-eq[c]) != want):
-                return False
+                return None, why, False
             want = rest ** (-eq[c])
-        return want
+        return want, why, True
 
-    def _holds(self, c: int) -> bool:
-        """Whether the equations and order relations of class ``c`` hold where assigned."""
+    def _broken(self, c: int) -> set[int] | None:
+        """The other classes of the assigned equations and order relations of ``c`` that
+        fail (None when none fails)."""
+        bad: set[int] = set()
+        broken = False
         for eq in self.eqs_of.get(c, ()):
             if all(o in self.k for o in eq):
                 f = Fraction(1)
                 for o, e in eq.items():
                     f *= self._factor(o) ** e
                 if f != 1:
-                    return False
-        for r in self.order_rels:
+                    bad |= set(eq)
+                    broken = True
+        for r in self.rels_of.get(c, ()):
             a, b = self.value.get(r.lhs[0]), self.value.get(r.rhs[0])
             if a is None or b is None:
                 continue
             if (r.kind == "div" and b % a) or (r.kind == "lt" and a >= b):
-                return False
-        return True
+                bad |= {self.cls[r.lhs[0]], self.cls[r.rhs[0]]}
+                broken = True
+        return bad - {c} if broken else None
 
-    def _candidates(self, c: int) -> Iterable[int]:
-        forced = self._forced(c)
-        if forced is False:
-            return ()
-        big = self.scale[c]
-        if forced is not None:
-            k = forced * big
-            return (int(k),) if k.denominator == 1 and 1 <= k <= big else ()
-        return range(1, big + 1)
+    def search(self, i: int = 0) -> set[int] | None:
+        """Assign classes ``order[i:]`` depth first with conflict-directed backjumping.
 
-    def search(self, i: int = 0) -> bool:
-        """Assign classes ``order[i:]`` (depth first); False when no assignment was found."""
+        Returns:
+            None on success, else the conflict set: the assigned classes whose values made
+            the search fail (a caller not in it is skipped over).
+
+        Raises:
+            _OutOfBudget: Past `_BUDGET` candidate factors.
+        """
         if i == len(self.order):
-            return True
+            return None
         c = self.order[i]
         ms, big = self.members[c], self.scale[c]
-        for k in self._candidates(c):
+        forced, conflict, ok = self._forced(c)
+        cands: Iterable[int] = ()
+        if ok and forced is None:
+            cands = range(1, big + 1)
+        elif ok and forced is not None and (forced * big).denominator == 1:
+            cands = (int(forced * big),) if 1 <= forced * big <= big else ()
+        for k in cands:
             self.tries += 1
             if self.tries > _BUDGET:
-                return False
-            if any(k * n // big in self.used for n in ms):
+                raise _OutOfBudget
+            clash = {self.owner[v] for v in (k * n // big for n in ms) if v in self.owner}
+            if clash:
+                conflict |= clash
                 continue
             self._set(c, k)
-            if self._holds(c) and self.search(i + 1):
-                return True
+            bad = self._broken(c)
+            sub = self.search(i + 1) if bad is None else bad
+            if sub is None:
+                return None
             self._set(c, None)
-            if self.tries > _BUDGET:
-                return False
-        return False
+            if bad is None and c not in sub:
+                return sub  # the failure below does not depend on c: jump over it
+            conflict |= sub - {c}
+        return conflict
+
+
+class _OutOfBudget(Exception):
+    """The size-map search tried `_BUDGET` factors."""
 
 
 def solve_sizes(rel: SizeRelations) -> dict[int, int]:
@@ -344,7 +369,11 @@ def solve_sizes(rel: SizeRelations) -> dict[int, int]:
 def _solve(rel: SizeRelations) -> tuple[tuple[int, int], ...]:
     for pin_products in (False, True):
         p = _Problem(rel, pin_products)
-        if p.search() and valid_size_map(p.value, rel):
+        try:
+            found = p.search() is None
+        except _OutOfBudget:
+            found = False
+        if found and valid_size_map(p.value, rel):
             return tuple(sorted(p.value.items()))
     return tuple((n, n) for n in sorted(rel.sizes | {0, 1}))
 
