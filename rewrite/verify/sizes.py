@@ -2,7 +2,8 @@
 
 A graph's ops state relations between the sizes it mentions: a reshape keeps the product of each
 group of merged or split dims (``768 -> (12, 64)``), concat and split sizes add up, a slice has
-``start + length = end`` and ends inside its dim, a shard or collective multiplies or divides by
+``start + length = end`` and ends inside its dim, an integer constant that indexes a tensor has
+dims below the indexed size (so the leading block of an ``arange`` stays in range), a shard or collective multiplies or divides by
 its device count, grouped attention needs kv heads dividing q heads. `size_relations` collects
 them; `solve_sizes` finds a *size map* ``sigma`` (real size -> reduced size) that keeps every one
 of them and is
@@ -34,6 +35,7 @@ from typing import NamedTuple
 
 from rewrite.ir import Graph, Node
 from rewrite.ops import get_op
+from rewrite.verify.sources import const_index_bounds, is_int
 
 __all__ = ["Relation", "SizeRelations", "size_relations", "solve_sizes"]
 
@@ -103,6 +105,13 @@ def size_relations(graph: Graph) -> SizeRelations:
             pins |= inner.pinned
         else:
             _node_relations(node, rels, pins)
+    if any(is_int(graph.node(i).type.dtype) for i in graph.by_op("const")):
+        for nid, bound in const_index_bounds(graph).items():
+            # an index constant's leading block (an arange of positions, say) stays in bounds
+            # when its dims stay below the indexed size
+            rels.update(
+                Relation("lt", (d,), (bound,)) for d in graph.node(nid).type.shape if d < bound
+            )
     sizes |= pins
     for r in rels:
         sizes.update((*r.lhs, *r.rhs))
@@ -307,8 +316,21 @@ class _Problem:
                 broken = True
         return bad - {c} if broken else None
 
-    def search(self, i: int = 0) -> set[int] | None:
-        """Assign classes ``order[i:]`` depth first with conflict-directed backjumping.
+    def _next(self) -> int | None:
+        """The next class to assign: one an equation forces if any, else the first free one."""
+        first = None
+        for c in self.order:
+            if c in self.k:
+                continue
+            for eq in self.eqs_of.get(c, ()):
+                if all(o in self.k for o in eq if o != c):
+                    return c
+            first = c if first is None else first
+        return first
+
+    def search(self) -> set[int] | None:
+        """Assign the remaining classes depth first (forced classes first) with
+        conflict-directed backjumping.
 
         Returns:
             None on success, else the conflict set: the assigned classes whose values made
@@ -317,9 +339,9 @@ class _Problem:
         Raises:
             _OutOfBudget: Past `_BUDGET` candidate factors.
         """
-        if i == len(self.order):
+        c = self._next()
+        if c is None:
             return None
-        c = self.order[i]
         ms, big = self.members[c], self.scale[c]
         forced, conflict, ok = self._forced(c)
         cands: Iterable[int] = ()
@@ -337,7 +359,7 @@ class _Problem:
                 continue
             self._set(c, k)
             bad = self._broken(c)
-            sub = self.search(i + 1) if bad is None else bad
+            sub = self.search() if bad is None else bad
             if sub is None:
                 return None
             self._set(c, None)
