@@ -34,6 +34,7 @@ the on-disk cache.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
 import math
@@ -331,26 +332,10 @@ class Verifier:
             with _blas_threads(1 if shapes == "reduced" else None):
                 res = self._decide(x, y, deadline)
         except DeadlineExceeded:
-            return CheckResult(
-                False,
-                self.mode,
-                0,
-                math.nan,
-                "the deadline passed before the check ended",
-                False,
-                time.perf_counter() - t0,
-                "none",
-            )
-        res = CheckResult(
-            res.ok,
-            res.mode,
-            res.tests,
-            res.bound,
-            res.detail,
-            False,
-            time.perf_counter() - t0,
-            shapes,
-        )
+            res, shapes = CheckResult(False, self.mode, 0, math.nan, "the deadline passed"), "none"
+        res = dataclasses.replace(res, seconds=time.perf_counter() - t0, shapes=shapes)
+        if shapes == "none":
+            return res
         self._store(key + _REDUCED if shapes == "reduced" else key, res)
         return res
 
