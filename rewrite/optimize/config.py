@@ -32,9 +32,9 @@ __all__ = [
 ]
 
 STRATEGIES = ("stochastic", "greedy", "best_first")
+"""Search strategies of the engine: Tapestry-style Pareto search and the two baselines."""
 FINAL_CHECK_SHARE = 0.1
 """Share of `SearchConfig.time_budget` kept for the final whole-graph checks."""
-"""Search strategies of the engine: Tapestry-style Pareto search and the two baselines."""
 
 
 class Knob(NamedTuple):
