@@ -11,17 +11,29 @@ Fairness: the strategies share one verdict cache per model (as the workers of a 
 the order of strategies rotates with the seed, so no strategy always pays the cold cache.
 Final whole-graph checks are off here (they run after the budget; the tests cover them).
 
+Scale targets (issue 22), each run in a fresh process with a cold verdict cache (rule gate
+included) and the default search config (verification on, final checks on), 300 steps, seed 0:
+GPT-2 124M at seq 256 (target 10 s), the same with every check at the real shapes (the peer: how
+verification ran before shape reduction), a 32-layer Llama-3-8B-shaped decoder (target 60 s
+and peak RSS under 4 GB), and a sweep over Llama-shaped decoders of 1 to 72 layers (about 100
+to 5,000 nodes) for seconds per step against node count, plotted to
+``results/<name>_nodes.png``. Wall time, CPU time and the load average are recorded per run.
+
 Usage::
 
-    python benchmarks/bench_search.py            # full: 4 models x 3 strategies x 3 seeds
+    python benchmarks/bench_search.py            # full: 4 models x 3 strategies x 3 seeds, targets
     python benchmarks/bench_search.py --quick    # small models, short budgets, 1 seed
+    python benchmarks/bench_search.py --targets  # only the scale targets and the node sweep
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +44,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import write_results  # noqa: E402
+from _common import RESULTS_DIR, write_results  # noqa: E402
 
 from rewrite.optimize.api import search  # noqa: E402
 from rewrite.optimize.config import SearchConfig  # noqa: E402
@@ -144,6 +156,139 @@ def scaling(model: str, budget: float, quick: bool, tmp: str, seed: int = 0) -> 
     return {"runs": runs, "steps_per_s": sps, "speedup": sps[2] / max(sps[1], 1e-9)}
 
 
+TARGETS: dict[str, dict[str, Any]] = {
+    "gpt2": {"model": {"name": "gpt2", "size": "full", "seq_len": 256}, "seconds": 10.0},
+    "gpt2-real": {
+        "model": {"name": "gpt2", "size": "full", "seq_len": 256},
+        "real_shapes": True,
+    },
+    "llama": {"model": {"name": "llama", "size": "full"}, "seconds": 60.0, "rss_gb": 4.0},
+}
+SWEEP_LAYERS = (1, 2, 4, 8, 16, 32, 72)
+
+
+def _real_shapes(make: Any) -> Any:
+    """The peer: ``make_verifier`` whose verifiers check every region and graph at the real
+    shapes (as verification ran before shape reduction)."""
+
+    def make_real(*args: Any, **kw: Any) -> Any:
+        v = make(*args, **kw)
+        check = v.check
+        v.check = lambda a, b, *, reduce=False, deadline=None: check(a, b, deadline=deadline)
+        return v
+
+    return make_real
+
+
+def child(spec: dict[str, Any]) -> dict[str, Any]:
+    """One target run in this (fresh) process: build the model, search with a cold cache."""
+    import rewrite.optimize.api as api
+
+    os.environ["REWRITE_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench_cold_")
+    warnings.filterwarnings("ignore")
+    load = os.getloadavg()
+    t0 = time.perf_counter()
+    graph = build(spec["model"], quick=False)
+    built, rss_built = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if spec.get("real_shapes"):
+        api.make_verifier = _real_shapes(api.make_verifier)  # type: ignore[assignment]
+    c0, t0 = time.process_time(), time.perf_counter()
+    res = search(graph, SearchConfig(max_steps=spec.get("steps", 300), seed=spec.get("seed", 0)))
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    m = res.metrics()
+    return {
+        "nodes": len(graph),
+        "build_s": built,
+        "rss_build_mb": rss_built / 1024,
+        "rss_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "steps": res.stats.steps,
+        "steps_per_s": res.stats.steps / wall,
+        "time_verify": m["time.verify"],
+        "time_cost": m["time.cost"],
+        "time_match": m["time.match"],
+        "hypervolume": res.hypervolume,
+        "checked": [s.checked for s in res.pareto],
+        "load_before": load,
+        "load_after": os.getloadavg(),
+    }
+
+
+def run_child(spec: dict[str, Any]) -> dict[str, Any]:
+    """`child` in a fresh interpreter (its peak RSS is its own)."""
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def targets(names: list[str]) -> dict[str, Any]:
+    """The issue-22 targets (see the module docstring)."""
+    out = {}
+    for name in names:
+        spec = TARGETS[name]
+        r = out[name] = {**run_child(spec), **{k: v for k, v in spec.items() if k != "model"}}
+        ok = r["wall_s"] <= spec.get("seconds", float("inf")) and r[
+            "rss_peak_mb"
+        ] <= 1024 * spec.get("rss_gb", float("inf"))
+        r["meets_target"] = ok
+        print(
+            f"  {name}: {r['nodes']} nodes, 300 steps in {r['wall_s']:.1f} s wall / "
+            f"{r['cpu_s']:.1f} s CPU (verify {r['time_verify']:.1f} s), peak RSS "
+            f"{r['rss_peak_mb']:.0f} MB, checked {sorted(set(r['checked']))}, load "
+            f"{r['load_before'][0]:.1f}->{r['load_after'][0]:.1f}"
+            + ("" if "seconds" not in spec else f", target {'met' if ok else 'MISSED'}"),
+            flush=True,
+        )
+    return out
+
+
+def node_sweep(
+    layers: tuple[int, ...] = SWEEP_LAYERS, known: dict[int, dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """Seconds per step of the default search on Llama-shaped decoders of ``layers`` layers
+    (``known``: runs already made, by layer count, e.g. the 32-layer target)."""
+    runs = []
+    for n in layers:
+        spec = {"model": {"name": "llama", "size": "full", "num_hidden_layers": n}}
+        r = {**((known or {}).get(n) or run_child(spec)), "layers": n}
+        runs.append(r)
+        print(
+            f"  {n:3d} layers, {r['nodes']:5d} nodes: {1e3 * r['cpu_s'] / r['steps']:7.2f} ms CPU "
+            f"per step, {r['steps_per_s']:6.1f} steps/s wall, load {r['load_before'][0]:.1f}",
+            flush=True,
+        )
+    return runs
+
+
+def plot_sweep(runs: list[dict[str, Any]], path: str) -> float:
+    """Log-log plot of CPU seconds per step against nodes; returns the fitted exponent."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    n = np.array([r["nodes"] for r in runs], float)
+    per = np.array([r["cpu_s"] / r["steps"] for r in runs])
+    slope = float(np.polyfit(np.log(n), np.log(per), 1)[0])
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    ax.loglog(n, 1e3 * per, "o-", label=f"search (fit: n^{slope:.2f})")
+    ax.loglog(n, 1e3 * per[0] * n / n[0], "k--", lw=0.8, label="linear in n")
+    ax.set_xlabel("graph nodes (Llama-3-8B-shaped decoder, 1-72 layers)")
+    ax.set_ylabel("CPU ms per step (300 steps)")
+    ax.legend()
+    ax.grid(True, which="both", lw=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return slope
+
+
 def _mean(xs: list[float]) -> float:
     return statistics.fmean(xs) if xs else float("nan")
 
@@ -181,8 +326,37 @@ def print_table(rows: list[list[str]], head: list[str]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
 
 
+def main_targets(name: str) -> None:
+    """Run the scale targets and the node sweep; print and save them."""
+    load = os.getloadavg()
+    print(f"scale targets, load average {load[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
+    res = targets(list(TARGETS))
+    ratio = res["gpt2-real"]["wall_s"] / res["gpt2"]["wall_s"]
+    print(f"  gpt2: real-shape checks / reduced checks wall time: {ratio:.1f}x", flush=True)
+    print("node sweep:", flush=True)
+    sweep = node_sweep(known={32: res["llama"]})  # llama-full has 32 layers
+    png = str(RESULTS_DIR / f"{name}_nodes.png")
+    slope = plot_sweep(sweep, png)
+    print(f"  CPU time per step grows as n^{slope:.2f} (target: <= 1); plot: {png}")
+    path = write_results(
+        name,
+        {
+            "load_average": load,
+            "targets": res,
+            "real_over_reduced": ratio,
+            "sweep": sweep,
+            "sweep_exponent": slope,
+            "config": "SearchConfig(max_steps=300, seed=0)",
+        },
+    )
+    print(f"results: {path}")
+
+
 def main() -> None:
     """Run the benchmark (see the module docstring)."""
+    if len(sys.argv) == 3 and sys.argv[1] == "--child":
+        print(json.dumps(child(json.loads(sys.argv[2]))))
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small models, short budgets, 1 seed")
     ap.add_argument("--budget", type=float, default=None, help="seconds per run")
@@ -192,7 +366,11 @@ def main() -> None:
     ap.add_argument("--parallel-budget", type=float, default=None)
     ap.add_argument("--no-scaling", action="store_true", help="skip the 1 vs 2 process runs")
     ap.add_argument("--name", default=None, help="results file name (benchmarks/results/)")
+    ap.add_argument("--targets", action="store_true", help="only the scale targets and sweep")
     args = ap.parse_args()
+    if args.targets:
+        main_targets(args.name or "bench_search_targets")
+        return
     budget = args.budget or (3.0 if args.quick else 40.0)
     seeds = args.seeds or (1 if args.quick else 3)
     pbudget = args.parallel_budget or (6.0 if args.quick else 40.0)
@@ -243,6 +421,8 @@ def main() -> None:
         },
     )
     print(f"results: {path}")
+    if not args.quick:
+        main_targets("bench_search_targets")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ __all__ = [
     "SearchError",
     "SerializationError",
     "ShapeError",
+    "ShapeReductionError",
     "TorchImportError",
     "UnknownOpError",
     "VerificationError",
@@ -85,6 +86,10 @@ class RuleRejectedError(RuleError):
 
 class VerificationError(RewriteError, RuntimeError):
     """A graph cannot be checked (unsupported op in the requested mode, mismatched signatures)."""
+
+
+class ShapeReductionError(VerificationError):
+    """Graphs have no shape-reduced instantiation (a size relation the reduction cannot keep)."""
 
 
 class BackendError(RewriteError, RuntimeError):

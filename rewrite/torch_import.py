@@ -28,10 +28,13 @@ mask/position building, which is folded.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
+import sys
 import warnings
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -65,23 +68,101 @@ def decomposition_table() -> dict[Any, Any]:
     return table
 
 
+#: What a torch.export failure means, by a phrase of its message: (construct, fix).
+_EXPORT_FAILURES = (
+    (
+        "could not guard on data-dependent",
+        "Python control flow on a tensor's value (an if, while or assert on a tensor, or "
+        "bool() of one)",
+        "compute both branches and pick with torch.where(cond, a, b), use torch.cond, or decide "
+        "outside forward and pass the choice to the module's constructor",
+    ),
+    (
+        "data-dependent",
+        "a shape or Python number computed from a tensor's values (x[x > 0], nonzero, "
+        "masked_select, unique, .item() used as a size)",
+        "keep every shape a function of the input shapes: torch.where(mask, x, 0) in place of "
+        "x[mask], a fixed-size topk in place of nonzero",
+    ),
+    (
+        "cache",
+        "a cache object among the model's outputs",
+        "pass use_cache=False (as an example kwarg) so no cache object is returned",
+    ),
+    (
+        "pytree",
+        "an input or output type torch.export cannot flatten",
+        "return tensors (or tuples/dicts of tensors), and pass use_cache=False to models that "
+        "return a cache object",
+    ),
+)
+
+
+def _explain(e: BaseException, strict: bool) -> str:
+    """``"<construct>[ at <line>]. Fix: <fix>"`` for a torch.export failure."""
+    text = str(e).lower()
+    construct, fix = (
+        "a construct torch.export cannot capture",
+        (
+            "check that module(*example_inputs) runs eagerly, then rewrite the part of forward torch "
+            "names with tensor ops"
+            + (", or pass strict=False (tracing without TorchDynamo)" if strict else "")
+        ),
+    )
+    for phrase, what, how in _EXPORT_FAILURES:
+        if phrase in text:
+            construct, fix = what, how
+            break
+    where = _user_line(getattr(e, "partial_fx_graph", None) or str(e))
+    return f"{construct}{f' at {where}' if where else ''}. Fix: {fix}"
+
+
+def _user_line(text: str) -> str:
+    """The last user-code location torch names in ``text`` (``file:line: code``), or ``""``."""
+    import re
+
+    found = re.findall(r"# File: (\S+?:\d+) in \w+, code: (.*)", text)
+    return f"{found[-1][0]}: {found[-1][1].strip()}" if found else ""
+
+
+@contextlib.contextmanager
+def _quiet_export() -> Iterator[io.StringIO]:
+    """Keep torch.export's console noise (the partial FX graph it prints to stderr on failure,
+    its symbolic-shape warnings) off the console; what it wrote is yielded."""
+    sym = logging.getLogger("torch.fx.experimental.symbolic_shapes")
+    level, buf = sym.level, io.StringIO()
+    sym.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stderr(buf):
+            warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
+            yield buf
+    finally:
+        sym.setLevel(level)
+
+
 def _export(
     module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: str, strict: bool
 ) -> Any:
     import torch
 
+    if not isinstance(module, torch.nn.Module):
+        raise TorchImportError(
+            f"from_torch needs a torch.nn.Module, but got {type(module).__name__} {module!r}. "
+            "Fix: wrap it in a Module whose forward calls it (class M(torch.nn.Module): "
+            "def forward(self, x): return f(x))."
+        )
     try:
-        with warnings.catch_warnings():  # torch's own pytree deprecation noise
-            warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
+        with _quiet_export() as out:
             ep = torch.export.export(module, args, kwargs, strict=strict)
     except Exception as e:  # torch raises many types; all mean "cannot capture"
+        logger.debug("torch.export of %s failed; it wrote:\n%s", name, out.getvalue())
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        hint = "make forward free of data-dependent Python control flow, or try strict=False"
-        if "cache" in str(e).lower() or "pytree" in str(e).lower():
-            hint = "pass use_cache=False (as an example kwarg) so no cache object is returned"
         raise TorchImportError(
-            f"torch.export could not capture model {name!r}: {type(e).__name__}: {msg[:500]}. Hint: {hint}."
+            f"torch.export could not capture model {name!r}: {_explain(e, strict)}. "
+            f"(torch: {type(e).__name__}: {msg[:300]})"
         ) from e
+    if out.getvalue():
+        sys.stderr.write(out.getvalue())
     return ep
 
 
@@ -118,7 +199,10 @@ def from_torch(
         The imported graph.
 
     Raises:
-        TorchImportError: If ``torch.export`` cannot capture the module.
+        TorchImportError: If ``module`` is not a ``torch.nn.Module``, if ``torch.export`` cannot
+            capture it, or if it computes shapes or Python numbers from tensor values; the
+            message names the construct, its line in the user's code when torch records it,
+            and the fix.
     """
     import torch
 
@@ -132,6 +216,8 @@ def from_torch(
             conv = _Converter(ep, name, dict(constants or {}))
             graph = conv.run()
             direct = not conv.opaque
+        except TorchImportError:
+            raise
         except Exception:
             direct = False
         if not direct:
@@ -250,6 +336,7 @@ class _Converter:
             return
         if self.try_fold(node):
             return
+        self.check_static(node, key)
         fn = CONVERTERS.get(key)
         try:
             if fn is None:
@@ -264,6 +351,30 @@ class _Converter:
                 "converter for %s failed (%s: %s); keeping an opaque node", key, type(e).__name__, e
             )
             self.env[node.name] = self.make_opaque(node, key, f"{type(e).__name__}: {e}")
+
+    def check_static(self, node: Any, key: str) -> None:
+        """Raise a `TorchImportError` if ``node`` (not foldable) reads a tensor's value as a
+        Python number or has a shape computed from tensor values: the IR's shapes are static."""
+        import torch.fx
+        from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+        reads = [node] + [a for a in _flat(node.args, node.kwargs) if isinstance(a, torch.fx.Node)]
+        scalar = next((a for a in reads if str(a.target) in _SCALAR_READS), None)
+        if scalar is not None:
+            raise TorchImportError(
+                f"model {self.name!r}: {key} reads a tensor's value as a Python number (.item(), "
+                f"float(t), int(t) or a size taken from a tensor){_at(scalar)}; the IR keeps "
+                "values in tensors. Fix: keep it a tensor (x * t.sum() in place of "
+                "x * t.sum().item()), or compute the number outside forward."
+            )
+        if free_unbacked_symbols(node.meta.get("val")):
+            raise TorchImportError(
+                f"model {self.name!r}: {key}{_at(node)} gives a tensor whose shape depends on "
+                "tensor values (x[x > 0], nonzero, masked_select, unique); the IR's shapes are "
+                "static. Fix: keep every shape a function of the input shapes: "
+                "torch.where(mask, x, 0) in place of x[mask], a fixed-size topk in place of "
+                "nonzero."
+            )
 
     def check_types(self, node: Any, out: Any) -> None:
         vals = out if isinstance(out, tuple) else (out,)
@@ -358,6 +469,23 @@ class _Converter:
         if not outs:
             raise TorchImportError(f"model {self.name!r} has no tensor outputs to import.")
         return outs
+
+
+#: Ops that read a tensor's value into a Python number.
+_SCALAR_READS = frozenset({"aten._local_scalar_dense.default", "aten.item.default"})
+
+
+def _at(node: Any) -> str:
+    """`` at file:line: code`` of the user code that made ``node``, or ``""``."""
+    trace = (node.meta.get("stack_trace") or "").strip().splitlines()
+    for i in range(len(trace) - 1, -1, -1):
+        line = trace[i].strip()
+        if line.startswith("File "):
+            parts = line.split('"')
+            code = trace[i + 1].strip() if i + 1 < len(trace) else ""
+            num = line.rsplit("line ", 1)[-1].split(",")[0]
+            return f" at {parts[1] if len(parts) > 1 else line}:{num}: {code}"
+    return ""
 
 
 def _flat(args: Any, kwargs: Mapping[str, Any]) -> list[Any]:

@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -181,14 +182,25 @@ def names() -> list[str]:
 
 
 def _split_name(name: str, size: str | None) -> tuple[str, str]:
-    base, _, suffix = name.partition("-")
-    size = size or suffix or "small"
-    if base not in _SPECS or size not in SIZES or (suffix and suffix != size):
+    head, _, tail = name.rpartition("-")
+    base, suffix = (head, tail) if head and tail in SIZES else (name, "")
+    if base not in _SPECS:
+        key = "".join(c for c in base.lower() if c.isalnum())
+        close = [n for n in names() if n == key] or difflib.get_close_matches(key, names(), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else "."
         raise RewriteError(
-            f"zoo model must be one of {names()} (optionally suffixed -small/-full) with size in {SIZES}, "
-            f"but got name={name!r}, size={size!r}."
+            f"unknown zoo model {name!r}: the models are {names()}, each optionally suffixed "
+            f"-small or -full (e.g. 'gpt2-full'){hint}"
         )
-    return base, size
+    chosen = size or suffix or "small"
+    if chosen not in SIZES:
+        raise RewriteError(f"zoo model size must be one of {SIZES}, but got size={size!r}.")
+    if suffix and size and suffix != size:
+        raise RewriteError(
+            f"zoo model {name!r} names size {suffix!r} but size={size!r} was passed; "
+            "give the size once."
+        )
+    return base, chosen
 
 
 def model(name: str, **overrides: Any) -> ZooModel:

@@ -12,15 +12,21 @@ from typing import Any
 
 import numpy as np
 
-from rewrite.errors import PriorsError, SearchConfigError, SearchError
+from rewrite.errors import (
+    EvaluationError,
+    PriorsError,
+    SearchConfigError,
+    SearchError,
+    VerificationError,
+)
 from rewrite.ir import Graph
-from rewrite.optimize.config import SearchConfig, knob_names
+from rewrite.optimize.config import FINAL_CHECK_SHARE, SearchConfig, knob_names
 from rewrite.optimize.engine import Context, Engine, Entry
 from rewrite.optimize.priors import RulePriors
 from rewrite.optimize.result import SearchResult, Solution
 from rewrite.rules.base import Rule
 
-__all__ = ["default_rules", "make_verifier", "search"]
+__all__ = ["default_rules", "loop_deadline", "make_verifier", "search"]
 
 logger = logging.getLogger(__name__)
 
@@ -141,13 +147,16 @@ def search(
         verify_cache: Verdict cache of the random tests (see `make_verifier`).
 
     Returns:
-        A `SearchResult`.
+        A `SearchResult`. With a ``time_budget`` the whole call (rule gate, search and final
+        checks) ends within it, give or take one op evaluation; graphs whose whole-graph check
+        did not fit are reported with ``checked="regions"``.
 
     Raises:
         SearchError: If ``graph`` is not a `Graph`, the rules are unusable, or a worker failed.
         SearchConfigError: On an invalid config or an objective the cost model does not know.
         PriorsError: On invalid priors or priors naming a rule outside ``rules``.
     """
+    t0 = time.perf_counter()
     if not isinstance(graph, Graph):
         raise SearchError(f"search needs a rewrite Graph, but got {type(graph).__name__}.")
     pri = RulePriors.coerce(priors)
@@ -169,8 +178,9 @@ def search(
         else:
             check_picklable(rule_list)
             source = rule_list
-        return run_parallel(graph, cfg, rule_list, prior, device, executor, verify_cache, source)
-    t0 = time.perf_counter()
+        return run_parallel(
+            graph, cfg, rule_list, prior, device, executor, verify_cache, source, t0=t0
+        )
     verifier = make_verifier(cfg.seed, verify_cache)
     ctx = Context(graph, rule_list, prior, cfg, device, verifier)
     engine = Engine(ctx, np.random.SeedSequence(cfg.seed))
@@ -203,11 +213,20 @@ def _check_objectives(cfg: SearchConfig) -> None:
         )
 
 
+def loop_deadline(cfg: SearchConfig, t0: float) -> float | None:
+    """When the search loop must stop (`time.perf_counter` value; None: no time budget): the
+    budget from ``t0`` less the share kept for the final checks (`FINAL_CHECK_SHARE`)."""
+    if cfg.time_budget is None:
+        return None
+    return t0 + cfg.time_budget * (1.0 - (FINAL_CHECK_SHARE if cfg.final_check else 0.0))
+
+
 def stop_reason(engine: Engine, cfg: SearchConfig, t0: float, steps: int) -> str | None:
     """Why the search should stop now, or None to go on."""
     if steps >= cfg.max_steps:
         return "steps"
-    if cfg.time_budget is not None and time.perf_counter() - t0 >= cfg.time_budget:
+    end = loop_deadline(cfg, t0)
+    if end is not None and time.perf_counter() >= end:
         return "time"
     if engine.exhausted:
         return "exhausted"
@@ -241,6 +260,56 @@ def run_engine(engine: Engine, cfg: SearchConfig, t0: float, max_steps: int | No
         engine.step()
 
 
+def final_checks(
+    ctx: Context, frontier: Sequence[Entry], stats: Any, end: float | None
+) -> tuple[dict[int, str], dict[str, bool]]:
+    """Whole-graph checks of the frontier against the input graph, before ``end``.
+
+    Every graph is first checked shape-reduced, then (``final_check_real``) at the real
+    shapes while time lasts; a graph that fails either is dropped.
+
+    Returns:
+        ``(levels, checks)``: `Solution.checked` level (or ``"failed"``) by ``id(entry)``, and
+        graph hash -> verdict of every check that ran.
+    """
+    cfg, verifier = ctx.config, ctx.verifier
+    levels = {id(e): "regions" if e.steps else "input" for e in frontier}
+    checks: dict[str, bool] = {}
+    todo = [e for e in frontier if e.steps] if cfg.final_check else []
+    for reduce in (True, False) if cfg.final_check_real else (True,):
+        for e in todo:
+            if levels[id(e)] in ("failed", "real"):
+                continue
+            tv = time.perf_counter()
+            try:
+                res = verifier.check(ctx.graph, e.graph, reduce=reduce, deadline=end)
+            except (VerificationError, EvaluationError) as err:  # an op without semantics
+                logger.warning("graph %s cannot be checked whole: %s", e.graph.hash, err)
+                continue
+            finally:
+                stats.times["verify"] += time.perf_counter() - tv
+            if not res.checked:
+                continue
+            checks[e.graph.hash] = res.ok
+            levels[id(e)] = res.shapes if res.ok else "failed"
+            if not res.ok:
+                logger.warning(
+                    "graph %s failed its whole-graph check (%s) and is not reported: %s",
+                    e.graph.hash,
+                    res.shapes,
+                    res.detail,
+                )
+    short = sum(levels[id(e)] == "regions" for e in todo)
+    if short:
+        logger.warning(
+            "%d of %d reported graphs were not checked whole (time budget or memory); they are "
+            "marked checked='regions'",
+            short,
+            len(todo),
+        )
+    return levels, checks
+
+
 def build_result(
     ctx: Context,
     frontier: Sequence[Entry],
@@ -253,23 +322,14 @@ def build_result(
 ) -> SearchResult:
     """Final checks of the frontier against the input graph, and the `SearchResult`."""
     cfg = ctx.config
-    checks: dict[str, bool] = {}
-    kept: list[Entry] = []
-    for e in frontier:
-        ok = True
-        if cfg.final_check and e.steps:
-            tv = time.perf_counter()
-            ok = bool(ctx.verifier.check(ctx.graph, e.graph).ok)
-            stats.times["verify"] += time.perf_counter() - tv
-            checks[e.graph.hash] = ok
-        if ok:
-            kept.append(e)
-        else:
-            logger.warning(
-                "graph %s failed its whole-graph check and is not reported", e.graph.hash
-            )
+    end = None if cfg.time_budget is None else t0 + cfg.time_budget
+    levels, checks = final_checks(ctx, frontier, stats, end)
+    kept = [e for e in frontier if levels[id(e)] != "failed"]
     kept.sort(key=lambda e: tuple(e.y))
-    pareto = [Solution(e.graph, dict(e.costs), tuple(float(v) for v in e.y), e.steps) for e in kept]
+    pareto = [
+        Solution(e.graph, dict(e.costs), tuple(float(v) for v in e.y), e.steps, levels[id(e)])
+        for e in kept
+    ]
     wall = time.perf_counter() - t0
     logger.debug(
         "search done: %d steps, %d Pareto graphs, hypervolume %.4g, stop=%s, %.2f s",
@@ -296,4 +356,5 @@ def build_result(
         workers=workers,
         final_checks=checks,
         final_population=population,
+        final_failed=len(frontier) - len(kept),
     )

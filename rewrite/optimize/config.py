@@ -21,6 +21,7 @@ from spaces import Fixed, Float, Int, Simplex, Space
 __all__ = [
     "DEFAULT_TUNED",
     "FAMILY_TUNED",
+    "FINAL_CHECK_SHARE",
     "KNOBS",
     "STRATEGIES",
     "Knob",
@@ -32,6 +33,8 @@ __all__ = [
 
 STRATEGIES = ("stochastic", "greedy", "best_first")
 """Search strategies of the engine: Tapestry-style Pareto search and the two baselines."""
+FINAL_CHECK_SHARE = 0.1
+"""Share of `SearchConfig.time_budget` kept for the final whole-graph checks."""
 
 
 class Knob(NamedTuple):
@@ -145,7 +148,9 @@ class SearchConfig:
         epsilon: Hypervolume gain threshold (hypervolume of cost vectors normalized by the input
             cost, reference point 1.1 per objective), in [0, 1]; 0 disables this stop.
         max_steps: Step budget (children made), in [1, 1e12].
-        time_budget: Wall-time budget in seconds, or None for no limit.
+        time_budget: Wall-time budget in seconds of the whole call, final checks included
+            (the search stops at ``1 - FINAL_CHECK_SHARE`` of it when ``final_check`` is on), or
+            None for no limit.
         seed: Seed of the `numpy.random.Generator` behind every random choice, >= 0.
         objectives: Names of the cost-vector entries to minimize, 2 to 6 of them.
         memory_cap: Constraint region: graphs whose ``peak_memory`` (bytes) exceeds it stay in
@@ -158,7 +163,10 @@ class SearchConfig:
         island_steps: Steps an island runs per work item before it reports frontier
             improvements, in [1, 1e9].
         final_check: Check every reported graph against the input graph by whole-graph random
-            testing before returning.
+            testing before returning, on a shape-reduced instantiation of the pair (at the real
+            shapes when the pair does not reduce and fits the verifier's ``max_bytes``).
+        final_check_real: Also check every reported graph at the real shapes while the time
+            budget lasts (every weight is then materialized: memory grows with the model).
         devices: Devices of the mesh the plan runs on, in [1, 4096]. With one device (the
             default) the sharding rules are left out and every reported figure is single-device;
             from two devices on, the 2-way sharding rules join the search and sharded graphs are
@@ -187,6 +195,7 @@ class SearchConfig:
     workers: int = 1
     island_steps: int = 40
     final_check: bool = True
+    final_check_real: bool = False
     devices: int = 1
 
     def __post_init__(self) -> None:
@@ -217,8 +226,9 @@ class SearchConfig:
             raise SearchConfigError(
                 f"`strategy` must be one of {STRATEGIES}, but got {self.strategy!r}."
             )
-        if not isinstance(self.final_check, bool):
-            raise SearchConfigError(f"`final_check` must be a bool, got {self.final_check!r}.")
+        for name in ("final_check", "final_check_real"):
+            if not isinstance(getattr(self, name), bool):
+                raise SearchConfigError(f"`{name}` must be a bool, got {getattr(self, name)!r}.")
 
     def _check_objectives(self) -> None:
         objs = self.objectives

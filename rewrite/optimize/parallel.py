@@ -303,8 +303,11 @@ class _Driver:
     """Hands out work items and merges their reports (see the module docstring)."""
 
     def __init__(self, ctx: Context, pool: cf.Executor, base: dict[str, Any], t0: float) -> None:
+        from rewrite.optimize.api import loop_deadline
+
         cfg = ctx.config
         self.cfg, self.pool, self.base, self.t0 = cfg, pool, base, t0
+        self.end = loop_deadline(cfg, t0)
         self.glob = _Global(ctx, t0)
         self.seeds = np.random.SeedSequence(cfg.seed).spawn(cfg.workers)
         self.sent: dict[int, set[tuple[Step, ...]]] = {i: set() for i in range(cfg.workers)}
@@ -319,8 +322,8 @@ class _Driver:
         n = min(cfg.island_steps, cfg.max_steps - self.assigned)
         self.assigned += n
         left = None
-        if cfg.time_budget is not None:
-            left = max(cfg.time_budget - (time.perf_counter() - self.t0), 0.0)
+        if self.end is not None:
+            left = max(self.end - time.perf_counter(), 0.0)
         imports = [
             s
             for s in glob.frontier
@@ -350,7 +353,7 @@ class _Driver:
         if rep.exhausted:
             self.exhausted.add(i)
         stop = None
-        if cfg.time_budget is not None and time.perf_counter() - self.t0 >= cfg.time_budget:
+        if self.end is not None and time.perf_counter() >= self.end:
             stop = "time"
         elif len(self.exhausted) == cfg.workers:
             stop = "exhausted"
@@ -386,8 +389,12 @@ def run_parallel(
     executor: cf.Executor | None,
     verify_cache: Any,
     rule_source: Any,
+    t0: float | None = None,
 ) -> SearchResult:
     """Run ``cfg.workers`` islands through ``executor`` (a local process pool when None).
+
+    ``t0`` is when the call started (`time.perf_counter`; default now): the time budget runs
+    from it.
 
     Raises:
         SearchError: If a work item fails in a worker.
@@ -395,7 +402,7 @@ def run_parallel(
     from rewrite.optimize.api import build_result, make_verifier
     from rewrite.serialize import to_json
 
-    t0 = time.perf_counter()
+    t0 = time.perf_counter() if t0 is None else t0
     ctx = Context(graph, rules, prior, cfg, device, make_verifier(cfg.seed, verify_cache))
     pool = _make_executor(cfg) if executor is None else executor
     base = {

@@ -21,7 +21,9 @@ Metric names (all floats):
   ``population.mean``, ``frontier.size`` (final), ``frontier.mean``;
 * ``hypervolume`` (final, of cost vectors normalized by the input's, reference point 1.1 per
   objective), ``hypervolume.input`` (the input graph's own), and
-  ``best.<objective>.ratio`` (best frontier value over the input's, < 1 is an improvement).
+  ``best.<objective>.ratio`` (best frontier value over the input's, < 1 is an improvement);
+* ``final_check.<level>``: reported graphs per `Solution.checked` level (``real``, ``reduced``,
+  ``regions``), and ``final_check.failed``: graphs dropped because a whole-graph check failed.
 """
 
 from __future__ import annotations
@@ -36,12 +38,14 @@ import numpy as np
 from rewrite.ir import Graph
 from rewrite.rules.base import Site
 
-__all__ = ["RULE_COUNTERS", "RunStats", "SearchResult", "Solution", "Step"]
+__all__ = ["CHECK_LEVELS", "RULE_COUNTERS", "RunStats", "SearchResult", "Solution", "Step"]
 
 RULE_COUNTERS = ("applicable", "fired", "verified", "rejected", "accepted", "improved")
 """Per-rule counters, in metric-name order."""
 
 PHASES = ("match", "apply", "verify", "cost")
+CHECK_LEVELS = ("input", "real", "reduced", "regions")
+"""What a reported graph was checked by, strongest first (see `Solution.checked`)."""
 CACHES = ("dedupe", "verify", "match")
 
 
@@ -159,12 +163,18 @@ class Solution:
         cost: Its full cost vector (`rewrite.cost.COST_FIELDS` -> value).
         objectives: Its objective values, in `SearchResult.objectives` order.
         steps: The rewrites that turn the input graph into ``graph``, in order.
+        checked: The strongest check it passed against the input graph (`CHECK_LEVELS`):
+            ``"input"`` (it is the input graph), ``"real"`` (whole-graph random test at the
+            real shapes), ``"reduced"`` (whole-graph random test of a shape-reduced
+            instantiation), or ``"regions"`` (only the region check of each of its rewrites:
+            the whole-graph check was off, did not fit in the time budget or in memory).
     """
 
     graph: Graph
     cost: dict[str, float]
     objectives: tuple[float, ...]
     steps: tuple[Step, ...]
+    checked: str = "regions"
 
     @property
     def rules(self) -> list[str]:
@@ -195,7 +205,8 @@ class SearchResult:
         wall_time: Seconds from start to return.
         workers: Worker processes used (1 = in-process).
         final_checks: Graph hash -> whether its whole-graph random test against the input passed
-            (empty when ``final_check`` was off).
+            (graphs whose test did not run are absent; empty when ``final_check`` was off).
+        final_failed: How many frontier graphs failed a whole-graph check (not reported).
     """
 
     input_graph: Graph
@@ -214,6 +225,7 @@ class SearchResult:
     workers: int = 1
     final_checks: dict[str, bool] = field(default_factory=dict)
     final_population: int = 0
+    final_failed: int = 0
 
     @property
     def hypervolume(self) -> float:
@@ -260,6 +272,9 @@ class SearchResult:
             base = self.input_cost[name]
             best = min((s.objectives[j] for s in self.pareto), default=base)
             out[f"best.{name}.ratio"] = best / base if base else 1.0
+        for level in CHECK_LEVELS[1:]:
+            out[f"final_check.{level}"] = float(sum(s.checked == level for s in self.pareto))
+        out["final_check.failed"] = float(self.final_failed)
         return out
 
     def summary(self) -> dict[str, Any]:
@@ -269,7 +284,8 @@ class SearchResult:
             "input_cost": self.input_cost,
             "reference": list(self.reference),
             "pareto": [
-                {"hash": s.graph.hash, "cost": s.cost, "rules": s.rules} for s in self.pareto
+                {"hash": s.graph.hash, "cost": s.cost, "rules": s.rules, "checked": s.checked}
+                for s in self.pareto
             ],
             "hv_trace": [list(t) for t in self.hv_trace],
             "stop_reason": self.stop_reason,

@@ -19,12 +19,24 @@ node the child shares with its parent (one `Evaluator` per test seed, kept acros
 with fresh inputs at their boundary, rewritten by the rule, and the two small graphs compared.
 Verdicts are cached in a `VerdictCache` keyed by the two graphs' hashes and the settings.
 
+Shape-reduced checks (``reduce=True``; the default of `check_site`): both graphs are rebuilt at
+the sizes of one size map that keeps every size relation of either graph
+(`rewrite.verify.reduce`), and the reduced pair is tested instead, so the cost follows the
+graphs' structure, not the model's width. The result says which instantiation was tested
+(``shapes``): ``"reduced"``, ``"real"`` (nothing to reduce, or no size map keeps the relations
+and the real pair fits ``max_bytes``), or ``"none"`` (neither: nothing was run, ``ok`` is False).
+A ``deadline`` stops a check between two node evaluations (``shapes="none"`` as well).
+
 Not thread-safe (evaluators hold memos); give each worker process its own `Verifier` and share
 the on-disk cache.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import functools
+import logging
 import math
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -33,24 +45,31 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rewrite.errors import MatchError, VerificationError
+from rewrite.errors import MatchError, ShapeReductionError, VerificationError
 from rewrite.ir import Graph
 from rewrite.verify.backend import Backend, get_backend
 from rewrite.verify.batched import BatchedFieldOps
 from rewrite.verify.cache import VerdictCache
 from rewrite.verify.degree import degree_bound
 from rewrite.verify.field import PRIME, SEMANTICS_VERSION, FieldOps
-from rewrite.verify.interp import Evaluator, FloatOps
+from rewrite.verify.interp import DeadlineExceeded, Evaluator, FloatOps
+from rewrite.verify.reduce import reduce_pair
 from rewrite.verify.region import region_graphs
 from rewrite.verify.sources import free_int_range, index_bounds, restricted_sources
 
 if TYPE_CHECKING:
     from rewrite.rules.base import Rule, Site
 
-__all__ = ["MODES", "TOLERANCES", "CheckResult", "Verifier"]
+__all__ = ["MODES", "SHAPES", "TOLERANCES", "CheckResult", "Verifier"]
+
+_log = logging.getLogger(__name__)
 
 #: Check modes.
 MODES = ("field", "float", "auto")
+#: What a check tested: the graphs' own sizes, a shape-reduced instantiation, or nothing.
+SHAPES = ("real", "reduced", "none")
+#: Version of the shape reduction; part of the cache key of reduced verdicts.
+_REDUCED = "|reduced1"
 #: ``(rtol, atol relative to the output's max magnitude)`` per dtype in float mode.
 TOLERANCES = {
     "float64": (1e-9, 1e-9),
@@ -73,6 +92,9 @@ class CheckResult:
         detail: Why the check failed (first mismatch), empty when ok.
         cached: Whether the verdict came from the cache.
         seconds: Wall time of the check.
+        shapes: The instantiation tested (`SHAPES`): ``"real"``, ``"reduced"`` (the bound is then
+            about the reduced pair), or ``"none"`` when nothing was run (``ok`` is False and
+            ``detail`` says why).
     """
 
     ok: bool
@@ -82,9 +104,15 @@ class CheckResult:
     detail: str = ""
     cached: bool = False
     seconds: float = field(default=0.0, compare=False)
+    shapes: str = "real"
 
     def __bool__(self) -> bool:
         return self.ok
+
+    @property
+    def checked(self) -> bool:
+        """Whether a test ran (a failed one included): False for ``shapes="none"``."""
+        return self.shapes != "none"
 
 
 class Verifier:
@@ -99,6 +127,9 @@ class Verifier:
         memo_bytes: Memo budget per test evaluator.
         batch_tests: In field mode, run all tests in one pass with a leading test axis
             (`BatchedFieldOps`; identical results, fewer array calls).
+        max_bytes: When a shape-reduced check was asked for and the graphs do not reduce, the
+            largest estimated working set (``8 * tests`` bytes per element of every value) of a
+            check at the real shapes; beyond it nothing is run (``shapes="none"``).
 
     Raises:
         VerificationError: On an unknown mode or ``tests < 1``.
@@ -114,6 +145,7 @@ class Verifier:
         cache: VerdictCache | None = None,
         memo_bytes: int = 256 << 20,
         batch_tests: bool = True,
+        max_bytes: int = 256 << 20,
     ) -> None:
         if mode not in MODES:
             raise VerificationError(f"mode must be one of {MODES}, but got {mode!r}.")
@@ -124,7 +156,9 @@ class Verifier:
         self.cache = cache
         self.memo_bytes = memo_bytes
         self.batch_tests = batch_tests
+        self.max_bytes = max_bytes
         self._evals: dict[tuple[str, int], Evaluator] = {}
+        self._reductions: dict[Any, Graph] = {}  # reduced graphs by (hash, size map)
 
     # ------------------------------------------------------------------ internals
     def _evaluator(self, mode: str, i: int) -> Evaluator:
@@ -146,12 +180,14 @@ class Verifier:
             ev = self._evals[("field-batched", self.tests)] = Evaluator(sem, self.memo_bytes)
         return ev
 
-    def _outputs(self, a: Graph, b: Graph, mode: str) -> Iterator[tuple[list[Any], list[Any]]]:
+    def _outputs(
+        self, a: Graph, b: Graph, mode: str, deadline: float | None
+    ) -> Iterator[tuple[list[Any], list[Any]]]:
         """Per test, both graphs' outputs (all tests in one batched pass in field mode)."""
         bounds = index_bounds(a, b)  # both graphs must see the same index values
         if mode == "field" and self.tests > 1 and self.batch_tests:
             ev = self._batched()
-            xs, ys = ev.outputs(a, bounds), ev.outputs(b, bounds)
+            xs, ys = ev.outputs(a, bounds, deadline), ev.outputs(b, bounds, deadline)
             for i in range(self.tests):
                 yield (
                     [x[min(i, x.shape[0] - 1)] for x in xs],
@@ -160,10 +196,10 @@ class Verifier:
             return
         for i in range(self.tests):
             ev = self._evaluator(mode, i)
-            yield ev.outputs(a, bounds), ev.outputs(b, bounds)
+            yield ev.outputs(a, bounds, deadline), ev.outputs(b, bounds, deadline)
 
-    def _run(self, a: Graph, b: Graph, mode: str) -> CheckResult:
-        for i, (xs, ys) in enumerate(self._outputs(a, b, mode)):
+    def _run(self, a: Graph, b: Graph, mode: str, deadline: float | None) -> CheckResult:
+        for i, (xs, ys) in enumerate(self._outputs(a, b, mode, deadline)):
             for j, (x, y, t) in enumerate(zip(xs, ys, a.output_types)):
                 bad = self._mismatch(x, y, t.dtype, mode)
                 if bad:
@@ -196,16 +232,72 @@ class Verifier:
         idx = tuple(int(i) for i in np.argwhere(diff)[0])
         return f"{int(diff.sum())} of {diff.size} elements differ, first at {idx}: {x[idx]!r} vs {y[idx]!r}"
 
+    def _lookup(self, keys: Sequence[str], t0: float) -> CheckResult | None:
+        """A cached verdict under the first of ``keys`` that has one."""
+        if self.cache is None:
+            return None
+        for key in keys:
+            rec = self.cache.get("check", key)
+            if rec is not None:
+                return CheckResult(
+                    rec["ok"],
+                    rec["mode"],
+                    rec["tests"],
+                    rec["bound"],
+                    rec["detail"],
+                    True,
+                    time.perf_counter() - t0,
+                    rec.get("shapes", "real"),
+                )
+        return None
+
+    def _store(self, key: str, res: CheckResult) -> None:
+        if self.cache is not None:
+            rec = {k: getattr(res, k) for k in ("ok", "mode", "tests", "bound", "detail", "shapes")}
+            self.cache.put("check", key, rec)
+
+    def _pair(self, a: Graph, b: Graph) -> tuple[tuple[Graph, Graph] | None, str]:
+        """The pair a reduced check tests: reduced, else real if it fits ``max_bytes``, else
+        None with the reason."""
+        try:
+            red = reduce_pair(a, b, cache=self._reductions)
+            why = "no size can shrink (every size is pinned)"
+        except ShapeReductionError as err:
+            red, why = None, f"no shape-reduced instantiation ({err})"
+        if red is not None:
+            return red, ""
+        need = 8 * self.tests * sum(t.numel for g in (a, b) for n in g for t in n.types)
+        if need <= self.max_bytes:
+            return (a, b), ""
+        _log.debug("check not run: %s", why)
+        return None, (
+            f"{why}, and a check at the real shapes needs about {need >> 20} MiB, over "
+            f"max_bytes={self.max_bytes >> 20} MiB; raise Verifier(max_bytes=...) to run it."
+        )
+
+    def _decide(self, a: Graph, b: Graph, deadline: float | None) -> CheckResult:
+        if self.mode != "auto":
+            return self._run(a, b, self.mode, deadline)
+        try:
+            return self._run(a, b, "field", deadline)
+        except VerificationError:
+            return self._run(a, b, "float", deadline)
+
     # ------------------------------------------------------------------ public
-    def check(self, a: Graph, b: Graph) -> CheckResult:
+    def check(
+        self, a: Graph, b: Graph, *, reduce: bool = False, deadline: float | None = None
+    ) -> CheckResult:
         """Whether ``a`` and ``b`` compute the same outputs on the same inputs.
 
         Args:
             a: A graph.
             b: A graph with the same input names/types and output types.
+            reduce: Test a shape-reduced instantiation of the pair (see the module docstring).
+            deadline: `time.perf_counter` value after which the check stops (``shapes="none"``).
 
         Returns:
-            The `CheckResult` (cached verdicts are returned with ``cached=True``).
+            The `CheckResult` (cached verdicts are returned with ``cached=True``; a reduced check
+            reuses a cached real-shape verdict).
 
         Raises:
             VerificationError: If the signatures differ, or an op has no semantics in the mode.
@@ -222,55 +314,53 @@ class Verifier:
                 f"{list(zip(b.input_names, map(str, b.input_types)))} -> {list(map(str, b.output_types))}."
             )
         key = self._key(a, b)
-        if self.cache is not None:
-            rec = self.cache.get("check", key)
-            if rec is not None:
-                return CheckResult(
-                    rec["ok"],
-                    rec["mode"],
-                    rec["tests"],
-                    rec["bound"],
-                    rec["detail"],
-                    True,
-                    time.perf_counter() - t0,
-                )
+        hit = self._lookup((key, key + _REDUCED) if reduce else (key,), t0)
+        if hit is not None:
+            return hit
         if a.digest == b.digest:
             res = CheckResult(True, "field" if self.mode != "float" else "float", 0, 0.0)
-        elif self.mode == "auto":
-            try:
-                res = self._run(a, b, "field")
-            except VerificationError:
-                res = self._run(a, b, "float")
-        else:
-            res = self._run(a, b, self.mode)
-        res = CheckResult(
-            res.ok, res.mode, res.tests, res.bound, res.detail, False, time.perf_counter() - t0
-        )
-        if self.cache is not None:
-            self.cache.put(
-                "check",
-                key,
-                {
-                    "ok": res.ok,
-                    "mode": res.mode,
-                    "tests": res.tests,
-                    "bound": res.bound,
-                    "detail": res.detail,
-                },
-            )
+            self._store(key, res)
+            return res
+        x, y = a, b
+        if reduce:
+            pair, why = self._pair(a, b)
+            if pair is None:
+                return CheckResult(False, self.mode, 0, math.nan, why, False, 0.0, "none")
+            x, y = pair
+        shapes = "real" if x is a else "reduced"
+        try:
+            with _blas_threads(1 if shapes == "reduced" else None):
+                res = self._decide(x, y, deadline)
+        except DeadlineExceeded:
+            res, shapes = CheckResult(False, self.mode, 0, math.nan, "the deadline passed"), "none"
+        res = dataclasses.replace(res, seconds=time.perf_counter() - t0, shapes=shapes)
+        if shapes == "none":
+            return res
+        self._store(key + _REDUCED if shapes == "reduced" else key, res)
         return res
 
-    def check_rewrite(self, parent: Graph, child: Graph) -> CheckResult:
+    def check_rewrite(
+        self, parent: Graph, child: Graph, *, reduce: bool = False, deadline: float | None = None
+    ) -> CheckResult:
         """Check a rewritten graph against its parent (only the child's new nodes are computed
-        when the parent was checked or evaluated by this verifier before)."""
-        return self.check(parent, child)
+        when the parent was checked or evaluated by this verifier before; with ``reduce``, when
+        the pair reduces with the size map of an earlier check of the parent)."""
+        return self.check(parent, child, reduce=reduce, deadline=deadline)
 
-    def check_many(self, parent: Graph, children: Iterable[Graph]) -> list[CheckResult]:
+    def check_many(
+        self, parent: Graph, children: Iterable[Graph], *, reduce: bool = False
+    ) -> list[CheckResult]:
         """Check a batch of candidate children of one parent; the parent is evaluated once."""
-        return [self.check(parent, c) for c in children]
+        return [self.check(parent, c, reduce=reduce) for c in children]
 
-    def check_site(self, rule: Rule, graph: Graph, site: Site) -> CheckResult:
+    def check_site(
+        self, rule: Rule, graph: Graph, site: Site, *, reduce: bool = True
+    ) -> CheckResult:
         """Check one rule application by testing only the rewritten region.
+
+        The region pair is checked shape-reduced by default (``reduce``), so the cost follows
+        the region's structure, not its tensor sizes. A rule whose precondition reads the
+        surrounding graph is checked on the whole graph instead.
 
         Raises:
             MatchError: If ``site`` does not match ``graph``.
@@ -279,8 +369,8 @@ class Verifier:
             before, after = region_graphs(rule, graph, site)
         except MatchError:
             rule.match_of(graph, site)  # re-raise for a stale site
-            return self.check(graph, rule.apply(graph, site))  # graph-wide precondition
-        return self.check(before, after)
+            return self.check(graph, rule.apply(graph, site), reduce=reduce)
+        return self.check(before, after, reduce=reduce)
 
     def check_rule(self, rule: Rule, graphs: Sequence[Graph]) -> CheckResult:
         """Apply ``rule`` at every site of each sample graph and check each result.
@@ -302,6 +392,21 @@ class Verifier:
                 f"rule {rule.name!r} has no site in the given graphs; nothing was checked."
             )
         return last
+
+
+@functools.cache
+def _blas_controller() -> Any:
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+def _blas_threads(n: int | None) -> Any:
+    """A context limiting BLAS to ``n`` threads (None: unchanged). Reduced checks multiply
+    tiny matrices, which threaded BLAS slows down by orders of magnitude on a busy machine."""
+    if n is None:
+        return contextlib.nullcontext()
+    return _blas_controller().limit(limits=n, user_api="blas")
 
 
 def _bound(a: Graph, b: Graph, mode: str, tests: int) -> float:

@@ -13,6 +13,7 @@ Not thread-safe: use one evaluator per thread or process.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
@@ -24,7 +25,11 @@ from rewrite.verify.field import PRIME, is_float, random_elements
 from rewrite.verify.sources import SourceKey, int_range
 from rewrite.verify.sources import index_bounds as index_bounds_of
 
-__all__ = ["Evaluator", "FloatOps", "Semantics", "run_body"]
+__all__ = ["DeadlineExceeded", "Evaluator", "FloatOps", "Semantics", "run_body"]
+
+
+class DeadlineExceeded(Exception):
+    """An evaluation ran past its deadline (the checker reports the check as not run)."""
 
 
 class Semantics(Protocol):
@@ -141,15 +146,26 @@ class Evaluator:
             self._bytes -= sum(int(getattr(o, "nbytes", 0)) for o in old)
 
     def outputs(
-        self, graph: Graph, index_bounds: Mapping[SourceKey, int] | None = None
+        self,
+        graph: Graph,
+        index_bounds: Mapping[SourceKey, int] | None = None,
+        deadline: float | None = None,
     ) -> list[Any]:
         """The graph's output arrays, computing only nodes missing from the memo.
+
+        Values found in the memo are taken when the walk reaches them (so later evictions cannot
+        lose them), and every value is dropped from this call's working set after its last
+        reader: peak memory is the live values plus the memo, not the whole graph.
 
         Args:
             graph: The graph.
             index_bounds: Exclusive bounds of the index sources (`rewrite.verify.sources`);
                 default: those of ``graph`` alone. Pass the joint bounds of every graph of one
                 check so they all see the same source values.
+            deadline: `time.perf_counter` value after which no further node is computed.
+
+        Raises:
+            DeadlineExceeded: When ``deadline`` passes before the outputs are computed.
         """
         bounds = index_bounds if index_bounds is not None else index_bounds_of(graph)
         self.index_bounds = bounds
@@ -160,29 +176,42 @@ class Evaluator:
             # graphs index nothing and share one memo); switching back and forth costs nothing.
             salt = hashlib.blake2b(repr(sorted(bounds.items())).encode(), digest_size=8).digest()
             hashes = {nid: salt + h for nid, h in structural.items()}
-        need = self._needed(graph, hashes)
-        env: dict[int, tuple[Any, ...]] = {}
+        need, env = self._needed(graph, hashes)
+        readers: dict[int, int] = {}
         for nid in need:
-            node = graph.node(nid)
-            key = hashes[nid]
-            hit = self.memo.get(key)
-            if hit is not None:
-                self.memo.move_to_end(key)
-                self.hits += 1
-                env[nid] = hit
+            if nid not in env:
+                for v in graph.node(nid).inputs:
+                    readers[v.node] = readers.get(v.node, 0) + 1
+        keep = {v.node for v in graph.outputs}
+        for nid in need:
+            if nid in env:
                 continue
+            if deadline is not None and time.perf_counter() > deadline:
+                raise DeadlineExceeded(f"deadline passed with {len(need)} nodes to evaluate")
+            node = graph.node(nid)
             self.misses += 1
             if node.op in ("input", "param"):
                 outs: tuple[Any, ...] = (self.source(node, structural[nid].hex()),)
             else:
                 outs = self.sem.run(node, [env[v.node][v.index] for v in node.inputs])
+                for v in node.inputs:
+                    readers[v.node] -= 1
+                    if not readers[v.node] and v.node not in keep:
+                        env.pop(v.node, None)
             env[nid] = outs
-            self._remember(key, outs)
+            self._remember(hashes[nid], outs)
         return [env[v.node][v.index] for v in graph.outputs]
 
-    def _needed(self, graph: Graph, hashes: Mapping[int, bytes]) -> list[int]:
-        """Node ids to visit in topological order: stop descending at memoized nodes."""
+    def _needed(
+        self, graph: Graph, hashes: Mapping[int, bytes]
+    ) -> tuple[list[int], dict[int, tuple[Any, ...]]]:
+        """Node ids to visit in topological order, and the memoized values among them.
+
+        The walk stops descending at memoized nodes and takes their values right away, since
+        remembering the values computed later may evict them from the memo.
+        """
         order: list[int] = []
+        found: dict[int, tuple[Any, ...]] = {}
         seen: set[int] = set()
         stack: list[tuple[int, bool]] = [(v.node, False) for v in reversed(graph.outputs)]
         memo = self.memo
@@ -195,9 +224,13 @@ class Evaluator:
                 continue
             seen.add(nid)
             stack.append((nid, True))
-            if hashes[nid] in memo:
+            hit = memo.get(hashes[nid])
+            if hit is not None:
+                memo.move_to_end(hashes[nid])
+                self.hits += 1
+                found[nid] = hit
                 continue
             for v in reversed(graph.node(nid).inputs):
                 if v.node not in seen:
                     stack.append((v.node, False))
-        return order
+        return order, found

@@ -27,6 +27,7 @@ from rewrite.ir import Graph, Value, numpy_dtype
 __all__ = [
     "WIDE_INT",
     "SourceKey",
+    "const_index_bounds",
     "free_int_range",
     "index_bounds",
     "int_range",
@@ -170,6 +171,18 @@ def index_bounds(*graphs: Graph) -> dict[SourceKey, int]:
         for key, d in _graph_sources(g).demands.items():
             found[key] = _merge(found.get(key), d)
     return {k: d.bound for k, d in found.items()}
+
+
+def const_index_bounds(graph: Graph) -> dict[int, int]:
+    """Integer ``const`` nodes of ``graph`` whose values reach an index unchanged, and the
+    exclusive bound their values must respect (node id -> bound)."""
+    need = _demands(graph, {})
+    out = {}
+    for node in graph:
+        d = need.get(node.out(0)) if node.op == "const" else None
+        if d is not None and d.direct:
+            out[node.id] = d.bound
+    return out
 
 
 def restricted_sources(*graphs: Graph) -> bool:

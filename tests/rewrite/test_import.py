@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from rewrite import OpaqueOpWarning, TorchImportError, evaluate, from_torch, zoo
+from rewrite.errors import RewriteError
 
 
 def _reference(zm: zoo.ZooModel) -> np.ndarray:
@@ -68,21 +69,80 @@ def test_unknown_ops_become_opaque_with_one_warning() -> None:
     assert g.output_types[0].shape == (3, 4)
 
 
-class _DataDependent(torch.nn.Module):
+class _Branch(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.sum() > 0:
             return x * 2
         return x
 
 
-def test_export_failure_names_the_model_and_gives_a_hint() -> None:
-    with pytest.raises(TorchImportError, match=r"model 'dd'.*Hint"):
-        from_torch(_DataDependent(), (torch.randn(3),), name="dd")
+class _Mask(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[x > 0]
 
 
-def test_zoo_rejects_unknown_names_and_overrides() -> None:
-    with pytest.raises(Exception, match="zoo model must be one of"):
+class _NonZero(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nonzero(x)
+
+
+class _Item(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * x.sum().item()
+
+
+@pytest.mark.parametrize(
+    ("module", "construct", "fix", "line"),
+    [
+        (_Branch(), "control flow on a tensor's value", "torch.where", "if x.sum() > 0"),
+        (_Mask(), "shape depends on tensor values", "torch.where", "return x[x > 0]"),
+        (_NonZero(), "shape depends on tensor values", "topk", "torch.nonzero(x)"),
+        (_Item(), "tensor's value as a Python number", "keep it a tensor", "x.sum().item()"),
+    ],
+    ids=["branch", "mask", "nonzero", "item"],
+)
+def test_export_failures_name_the_construct_its_line_and_the_fix(
+    module: torch.nn.Module, construct: str, fix: str, line: str, capfd: pytest.CaptureFixture
+) -> None:
+    with pytest.raises(TorchImportError) as err:
+        from_torch(module, (torch.randn(3, 4),), name="dd")
+    msg = str(err.value)
+    assert "model 'dd'" in msg and construct in msg and fix in msg.split("Fix:")[1]
+    assert "test_import.py" in msg and line in msg  # the user's own line
+    assert "strict=False" not in msg  # already the default
+    out, errs = capfd.readouterr()
+    assert "def forward" not in out + errs  # torch's partial FX graph stays off the console
+    assert "symbolic_shapes" not in errs
+
+
+def test_a_plain_function_is_refused_with_the_wrapping_fix() -> None:
+    def double(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    with pytest.raises(
+        TorchImportError, match=r"needs a torch.nn.Module, but got function.*Fix: wrap"
+    ):
+        from_torch(double, (torch.randn(3),))
+
+
+def test_other_export_failures_point_at_eager_mode_and_strict() -> None:
+    bad = (torch.randn(3, 5),)  # Linear(4, 2) cannot read it
+    for strict in (False, True):
+        with pytest.raises(TorchImportError, match=r"could not capture model 'lin'") as err:
+            from_torch(torch.nn.Linear(4, 2), bad, name="lin", strict=strict)
+        fix = str(err.value).split("Fix:")[1]
+        assert "runs eagerly" in fix and ("strict=False" in fix) == strict
+
+
+def test_zoo_rejects_unknown_names_sizes_and_overrides() -> None:
+    with pytest.raises(RewriteError, match=r"unknown zoo model 'gpt-2'.*did you mean 'gpt2'"):
+        zoo.build("gpt-2")
+    with pytest.raises(RewriteError, match=r"unknown zoo model 'gpt5'.*did you mean 'gpt2'"):
         zoo.build("gpt5")
+    with pytest.raises(RewriteError, match=r"size must be one of .*size='huge'"):
+        zoo.build("gpt2", size="huge")
+    with pytest.raises(RewriteError, match=r"names size 'full' but size='small'"):
+        zoo.build("gpt2-full", size="small")
     with pytest.raises(Exception, match="n_layerz"):
         zoo.build("gpt2", n_layerz=3)
     g = zoo.build("gpt2", n_layer=1, seq_len=8)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import time
+
 import numpy as np
 import pytest
 
@@ -9,7 +12,7 @@ from rewrite.builder import GraphBuilder
 from rewrite.cost import cost
 from rewrite.errors import PriorsError, SearchConfigError, SearchError
 from rewrite.optimize.api import search
-from rewrite.optimize.config import SearchConfig
+from rewrite.optimize.config import FINAL_CHECK_SHARE, SearchConfig
 from rewrite.optimize.pareto import dominates, non_dominated
 from rewrite.optimize.result import RULE_COUNTERS
 from rewrite.verify import Verifier
@@ -169,3 +172,33 @@ def test_sharded_children_are_costed_per_device() -> None:
         verify_cache=None,
     )
     assert capped.pareto and all(s.steps for s in capped.pareto)  # the input is over the cap
+
+
+def test_reported_graphs_are_checked_whole_on_reduced_shapes() -> None:
+    res = _run(seed=3)
+    levels = {s.checked for s in res.pareto if s.steps}
+    assert levels == {"reduced"} and all(res.final_checks.values())
+    m = res.metrics()
+    assert m["final_check.reduced"] == len([s for s in res.pareto if s.steps])
+    assert m["final_check.regions"] == m["final_check.failed"] == 0
+    real = _run(seed=3, final_check_real=True)
+    assert {s.checked for s in real.pareto if s.steps} == {"real"}
+    off = _run(seed=3, final_check=False)
+    assert {s.checked for s in off.pareto if s.steps} == {"regions"} and not off.final_checks
+
+
+def test_time_budget_bounds_the_call_and_marks_unchecked_graphs(monkeypatch) -> None:
+    """A fake clock (1 ms per reading) makes the timing deterministic."""
+    ticks = itertools.count()
+    monkeypatch.setattr(time, "perf_counter", lambda: next(ticks) * 1e-3)
+    budget = 0.1  # its 10 ms reserve holds fewer readings than a whole-graph check
+    res = _run(max_steps=10**9, time_budget=budget, epsilon=0.0, seed=3)
+    assert res.stop_reason == "time" and res.stats.steps > 0
+    assert max(t for _, t, _ in res.hv_trace) <= budget * (1 - FINAL_CHECK_SHARE)
+    assert res.wall_time <= budget + 0.02  # a few clock readings after the last check
+    rewritten = [s for s in res.pareto if s.steps]
+    assert rewritten and {s.checked for s in rewritten} <= {"reduced", "regions"}
+    assert "regions" in {s.checked for s in rewritten}  # the reserve does not fit every check
+    assert all(res.final_checks.get(s.graph.hash, True) for s in rewritten)
+    unchecked = sum(s.checked == "regions" for s in rewritten)
+    assert res.metrics()["final_check.regions"] == unchecked

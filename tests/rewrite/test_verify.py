@@ -184,7 +184,7 @@ def test_verdict_cache_is_shared_through_sqlite(tmp_path):
     con.close()
     assert [ns for ns, _ in rows] == ["check"]
     rec = json.loads(rows[0][1])
-    assert set(rec) == {"ok", "mode", "tests", "bound", "detail"} and rec["ok"] is True
+    assert set(rec) == {"ok", "mode", "tests", "bound", "detail", "shapes"} and rec["ok"] is True
     code = (
         "import sys; from rewrite.verify import VerdictCache; c = VerdictCache(sys.argv[1]); "
         "print(len(c)); c.put('x', 'k', {'v': 1})"
