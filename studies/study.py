@@ -149,6 +149,8 @@ class Study:
             ) from err
         self._record = record
         self.space = space
+        self._tuners: dict[str, Any] = {}  # surrogate kind -> this process's tuner
+        self._record_cache: dict[int, tuple[TrialRecord, Any]] = {}
         self._settings_error: StudySettingsError | None = None
         try:
             self._settings: StudySettings | None = StudySettings.from_dict(record.settings)
@@ -344,26 +346,52 @@ class Study:
 
     # ------------------------------------------------------------------ allocation
     def _tuner(self, trials: Sequence[TrialRecord]) -> Any:
+        """This process's tuner, synced to ``trials`` (a snapshot of the stored trials).
+
+        One tuner, and so one surrogate, per surrogate kind is kept for the life of the `Study`
+        object: the structured surrogate's checkpoint cache stays warm and stored trials are
+        validated once, not at every proposal. A proposal is still a pure function of the stored
+        trials (`tuner.Tuner.sync`), so a restarted process proposes what this one would have.
+        """
         from tuner.tuner import Tuner
 
-        records = _tuner_records(trials)
-        return Tuner(
-            self.space,
-            self.objectives,
-            self.constraints,
-            seed=self.seed,
-            n_initial=self.settings.n_initial,
-            trials=records,
-            options=self.settings.options(),
-            surrogate=self.surrogate(records),
-        )
+        records = self._records(trials)
+        mode = self._surrogate_mode(records)
+        tuner = self._tuners.get(mode)
+        if tuner is None:
+            tuner = self._tuners[mode] = Tuner(
+                self.space,
+                self.objectives,
+                self.constraints,
+                seed=self.seed,
+                n_initial=self.settings.n_initial,
+                options=self.settings.options(),
+                surrogate=self._make_surrogate(mode),
+            )
+        tuner.sync(records)
+        return tuner
+
+    def _records(self, trials: Sequence[TrialRecord]) -> list[Any]:
+        """``trials`` as `tuner.Trial` records, converting only those that changed."""
+        cache = self._record_cache
+        out = []
+        for t in trials:
+            hit = cache.get(t.number)
+            if hit is None or hit[0] != t:
+                hit = cache[t.number] = (t, _tuner_records([t])[0])
+            out.append(hit[1])
+        return out
 
     def surrogate(self, trials: Sequence[Any]) -> Any:
-        """The tuner's surrogate under `StudySettings.surrogate` (None: the tuner's flat GP).
+        """A new surrogate of the kind `StudySettings.surrogate` picks for ``trials`` (`tuner.Trial`
+        records); None: the tuner's flat GP.
 
         ``"auto"`` picks `structure.StructuredSurrogate` once a completed trial reported a
         tracking metric (a number besides the objectives and constraint metrics).
         """
+        return self._make_surrogate(self._surrogate_mode(trials))
+
+    def _surrogate_mode(self, trials: Sequence[Any]) -> str:
         mode = self.settings.surrogate
         if mode == "auto":
             told = set(self._problem.constraint_metrics)
@@ -372,6 +400,9 @@ class Study:
                 if any(set(t.metrics) - told for t in trials if t.state.value == "COMPLETE")
                 else "flat"
             )
+        return mode
+
+    def _make_surrogate(self, mode: str) -> Any:
         if mode == "flat":
             return None
         if mode == "saas":
