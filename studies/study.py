@@ -538,13 +538,24 @@ class Study:
         _log_finished(number, state, vals, msg, None)
         return next(t for t in self.trials if t.number == number)
 
-    def record(self, number: int, outcome: Mapping[str, Any], worker: str) -> str | None:
-        """Store a worker's `run_evaluate` outcome for trial ``number``; returns the state
-        stored, or ``None`` if the trial was no longer this worker's (dropped)."""
+    def record(
+        self, number: int, outcome: Mapping[str, Any], worker: str
+    ) -> tuple[str, str | None] | None:
+        """Store a worker's `run_evaluate` outcome for trial ``number``; returns the state and
+        error stored, or ``None`` if the trial was no longer this worker's (dropped).
+
+        Raises:
+            EvaluateError: If the result lacks a constraint metric and no trial of the study
+                completed yet (the constraint names a metric evaluate does not return; the trial
+                is stored FAILED first).
+        """
+        missing: list[str] = []
         if outcome.get("ok"):
+            result = outcome["result"]
             vals, mets, msg = split_outcome(
-                outcome["result"], self.objectives, self._problem.constraint_metrics
+                result, self.objectives, self._problem.constraint_metrics
             )
+            missing = [m for m in self._problem.constraint_metrics if m not in result]
         else:
             vals, mets, msg = None, {}, str(outcome.get("error") or "failed")
         state = "FAILED" if msg else "COMPLETE"
@@ -564,7 +575,15 @@ class Study:
             )
             return None
         _log_finished(number, state, vals, msg, outcome.get("seconds"))
-        return state
+        if missing and not any(t.state == "COMPLETE" for t in self.trials):
+            named = [c for c in self.constraints if c.split()[0] in missing]
+            raise EvaluateError(
+                f"The constraints {named} name metrics {missing} that evaluate does not return "
+                f"(it returned {sorted(outcome['result'])}) and no trial of {self.name!r} "
+                "reports. Fix the constraint's metric name, or return the metric from evaluate; "
+                f"trial {number} was recorded FAILED."
+            )
+        return state, msg
 
     # ------------------------------------------------------------------ running
     def optimize(
