@@ -460,8 +460,11 @@ class Study:
         return out
 
     def _propose(self, trials: list[TrialRecord], n: int) -> list[dict[str, Any]]:
-        tuner = self._tuner(trials)
-        return [t.config for t in tuner.ask(n)]
+        from studies.quiet import numerical_warnings_to_log
+
+        with numerical_warnings_to_log():
+            tuner = self._tuner(trials)
+            return [t.config for t in tuner.ask(n)]
 
     def _reap(self, conn: Connection, alive: str | None = None) -> list[int]:
         is_dead = _dead_local_worker if self.settings.reap_dead_local_workers else _never
@@ -782,8 +785,11 @@ def structure_report(study: Study, png: str | os.PathLike[str] | None = None) ->
     if not records:
         raise StudyError(f"Study {study.name!r} has no completed trial to learn a structure from.")
     data = study._problem.training_data(study.space, records, study.seed)
+    from studies.quiet import numerical_warnings_to_log
+
     surrogate = StructuredSurrogate()
-    surrogate.fit(data)
+    with numerical_warnings_to_log():
+        surrogate.fit(data)
     desc = surrogate.describe()
     if png is not None and desc.get("structure"):
         desc["png"] = str(draw_structure(desc["structure"], png))
