@@ -15,13 +15,15 @@ from studies.quiet import numerical_warnings_to_log
 def test_numerical_warnings_are_logged_and_others_pass_through(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.DEBUG, logger="studies.warnings"):
-        with warnings.catch_warnings(record=True) as outer:
-            warnings.simplefilter("always")
-            with numerical_warnings_to_log():
-                for _ in range(3):
-                    warnings.warn("A not p.d., added jitter of 1e-08", NumericalWarning)
-                warnings.warn("yours to act on", UserWarning)
+    with (
+        caplog.at_level(logging.DEBUG, logger="studies.warnings"),
+        warnings.catch_warnings(record=True) as outer,
+    ):
+        warnings.simplefilter("always")
+        with numerical_warnings_to_log():
+            for _ in range(3):
+                warnings.warn("A not p.d., added jitter of 1e-08", NumericalWarning, stacklevel=1)
+            warnings.warn("yours to act on", UserWarning, stacklevel=1)
     assert [str(w.message) for w in outer] == ["yours to act on"]
     lines = [r for r in caplog.records if "added jitter" in r.getMessage()]
     assert len(lines) == 1 and lines[0].levelno == logging.DEBUG
