@@ -81,6 +81,9 @@ def run(
                     list(running), timeout=min(interval, 1.0), return_when=FIRST_COMPLETED
                 )
                 broken = _collect(rec, running, done)
+                # trials that finished while those were stored: recorded before the next
+                # proposal, which then fills their slots in one batch (one model fit)
+                broken |= _collect(rec, running, {f for f in running if f.done()})
                 _expire(rec, running, timeout)
                 if broken and executor is None:
                     pool = _replace_pool(pool, running, rec, n_workers)
