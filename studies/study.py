@@ -1,11 +1,13 @@
 """`Study`: a named, persistent multi-objective tuning run.
 
-The storage is the single source of truth. A `Study` object holds no trial state of its own: every
-proposal rebuilds the tuner from a snapshot of the stored trials (`tuner.Tuner(..., trials=...)`)
-and is inserted only if no other trial was added since the snapshot (optimistic concurrency;
-otherwise it proposes again with the newcomers as pending points). So any number of processes (or
-a process that was killed and restarted) drive one study without duplicates or lost results, and
-no process holds the database lock while a model is being fitted.
+The storage is the single source of truth. Every proposal is made on a snapshot of the stored
+trials by the process's one tuner (`tuner.Tuner.sync`: what a restarted process would propose),
+outside any transaction, and inserted in a transaction that checks it against the trials other
+processes added meanwhile: it is kept unless one of them proposed the same configuration (then it
+proposes again with the newcomers pending) or the budget filled up. So any number of processes
+(or a process that was killed and restarted) drive one study without duplicates or lost results,
+no process holds the database lock while a model is being fitted, and a slow driver's proposals
+are not thrown away because a fast one added trials.
 
 Thread-safety: use a `Study` from one thread. Several processes may drive one study.
 """
@@ -422,8 +424,9 @@ class Study:
         the tuner proposes new ones while the study holds fewer than ``budget`` trials
         (``None``: no limit). Proposing runs outside any transaction on a snapshot of the trials
         (so other processes' heartbeats and results are never blocked behind a model fit); the
-        proposals are inserted only if no trial was added meanwhile, otherwise the tuner proposes
-        again with the newcomers as pending points. Returns ``[]`` when nothing is left to run
+        proposals are inserted unless a trial another process added meanwhile has the same
+        configuration (then the tuner proposes again with the newcomers as pending points) and
+        only as many as the budget still allows. Returns ``[]`` when nothing is left to run
         (or, rarely, when other processes kept adding trials on every attempt).
         """
         sid = self._record.id
@@ -448,8 +451,9 @@ class Study:
             configs = self._propose(trials, room)
             with self._storage.write() as conn:
                 self._storage.lock_study(conn, sid)
-                if self._storage.count_trials(conn, sid) != len(trials):
-                    continue  # another process added trials: propose again
+                configs = self._still_new(conn, trials, configs, budget)
+                if configs is None:
+                    continue  # another process proposed the same: propose again
                 for config in configs:
                     out.append(
                         self._storage.add_trial(
@@ -458,6 +462,27 @@ class Study:
                     )
                 return out
         return out
+
+    def _still_new(
+        self,
+        conn: Connection,
+        trials: list[TrialRecord],
+        configs: list[dict[str, Any]],
+        budget: int | None,
+    ) -> list[dict[str, Any]] | None:
+        """The proposals made on the snapshot ``trials`` that may be inserted now (inside the
+        allocation transaction): all of them when no trial was added since; when other
+        processes added trials meanwhile, as many as the budget still allows, or ``None`` if one
+        of them equals a newcomer (two drivers proposed from the same snapshot: propose again,
+        with the newcomers pending)."""
+        if self._storage.count_trials(conn, self._record.id) == len(trials):
+            return configs
+        now = self._storage.trials(self._record.id, conn)
+        added = [t.config for t in now[len(trials) :]]
+        if any(c in added for c in configs):
+            return None
+        room = len(configs) if budget is None else min(len(configs), budget - _used(now))
+        return configs[: max(room, 0)]
 
     def _propose(self, trials: list[TrialRecord], n: int) -> list[dict[str, Any]]:
         from studies.quiet import numerical_warnings_to_log
