@@ -38,6 +38,7 @@ _EXPORTS = {
     "EvaluateError": "studies.errors",
     "ExportError": "studies.errors",
     "PriorsFileError": "studies.errors",
+    "RepeatedFailureError": "studies.errors",
 }
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "FormatVersionError",
     "PriorsFile",
     "PriorsFileError",
+    "RepeatedFailureError",
     "StorageCorruptError",
     "StorageError",
     "StorageLockedError",
@@ -75,6 +77,7 @@ if TYPE_CHECKING:
         ExportError,
         FormatVersionError,
         PriorsFileError,
+        RepeatedFailureError,
         StorageCorruptError,
         StorageError,
         StorageLockedError,

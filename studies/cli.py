@@ -62,8 +62,28 @@ def main(
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
     handler = RichHandler(console=console, show_path=False, markup=False)
     logging.basicConfig(level=logging.WARNING, handlers=[handler], format="%(message)s")
-    for name in ("studies", "tuner", "rewrite", "structure"):
+    for name in ("studies", "tuner", "structure"):
         logging.getLogger(name).setLevel(level)
+    # the search's own INFO lines (one per search, many per trial) only with -v
+    logging.getLogger("rewrite").setLevel(logging.DEBUG if verbose else logging.WARNING)
+    warnings.showwarning = _warning_to_log
+
+
+def _warning_to_log(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    """`warnings.showwarning` for the command line: numerical libraries' warnings become DEBUG
+    log lines (shown with -v), other warnings WARNING lines."""
+    from studies.quiet import is_numerical
+
+    level = logging.DEBUG if is_numerical(category, filename) else logging.WARNING
+    text = f"{category.__name__}: {message} ({filename}:{lineno})"
+    logging.getLogger("studies.warnings").log(level, "%s", text)
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:

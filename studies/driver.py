@@ -12,12 +12,15 @@ included) the trials in flight are failed and re-queued before the exception pro
 from __future__ import annotations
 
 import logging
+import pickle
+import re
 import time
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from studies.errors import EvaluateError, RepeatedFailureError
 from studies.pareto import feasible
 from studies.worker import exit_with_parent, run_evaluate
 
@@ -52,6 +55,8 @@ def run(
 
     worker = worker_id()
     exhausted = False
+    _check_sendable(study, executor)
+    rec = _Recorder(study, worker)
     pool = executor if executor is not None else _process_pool(n_workers)
     running: dict[Future[Any], _Slot] = {}
     interval = study.settings.heartbeat_interval
@@ -62,9 +67,7 @@ def run(
             while True:
                 try:
                     if not exhausted:
-                        pool = _fill(
-                            study, pool, running, worker, n_workers, n_trials, timeout, executor
-                        )
+                        pool = _fill(rec, pool, running, n_workers, n_trials, timeout, executor)
                 except SpaceExhaustedError as err:
                     exhausted = True
                     logger.warning("%s Finishing the trials in flight, then stopping.", err)
@@ -77,10 +80,13 @@ def run(
                 done, _ = wait(
                     list(running), timeout=min(interval, 1.0), return_when=FIRST_COMPLETED
                 )
-                broken = _collect(study, running, done, worker)
-                _expire(study, running, timeout, worker)
+                broken = _collect(rec, running, done)
+                # trials that finished while those were stored: recorded before the next
+                # proposal, which then fills their slots in one batch (one model fit)
+                broken |= _collect(rec, running, {f for f in running if f.done()})
+                _expire(rec, running, timeout)
                 if broken and executor is None:
-                    pool = _replace_pool(pool, running, study, worker, n_workers)
+                    pool = _replace_pool(pool, running, rec, n_workers)
                 if running and time.monotonic() - last_beat >= interval / 2:
                     study.storage.heartbeat(
                         study._record.id, [s.number for s in running.values()], worker
@@ -100,16 +106,60 @@ def run(
             pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _collect(
-    study: Study, running: dict[Future[Any], _Slot], done: set[Future[Any]], worker: str
-) -> bool:
+def _check_sendable(study: Study, executor: Executor | None) -> None:
+    """Refuse, before the first trial, an evaluate a process pool cannot send to its workers."""
+    if executor is not None and not isinstance(executor, ProcessPoolExecutor):
+        return  # threads need no pickling; Dask's executor pickles lambdas with cloudpickle
+    try:
+        pickle.dumps(study.evaluate)
+    except Exception as err:
+        name = getattr(study.evaluate, "__qualname__", repr(study.evaluate))
+        raise EvaluateError(
+            f"evaluate ({name}) cannot be sent to worker processes: {type(err).__name__}: {err}. "
+            "Define it with `def` at module level of an importable file (not a lambda, a "
+            "closure or a function inside a function), or run it in threads: "
+            "optimize(..., executor=concurrent.futures.ThreadPoolExecutor(n))."
+        ) from err
+
+
+class _Recorder:
+    """Stores outcomes and stops the run once `StudySettings.max_repeated_failures` trials in a
+    row failed with the same error (numbers aside)."""
+
+    def __init__(self, study: Study, worker: str) -> None:
+        self.study, self.worker = study, worker
+        self.limit = study.settings.max_repeated_failures
+        self.key: str | None = None
+        self.count = 0
+
+    def __call__(self, number: int, outcome: dict[str, Any]) -> None:
+        got = self.study.record(number, outcome, self.worker)
+        if got is None:
+            return
+        state, error = got
+        if state == "COMPLETE" or error is None:
+            self.key, self.count = None, 0
+            return
+        key = re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "#", error)
+        self.count = self.count + 1 if key == self.key else 1
+        self.key = key
+        if self.limit and self.count >= self.limit:
+            raise RepeatedFailureError(
+                f"Stopped study {self.study.name!r}: the last {self.count} trials failed with the "
+                f"same error: {error}. Fix evaluate (call it on one configuration, e.g. "
+                "evaluate(study.space.default()), to see the error), then run the study again "
+                "to resume; StudySettings(max_repeated_failures=0) never stops."
+            )
+
+
+def _collect(rec: _Recorder, running: dict[Future[Any], _Slot], done: set[Future[Any]]) -> bool:
     """Record finished futures; returns whether a worker process died."""
     broken = False
     for fut in done:
         slot = running.pop(fut)
         outcome, crashed = _outcome(fut)
         broken |= crashed
-        study.record(slot.number, outcome, worker)
+        rec(slot.number, outcome)
     return broken
 
 
@@ -118,26 +168,25 @@ def _process_pool(n_workers: int) -> ProcessPoolExecutor:
 
 
 def _fill(
-    study: Study,
+    rec: _Recorder,
     pool: Executor,
     running: dict[Future[Any], _Slot],
-    worker: str,
     n_workers: int,
     n_trials: int,
     timeout: float | None,
     executor: Executor | None,
 ) -> Executor:
     free = n_workers - len(running)
-    evaluate = study.evaluate
+    study, evaluate = rec.study, rec.study.evaluate
     if free <= 0 or evaluate is None:
         return pool
-    for trial in study.allocate(worker, free, n_trials):
+    for trial in study.allocate(rec.worker, free, n_trials):
         try:
             fut = pool.submit(run_evaluate, evaluate, trial.config, timeout)
         except BrokenProcessPool:
             if executor is not None:
                 raise
-            pool = _replace_pool(pool, running, study, worker, n_workers)
+            pool = _replace_pool(pool, running, rec, n_workers)
             fut = pool.submit(run_evaluate, evaluate, trial.config, timeout)
         running[fut] = _Slot(trial.number, time.monotonic())
     return pool
@@ -154,22 +203,20 @@ def _outcome(fut: Future[Any]) -> tuple[dict[str, Any], bool]:
 
 
 def _replace_pool(
-    pool: Executor, running: dict[Future[Any], _Slot], study: Study, worker: str, n_workers: int
+    pool: Executor, running: dict[Future[Any], _Slot], rec: _Recorder, n_workers: int
 ) -> Executor:
     """Swap a broken process pool for a new one; trials in flight on it are failed."""
     for fut, slot in list(running.items()):
         if fut.done():
             outcome, _ = _outcome(fut)
-            study.record(slot.number, outcome, worker)
+            rec(slot.number, outcome)
             del running[fut]
     pool.shutdown(wait=False, cancel_futures=True)
     logger.warning("A worker process died; starting a new process pool.")
     return _process_pool(n_workers)
 
 
-def _expire(
-    study: Study, running: dict[Future[Any], _Slot], timeout: float | None, worker: str
-) -> None:
+def _expire(rec: _Recorder, running: dict[Future[Any], _Slot], timeout: float | None) -> None:
     """Fail trials the executor did not stop at their timeout (e.g. Dask workers)."""
     if timeout is None:
         return
@@ -180,7 +227,7 @@ def _expire(
             del running[fut]
             error = f"TimeoutError: trial exceeded its timeout of {timeout:g} s"
             outcome = {"ok": False, "error": error, "seconds": now - slot.started}
-            study.record(slot.number, outcome, worker)
+            rec(slot.number, outcome)
 
 
 def _finished(study: Study, n_trials: int) -> bool:

@@ -12,6 +12,7 @@ __all__ = [
     "ExportError",
     "FormatVersionError",
     "PriorsFileError",
+    "RepeatedFailureError",
     "StorageCorruptError",
     "StorageError",
     "StorageLockedError",
@@ -71,6 +72,10 @@ class StudyFileError(StudyError):
 
 class EvaluateError(StudyError):
     """No evaluate function is available to run trials (e.g. a study loaded read-only)."""
+
+
+class RepeatedFailureError(EvaluateError):
+    """`Study.optimize` stopped: trials kept failing with the same error."""
 
 
 class ExportError(StudyError):

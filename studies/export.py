@@ -85,9 +85,10 @@ def priors_from_trial(
 ) -> tuple[str, dict[str, float], dict[str, Any]]:
     """Split a trial's config into (simplex name, priors, search config).
 
-    The search config holds the other tuned parameters; `Fixed` ones (the context every trial
-    shared, such as a study's workload suite) are left out (`export_priors` records them in the
-    provenance).
+    The search config holds the other tuned parameters and every search knob the trial ran
+    with, fixed ones included (such as the step budget ``max_steps``: `rewrite.search` merges
+    them into its config); other `Fixed` parameters (the context every trial shared, such as a
+    study's workload suite) are left out (`export_priors` records them in the provenance).
 
     Raises:
         ExportError: If the space has no Simplex parameter, or several and ``simplex`` does not
@@ -121,10 +122,11 @@ def priors_from_trial(
     from spaces import Fixed
 
     priors = {str(k): float(v) for k, v in trial.config[simplex].items()}
+    knobs = set(knob_names())  # a fixed search knob (the step budget) travels with the priors
     rest = {
         k: v
         for k, v in trial.config.items()
-        if k != simplex and not isinstance(space.params.get(k), Fixed)
+        if k != simplex and (k in knobs or not isinstance(space.params.get(k), Fixed))
     }
     return simplex, priors, rest
 

@@ -20,6 +20,11 @@ if TYPE_CHECKING:
 
 __all__ = ["file_stem", "plot_hypervolume", "plot_pareto", "plot_priors", "plot_study"]
 
+#: Rules drawn one bar each in `plot_priors`; the rest share one bar.
+TOP_RULES = 15
+#: Pareto points labelled with their trial number (more would overlap).
+_MAX_LABELS = 12
+
 
 def file_stem(name: str) -> str:
     """A study name made safe for a file name: every character outside ``[A-Za-z0-9._-]``
@@ -58,7 +63,7 @@ def plot_pareto(study: Study, path: str | os.PathLike[str]) -> Path:
             return float(t.number) if k == "trial" else t.values[k]
 
         rest = [t for t in ok if t.number not in front]
-        best = sorted((t for t in ok if t.number in front), key=lambda t: coord(t, a))
+        best = [t for t in ok if t.number in front]
         ax.scatter(
             [coord(t, a) for t in rest],
             [coord(t, b) for t in rest],
@@ -66,21 +71,26 @@ def plot_pareto(study: Study, path: str | os.PathLike[str]) -> Path:
             c="0.6",
             label="feasible trials",
         )
-        ax.plot(
+        # points only: in a projection of 3+ objectives the Pareto set is no curve
+        ax.scatter(
             [coord(t, a) for t in best],
             [coord(t, b) for t in best],
-            "o-",
+            s=36,
             c="C3",
+            edgecolors="k",
+            linewidths=0.5,
             label="Pareto set",
+            zorder=3,
         )
-        for t in best:
-            ax.annotate(
-                str(t.number),
-                (coord(t, a), coord(t, b)),
-                fontsize=7,
-                textcoords="offset points",
-                xytext=(3, 3),
-            )
+        if len(best) <= _MAX_LABELS:
+            for t in best:
+                ax.annotate(
+                    str(t.number),
+                    (coord(t, a), coord(t, b)),
+                    fontsize=7,
+                    textcoords="offset points",
+                    xytext=(4, 4),
+                )
         ax.set_xlabel(a if a == "trial" else f"{a} ({study.objectives[a]})")
         ax.set_ylabel(f"{b} ({study.objectives[b]})")
         ax.grid(alpha=0.3)
@@ -93,12 +103,15 @@ def plot_hypervolume(study: Study, path: str | os.PathLike[str]) -> Path:
     """Dominated hypervolume of the feasible trials after each finished trial (reference point:
     `studies.pareto.reference_point` over all feasible trials)."""
     plt = _pyplot()
-    numbers, hv = hypervolume_curve(study.trials, study.objectives, study.constraints)
+    trials = study.trials
+    numbers, hv = hypervolume_curve(trials, study.objectives, study.constraints)
+    complete = {t.number for t in trials if t.state == "COMPLETE"}
+    curve = [h for n, h in zip(numbers, hv) if n in complete]  # failed trials add nothing
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.step(range(1, len(hv) + 1), hv, where="post", c="C0")
-    ax.set_xlabel("finished trials")
+    ax.step(range(1, len(curve) + 1), curve, where="post", c="C0")
+    ax.set_xlabel("completed trials")
     ax.set_ylabel("dominated hypervolume")
-    ax.set_title(f"{study.name}: hypervolume over trials")
+    ax.set_title(f"{study.name}: hypervolume over completed trials")
     ax.grid(alpha=0.3)
     return _save(fig, plt, path)
 
@@ -106,19 +119,34 @@ def plot_hypervolume(study: Study, path: str | os.PathLike[str]) -> Path:
 def plot_priors(
     study: Study, path: str | os.PathLike[str], pick: PickRule = None, simplex: str | None = None
 ) -> Path:
-    """Bar chart of the rule priors of the trial ``pick`` chooses (as `Study.export_priors`)."""
+    """Ranked horizontal bars of the rule priors of the trial ``pick`` chooses (as
+    `Study.export_priors`): the ``TOP_RULES`` largest, then one bar for all others, and a line at
+    the uniform prior ``1 / n_rules`` for reference."""
     from studies.export import priors_from_trial
 
     plt = _pyplot()
     trial, rule = choose_trial(study.trials, study.objectives, study.constraints, pick)
     name, priors, _ = priors_from_trial(study.space, trial, simplex)
-    rules = sorted(priors, key=lambda r: -priors[r])
-    fig, ax = plt.subplots(figsize=(max(4, 0.6 * len(rules) + 2), 4))
-    ax.bar(rules, [priors[r] for r in rules], color="C2")
-    ax.set_ylabel("firing prior")
+    ranked = sorted(priors, key=lambda r: (-priors[r], r))
+    shown = ranked[:TOP_RULES]
+    labels = list(shown)
+    weights = [priors[r] for r in shown]
+    if len(ranked) > len(shown):
+        rest = ranked[len(shown) :]
+        labels.append(f"{len(rest)} other rules (sum)")
+        weights.append(sum(priors[r] for r in rest))
+    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.3 * len(labels)))
+    y = list(range(len(labels)))[::-1]  # largest on top
+    colors = ["C2"] * len(shown) + ["0.7"] * (len(labels) - len(shown))
+    ax.barh(y, weights, color=colors)
+    ax.set_yticks(y, labels, fontsize=8)
+    uniform = 1.0 / len(ranked)
+    ax.axvline(uniform, color="k", ls="--", lw=1, label=f"uniform (1/{len(ranked)})")
+    ax.set_xlabel("firing prior")
     ax.set_title(f"{study.name}: {name} of trial {trial.number}", fontsize=10)
-    ax.tick_params(axis="x", rotation=45)
-    fig.text(0.01, 0.01, rule, fontsize=7, color="0.4")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(axis="x", alpha=0.3)
+    fig.text(0.01, 0.005, rule, fontsize=7, color="0.4")
     return _save(fig, plt, path)
 
 

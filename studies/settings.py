@@ -34,6 +34,10 @@ class StudySettings:
             completed trials report tracking metrics; the flat GP otherwise), ``"structured"``,
             ``"flat"`` or ``"saas"`` (`tuner.SaasSurrogate`, for spaces of many columns). The structured surrogate itself falls back to the flat GP while its
             GP network predicts no better (see `structure.explain`).
+        max_repeated_failures: Stop `Study.optimize` (with `RepeatedFailureError`) once this
+            many trials in a row failed with the same error (numbers in the message aside): a
+            broken evaluate, or a constraint metric it never returns, should not burn the
+            budget. 0 never stops.
     """
 
     heartbeat_interval: float = 10.0
@@ -42,6 +46,7 @@ class StudySettings:
     n_initial: int | None = None
     tuner_options: Mapping[str, Any] = field(default_factory=dict)
     surrogate: str = "auto"
+    max_repeated_failures: int = 5
 
     def __post_init__(self) -> None:
         if not isinstance(self.surrogate, str) or self.surrogate not in SURROGATES:
@@ -77,6 +82,15 @@ class StudySettings:
             raise StudySettingsError(
                 "StudySettings.n_initial must be None (the tuner's default) or an int >= 0, got "
                 f"{self.n_initial!r}."
+            )
+        if (
+            isinstance(self.max_repeated_failures, bool)
+            or not isinstance(self.max_repeated_failures, int)
+            or self.max_repeated_failures < 0
+        ):
+            raise StudySettingsError(
+                "StudySettings.max_repeated_failures must be an int >= 0 (0: never stop), got "
+                f"{self.max_repeated_failures!r}."
             )
         if not isinstance(self.tuner_options, Mapping) or not all(
             isinstance(k, str) for k in self.tuner_options

@@ -1,11 +1,13 @@
 """`Study`: a named, persistent multi-objective tuning run.
 
-The storage is the single source of truth. A `Study` object holds no trial state of its own: every
-proposal rebuilds the tuner from a snapshot of the stored trials (`tuner.Tuner(..., trials=...)`)
-and is inserted only if no other trial was added since the snapshot (optimistic concurrency;
-otherwise it proposes again with the newcomers as pending points). So any number of processes (or
-a process that was killed and restarted) drive one study without duplicates or lost results, and
-no process holds the database lock while a model is being fitted.
+The storage is the single source of truth. Every proposal is made on a snapshot of the stored
+trials by the process's one tuner (`tuner.Tuner.sync`: what a restarted process would propose),
+outside any transaction, and inserted in a transaction that checks it against the trials other
+processes added meanwhile: it is kept unless one of them proposed the same configuration (then it
+proposes again with the newcomers pending) or the budget filled up. So any number of processes
+(or a process that was killed and restarted) drive one study without duplicates or lost results,
+no process holds the database lock while a model is being fitted, and a slow driver's proposals
+are not thrown away because a fast one added trials.
 
 Thread-safety: use a `Study` from one thread. Several processes may drive one study.
 """
@@ -149,6 +151,8 @@ class Study:
             ) from err
         self._record = record
         self.space = space
+        self._tuners: dict[str, Any] = {}  # surrogate kind -> this process's tuner
+        self._record_cache: dict[int, tuple[TrialRecord, Any]] = {}
         self._settings_error: StudySettingsError | None = None
         try:
             self._settings: StudySettings | None = StudySettings.from_dict(record.settings)
@@ -344,26 +348,52 @@ class Study:
 
     # ------------------------------------------------------------------ allocation
     def _tuner(self, trials: Sequence[TrialRecord]) -> Any:
+        """This process's tuner, synced to ``trials`` (a snapshot of the stored trials).
+
+        One tuner, and so one surrogate, per surrogate kind is kept for the life of the `Study`
+        object: the structured surrogate's checkpoint cache stays warm and stored trials are
+        validated once, not at every proposal. A proposal is still a pure function of the stored
+        trials (`tuner.Tuner.sync`), so a restarted process proposes what this one would have.
+        """
         from tuner.tuner import Tuner
 
-        records = _tuner_records(trials)
-        return Tuner(
-            self.space,
-            self.objectives,
-            self.constraints,
-            seed=self.seed,
-            n_initial=self.settings.n_initial,
-            trials=records,
-            options=self.settings.options(),
-            surrogate=self.surrogate(records),
-        )
+        records = self._records(trials)
+        mode = self._surrogate_mode(records)
+        tuner = self._tuners.get(mode)
+        if tuner is None:
+            tuner = self._tuners[mode] = Tuner(
+                self.space,
+                self.objectives,
+                self.constraints,
+                seed=self.seed,
+                n_initial=self.settings.n_initial,
+                options=self.settings.options(),
+                surrogate=self._make_surrogate(mode),
+            )
+        tuner.sync(records)
+        return tuner
+
+    def _records(self, trials: Sequence[TrialRecord]) -> list[Any]:
+        """``trials`` as `tuner.Trial` records, converting only those that changed."""
+        cache = self._record_cache
+        out = []
+        for t in trials:
+            hit = cache.get(t.number)
+            if hit is None or hit[0] != t:
+                hit = cache[t.number] = (t, _tuner_records([t])[0])
+            out.append(hit[1])
+        return out
 
     def surrogate(self, trials: Sequence[Any]) -> Any:
-        """The tuner's surrogate under `StudySettings.surrogate` (None: the tuner's flat GP).
+        """A new surrogate of the kind `StudySettings.surrogate` picks for ``trials`` (`tuner.Trial`
+        records); None: the tuner's flat GP.
 
         ``"auto"`` picks `structure.StructuredSurrogate` once a completed trial reported a
         tracking metric (a number besides the objectives and constraint metrics).
         """
+        return self._make_surrogate(self._surrogate_mode(trials))
+
+    def _surrogate_mode(self, trials: Sequence[Any]) -> str:
         mode = self.settings.surrogate
         if mode == "auto":
             told = set(self._problem.constraint_metrics)
@@ -372,6 +402,9 @@ class Study:
                 if any(set(t.metrics) - told for t in trials if t.state.value == "COMPLETE")
                 else "flat"
             )
+        return mode
+
+    def _make_surrogate(self, mode: str) -> Any:
         if mode == "flat":
             return None
         if mode == "saas":
@@ -391,8 +424,9 @@ class Study:
         the tuner proposes new ones while the study holds fewer than ``budget`` trials
         (``None``: no limit). Proposing runs outside any transaction on a snapshot of the trials
         (so other processes' heartbeats and results are never blocked behind a model fit); the
-        proposals are inserted only if no trial was added meanwhile, otherwise the tuner proposes
-        again with the newcomers as pending points. Returns ``[]`` when nothing is left to run
+        proposals are inserted unless a trial another process added meanwhile has the same
+        configuration (then the tuner proposes again with the newcomers as pending points) and
+        only as many as the budget still allows. Returns ``[]`` when nothing is left to run
         (or, rarely, when other processes kept adding trials on every attempt).
         """
         sid = self._record.id
@@ -417,8 +451,9 @@ class Study:
             configs = self._propose(trials, room)
             with self._storage.write() as conn:
                 self._storage.lock_study(conn, sid)
-                if self._storage.count_trials(conn, sid) != len(trials):
-                    continue  # another process added trials: propose again
+                configs = self._still_new(conn, trials, configs, budget)
+                if configs is None:
+                    continue  # another process proposed the same: propose again
                 for config in configs:
                     out.append(
                         self._storage.add_trial(
@@ -428,9 +463,33 @@ class Study:
                 return out
         return out
 
+    def _still_new(
+        self,
+        conn: Connection,
+        trials: list[TrialRecord],
+        configs: list[dict[str, Any]],
+        budget: int | None,
+    ) -> list[dict[str, Any]] | None:
+        """The proposals made on the snapshot ``trials`` that may be inserted now (inside the
+        allocation transaction): all of them when no trial was added since; when other
+        processes added trials meanwhile, as many as the budget still allows, or ``None`` if one
+        of them equals a newcomer (two drivers proposed from the same snapshot: propose again,
+        with the newcomers pending)."""
+        if self._storage.count_trials(conn, self._record.id) == len(trials):
+            return configs
+        now = self._storage.trials(self._record.id, conn)
+        added = [t.config for t in now[len(trials) :]]
+        if any(c in added for c in configs):
+            return None
+        room = len(configs) if budget is None else min(len(configs), budget - _used(now))
+        return configs[: max(room, 0)]
+
     def _propose(self, trials: list[TrialRecord], n: int) -> list[dict[str, Any]]:
-        tuner = self._tuner(trials)
-        return [t.config for t in tuner.ask(n)]
+        from studies.quiet import numerical_warnings_to_log
+
+        with numerical_warnings_to_log():
+            tuner = self._tuner(trials)
+            return [t.config for t in tuner.ask(n)]
 
     def _reap(self, conn: Connection, alive: str | None = None) -> list[int]:
         is_dead = _dead_local_worker if self.settings.reap_dead_local_workers else _never
@@ -507,13 +566,24 @@ class Study:
         _log_finished(number, state, vals, msg, None)
         return next(t for t in self.trials if t.number == number)
 
-    def record(self, number: int, outcome: Mapping[str, Any], worker: str) -> str | None:
-        """Store a worker's `run_evaluate` outcome for trial ``number``; returns the state
-        stored, or ``None`` if the trial was no longer this worker's (dropped)."""
+    def record(
+        self, number: int, outcome: Mapping[str, Any], worker: str
+    ) -> tuple[str, str | None] | None:
+        """Store a worker's `run_evaluate` outcome for trial ``number``; returns the state and
+        error stored, or ``None`` if the trial was no longer this worker's (dropped).
+
+        Raises:
+            EvaluateError: If the result lacks a constraint metric and no trial of the study
+                completed yet (the constraint names a metric evaluate does not return; the trial
+                is stored FAILED first).
+        """
+        missing: list[str] = []
         if outcome.get("ok"):
+            result = outcome["result"]
             vals, mets, msg = split_outcome(
-                outcome["result"], self.objectives, self._problem.constraint_metrics
+                result, self.objectives, self._problem.constraint_metrics
             )
+            missing = [m for m in self._problem.constraint_metrics if m not in result]
         else:
             vals, mets, msg = None, {}, str(outcome.get("error") or "failed")
         state = "FAILED" if msg else "COMPLETE"
@@ -533,7 +603,15 @@ class Study:
             )
             return None
         _log_finished(number, state, vals, msg, outcome.get("seconds"))
-        return state
+        if missing and not any(t.state == "COMPLETE" for t in self.trials):
+            named = [c for c in self.constraints if c.split()[0] in missing]
+            raise EvaluateError(
+                f"The constraints {named} name metrics {missing} that evaluate does not return "
+                f"(it returned {sorted(outcome['result'])}) and no trial of {self.name!r} "
+                "reports. Fix the constraint's metric name, or return the metric from evaluate; "
+                f"trial {number} was recorded FAILED."
+            )
+        return state, msg
 
     # ------------------------------------------------------------------ running
     def optimize(
@@ -732,8 +810,11 @@ def structure_report(study: Study, png: str | os.PathLike[str] | None = None) ->
     if not records:
         raise StudyError(f"Study {study.name!r} has no completed trial to learn a structure from.")
     data = study._problem.training_data(study.space, records, study.seed)
+    from studies.quiet import numerical_warnings_to_log
+
     surrogate = StructuredSurrogate()
-    surrogate.fit(data)
+    with numerical_warnings_to_log():
+        surrogate.fit(data)
     desc = surrogate.describe()
     if png is not None and desc.get("structure"):
         desc["png"] = str(draw_structure(desc["structure"], png))

@@ -110,7 +110,9 @@ class Tuner:
                 else _check_int("n_initial", n_initial, 0)
             ),
         )
-        self._trials: list[Trial] = self._check_records(trials)
+        self._raw: list[Trial] = []  # the records as given, to skip re-validating them
+        self._trials: list[Trial] = []
+        self.sync(trials)
 
     # ------------------------------------------------------------------ read-only views
     @property
@@ -213,7 +215,7 @@ class Tuner:
         )
         started = [_replace(t, state=TrialState.RUNNING) for t in waiting]
         for t in started:
-            self._trials[t.id] = t
+            self._set(t)
         new = [Trial(id=len(self._trials) + i, config=c) for i, c in enumerate(configs)]
         self._trials.extend(new)
         return started + new
@@ -313,12 +315,17 @@ class Tuner:
         error: str | None,
     ) -> Trial:
         done = _replace(trial, state=state, values=values, metrics=metrics, error=error)
-        self._trials[trial.id] = done
+        self._set(done)
         if state is TrialState.COMPLETE:
             logger.info("Trial %d finished with values %s.", trial.id, values)
         else:
             logger.info("Trial %d failed: %s", trial.id, error)
         return done
+
+    def _set(self, trial: Trial) -> None:
+        """Replace a trial's record; `sync` re-validates records from that id on."""
+        self._trials[trial.id] = trial
+        del self._raw[trial.id :]
 
     def _check_config(self, config: Any) -> dict[str, Any]:
         from spaces import SpaceError
@@ -328,12 +335,30 @@ class Tuner:
         except SpaceError as err:
             raise InvalidConfigError(f"Configuration outside the space: {err}") from err
 
-    def _check_records(self, records: Iterable[Trial | Mapping[str, Any]]) -> list[Trial]:
-        if isinstance(records, Mapping | str):
+    def sync(self, trials: Iterable[Trial | Mapping[str, Any]]) -> None:
+        """Replace the tuner's trials with stored records, keeping its surrogate and caches.
+
+        A driver that keeps one tuner across proposals calls this with the storage's current
+        trials before each `ask`; what it proposes then equals what a tuner built from the
+        same records would propose (a proposal is a pure function of the trials). Records equal
+        to the ones passed last time are not validated again.
+
+        Args:
+            trials: `Trial` records or `Trial.to_dict` dicts, ids ``0..n-1`` in order.
+
+        Raises:
+            InvalidTrialRecordError: Inconsistent records (the tuner is left unchanged).
+        """
+        if isinstance(trials, Mapping | str):
             raise InvalidTrialRecordError("trials must be a list of Trial records.")
+        raw: list[Trial] = []
         out: list[Trial] = []
-        for i, rec in enumerate(records):
+        for i, rec in enumerate(trials):
             trial = rec if isinstance(rec, Trial) else Trial.from_dict(rec)
+            raw.append(trial)
+            if i < len(self._raw) and self._raw[i] == trial:
+                out.append(self._trials[i])
+                continue
             if trial.id != i:
                 raise InvalidTrialRecordError(
                     f"Trial records must have ids 0..n-1 in order; record {i} has id {trial.id}."
@@ -343,7 +368,7 @@ class Tuner:
                 out.append(_replace(trial, **self._check_outcome(trial)))
             except TunerError as err:
                 raise InvalidTrialRecordError(f"Trial record {i} is invalid: {err}") from err
-        return out
+        self._raw, self._trials = raw, out
 
     def _check_outcome(self, trial: Trial) -> dict[str, Any]:
         if not isinstance(trial.state, TrialState):

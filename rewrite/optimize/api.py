@@ -86,12 +86,21 @@ def make_verifier(seed: int = 0, cache: Any = "default", tests: int = 2) -> Any:
 def coerce_config(
     config: SearchConfig | Mapping[str, Any] | None, priors: RulePriors
 ) -> SearchConfig:
-    """The config a search runs with: ``config``, or else the priors file's ``search_config``."""
-    if isinstance(config, SearchConfig):
-        return config
-    if isinstance(config, Mapping):
-        return SearchConfig.from_dict(config)
-    if config is not None:
+    """The config a search runs with, given ``config`` and the priors' ``search_config``.
+
+    A priors file written by ``tuner export`` carries the knobs it was tuned with (the step
+    budget included). The rule, from weakest to strongest: the defaults, then the file's knobs,
+    then the knobs ``config`` names:
+
+    - ``None``: the file's knobs over the defaults;
+    - a dict of knobs: those knobs over the file's (``{"seed": 3}`` keeps every tuned knob);
+    - a `SearchConfig`: used as given (it names every knob). Where it differs from the file's
+      knobs a `UserWarning` names them, since the tuned values are then dropped; pass a dict of
+      the knobs to change instead to keep the rest.
+
+    Knobs this version does not know are ignored with a `UserWarning`.
+    """
+    if config is not None and not isinstance(config, SearchConfig | Mapping):
         raise SearchConfigError(
             f"config must be a SearchConfig, a dict of knobs or None, but got {config!r}."
         )
@@ -104,7 +113,24 @@ def coerce_config(
             UserWarning,
             stacklevel=3,
         )
-    return SearchConfig.from_dict({k: v for k, v in priors.search_config.items() if k in known})
+    tuned = {k: v for k, v in priors.search_config.items() if k in known}
+    if not isinstance(config, SearchConfig):
+        return SearchConfig.from_dict({**tuned, **(config or {})})
+    differ = {
+        k: (v, getattr(config, k))
+        for k, v in SearchConfig.from_dict(tuned, base=config).to_dict().items()
+        if k in tuned and v != config.to_dict()[k]
+    }
+    if differ:
+        shown = ", ".join(f"{k}: file {f!r}, config {c!r}" for k, (f, c) in differ.items())
+        warnings.warn(
+            f"The priors file's tuned search_config is overridden by the SearchConfig given "
+            f"({shown}); the search uses the SearchConfig. To keep the tuned knobs, pass "
+            "config=None, or a dict of only the knobs to change (e.g. {'seed': 1}).",
+            UserWarning,
+            stacklevel=3,
+        )
+    return config
 
 
 def _check_rules(rules: Sequence[Rule]) -> list[Rule]:
@@ -134,8 +160,10 @@ def search(
 
     Args:
         graph: The input graph (e.g. ``rewrite.zoo.build("gpt2")``).
-        config: A `SearchConfig`, a dict of its knobs, or None: the defaults, or the
-            ``search_config`` of a priors file passed as ``priors``.
+        config: A `SearchConfig`, a dict of its knobs, or None. A priors file's
+            ``search_config`` is merged in by the rule of `coerce_config`: a dict's knobs over
+            the file's over the defaults; a `SearchConfig` is used as given, with a warning
+            when it differs from the file's.
         priors: Rule firing priors: a `RulePriors`, a dict, a path to a priors file (as written
             by `RulePriors.save` or ``tuner export``), or None (uniform).
         device: Cost-model device profile (``"h100"``, ``"h200"``, ``"a100"``, ``"cpu"``, a JSON

@@ -72,6 +72,13 @@ class RulePriors:
         self.search_config: dict[str, Any] = dict(search_config or {})
         self.provenance: dict[str, Any] = dict(provenance or {})
 
+    def without_search_config(self) -> RulePriors:
+        """The same weights and provenance with no ``search_config`` (once it has been merged
+        into a `SearchConfig`, so later searches do not merge it again)."""
+        out = RulePriors.__new__(RulePriors)
+        out._w, out.search_config, out.provenance = self._w, {}, dict(self.provenance)
+        return out
+
     # ------------------------------------------------------------------ constructors
     @classmethod
     def uniform(cls, rule_names: Sequence[str]) -> RulePriors:

@@ -277,6 +277,7 @@ def search_suite(
         raise SearchError("search_suite needs at least one workload, but got none.")
     priors = RulePriors.coerce(priors)
     config = coerce_config(config, priors)
+    priors = priors.without_search_config()  # merged into config once, here
     seeds = tuple(int(s) for s in (seeds if seeds is not None else (config.seed,)))
     if not seeds:
         raise SearchError("search_suite needs at least one seed, but got none.")

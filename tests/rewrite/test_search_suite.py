@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -184,11 +185,22 @@ def test_exported_priors_file_drives_an_offline_search(tmp_path: Path) -> None:
     res = search(SUITE["a"], priors=str(path), rules=TEST_RULES, verify_cache=None)
     assert res.config["tau"] == 0.5 and res.config["m"] == 2 and res.stats.steps == 30
     assert res.priors["test_mm_assoc_left"] == pytest.approx(0.6)
-    # an explicit config wins over the file's search_config
-    res2 = search(
-        SUITE["a"], SearchConfig(max_steps=5), priors=path, rules=TEST_RULES, verify_cache=None
-    )
+    # a SearchConfig is used as given, and the tuned knobs it drops are named loudly
+    with pytest.warns(
+        UserWarning, match=r"overridden.*tau: file 0.5, config 0.3.*max_steps: file 30, config 5"
+    ):
+        res2 = search(
+            SUITE["a"], SearchConfig(max_steps=5), priors=path, rules=TEST_RULES, verify_cache=None
+        )
     assert res2.stats.steps == 5 and res2.config["tau"] == SearchConfig().tau
+    # a dict of knobs is merged over the file's: the other tuned knobs are kept
+    res3 = search(SUITE["a"], {"max_steps": 5}, priors=path, rules=TEST_RULES, verify_cache=None)
+    assert res3.stats.steps == 5 and res3.config["tau"] == 0.5 and res3.config["m"] == 2
+    # a SearchConfig equal to the file's knobs is no override: no warning
+    same = SearchConfig.from_dict(doc["search_config"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        search(SUITE["a"], same, priors=path, rules=TEST_RULES, verify_cache=None)
     saved = RulePriors(res.priors).save(tmp_path / "again.json")
     assert RulePriors.load(saved, known_rules=NAMES) == RulePriors(res.priors)
 

@@ -82,3 +82,8 @@ def constrained_evaluate(config: dict[str, Any]) -> dict[str, float]:
 def int_objective(config: dict[str, Any]) -> dict[str, float]:
     """``f = (k - 1)^2`` for a space with one integer ``k``."""
     return {"f": float((config["k"] - 1) ** 2)}
+
+
+def always_fails(config: dict[str, Any]) -> dict[str, float]:
+    """Raises on every configuration (a broken evaluate)."""
+    raise RuntimeError(f"cannot reach the benchmark server (population {config['population']})")

@@ -3,6 +3,7 @@ two processes driving one study never collide."""
 
 from __future__ import annotations
 
+import collections
 import os
 import random
 import signal
@@ -142,8 +143,8 @@ def test_sigkill_resume_postgres() -> None:
     _finish_and_check(url, 40)
 
 
-def _two_processes(url: str, budget: int) -> None:
-    args = ("--workers", "2", "--n-initial", "10", "--wait-go")
+def _two_processes(url: str, budget: int, n_initial: int = 10, share: float = 0.0) -> None:
+    args = ("--workers", "2", "--n-initial", str(n_initial), "--wait-go")
     procs = [_start(url, budget, *args) for _ in range(2)]
     try:
         # Both start driving together: a process still importing while the other finishes the
@@ -165,14 +166,21 @@ def _two_processes(url: str, budget: int) -> None:
     assert Study.load("crash", url).progress()["finished"] == budget
     assert len(trials) == budget  # no stale trials: both processes were alive throughout
     assert all(t.state == "COMPLETE" for t in trials)
-    workers = {t.worker.rsplit(":", 1)[0] for t in trials}
+    workers = collections.Counter(t.worker.rsplit(":", 1)[0] for t in trials)
     assert len(workers) == 2, "both processes should have run trials"
+    assert min(workers.values()) >= share * budget, workers
     configs = [repr(sorted(t.config.items())) for t in trials]
     assert len(set(configs)) == len(configs), "two processes ran the same config"
 
 
 def test_two_processes_one_sqlite_study(tmp_path: Path) -> None:
     _two_processes(f"sqlite:///{tmp_path / 'two.db'}", budget=14)
+
+
+def test_two_processes_share_the_model_phase(tmp_path: Path) -> None:
+    """Past the initial design both drivers fit models; a proposal made while the other driver
+    added trials is kept (not thrown away), so each runs at least 30% of the budget."""
+    _two_processes(f"sqlite:///{tmp_path / 'two.db'}", budget=16, n_initial=4, share=0.3)
 
 
 @pytest.mark.postgres

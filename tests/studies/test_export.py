@@ -306,3 +306,27 @@ def test_export_is_deterministic_apart_from_date(tmp_path: Path) -> None:
     b = study.export_priors(tmp_path / "b.json").to_dict()
     a["provenance"].pop("date"), b["provenance"].pop("date")
     assert a == b
+
+
+def test_export_records_the_fixed_step_budget_and_search_applies_it(tmp_path: Path) -> None:
+    """A fixed search knob (the step budget) travels in search_config; other fixed context
+    (a workload suite) stays in the provenance."""
+    from rewrite.optimize.api import coerce_config
+    from rewrite.optimize.priors import RulePriors
+    from spaces import Fixed, Float, Simplex, Space
+
+    space = Space(
+        {
+            "tau": Float(0.1, 1.0),
+            "priors": Simplex(["fuse", "merge"]),
+            "max_steps": Fixed(40),
+            "suite": Fixed("gpt2"),
+        }
+    )
+    study = Study("fixed", space, {"f": "minimize"}, storage=f"sqlite:///{tmp_path / 't.db'}")
+    study.tell(study.ask(), {"f": 1.0})
+    doc = study.export_priors(tmp_path / "p.json")
+    assert doc.search_config["max_steps"] == 40 and "suite" not in doc.search_config
+    assert doc.provenance["fixed"] == {"suite": "gpt2"}
+    cfg = coerce_config({"seed": 2}, RulePriors.load(tmp_path / "p.json"))
+    assert cfg.max_steps == 40 and cfg.seed == 2 and cfg.tau == doc.search_config["tau"]

@@ -63,3 +63,33 @@ def test_plot_of_an_empty_study_or_a_bad_pick_writes_nothing(tmp_path: Path) -> 
     with pytest.raises(ExportError, match="not a Simplex parameter"):
         plot_study(study, out, simplex="tau")
     assert not out.exists()
+
+
+def test_plots_of_a_many_rule_three_objective_study_stay_readable(tmp_path: Path) -> None:
+    """51 rules: ranked bars of the top rules plus one for the rest (not 51 columns); three
+    objectives: three pairwise projections; a FAILED trial adds nothing to the hypervolume."""
+    from matplotlib.image import imread
+
+    from spaces import Float, Simplex, Space
+    from studies import Study
+    from studies.plots import TOP_RULES, plot_hypervolume, plot_pareto, plot_priors
+
+    rules = [f"rule_{i:02d}" for i in range(51)]
+    space = Space({"x": Float(0.0, 1.0), "priors": Simplex(rules)})
+    objectives = {"f1": "minimize", "f2": "minimize", "f3": "maximize"}
+    study = Study("many", space, objectives, storage=f"sqlite:///{tmp_path / 's.db'}")
+    for i in range(12):
+        trial = study.ask()
+        if i == 5:
+            study.tell(trial, error="RuntimeError: boom")
+            continue
+        x, p = trial.config["x"], trial.config["priors"]
+        study.tell(trial, {"f1": x, "f2": (1 - x) ** 2 + p["rule_00"], "f3": p["rule_01"]})
+    paths = [
+        plot_priors(study, tmp_path / "priors.png"),
+        plot_pareto(study, tmp_path / "pareto.png"),
+        plot_hypervolume(study, tmp_path / "hv.png"),
+    ]
+    sizes = [imread(p).shape[:2] for p in paths]  # (height, width) in pixels
+    assert all(w <= 2000 and h <= 1000 for h, w in sizes), sizes
+    assert sizes[0][0] > 0.3 * 110 * (TOP_RULES + 1)  # one row per bar drawn

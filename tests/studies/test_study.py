@@ -391,3 +391,24 @@ def test_trial_duration_is_the_worker_measured_time(sqlite_url: str) -> None:
         assert t.duration == t.seconds
     df = study.to_dataframe()
     assert list(df["duration"]) == [t.seconds for t in study.trials]
+
+
+@pytest.mark.parametrize("surrogate", ["flat", pytest.param("structured", marks=pytest.mark.slow)])
+def test_one_tuner_per_process_proposes_what_a_restart_would(
+    sqlite_url: str, surrogate: str
+) -> None:
+    """The tuner and its surrogate live across proposals; a freshly loaded study (a restarted
+    process) proposes the same next configurations from the stored trials."""
+    settings = helpers.fast_settings(n_initial=4, surrogate=surrogate)
+    study = make(sqlite_url, settings=settings)
+    for _ in range(10 if surrogate == "structured" else 5):
+        trial = study.ask()
+        out = toy_evaluate(trial.config)
+        study.tell(trial, {k: out[k] for k in OBJ}, metrics={"steps": out["steps"]})
+    kept = study._tuners[surrogate]
+    assert study._tuner(study.trials) is kept  # not rebuilt per proposal
+    if surrogate == "structured":
+        assert kept.surrogate.history, "the structured surrogate was used"
+    trials = study.trials
+    again = Study.load("s", sqlite_url)
+    assert study._propose(trials, 2) == again._propose(trials, 2)
