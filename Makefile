@@ -6,11 +6,13 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 # Extras installed for running and testing (see pyproject.toml for what needs each).
 EXTRAS ?= dev,zoo,cluster,postgres
+# Tested versions of every dependency but torch; `make lock` refreshes it.
+LOCK   := constraints.txt
 STAMP  := $(VENV)/.rewrite-tuner-installed
 PEERS_STAMP := $(VENV)/.rewrite-tuner-peers-installed
 PYTEST_ARGS ?=
 
-.PHONY: setup run test test-all lint bench clean
+.PHONY: setup run test test-all lint bench lock clean
 
 setup: $(STAMP)
 
@@ -19,15 +21,15 @@ $(PY):
 
 # torch first, pinned to the CPU wheel: a bare `torch` requirement on an empty
 # environment would pull a multi-GB CUDA build. An importable torch is kept.
-$(STAMP): pyproject.toml | $(PY)
+$(STAMP): pyproject.toml $(LOCK) | $(PY)
 	@$(PY) -c "import torch" 2>/dev/null \
 		&& echo "torch $$($(PY) -c 'import torch; print(torch.__version__)') found; keeping it" \
 		|| $(PIP) install "torch==2.13.0"
-	$(PIP) install -e ".[$(EXTRAS)]"
+	$(PIP) install -c $(LOCK) -e ".[$(EXTRAS)]"
 	@touch $@
 
 $(PEERS_STAMP): $(STAMP)
-	$(PIP) install -e ".[$(EXTRAS),peers]"
+	$(PIP) install -c $(LOCK) -e ".[$(EXTRAS),peers]"
 	@touch $@
 
 ## The main job: the default study on built-in workloads with embedded storage.
@@ -48,6 +50,16 @@ lint: $(STAMP)
 
 bench: $(PEERS_STAMP)
 	@for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
+## Refresh the lock: the newest versions pyproject.toml allows, installed in a scratch environment
+## (torch is kept out of it). Run `make clean test` on the result before committing it.
+lock:
+	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/python -m pip --disable-pip-version-check install -q "torch==2.13.0"
+	.venv-lock/bin/python -m pip --disable-pip-version-check install -q -e ".[$(EXTRAS),peers]"
+	{ sed -n '/^#/p' $(LOCK); .venv-lock/bin/python -m pip freeze --exclude-editable \
+		| grep -v -E '^(torch|triton|nvidia-)'; } > $(LOCK).new && mv $(LOCK).new $(LOCK)
+	rm -rf .venv-lock
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis

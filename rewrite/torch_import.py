@@ -293,11 +293,16 @@ class _Converter:
         tensors = [a for a in _flat(node.args, node.kwargs) if isinstance(a, torch.fx.Node)]
         if not all(a.name in self.folded_values for a in tensors):
             return False
-        sub = lambda a: self.folded_values[a.name] if isinstance(a, torch.fx.Node) else a  # noqa: E731
+
+        def sub(a: Any) -> Any:
+            # folding runs on the CPU: a device argument, keyword or positional (aten.to.device),
+            # names the module's device, which is ``meta`` for a full-size zoo model
+            if isinstance(a, torch.fx.Node):
+                return self.folded_values[a.name]
+            return torch.device("cpu") if isinstance(a, torch.device) else a
+
         args = torch.fx.node.map_aggregate(node.args, sub)
         kwargs = {k: torch.fx.node.map_aggregate(v, sub) for k, v in node.kwargs.items()}
-        if "device" in kwargs:
-            kwargs["device"] = torch.device("cpu")
         kwargs.pop("pin_memory", None)
         try:
             out = node.target(*args, **kwargs)
@@ -305,6 +310,8 @@ class _Converter:
             return False
         if not isinstance(out, torch.Tensor | tuple | list):
             return False
+        if any(isinstance(t, torch.Tensor) and t.is_meta for t in _flat((out,), {})):
+            return False  # a value nobody knows is a graph input, not a constant
         self.folded_values[node.name] = out
         self.folded += 1
         return True

@@ -1,11 +1,12 @@
 """Real models built offline from configs and imported with `rewrite.from_torch`.
 
 Models come from Hugging Face ``transformers`` classes built from a config (never downloaded,
-safe under ``HF_HUB_OFFLINE=1``): GPT-2, BERT, a LLaMA-family decoder, ViT and a ResNet-style CNN.
-Each has a ``small`` size (2 layers or stages, narrow; real random weights on the CPU, seeded)
-and a ``full`` size (GPT-2 124M, BERT-base, a Llama-3-8B-shaped decoder in bfloat16, ViT-B/16,
-ResNet-50) whose parameters live on the ``meta`` device (no memory, no init time); buffers are
-materialized on the CPU first so constant folding still sees their values.
+safe under ``HF_HUB_OFFLINE=1``): GPT-2, BERT, a LLaMA-family decoder, T5's encoder, ViT and a
+ResNet-style CNN. Each has a ``small`` size (2 layers or stages, narrow; real random weights on
+the CPU, seeded) and a ``full`` size (GPT-2 124M, BERT-base, a Llama-3-8B-shaped decoder in
+bfloat16, the encoder of T5 v1.1 base, ViT-B/16, ResNet-50) whose parameters live on the
+``meta`` device (no memory, no init time); buffers are materialized on the CPU first so constant
+folding still sees their values.
 
 Example:
     >>> g = zoo.build("gpt2")                           # small
@@ -94,6 +95,31 @@ _SPECS: dict[str, _Spec] = {
         full_defaults={"seq_len": 1024, "dtype": "bfloat16"},
         small_defaults={"seq_len": 16},
         kwargs={"use_cache": False},
+    ),
+    "t5": _Spec(
+        "T5Config",
+        "T5EncoderModel",
+        "tokens",
+        small={
+            "d_model": 64,
+            "d_kv": 16,
+            "d_ff": 128,
+            "num_layers": 2,
+            "num_heads": 4,
+            "vocab_size": 1000,
+            "feed_forward_proj": "gated-gelu",
+        },
+        full={  # T5 v1.1 base's encoder
+            "d_model": 768,
+            "d_kv": 64,
+            "d_ff": 2048,
+            "num_layers": 12,
+            "num_heads": 12,
+            "vocab_size": 32128,
+            "feed_forward_proj": "gated-gelu",
+        },
+        full_defaults={"seq_len": 512},
+        small_defaults={"seq_len": 16},
     ),
     "vit": _Spec(
         "ViTConfig",

@@ -390,6 +390,7 @@ def _prefix(data: TrainingData, n: int) -> TrainingData:
         space=data.space,
         seed=data.seed,
         n_objectives=data.n_objectives,
+        Yvar=data.Yvar[:n] if data.Yvar is not None else None,
     )
 
 

@@ -93,6 +93,15 @@ def priors_from_trial(
         ExportError: If the space has no Simplex parameter, or several and ``simplex`` does not
             name one of them.
     """
+    from rewrite.optimize.config import PRIOR_MODEL, knob_names, priors_from_params
+
+    if PRIOR_MODEL in trial.config and simplex is None:
+        # a `rewrite.search_space` over an informed prior family: its member's rule priors, and
+        # every search knob the configuration names (tuned or fixed, such as the step budget)
+        family_priors = priors_from_params(trial.config)
+        assert family_priors is not None
+        knobs = set(knob_names())
+        return PRIOR_MODEL, family_priors, {k: v for k, v in trial.config.items() if k in knobs}
     names = simplex_names(space)
     if simplex is None:
         if not names:
@@ -127,6 +136,7 @@ def export_priors(
     simplex: str | None = None,
     *,
     force: bool = False,
+    extra: Mapping[str, Any] | None = None,
 ) -> PriorsFile:
     """Write the rule priors and search config of the trial ``pick`` chooses.
 
@@ -140,6 +150,8 @@ def export_priors(
         simplex: Which Simplex parameter holds the priors, when the space has several.
         force: Replace an existing file that is not a rule-priors file. The study's own database
             file is never replaced.
+        extra: More provenance (JSON-able, finite numbers), e.g. the gains measured against the
+            defaults.
 
     Returns:
         What was written.
@@ -164,6 +176,7 @@ def export_priors(
         "pick": rule,
         "simplex": name,
         "fixed": {k: v for k, v in trial.config.items() if k != name and k not in search_config},
+        **dict(extra or {}),
     }
     doc = PriorsFile(priors, search_config, provenance)
     try:

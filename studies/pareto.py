@@ -24,6 +24,7 @@ __all__ = [
     "feasible",
     "hypervolume_curve",
     "pareto_front",
+    "rank_pareto",
     "reference_point",
 ]
 
@@ -221,6 +222,22 @@ def _weighted(
     constraints: Sequence[str],
     rule: Weighted,
 ) -> TrialRecord:
+    return rank_pareto(trials, objectives, constraints, rule)[0]
+
+
+def rank_pareto(
+    trials: Sequence[TrialRecord],
+    objectives: Mapping[str, str],
+    constraints: Sequence[str],
+    rule: Weighted | None = None,
+) -> list[TrialRecord]:
+    """The feasible Pareto front ordered best first by a `Weighted` rule (default: equal
+    weights over objectives normalized on the front); ties keep trial order.
+
+    Raises:
+        ExportError: On invalid weights, or when no feasible COMPLETE trial exists.
+    """
+    rule = rule or Weighted()
     weights = dict.fromkeys(objectives, 1.0) if rule.weights is None else dict(rule.weights)
     unknown = sorted(set(weights) - set(objectives))
     bad = {k: v for k, v in weights.items() if not (math.isfinite(v) and v >= 0)}
@@ -237,7 +254,8 @@ def _weighted(
     norm = np.where(hi > lo, (Y - lo) / np.where(hi > lo, hi - lo, 1.0), 1.0)
     w = np.array([weights.get(k, 0.0) for k in objectives]) / sum(weights.values())
     scores = norm @ w
-    return front[int(np.argmax(scores))]  # argmax returns the first maximum: lowest number
+    order = np.argsort(-scores, kind="stable")  # equal scores: the lowest number first
+    return [front[int(i)] for i in order]
 
 
 def _constrained(

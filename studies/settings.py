@@ -12,7 +12,7 @@ from studies.errors import StudySettingsError
 __all__ = ["StudySettings"]
 
 
-SURROGATES = ("auto", "structured", "flat")
+SURROGATES = ("auto", "structured", "flat", "saas")
 
 
 @dataclass(frozen=True)
@@ -31,8 +31,8 @@ class StudySettings:
         tuner_options: Keyword arguments of `tuner.options.TunerOptions` (acquisition budget),
             e.g. ``{"num_restarts": 2, "raw_samples": 64}`` for quick tests.
         surrogate: ``"auto"`` (the structured surrogate, `structure.StructuredSurrogate`, once
-            completed trials report tracking metrics; the flat GP otherwise), ``"structured"``
-            or ``"flat"``. The structured surrogate itself falls back to the flat GP while its
+            completed trials report tracking metrics; the flat GP otherwise), ``"structured"``,
+            ``"flat"`` or ``"saas"`` (`tuner.SaasSurrogate`, for spaces of many columns). The structured surrogate itself falls back to the flat GP while its
             GP network predicts no better (see `structure.explain`).
     """
 

@@ -333,13 +333,14 @@ class Study:
         simplex: str | None = None,
         *,
         force: bool = False,
+        extra: Mapping[str, Any] | None = None,
     ) -> PriorsFile:
         """Write the rule priors and search config of the trial ``pick`` chooses (see
         `studies.export.export_priors`; ``force`` replaces an existing file that is not a
-        rule-priors file, never the study's database)."""
+        rule-priors file, never the study's database; ``extra`` adds provenance)."""
         from studies.export import export_priors
 
-        return export_priors(self, path, pick=pick, simplex=simplex, force=force)
+        return export_priors(self, path, pick=pick, simplex=simplex, force=force, extra=extra)
 
     # ------------------------------------------------------------------ allocation
     def _tuner(self, trials: Sequence[TrialRecord]) -> Any:
@@ -373,6 +374,10 @@ class Study:
             )
         if mode == "flat":
             return None
+        if mode == "saas":
+            from tuner.surrogate import SaasSurrogate
+
+            return SaasSurrogate({"maxiter": self.settings.options().fit_maxiter or 150})
         from structure import StructuredSurrogate
 
         return StructuredSurrogate()

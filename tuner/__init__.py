@@ -16,7 +16,7 @@ from tuner.errors import (
 )
 from tuner.options import TunerOptions
 from tuner.problem import OutcomeConstraint, parse_constraint
-from tuner.surrogate import FlatSurrogate, Surrogate, TrainingData
+from tuner.surrogate import FlatSurrogate, SaasSurrogate, Surrogate, TrainingData
 from tuner.trial import Trial, TrialState
 from tuner.tuner import Tuner
 
@@ -28,6 +28,7 @@ __all__ = [
     "InvalidTrialRecordError",
     "InvalidValuesError",
     "OutcomeConstraint",
+    "SaasSurrogate",
     "SpaceExhaustedError",
     "Surrogate",
     "SurrogateError",

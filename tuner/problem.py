@@ -2,6 +2,12 @@
 
 `Problem` validates told values and metrics once, at the boundary, and turns completed trials into
 the surrogate's `TrainingData` (objectives in maximization convention, then constraint metrics).
+
+Observed noise: a metric named ``<outcome>.sem`` is the standard error of that outcome's told
+value (for example the mean over several search seeds). When every completed trial reports one
+for every modeled outcome, `TrainingData.Yvar` holds their squares and the surrogate uses them as
+known noise instead of inferring one noise level for all trials (so a trial measured on more
+seeds weighs more).
 """
 
 from __future__ import annotations
@@ -23,7 +29,10 @@ from tuner.trial import Trial
 if TYPE_CHECKING:
     from spaces import Space
 
-__all__ = ["DIRECTIONS", "OutcomeConstraint", "Problem", "parse_constraint"]
+__all__ = ["DIRECTIONS", "SEM_SUFFIX", "OutcomeConstraint", "Problem", "parse_constraint"]
+
+SEM_SUFFIX = ".sem"
+"""A metric named ``<outcome>.sem`` is the standard error of that outcome's value."""
 
 DIRECTIONS = ("minimize", "maximize")
 _CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_][\w.\-/]*)\s*(<=|>=)\s*(\S+)\s*$")
@@ -227,7 +236,11 @@ class Problem:
         X = space.to_unit([t.config for t in completed])
         Y = torch.tensor([self.outcomes(t) for t in completed], dtype=torch.float64)
         Y = Y.reshape(len(completed), len(self.outcome_names))
-        names = sorted({k for t in completed for k in t.metrics} - set(self.constraint_metrics))
+        names = sorted(
+            k
+            for k in {k for t in completed for k in t.metrics} - set(self.constraint_metrics)
+            if not k.endswith(SEM_SUFFIX)  # errors of measurements, not tracking metrics
+        )
         metrics = {
             k: torch.tensor([t.metrics.get(k, math.nan) for t in completed], dtype=torch.float64)
             for k in names
@@ -240,7 +253,21 @@ class Problem:
             space=space,
             seed=seed,
             n_objectives=self.n_objectives,
+            Yvar=self.observed_noise(completed),
         )
+
+    def observed_noise(self, completed: Sequence[Trial]) -> Tensor | None:
+        """``n x m`` variances of the outcomes from their ``<outcome>.sem`` metrics, or None
+        unless every trial reports a finite, non-negative one for every outcome."""
+        rows = []
+        for t in completed:
+            row = [t.metrics.get(f"{k}{SEM_SUFFIX}") for k in self.outcome_names]
+            if any(v is None or not math.isfinite(v) or v < 0 for v in row):
+                return None
+            rows.append([float(v) ** 2 for v in row])  # type: ignore[arg-type]
+        if not rows:
+            return None
+        return torch.tensor(rows, dtype=torch.float64)
 
     def constraint_callables(self) -> list[Callable[[Tensor], Tensor]]:
         """BoTorch outcome constraints on model samples (``... x m``): feasible where ``<= 0``."""

@@ -29,7 +29,7 @@ from tuner.errors import SurrogateError
 if TYPE_CHECKING:
     from spaces import Space
 
-__all__ = ["FlatSurrogate", "Surrogate", "TrainingData"]
+__all__ = ["FlatSurrogate", "SaasSurrogate", "Surrogate", "TrainingData"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,8 @@ class TrainingData:
         seed: Seed for any randomness in the fit (derived by the tuner from its seed and the
             number of trials so far, so refits are reproducible).
         n_objectives: How many leading columns of `Y` are objectives.
+        Yvar: ``n x m``-dim float64 Tensor of known observation variances of `Y` (from the
+            trials' ``<outcome>.sem`` metrics, see `tuner.problem`), or None to infer the noise.
     """
 
     X: Tensor
@@ -57,6 +59,7 @@ class TrainingData:
     space: Space
     seed: int
     n_objectives: int = field(default=-1)
+    Yvar: Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.X.dim() != 2 or self.Y.dim() != 2 or self.X.shape[0] != self.Y.shape[0]:
@@ -83,6 +86,24 @@ class TrainingData:
                 )
         if self.n_objectives == -1:
             object.__setattr__(self, "n_objectives", len(self.outcome_names))
+        if self.Yvar is not None and (
+            self.Yvar.shape != self.Y.shape
+            or self.Yvar.dtype != torch.float64
+            or not bool(torch.isfinite(self.Yvar).all() and (self.Yvar >= 0).all())
+        ):
+            raise SurrogateError(
+                f"`Yvar` must be a finite, non-negative float64 Tensor shaped like `Y` "
+                f"{tuple(self.Y.shape)}, but got shape {tuple(self.Yvar.shape)}."
+            )
+
+    def noise(self) -> Tensor | None:
+        """`Yvar` floored at ``1e-6`` of each outcome's variance over the trials (a standard error
+        of exactly zero, from seeds that happened to agree, would make the GP interpolate), or
+        None without observed noise."""
+        if self.Yvar is None:
+            return None
+        scale = self.Y.var(dim=0, keepdim=True) if self.n > 1 else torch.ones_like(self.Y[:1])
+        return torch.maximum(self.Yvar, 1e-6 * scale.clamp_min(1e-12))
 
     @property
     def n(self) -> int:
@@ -138,8 +159,8 @@ class FlatSurrogate(Surrogate):
     All outcomes share their inputs, so a single batched GP (one independent GP per outcome in a
     batch dimension, as Ax builds it) is cheaper than a `ModelListGP`. float64, unit-cube inputs
     (no input transform needed), `Standardize` outcome transform, Matern-5/2 ARD kernel with
-    BoTorch's default priors and inferred noise, fitted by `fit_gpytorch_mll` under a fixed torch
-    seed.
+    BoTorch's default priors, fitted by `fit_gpytorch_mll` under a fixed torch seed. The noise is
+    inferred, or known where the trials report standard errors (`TrainingData.Yvar`).
 
     Args:
         fit_options: Options for the L-BFGS-B hyper-parameter fit (`scipy` keys such as
@@ -154,9 +175,12 @@ class FlatSurrogate(Surrogate):
         """Fit the batched GP on `data` (see `Surrogate.fit`)."""
         if data.n == 0:
             raise SurrogateError("The flat GP needs at least one completed trial, got none.")
-        model = SingleTaskGP(data.X, data.Y, outcome_transform=Standardize(m=data.Y.shape[-1])).to(
-            torch.float64
-        )
+        model = SingleTaskGP(
+            data.X,
+            data.Y,
+            train_Yvar=data.noise(),
+            outcome_transform=Standardize(m=data.Y.shape[-1]),
+        ).to(torch.float64)
         mll = ExactMarginalLogLikelihood(model.likelihood, model)
         optimizer_kwargs = {"options": dict(self.fit_options)} if self.fit_options else None
         with torch.random.fork_rng():
@@ -170,9 +194,73 @@ class FlatSurrogate(Surrogate):
         model.eval()
         self._last = {
             "model": "FlatSurrogate(SingleTaskGP)",
+            "noise": "observed" if data.Yvar is not None else "inferred",
             "n_train": data.n,
             "outcomes": list(data.outcome_names),
             "lengthscales": _lengthscales(model),
+        }
+        return model
+
+    def describe(self) -> dict[str, Any]:
+        """The model class, training size and fitted lengthscales of the last fit."""
+        return dict(self._last)
+
+
+class SaasSurrogate(Surrogate):
+    """One GP per outcome with a sparse axis-aligned subspace (SAAS) prior, MAP-fitted.
+
+    For spaces with many columns of which few matter (one free weight per rewrite rule): each
+    inverse lengthscale gets a half-Cauchy prior scaled by a global shrinkage ``tau`` (itself
+    half-Cauchy), so an input keeps a short lengthscale only when the data insists
+    (Eriksson & Jankowiak, 2021). This is BoTorch's MAP variant
+    (`botorch.models.map_saas.get_map_saas_model`: the mode of the posterior rather than NUTS
+    samples, so it needs no extra dependency and fits in seconds). The outcomes' GPs form a
+    `ModelListGP`; observed noise (`TrainingData.Yvar`) is used when given.
+
+    Args:
+        fit_options: Options for the L-BFGS-B fit of each GP (as `FlatSurrogate`'s).
+    """
+
+    def __init__(self, fit_options: Mapping[str, Any] | None = None) -> None:
+        self.fit_options = dict(fit_options or {})
+        self._last: dict[str, Any] = {}
+
+    def fit(self, data: TrainingData) -> Model:
+        """Fit one MAP-SAAS GP per outcome (see `Surrogate.fit`)."""
+        from botorch.models import ModelListGP
+        from botorch.models.map_saas import get_map_saas_model
+
+        if data.n == 0:
+            raise SurrogateError("The SAAS GP needs at least one completed trial, got none.")
+        noise = data.noise()
+        optimizer_kwargs = {"options": dict(self.fit_options)} if self.fit_options else None
+        models = []
+        with torch.random.fork_rng():
+            torch.manual_seed(data.seed)
+            for j in range(data.Y.shape[-1]):
+                gp = get_map_saas_model(
+                    data.X,
+                    data.Y[:, j : j + 1],
+                    None if noise is None else noise[:, j : j + 1],
+                    outcome_transform=Standardize(m=1),
+                ).to(torch.float64)
+                try:
+                    fit_gpytorch_mll(
+                        ExactMarginalLogLikelihood(gp.likelihood, gp),
+                        optimizer_kwargs=optimizer_kwargs,
+                    )
+                except Exception as err:  # botorch raises ModelFittingError after its retries
+                    raise SurrogateError(
+                        f"Fitting the SAAS GP of {data.outcome_names[j]!r} on n={data.n} trials "
+                        f"failed: {err}"
+                    ) from err
+                models.append(gp.eval())
+        model = ModelListGP(*models)
+        self._last = {
+            "model": "SaasSurrogate(MAP SAAS GP per outcome)",
+            "n_train": data.n,
+            "outcomes": list(data.outcome_names),
+            "lengthscales": [row for gp in models for row in _lengthscales(gp)],
         }
         return model
 

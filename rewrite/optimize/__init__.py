@@ -12,19 +12,27 @@ from rewrite.errors import PriorsError, SearchConfigError, SearchError
 from rewrite.optimize.api import default_rules, make_verifier, search
 from rewrite.optimize.config import (
     DEFAULT_TUNED,
+    FAMILY_TUNED,
     KNOBS,
     STRATEGIES,
     SearchConfig,
     config_from_params,
+    priors_from_params,
     search_space,
 )
+from rewrite.optimize.informed import PriorFamily, RuleEvidence, benchmark_rules
 from rewrite.optimize.priors import RulePriors
 from rewrite.optimize.result import RULE_COUNTERS, RunStats, SearchResult, Solution, Step
-from rewrite.optimize.suite import SuiteResult, search_suite
+from rewrite.optimize.suite import SCORES, Baseline, SuiteResult, search_suite
 
 __all__ = [
     "DEFAULT_TUNED",
+    "FAMILY_TUNED",
     "KNOBS",
+    "SCORES",
+    "Baseline",
+    "PriorFamily",
+    "RuleEvidence",
     "RULE_COUNTERS",
     "STRATEGIES",
     "PriorsError",
@@ -37,7 +45,9 @@ __all__ = [
     "Solution",
     "Step",
     "SuiteResult",
+    "benchmark_rules",
     "config_from_params",
+    "priors_from_params",
     "default_rules",
     "make_verifier",
     "search",

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from rewrite.errors import SearchConfigError, SearchError
+from rewrite.errors import PriorsError, SearchConfigError, SearchError
 from rewrite.ir import Graph
 from rewrite.optimize.config import SearchConfig, knob_names
 from rewrite.optimize.engine import Context, Engine, Entry
@@ -44,6 +44,12 @@ def default_rules(max_fusion_size: int | None = None) -> list[Rule]:
     return list(default_registry(max_fuse=max_fusion_size))
 
 
+def mesh_rules(rules: Sequence[Rule], devices: int) -> list[Rule]:
+    """The rules a search on ``devices`` devices runs with: the sharding family only when there
+    are at least two devices (its rules are 2-way), so a one-device plan has no collective."""
+    return [r for r in rules if devices >= 2 or r.family != "sharding"]
+
+
 def rules_from_source(source: Any) -> list[Rule]:
     """Rules from what a work item carries: a list of rules or ``("catalogue", max_fuse)``."""
     if isinstance(source, tuple) and source and source[0] == "catalogue":
@@ -71,9 +77,10 @@ def make_verifier(seed: int = 0, cache: Any = "default", tests: int = 2) -> Any:
     return Verifier(mode="auto", tests=tests, seed=seed, cache=vc)
 
 
-def _coerce_config(
+def coerce_config(
     config: SearchConfig | Mapping[str, Any] | None, priors: RulePriors
 ) -> SearchConfig:
+    """The config a search runs with: ``config``, or else the priors file's ``search_config``."""
     if isinstance(config, SearchConfig):
         return config
     if isinstance(config, Mapping):
@@ -144,10 +151,15 @@ def search(
     if not isinstance(graph, Graph):
         raise SearchError(f"search needs a rewrite Graph, but got {type(graph).__name__}.")
     pri = RulePriors.coerce(priors)
-    cfg = _coerce_config(config, pri)
-    rule_list = _check_rules(default_rules(cfg.max_fusion_size) if rules is None else rules)
-    names = [r.name for r in rule_list]
-    prior = pri.resolve(names)
+    cfg = coerce_config(config, pri)
+    given = _check_rules(default_rules(cfg.max_fusion_size) if rules is None else rules)
+    rule_list = mesh_rules(given, cfg.devices)
+    if not rule_list:
+        raise SearchError(
+            f"Every rule given is a sharding rule, and those need a mesh of at least 2 devices, "
+            f"but config.devices is {cfg.devices}; pass SearchConfig(devices=2) or other rules."
+        )
+    prior = _mesh_prior(pri, given, rule_list)
     _check_objectives(cfg)
     if executor is not None or cfg.workers > 1:
         from rewrite.optimize.parallel import check_picklable, run_parallel
@@ -166,6 +178,19 @@ def search(
     return build_result(
         ctx, engine.frontier, engine.hv_trace, engine.stats, reason, t0, 1, len(engine.population)
     )
+
+
+def _mesh_prior(pri: RulePriors, given: Sequence[Rule], used: Sequence[Rule]) -> np.ndarray:
+    """Priors resolved over every rule ``given`` (so a file naming a sharding rule stays valid on
+    one device), restricted to the rules ``used`` and renormalized."""
+    full = dict(zip((r.name for r in given), pri.resolve([r.name for r in given])))
+    prior = np.array([full[r.name] for r in used])
+    if not prior.sum() > 0:
+        raise PriorsError(
+            f"The rule priors give zero weight to every rule this search can use "
+            f"({[r.name for r in used]}); give one of them a positive weight."
+        )
+    return prior / prior.sum()
 
 
 def _check_objectives(cfg: SearchConfig) -> None:
@@ -246,7 +271,7 @@ def build_result(
     kept.sort(key=lambda e: tuple(e.y))
     pareto = [Solution(e.graph, dict(e.costs), tuple(float(v) for v in e.y), e.steps) for e in kept]
     wall = time.perf_counter() - t0
-    logger.info(
+    logger.debug(
         "search done: %d steps, %d Pareto graphs, hypervolume %.4g, stop=%s, %.2f s",
         stats.steps,
         len(pareto),

@@ -15,15 +15,18 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from rewrite.errors import SearchConfigError
-from spaces import Float, Int, Simplex, Space
+from rewrite.optimize.informed import PriorFamily
+from spaces import Fixed, Float, Int, Simplex, Space
 
 __all__ = [
     "DEFAULT_TUNED",
+    "FAMILY_TUNED",
     "KNOBS",
     "STRATEGIES",
     "Knob",
     "SearchConfig",
     "config_from_params",
+    "priors_from_params",
     "search_space",
 ]
 
@@ -67,6 +70,7 @@ KNOBS: dict[str, Knob] = {
     "max_size_ratio": Knob(1.0, 1000.0, 1.0, 4.0),
     "workers": Knob(1, 4096, 1, 4096),
     "island_steps": Knob(1, 10**9, 1, 10**9),
+    "devices": Knob(1, 4096, 1, 4096),
 }
 """Valid range of every numeric knob of `SearchConfig` (``None`` knobs skip the check)."""
 
@@ -85,6 +89,17 @@ DEFAULT_TUNED = (
 )
 """Knobs `search_space` exposes to the tuner by default (the BO knobs of the design notes)."""
 
+FAMILY_TUNED = ("beta", "tau", "alpha", "eta", "restart_prob", "verify_rate")
+"""Knobs tuned beside an informed prior family: those that changed the anytime hypervolume or
+the effort of searches on the zoo (``population``, ``archive_size`` and ``max_fusion_size`` did
+not at small step budgets, ``m`` above 1 only cost work; see `benchmarks/bench_transfer.py`)."""
+
+PRIOR_WEIGHT = "prior_weight"
+PRIOR_SPECIFICITY = "prior_specificity"
+FAMILY_PREFIX = "family_"
+PRIOR_MODEL = "prior_model"
+_PRIOR_KEYS = ("priors", PRIOR_WEIGHT, PRIOR_SPECIFICITY, PRIOR_MODEL)
+
 _INT_KNOBS = {
     "population",
     "archive_size",
@@ -94,7 +109,11 @@ _INT_KNOBS = {
     "max_steps",
     "workers",
     "island_steps",
+    "devices",
 }
+
+#: Knobs that describe the run or the machine rather than the search, never tuned.
+_UNTUNABLE = ("time_budget", "workers", "island_steps", "max_steps", "devices")
 
 
 @dataclass(frozen=True)
@@ -140,6 +159,10 @@ class SearchConfig:
             improvements, in [1, 1e9].
         final_check: Check every reported graph against the input graph by whole-graph random
             testing before returning.
+        devices: Devices of the mesh the plan runs on, in [1, 4096]. With one device (the
+            default) the sharding rules are left out and every reported figure is single-device;
+            from two devices on, the 2-way sharding rules join the search and sharded graphs are
+            costed per device (`rewrite.shard_cost`).
     """
 
     population: int = 24
@@ -164,6 +187,7 @@ class SearchConfig:
     workers: int = 1
     island_steps: int = 40
     final_check: bool = True
+    devices: int = 1
 
     def __post_init__(self) -> None:
         for name, knob in KNOBS.items():
@@ -270,31 +294,41 @@ def search_space(
     tune: Sequence[str] = DEFAULT_TUNED,
     base: SearchConfig | None = None,
     ranges: Mapping[str, tuple[float, float]] | None = None,
+    family: PriorFamily | None = None,
 ) -> Space:
-    """The tuner's space: the tunable knobs plus a ``"priors"`` simplex over the rules.
+    """The tuner's space: the tunable knobs plus the rule priors.
 
-    Parameter names are the `SearchConfig` field names, so a configuration of this space maps
-    straight back through `config_from_params` (and a studies export's ``search_config`` loads
-    through `SearchConfig.from_dict`).
+    The priors are either one free weight per rule (a ``"priors"`` simplex over ``rule_names``)
+    or, given an informed `PriorFamily`, the parameters of that family: ``"prior_weight"``
+    (0 = uniform, 1 = informed), ``"prior_specificity"`` (exponent of the rules' pattern size)
+    and one multiplier ``"family_<name>"`` per rule family (log scale in [1/8, 8]; independent
+    numbers rather than a simplex, so the acquisition optimizer needs no equality constraint),
+    with the family itself carried in a `Fixed` ``"prior_model"``: 7-8 numbers instead of one
+    per rule. Knob parameter names are the `SearchConfig` field names, so a configuration of this
+    space maps straight back through `config_from_params`.
 
     Args:
         rule_names: The rules whose firing priors are tuned (at least 2, distinct), e.g.
-            ``[r.name for r in rewrite.rules.catalogue()]``.
+            ``[r.name for r in rewrite.rules.catalogue()]``; with ``family``, its rules.
         tune: Knobs to expose, each a numeric key of `KNOBS`.
         base: Config whose values become the parameters' defaults (clipped into range).
         ranges: Optional ``{knob: (low, high)}`` overriding `KNOBS`' tuning ranges.
+        family: An informed prior family (see `rewrite.optimize.informed`); None tunes one
+            weight per rule.
 
     Returns:
-        A `spaces.Space` with one `Float`/`Int` per knob and a `Simplex` named ``"priors"``.
+        A `spaces.Space` with one `Float`/`Int` per knob and the prior parameters; its default
+        configuration is the search's default (uniform priors).
 
     Raises:
-        SearchConfigError: On an unknown or non-numeric knob, or a range outside the valid one.
+        SearchConfigError: On an unknown or non-numeric knob, a range outside the valid one, or
+            ``rule_names`` that are not ``family``'s rules.
     """
     base = base or SearchConfig()
     params: dict[str, Any] = {}
     for name in tune:
-        if name not in KNOBS or name in ("time_budget", "workers", "island_steps", "max_steps"):
-            tunable = [k for k in KNOBS if k not in ("time_budget", "workers", "island_steps")]
+        if name not in KNOBS or name in _UNTUNABLE:
+            tunable = [k for k in KNOBS if k not in _UNTUNABLE]
             raise SearchConfigError(f"Cannot tune {name!r}; tunable knobs are {tunable}.")
         knob = KNOBS[name]
         lo, hi = (ranges or {}).get(name, (knob.tune_low, knob.tune_high))
@@ -308,7 +342,20 @@ def search_space(
             params[name] = Int(int(lo), int(hi), log=knob.log, default=int(round(default)))
         else:
             params[name] = Float(float(lo), float(hi), log=knob.log, default=float(default))
-    params["priors"] = Simplex(tuple(rule_names))
+    if family is None:
+        params["priors"] = Simplex(tuple(rule_names))
+        return Space(params)
+    if list(rule_names) != list(family.rules):
+        raise SearchConfigError(
+            f"rule_names must be the prior family's rules {list(family.rules)}, but got "
+            f"{list(rule_names)}."
+        )
+    params[PRIOR_WEIGHT] = Float(0.0, 1.0, default=0.0)
+    params[PRIOR_SPECIFICITY] = Float(0.0, 3.0, default=0.0)
+    if len(family.family_names) > 1:  # one family has nothing to weigh
+        for name in family.family_names:  # independent multipliers: no equality constraint
+            params[f"{FAMILY_PREFIX}{name}"] = Float(1 / 8, 8.0, log=True, default=1.0)
+    params[PRIOR_MODEL] = Fixed(family.to_dict())
     return Space(params)
 
 
@@ -327,6 +374,30 @@ def config_from_params(
     Raises:
         SearchConfigError: On unknown knobs or invalid values.
     """
-    knobs = {k: v for k, v in params.items() if k != "priors"}
+    knobs = {
+        k: v for k, v in params.items() if k not in _PRIOR_KEYS and not k.startswith(FAMILY_PREFIX)
+    }
+    return SearchConfig.from_dict(knobs, base), priors_from_params(params)
+
+
+def priors_from_params(params: Mapping[str, Any]) -> dict[str, float] | None:
+    """The rule priors a configuration of `search_space` names: its ``"priors"`` simplex, or the
+    member of its informed ``"prior_model"`` family; None when it names neither.
+
+    Raises:
+        PriorsError: On a malformed prior family or parameter.
+    """
+    if PRIOR_MODEL in params:
+        family = PriorFamily.from_dict(params[PRIOR_MODEL])
+        weights = {
+            f: float(params[f"{FAMILY_PREFIX}{f}"])
+            for f in family.family_names
+            if f"{FAMILY_PREFIX}{f}" in params
+        }
+        return family.priors(
+            float(params.get(PRIOR_WEIGHT, 0.0)),
+            float(params.get(PRIOR_SPECIFICITY, 0.0)),
+            weights or None,
+        )
     priors = params.get("priors")
-    return SearchConfig.from_dict(knobs, base), (dict(priors) if priors is not None else None)
+    return dict(priors) if priors is not None else None

@@ -127,12 +127,12 @@ class _Runtime:
     """Per-thread worker state of one run: context, rebuilt graphs, seen hashes."""
 
     def __init__(self, task: IslandTask) -> None:
-        from rewrite.optimize.api import make_verifier, rules_from_source
+        from rewrite.optimize.api import make_verifier, mesh_rules, rules_from_source
         from rewrite.serialize import from_json
 
         cfg = SearchConfig.from_dict(task.config)
         graph = from_json(task.graph_json)
-        rules = rules_from_source(task.rules)
+        rules = mesh_rules(rules_from_source(task.rules), cfg.devices)
         verifier = make_verifier(cfg.seed, task.verify_cache)
         self.run_id = task.run_id
         self.ctx = Context(graph, rules, task.prior, cfg, task.device, verifier)

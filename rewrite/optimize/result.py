@@ -15,6 +15,8 @@ Metric names (all floats):
 * ``cache.<name>.hits``, ``cache.<name>.misses`` and ``cache.<name>.hit_rate`` for the caches
   ``dedupe`` (graph hashes already seen), ``verify`` (verdicts reused) and ``match`` (a hit is a
   site table inherited from the parent graph and updated near the edit, a miss a full pass);
+* ``work.rewrites`` (rewrites applied) and ``work.checks`` (verifier region checks): the
+  run's effort in deterministic units;
 * ``steps``, ``steps_per_s``, ``children``, ``dropped.<reason>``, ``population.size`` (final),
   ``population.mean``, ``frontier.size`` (final), ``frontier.mean``;
 * ``hypervolume`` (final, of cost vectors normalized by the input's, reference point 1.1 per
@@ -132,6 +134,9 @@ class RunStats:
         for reason in ("duplicate", "alpha", "size", "rejected", "error"):
             out[f"dropped.{reason}"] = float(self.dropped.get(reason, 0))
         out["steps"] = float(self.steps)
+        counts = [self.rules[r] for r in rule_names if r in self.rules]
+        out["work.rewrites"] = float(sum(c["fired"] for c in counts))
+        out["work.checks"] = float(sum(c["verified"] + c["rejected"] for c in counts))
         out["population.mean"] = self.pop_sum / self.steps if self.steps else 0.0
         out["frontier.mean"] = self.front_sum / self.steps if self.steps else 0.0
         return out
@@ -214,6 +219,16 @@ class SearchResult:
     def hypervolume(self) -> float:
         """Final hypervolume (normalized costs, reference 1.1 per objective)."""
         return self.hv_trace[-1][2] if self.hv_trace else 0.0
+
+    def hv_curve(self, budget: int | None = None) -> np.ndarray:
+        """Hypervolume after each step: a ``(budget + 1)``-dim array, entry ``t`` the frontier's
+        hypervolume once ``t`` steps were made (entry 0: the input alone); a run that stopped
+        early keeps its last value. ``budget`` defaults to the run's ``max_steps``."""
+        budget = int(self.config.get("max_steps", self.stats.steps) if budget is None else budget)
+        steps = np.array([s for s, _, _ in self.hv_trace], dtype=np.int64)
+        hvs = np.array([hv for _, _, hv in self.hv_trace], dtype=np.float64)
+        idx = np.searchsorted(steps, np.arange(budget + 1), side="right") - 1
+        return hvs[np.maximum(idx, 0)]
 
     def best(self, objective: str | None = None) -> Solution:
         """The Pareto solution with the lowest ``objective`` (default: the first objective)."""

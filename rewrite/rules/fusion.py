@@ -36,20 +36,43 @@ def _is_ew_group(n: Node) -> bool:
     return n.op in _EW or (n.op == "fused" and all(b.op in _EW for b in _body_ops(n)))
 
 
+def _is_product_group(n: Node) -> bool:
+    """A product op, or a fused group of one product op and its element-wise epilogue (so an
+    epilogue keeps growing after a first fusion: ``fused[conv; bn; add]`` can take a ``relu``)."""
+    if n.op in _PRODUCTS:
+        return True
+    if n.op != "fused":
+        return False
+    ops = [b.op for b in _body_ops(n)]
+    return sum(o in _PRODUCTS for o in ops) == 1 and all(o in _PRODUCTS or o in _EW for o in ops)
+
+
 def _producer(m: Match, kinds: str, max_fuse: int) -> Node | None:
     """The input node the root fuses with: exclusive, single-output, of the wanted kind."""
     g, root = m.graph, m.root_node()
-    if not _is_ew_group(root) or len(root.types) != 1:
+    # an element-wise producer may also join an epilogue group, on an input its product op
+    # does not read (``fused[conv; bn; add(., r)]`` takes ``r = bn(y)``: one kernel still)
+    epilogue_root = kinds == "ew" and root.op == "fused" and _is_product_group(root)
+    if not (_is_ew_group(root) or epilogue_root) or len(root.types) != 1:
         return None
     outs = {v.node for v in g.outputs}
-    for v in root.inputs:
+    for i, v in enumerate(root.inputs):
         p = g.node(v.node)
-        ok = _is_ew_group(p) if kinds == "ew" else p.op in _PRODUCTS
+        ok = _is_ew_group(p) if kinds == "ew" else _is_product_group(p)
+        if ok and epilogue_root and _feeds_product(root, i):
+            continue
         if not ok or len(p.types) != 1 or p.id in outs or g.users(p.id) != (root.id,):
             continue
         if len(_body_ops(p)) + len(_body_ops(root)) <= max_fuse:
             return p
     return None
+
+
+def _feeds_product(group: Node, i: int) -> bool:
+    """Whether the ``i``-th input of a fused group is read by a product op of its body."""
+    body: Graph = group.attrs["body"]
+    inp = body.inputs[i]
+    return any(b.op in _PRODUCTS and any(v.node == inp for v in b.inputs) for b in body)
 
 
 def _need_producer(m: Match, kinds: str, max_fuse: int) -> Node:

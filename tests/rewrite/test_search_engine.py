@@ -147,7 +147,9 @@ def test_sharded_children_are_costed_per_device() -> None:
     g = rule.sample_graph(0, lo=256, hi=256)  # compute-bound: sharding pays off
     res = search(
         g,
-        SearchConfig(max_steps=10, objectives=("latency", "peak_memory", "communication")),
+        SearchConfig(
+            max_steps=10, objectives=("latency", "peak_memory", "communication"), devices=2
+        ),
         rules=[rule],
         verify_cache=None,
     )
@@ -160,7 +162,9 @@ def test_sharded_children_are_costed_per_device() -> None:
         assert sol.cost["communication"] == pytest.approx(sc.communication) and sc.communication > 0
     capped = search(
         g,
-        SearchConfig(max_steps=10, memory_cap=min(s.cost["peak_memory"] for s in sharded)),
+        SearchConfig(
+            max_steps=10, memory_cap=min(s.cost["peak_memory"] for s in sharded), devices=2
+        ),
         rules=[rule],
         verify_cache=None,
     )

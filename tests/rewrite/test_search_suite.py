@@ -3,16 +3,23 @@ the exported priors file used offline by search(priors=path)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from rewrite.errors import SearchError
+from rewrite.errors import PriorsError, SearchConfigError, SearchError
 from rewrite.optimize import (
+    SCORES,
+    Baseline,
+    PriorFamily,
+    RuleEvidence,
     RulePriors,
     SearchConfig,
     config_from_params,
+    priors_from_params,
     search,
     search_space,
     search_suite,
@@ -36,12 +43,132 @@ def test_space_point_runs_on_a_suite() -> None:
     assert 0.0 <= obj["latency_reduction"] < 1.0 and obj["search_time"] > 0
     m = res.metrics()
     assert m["steps"] == 80
-    fired = sum(r.metrics()["rule.test_neg_neg.fired"] for r in res.results.values())
+    fired = sum(r.metrics()["rule.test_neg_neg.fired"] for r in res.runs())
     assert m["rule.test_neg_neg.fired"] == fired
+    assert m["work.rewrites"] == sum(r.metrics()["work.rewrites"] for r in res.runs()) > 0
     assert {"a.hypervolume", "b.hypervolume", "a.best.latency.ratio"} <= set(m)
     assert 0.0 <= m["cache.dedupe.hit_rate"] <= 1.0
     with pytest.raises(SearchError, match="at least one workload"):
         search_suite({}, cfg)
+    with pytest.raises(SearchError, match="at least one seed"):
+        search_suite(SUITE, cfg, seeds=[])
+
+
+def test_seeds_give_means_and_standard_errors_and_metrics_average() -> None:
+    cfg = SearchConfig(max_steps=30)
+    res = search_suite(SUITE, cfg, rules=TEST_RULES, verify_cache=None, seeds=[3, 4, 5])
+    assert res.seeds == (3, 4, 5) and [r.config["seed"] for r in res.results["a"]] == [3, 4, 5]
+    one = search_suite(SUITE, cfg.replace(seed=4), rules=TEST_RULES, verify_cache=None)
+    assert one.runs()[0].hv_curve().tolist() == res.results["a"][1].hv_curve().tolist()
+    obj = res.objectives()
+    per_seed = [sum(res.results[w][i].hypervolume for w in SUITE) / len(SUITE) for i in range(3)]
+    assert obj["hypervolume"] == pytest.approx(np.mean(per_seed))
+    assert obj["hypervolume.sem"] == pytest.approx(np.std(per_seed, ddof=1) / np.sqrt(3))
+    assert res.metrics()["steps"] == 60  # two workloads of 30 steps, averaged over seeds
+    assert "hypervolume.sem" not in one.objectives()
+
+
+def test_scores_against_a_baseline() -> None:
+    cfg = SearchConfig(max_steps=40)
+    default = search_suite(SUITE, cfg, rules=TEST_RULES, verify_cache=None, seeds=[0, 1])
+    base = {w: Baseline.of(runs) for w, runs in default.results.items()}
+    for w, b in base.items():
+        assert b.hv_input == default.results[w][0].hv_trace[0][2] < b.hv_final
+        assert Baseline.from_dict(b.to_dict()) == b
+    scores = default.scores(base)
+    assert set(scores) == set(SCORES) and scores["anytime_hv"].shape == (2, 2)
+    # the default reaches its own median final value; anytime stays below the final ratio
+    assert np.all(scores["anytime_hv"] <= scores["final_hv"] + 1e-12)
+    assert np.median(scores["final_hv"]) == pytest.approx(1.0)
+    r = default.results["a"][0]
+    curve = r.hv_curve(40)
+    assert curve.shape == (41,) and curve[0] == r.hv_trace[0][2] and curve[-1] == r.hypervolume
+    assert np.all(np.diff(curve) >= 0)
+    reach = scores["reach"][0, 0]
+    assert reach == 41 or curve[int(reach)] >= base["a"].hv_final * (1 - 1e-9)
+    obj = default.objectives(base)
+    assert {"anytime_hv", "anytime_hv.sem", "effort", "reach.sem"} <= set(obj)
+    with pytest.raises(SearchError, match="No baseline"):
+        default.scores({"a": base["a"]})
+
+
+def test_an_informed_prior_family_is_a_small_space_decoding_to_rule_priors() -> None:
+    runs = search_suite(SUITE, SearchConfig(max_steps=40), rules=TEST_RULES, verify_cache=None)
+    evidence = RuleEvidence.from_results(runs.runs())
+    assert evidence.runs == 2 and set(evidence.fired) == set(NAMES)
+    used = sum(len(s.steps) for r in runs.runs() for s in r.pareto)
+    assert sum(evidence.used.values()) == used
+    family = PriorFamily.from_rules(TEST_RULES, evidence)
+    assert PriorFamily.from_dict(family.to_dict()) == family
+    space = search_space(NAMES, tune=("tau", "beta"), family=family)
+    assert space.dim == 2 + 2  # two knobs, weight and specificity (one family: no weights)
+    default = space.default()
+    cfg, priors = config_from_params(default)
+    assert priors == pytest.approx({n: 1 / 3 for n in NAMES})  # weight 0 is uniform
+    point = {**default, "prior_weight": 1.0}
+    informed = priors_from_params(point)
+    rates = family.rates()
+    assert informed is not None and sum(informed.values()) == pytest.approx(1.0)
+    total = sum(rates.values())
+    assert informed == pytest.approx({n: rates[n] / total for n in NAMES})
+    with pytest.raises(SearchConfigError, match="prior family's rules"):
+        search_space(NAMES[:2], family=family)
+    # two families: one log-scale multiplier each, no simplex (no equality constraint)
+    two = dataclasses.replace(family, families={**family.families, "test_neg_neg": "other"})
+    space2 = search_space(NAMES, tune=(), family=two)
+    assert space2.names == [
+        "prior_weight",
+        "prior_specificity",
+        "family_algebra",
+        "family_other",
+        "prior_model",
+    ]
+    assert not space2.equality_constraints
+    up = {**space2.default(), "prior_weight": 1.0, "family_other": 8.0, "family_algebra": 0.125}
+    even = {**up, "family_other": 1.0, "family_algebra": 1.0}
+    p_up, p_even = priors_from_params(up), priors_from_params(even)
+    assert p_up is not None and p_even is not None
+    assert p_up["test_neg_neg"] > p_even["test_neg_neg"]
+    assert config_from_params(up)[0] == SearchConfig()  # family multipliers are not knobs
+
+
+def test_family_priors_shrink_unseen_rules_to_their_family_and_prefer_specific_ones() -> None:
+    evidence = RuleEvidence(
+        fired={"test_mm_assoc_left": 100.0, "test_mm_assoc_right": 0.0, "test_neg_neg": 100.0},
+        used={"test_mm_assoc_left": 50.0, "test_mm_assoc_right": 0.0, "test_neg_neg": 0.0},
+        runs=4,
+    )
+    family = PriorFamily.from_rules(TEST_RULES, evidence)
+    rates = family.rates()
+    # never fired: no evidence, so it gets the family's rate, not zero
+    assert rates["test_neg_neg"] < rates["test_mm_assoc_right"] < rates["test_mm_assoc_left"]
+    sizes = family.sizes
+    assert sizes["test_neg_neg"] == 2 and sizes["test_mm_assoc_left"] == 2
+    flat = family.priors(1.0, 0.0)
+    assert family.priors(0.5, 0.0)["test_neg_neg"] == pytest.approx(
+        0.5 / 3 + 0.5 * flat["test_neg_neg"]
+    )
+    with pytest.raises(PriorsError, match="weight"):
+        family.priors(1.5)
+    with pytest.raises(PriorsError, match="Unknown rule families"):
+        family.priors(1.0, 0.0, {"fusion": 1.0})
+
+
+def test_sharding_rules_need_a_mesh_of_two_devices() -> None:
+    from rewrite.optimize import default_rules
+
+    sharding = [r for r in default_rules() if r.family == "sharding"]
+    g = SUITE["a"]
+    with pytest.raises(SearchError, match="at least 2 devices"):
+        search(g, SearchConfig(max_steps=2), rules=sharding, verify_cache=None)
+    res = search(g, SearchConfig(max_steps=5), rules=[*TEST_RULES, *sharding], verify_cache=None)
+    assert res.rule_names == NAMES  # one device: no sharding rule, so no collective
+    # a priors dict naming a sharding rule stays valid on one device
+    pri = {sharding[0].name: 0.5, "test_neg_neg": 0.5}
+    res = search(g, SearchConfig(max_steps=5), pri, rules=[*TEST_RULES, *sharding])
+    assert res.priors["test_neg_neg"] > res.priors["test_mm_assoc_left"]
+    two = search(g, SearchConfig(max_steps=5, devices=2), rules=[*TEST_RULES, *sharding])
+    assert two.rule_names == [*NAMES, *(r.name for r in sharding)]
 
 
 def test_exported_priors_file_drives_an_offline_search(tmp_path: Path) -> None:

@@ -1,55 +1,170 @@
-"""The built-in rewrite study: real searches on a zoo graph, metrics, export read by the search."""
+"""The built-in rewrite study: calibration, seeds and racing, resume, and the honest export.
+
+Real searches on the small GPT-2 of the zoo at small step budgets (no stand-ins).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rewrite.optimize import RulePriors, SearchConfig
 from spaces import Fixed, Simplex
 from studies import StudyError
-from studies.rewrite_study import DEFAULT_OBJECTIVES, evaluate_rewrite, rewrite_space, rewrite_study
+from studies.errors import StudyConflictError
+from studies.rewrite_study import (
+    DEFAULT_OBJECTIVES,
+    OBJECTIVES,
+    Calibration,
+    _graphs,
+    calibrate,
+    evaluate_rewrite,
+    rewrite_space,
+    rewrite_study,
+)
+from studies.transfer import export_tuned, validate
+
+GPT2 = ("gpt2",)
+SMALL = {"max_steps": 40, "seeds": 2, "calibration_seeds": 2}
 
 
-def test_space_tunes_knobs_and_priors_and_fixes_the_suite() -> None:
-    space = rewrite_space(("gpt2",), max_steps=20, rules=["fuse_elementwise", "fuse_gelu_tanh"])
-    assert isinstance(space["priors"], Simplex) and space["priors"].names == (
-        "fuse_elementwise",
-        "fuse_gelu_tanh",
-    )
-    assert isinstance(space["suite"], Fixed) and space["suite"].value["workloads"] == ["gpt2"]
+@pytest.fixture(scope="module")
+def calibration() -> Calibration:
+    return calibrate(_graphs(GPT2), 40, [0, 1])
+
+
+def test_calibration_measures_the_defaults(calibration: Calibration) -> None:
+    base = calibration.baselines["gpt2"]
+    assert base.hv_input < base.hv_final and base.effort > 0
+    assert set(calibration.default) == set(OBJECTIVES) and calibration.seeds == (0, 1)
+    assert all(len(v) == 2 for v in calibration.default.values())
+    assert all(sd >= 0 for sd in calibration.noise.values())
+    assert sum(calibration.evidence.fired.values()) > 0 < sum(calibration.evidence.used.values())
+    assert "shard_linear_columns_2" not in calibration.evidence.fired  # one device: no sharding
+    assert Calibration.from_dict(calibration.to_dict()) == calibration
+    with pytest.raises(StudyError, match="at least 2 seeds"):
+        calibrate(_graphs(GPT2), 40, [0])
+
+
+def test_family_space_is_small_and_its_default_is_the_search_default(
+    calibration: Calibration,
+) -> None:
+    space = rewrite_space(GPT2, **SMALL, calibration=calibration)
+    assert space.dim <= 14  # knobs + weight + specificity + one multiplier per family
+    assert isinstance(space["suite"], Fixed) and space["suite"].value["seeds"] == [0, 1]
+    assert space["max_steps"].value == 40 and space["devices"].value == 1
     assert "suite" not in " ".join(space.columns)  # no GP column for the fixed suite
+    from rewrite.optimize import config_from_params
 
-
-def test_evaluate_runs_the_search_and_reports_objectives_and_metrics() -> None:
-    space = rewrite_space(("gpt2",), max_steps=15)
-    out = evaluate_rewrite(space.default())
-    assert set(DEFAULT_OBJECTIVES) <= set(out)
-    assert 0.0 < out["latency_reduction"] < 1.0  # the catalogue finds real improvements
-    assert out["steps"] == 15
-    assert any(k.startswith("rule.") and k.endswith(".fired") for k in out)
-
-
-def test_study_runs_and_exports_priors_the_search_loads(tmp_path: Path) -> None:
-    study = rewrite_study(
-        ("gpt2",),
-        {"latency_reduction": "maximize", "search_time": "minimize"},
-        budget=10,
-        storage=f"sqlite:///{tmp_path / 's.db'}",
+    params = {k: v for k, v in space.default().items() if k != "suite"}
+    cfg, priors = config_from_params(params)
+    assert cfg == SearchConfig(max_steps=40)
+    assert priors is not None and max(priors.values()) == pytest.approx(min(priors.values()))
+    rules = rewrite_space(
+        GPT2,
+        **SMALL,
+        calibration=calibration,
+        priors="rules",
+        rules=["fuse_elementwise", "cse_unary"],
     )
-    study.optimize(2, n_workers=1, progress=False)
-    assert [t.state for t in study.trials] == ["COMPLETE", "COMPLETE"]
-    assert "rule.fuse_elementwise.applicable" in study.trials[0].metrics
-    study.export_priors(tmp_path / "priors.json")
-    priors = RulePriors.load(tmp_path / "priors.json")
-    assert abs(sum(priors.as_dict().values()) - 1.0) < 1e-9
-    SearchConfig.from_dict(priors.search_config)  # only real search knobs were exported
+    assert isinstance(rules["priors"], Simplex)
+    with pytest.raises(StudyError, match="calibration_seeds"):
+        rewrite_space(GPT2, max_steps=40, seeds=3, calibration_seeds=2, calibration=calibration)
+
+
+def test_a_trial_reports_means_errors_and_its_fidelity(calibration: Calibration) -> None:
+    space = rewrite_space(GPT2, **SMALL, calibration=calibration)
+    out = evaluate_rewrite(space.default())
+    for name in OBJECTIVES:
+        assert f"{name}.sem" in out and out[f"{name}.sem"] >= 0
+    assert out["fidelity.seeds"] == 2 and out["steps"] == 40  # metrics are per seed
+    # the defaults on the calibration seeds score what the calibration measured
+    assert out["anytime_hv"] == pytest.approx(sum(calibration.default["anytime_hv"]) / 2)
+    assert 0.0 < out["latency_reduction"] < 1.0  # the catalogue finds real improvements
+    assert any(k.startswith("rule.") and k.endswith(".fired") for k in out)
+    # against defaults that scored far better on the first seed, a trial stops after it
+    strong = dataclasses.replace(
+        calibration,
+        default={
+            k: [v[0] + (2.0 if OBJECTIVES[k] == "maximize" else -2.0), v[1]]
+            for k, v in calibration.default.items()
+        },
+        noise=dict.fromkeys(calibration.noise, 0.1),
+    )
+    raced_space = rewrite_space(GPT2, **SMALL, calibration=strong)
+    raced = evaluate_rewrite(raced_space.default())
+    assert raced["fidelity.seeds"] == 1 and raced["steps"] == 40
+    assert raced["anytime_hv"] == pytest.approx(calibration.default["anytime_hv"][0])
+    assert raced["anytime_hv.sem"] == pytest.approx(0.1)  # one seed: the calibration's noise
+    unraced = rewrite_space(GPT2, **SMALL, calibration=strong, race=False)
+    assert evaluate_rewrite(unraced.default())["fidelity.seeds"] == 2
+
+
+def _enqueue(study: Any, configs: list[dict[str, Any]]) -> None:
+    sid = study._record.id
+    with study.storage.write() as conn:
+        study.storage.lock_study(conn, sid)
+        for config in configs:
+            study.storage.add_trial(conn, sid, config, state="WAITING")
+
+
+def test_resume_skips_calibration_and_other_arguments_conflict(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    calls: list[int] = []
+    args = {"budget": 40, "seeds": 1, "calibration_seeds": 2, "storage": url, "name": "r"}
+    study = rewrite_study(GPT2, **args, on_calibrate=lambda: calls.append(1))
+    study.optimize(2, progress=False)
+    again = rewrite_study(GPT2, **args, on_calibrate=lambda: calls.append(1))
+    assert calls == [1] and again.space == study.space and len(again.trials) == 2
+    assert again.objectives == DEFAULT_OBJECTIVES
+    with pytest.raises(StudyConflictError, match="other arguments"):
+        rewrite_study(GPT2, **{**args, "budget": 30})
+
+
+def test_only_a_configuration_that_beats_the_defaults_is_exported(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    study = rewrite_study(GPT2, budget=40, seeds=1, calibration_seeds=2, storage=url)
+    default = study.space.default()
+    same = {**default, "verify_rate": 0.5}  # checks more, searches alike: no better
+    _enqueue(study, [default, same])
+    study.optimize(2, progress=False)
+    report = validate(study, held_out=[], validation_seeds=(1000, 1001, 1002))
+    assert report.chosen is None and [c["trial"] for c in report.candidates] == [1]
+    assert report.candidates[0]["training"]["anytime_hv"]["value"] == 0.0
+    assert export_tuned(study, report, tmp_path / "p.json") is None
+    assert not (tmp_path / "p.json").exists()
+    forced = export_tuned(study, report, tmp_path / "p.json", anyway=True)
+    assert forced is not None and forced.provenance["beats_defaults"] is False
+
+    informed = {**default, "prior_weight": 0.95, "prior_specificity": 2.0, "beta": 0.8}
+    informed |= {"tau": 0.1, "alpha": 1.0}
+    _enqueue(study, [informed])
+    study.optimize(3, progress=False)
+    report = validate(
+        study, held_out=["vit"], validation_seeds=(1000, 1001, 1002), held_out_seeds=(2000, 2001)
+    )
+    assert report.chosen == 2 and report.held_out is not None
+    assert report.held_out.per_workload["vit"]["reach"]["ratio"] < 1.0
+    doc = export_tuned(study, report, tmp_path / "p.json")
+    assert doc is not None and doc.provenance["trial"] == 2
+    priors = RulePriors.load(tmp_path / "p.json")
+    cfg = SearchConfig.from_dict(priors.search_config)
+    assert cfg.max_steps == 40 and cfg.beta == 0.8 and cfg.devices == 1  # the budget travels
+    assert priors.provenance["validation"]["chosen"] == 2
+    top = max(priors.as_dict(), key=priors.as_dict().get)
+    assert top.startswith("fuse_")
 
 
 def test_bad_workload_and_objective_are_clear_errors(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     with pytest.raises(StudyError, match="Unknown workloads \\['gpt5'\\]"):
         rewrite_study(("gpt5",), storage=url)
-    with pytest.raises(StudyError, match="Unknown objectives \\['speed'\\]"):
-        rewrite_study(("gpt2",), {"speed": "maximize"}, storage=url)
+    with pytest.raises(StudyError, match="Unknown objectives"):
+        rewrite_study(GPT2, {"speed": "maximize"}, storage=url)
+    with pytest.raises(StudyError, match="Unknown objectives"):
+        rewrite_study(GPT2, {"anytime_hv": "minimize"}, storage=url)
+    with pytest.raises(StudyError, match="priors must be"):
+        rewrite_space(GPT2, priors="free")

@@ -80,3 +80,57 @@ def test_surrogate_is_abstract() -> None:
     with pytest.raises(TypeError):
         Surrogate()  # type: ignore[abstract]
     assert FlatSurrogate().describe() == {}
+
+
+def test_reported_standard_errors_become_the_gps_known_noise() -> None:
+    from gpytorch.likelihoods import FixedNoiseGaussianLikelihood
+
+    from tuner.problem import Problem
+    from tuner.trial import Trial, TrialState
+
+    space = make_space()
+    configs = space.sample(10, seed=3)
+    problem = Problem({"latency": "minimize", "speedup": "maximize"})
+
+    def trial(i: int, sem: bool) -> Trial:
+        x = space.to_unit([configs[i]])[0]
+        metrics = {"n_steps": float(i)}
+        if sem:
+            metrics |= {"latency.sem": 0.01 * (i + 1), "speedup.sem": 0.0}
+        vals = {"latency": float(x[0]), "speedup": float(x[1] - x[2])}
+        return Trial(i, configs[i], TrialState.COMPLETE, vals, metrics)
+
+    data = problem.training_data(space, [trial(i, True) for i in range(10)], seed=0)
+    assert data.Yvar is not None and data.Yvar.shape == (10, 2)
+    assert data.Yvar[3, 0] == pytest.approx(0.04**2) and data.Yvar[3, 1] == 0.0
+    assert set(data.metrics) == {"n_steps"}  # standard errors are not tracking metrics
+    noise = data.noise()
+    assert noise is not None and bool((noise[:, 1] > 0).all())  # a zero error is floored
+    surrogate = FlatSurrogate({"maxiter": 20})
+    model = surrogate.fit(data)
+    assert isinstance(model.likelihood, FixedNoiseGaussianLikelihood)
+    assert surrogate.describe()["noise"] == "observed"
+    # one trial without standard errors: the noise is inferred for all
+    mixed = [trial(i, i != 4) for i in range(10)]
+    assert problem.training_data(space, mixed, seed=0).Yvar is None
+    with pytest.raises(SurrogateError, match="Yvar"):
+        TrainingData(data.X, data.Y, data.outcome_names, {}, space, 0, 2, Yvar=-data.Yvar - 1)
+
+
+def test_saas_gp_shrinks_irrelevant_inputs_and_models_every_outcome() -> None:
+    from tuner import SaasSurrogate
+
+    data = _data(20)
+    surrogate = SaasSurrogate({"maxiter": 50})
+    model = surrogate.fit(data)
+    Xq = make_space().sample_unit(4, 5)
+    post = model.posterior(Xq)
+    assert post.mean.shape == (4, 3) and post.mean.dtype == torch.float64
+    again = SaasSurrogate({"maxiter": 50}).fit(data).posterior(Xq)
+    assert torch.equal(post.mean, again.mean)  # seeded
+    ls = surrogate.describe()["lengthscales"][0]  # latency = x0 ** 2 reads column 0 only
+    assert ls[0] == min(ls) and max(ls) > 10 * ls[0]
+    with pytest.raises(SurrogateError, match="at least one"):
+        SaasSurrogate().fit(
+            TrainingData(data.X[:0], data.Y[:0], data.outcome_names, {}, data.space, 0)
+        )

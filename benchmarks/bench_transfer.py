@@ -1,0 +1,274 @@
+"""Does tuning pay off on models it never saw? The main job against the defaults.
+
+Three parts, each in this one run (so every ratio compares figures of the same machine state):
+
+1. **Noise** (``--noise``): the defaults and 6 Sobol configurations of the rewrite study's space on
+   the training suite, 8 seeds each. The spread of the configurations' means against the seed
+   noise says how many seeds a trial needs (`studies.rewrite_study.DEFAULT_SEEDS`).
+2. **Transfer** (default): for each tuner seed, the main job as `tuner demo` runs it (calibration,
+   a study of ``--trials`` trials on 2 workers, validation on fresh seeds), then four arms on the
+   held-out workloads with the same seeds: the defaults, the log-derived prior alone (prior
+   weight 1, default knobs), the tuned knobs with uniform priors, and the tuned configuration.
+   Reported per workload: median steps to the defaults' final hypervolume (95% interval) and its
+   ratio to the defaults', final hypervolume, latency reduction.
+3. **Surrogates** (``--surrogates flat,structured,saas,rules:flat,rules:saas``): the study's own
+   problem driven by `tuner.Tuner` one trial at a time per surrogate (``rules:`` the space with
+   one free weight per rule instead of the informed prior family), with the same tuner seeds:
+   hypervolume of (anytime_hv, final_hv) at 10/20/40 trials and proposal seconds (wall, CPU).
+
+Usage::
+
+    python benchmarks/bench_transfer.py                         # 3 tuner seeds, 30 trials
+    python benchmarks/bench_transfer.py --quick                 # 1 tuner seed, 12 trials
+    python benchmarks/bench_transfer.py --no-transfer --surrogates flat,structured,saas,rules:flat,rules:saas --trials 40
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import write_results  # noqa: E402
+
+TRAIN: tuple[str, ...] = ("gpt2", "bert", "resnet", "t5")
+HELD_OUT = ("llama", "vit")
+
+
+def _split(config: dict[str, Any]) -> tuple[Any, Any]:
+    from rewrite.optimize import config_from_params
+
+    return config_from_params({k: v for k, v in config.items() if k != "suite"})
+
+
+def noise(steps: int, seeds: int = 8) -> dict[str, Any]:
+    """Seed noise of the defaults and 6 Sobol configurations against their spread."""
+    from rewrite.optimize import search_suite
+    from studies.rewrite_study import _graphs, rewrite_space
+
+    space = rewrite_space(TRAIN, max_steps=steps)
+    cal = space.params["suite"].value["calibration"]
+    from studies.rewrite_study import Calibration
+
+    baselines = Calibration.from_dict(cal).baselines
+    configs = [space.default(), *space.sample(6, seed=11)]
+    rows = []
+    for i, config in enumerate(configs):
+        cfg, pri = _split(config)
+        res = search_suite(_graphs(TRAIN), cfg, pri, "h100", range(100, 100 + seeds))
+        per = res.per_seed(baselines)
+        rows.append({k: [row[k] for row in per] for k in ("anytime_hv", "final_hv")})
+        print(f"  noise: config {i}: anytime_hv {np.mean(rows[-1]['anytime_hv']):.3f}", flush=True)
+    out: dict[str, Any] = {"seeds": seeds, "configs": len(configs)}
+    for k in ("anytime_hv", "final_hv"):
+        sd = float(np.sqrt(np.mean([np.var(r[k], ddof=1) for r in rows])))
+        spread = float(np.std([np.mean(r[k]) for r in rows], ddof=1))
+        out[k] = {"seed_sd": sd, "spread_of_means": spread, "ratio": spread / sd}
+    return out
+
+
+def _arms(study: Any, chosen: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The four configurations of the transfer table."""
+    default = study.space.default()
+    knobs = {
+        k: v
+        for k, v in chosen.items()
+        if k in study.space.params and not k.startswith(("prior_", "family_"))
+    }
+    return {
+        "defaults": default,
+        "informed prior alone": {**default, "prior_weight": 1.0},
+        "tuned knobs, uniform priors": {**default, **knobs, "prior_weight": 0.0},
+        "tuned": chosen,
+    }
+
+
+def transfer(tuner_seed: int, trials: int, steps: int, held_seeds: int) -> dict[str, Any]:
+    """One tuner seed of the main job, then the arms on the held-out workloads."""
+    from rewrite.optimize.compare import compare
+    from studies.rewrite_study import _graphs, rewrite_study
+    from studies.transfer import validate
+
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{Path(tmp) / 'study.db'}"
+        t0 = time.perf_counter()
+        study = rewrite_study(TRAIN, budget=steps, storage=url, seed=tuner_seed, name="bench")
+        t_cal = time.perf_counter() - t0
+        study.optimize(trials, n_workers=2, progress=False)
+        t_opt = time.perf_counter() - t0 - t_cal
+        report = validate(study, held_out=[])
+        t_val = time.perf_counter() - t0 - t_cal - t_opt
+        shown = report.shown
+        chosen = next(t.config for t in study.trials if t.number == shown)
+        out: dict[str, Any] = {
+            "tuner_seed": tuner_seed,
+            "seconds": {"calibration": t_cal, "optimize": t_opt, "validation": t_val},
+            "chosen": report.chosen,
+            "shown": shown,
+            "beats_defaults": report.chosen is not None,
+            "candidates": report.candidates,
+            "config": {k: v for k, v in chosen.items() if k not in ("suite", "prior_model")},
+            "arms": {},
+        }
+        arms = _arms(study, chosen)
+        seeds = range(3000, 3000 + held_seeds)
+        graphs = _graphs(HELD_OUT)
+        default = _split(arms["defaults"])
+        ref = None
+        for name, config in arms.items():
+            comp = compare(graphs, _split(config), default, seeds, reference_result=ref)
+            ref = comp.reference
+            out["arms"][name] = comp.to_dict()
+            ratios = {w: round(r["reach"]["ratio"], 2) for w, r in comp.per_workload.items()}
+            print(f"  seed {tuner_seed} {name:28s} reach ratio {ratios}", flush=True)
+        return out
+
+
+def _surrogate(name: str) -> Any:
+    if name == "structured":
+        from structure import StructuredSurrogate
+
+        return StructuredSurrogate()
+    if name == "saas":
+        from tuner import SaasSurrogate
+
+        return SaasSurrogate({"maxiter": 150})
+    return None
+
+
+def surrogates(names: list[str], tuner_seed: int, trials: int, steps: int) -> dict[str, Any]:
+    """The study's problem under each ``[space:]surrogate`` (space ``family``, the default, or
+    ``rules``: one weight per rule): hypervolume at 10/20/40 and proposal time."""
+    from studies.rewrite_study import DEFAULT_OBJECTIVES, evaluate_rewrite, rewrite_space
+    from tuner import Tuner
+
+    family = rewrite_space(TRAIN, max_steps=steps)
+    cal = family.params["suite"].value["calibration"]
+    from studies.rewrite_study import Calibration
+
+    rules = rewrite_space(
+        TRAIN, max_steps=steps, priors="rules", calibration=Calibration.from_dict(cal)
+    )
+    out: dict[str, Any] = {}
+    for name in names:
+        space_name, _, model = name.rpartition(":")
+        space = rules if space_name == "rules" else family
+        surrogate = _surrogate(model)
+        tuner = Tuner(space, DEFAULT_OBJECTIVES, seed=tuner_seed, surrogate=surrogate)
+        values, walls, cpus, used = [], [], [], []
+        for _ in range(trials):
+            t0, c0 = time.perf_counter(), time.process_time()
+            (trial,) = tuner.ask(1)
+            walls.append(time.perf_counter() - t0)
+            cpus.append(time.process_time() - c0)
+            used.append(str((surrogate.describe() if surrogate else {}).get("model", "flat")))
+            res = evaluate_rewrite(trial.config)
+            vals = {k: res[k] for k in DEFAULT_OBJECTIVES}
+            tuner.tell(trial.id, vals, metrics={k: v for k, v in res.items() if k not in vals})
+            values.append([vals[k] for k in DEFAULT_OBJECTIVES])
+        out[name] = {
+            "values": values,
+            "ask_wall": walls,
+            "ask_cpu": cpus,
+            "model": used,
+            "dim": space.dim,
+        }
+        print(f"  surrogate {name} seed {tuner_seed}: done", flush=True)
+    return out
+
+
+def _hv(values: list[list[float]], n: int, ref: np.ndarray) -> float:
+    import torch
+    from botorch.utils.multi_objective.hypervolume import Hypervolume
+
+    Y = torch.tensor(values[:n], dtype=torch.float64)
+    return float(Hypervolume(torch.tensor(ref)).compute(Y[(torch.tensor(ref) < Y).all(-1)]))
+
+
+def main() -> None:
+    global TRAIN
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--tuner-seeds", type=int, default=3)
+    parser.add_argument("--trials", type=int, default=30)
+    parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--held-out-seeds", type=int, default=5)
+    parser.add_argument("--noise", action="store_true")
+    parser.add_argument("--no-transfer", action="store_true")
+    parser.add_argument("--surrogates", default="")
+    parser.add_argument("--train", default=",".join(TRAIN), help="training workloads")
+    parser.add_argument("--out", default="bench_transfer")
+    args = parser.parse_args()
+    TRAIN = tuple(args.train.split(","))
+    if args.quick:
+        args.tuner_seeds, args.trials = 1, 12
+    warnings.filterwarnings("ignore")
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")
+    payload: dict[str, Any] = {"args": vars(args), "train": TRAIN, "held_out": HELD_OUT}
+    if args.noise:
+        payload["noise"] = noise(args.steps)
+        for k, v in payload["noise"].items():
+            if isinstance(v, dict):
+                print(
+                    f"noise {k}: seed sd {v['seed_sd']:.3f}, spread of means "
+                    f"{v['spread_of_means']:.3f} ({v['ratio']:.1f}x)"
+                )
+    if not args.no_transfer:
+        payload["transfer"] = [
+            transfer(s, args.trials, args.steps, args.held_out_seeds)
+            for s in range(args.tuner_seeds)
+        ]
+        _print_transfer(payload["transfer"])
+    if args.surrogates:
+        names = args.surrogates.split(",")
+        runs = [surrogates(names, s, args.trials, args.steps) for s in range(args.tuner_seeds)]
+        payload["surrogates"] = runs
+        _print_surrogates(runs, names, args.trials)
+    print("wrote", write_results(args.out, payload))
+
+
+def _print_transfer(runs: list[dict[str, Any]]) -> None:
+    print("\nHeld-out median steps to the defaults' final hypervolume (ratio to the defaults'):")
+    print(f"{'arm':30s} " + " ".join(f"{w:>22s}" for w in HELD_OUT))
+    for arm in runs[0]["arms"]:
+        cells = []
+        for w in HELD_OUT:
+            rs = [r["arms"][arm]["per_workload"][w]["reach"] for r in runs]
+            med = np.median([r["candidate"]["value"] for r in rs])
+            ratio = np.median([r["ratio"] for r in rs])
+            cells.append(f"{med:6.0f} ({ratio:.2f}x)")
+        print(f"{arm:30s} " + " ".join(f"{c:>22s}" for c in cells))
+    beat = sum(r["beats_defaults"] for r in runs)
+    print(
+        f"tuned configurations that beat the defaults on fresh training seeds: {beat}/{len(runs)}"
+    )
+
+
+def _print_surrogates(runs: list[dict[str, Any]], names: list[str], trials: int) -> None:
+    ref = np.array([0.0, 0.0])
+    print("\nSurrogates on the rewrite study (median over tuner seeds):")
+    for name in names:
+        cells = []
+        for n in (10, 20, 40):
+            if n <= trials:
+                hv = np.median([_hv(r[name]["values"], n, ref) for r in runs])
+                cells.append(f"HV@{n} {hv:.3f}")
+        walls = [w for r in runs for w in r[name]["ask_wall"][10:]]
+        cpus = [c for r in runs for c in r[name]["ask_cpu"][10:]]
+        print(
+            f"  {name:11s} " + "  ".join(cells) + f"  proposal p50 {np.median(walls):.1f} s "
+            f"wall, {np.median(cpus):.1f} s CPU (after the design)"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+"""Is the tuned configuration better than the defaults? The last step of the rewrite study.
+
+A study's best trials were measured on the seeds they were tuned on, and picked because they
+scored well there: their scores are optimistic. `validate` therefore measures afresh:
+
+1. **Training suite, fresh seeds.** The top Pareto trials (`studies.pareto.rank_pareto`, the
+   default configuration excluded) and the defaults run on the training workloads with seeds no
+   trial used. A candidate *beats the defaults* when the paired difference (candidate - default,
+   per seed, mean over workloads) of the study's first objective has a 95% interval above zero,
+   and no objective's interval lies entirely on the worse side. The chosen configuration is the
+   candidate that beats them by the most, or none.
+2. **Held-out workloads.** The chosen configuration (or, if none beats the defaults, the best
+   candidate, to show what tuning did) and the defaults run on zoo models of other families
+   that the study never saw: steps to reach the defaults' final hypervolume, final hypervolume,
+   latency and memory reduction, each with an interval (`rewrite.optimize.compare`).
+
+`export_tuned` writes the chosen configuration's priors file with these measurements in its
+provenance, and writes nothing when no candidate beat the defaults (unless asked to).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from studies.errors import StudyError
+
+if TYPE_CHECKING:
+    from rewrite.optimize.compare import Comparison
+    from studies.export import PriorsFile
+    from studies.study import Study
+
+__all__ = ["HELD_OUT_SEEDS", "VALIDATION_SEEDS", "TunedReport", "export_tuned", "validate"]
+
+logger = logging.getLogger(__name__)
+
+VALIDATION_SEEDS = tuple(range(1000, 1008))
+"""Fresh search seeds of the training-suite check (trials use the calibration seeds 0, 1, ...)."""
+
+HELD_OUT_SEEDS = tuple(range(2000, 2005))
+"""Search seeds of the held-out check."""
+
+
+@dataclass
+class TunedReport:
+    """What `validate` measured.
+
+    Attributes:
+        objectives: The study's objectives (name -> direction); the first is the primary one.
+        workloads: The training suite.
+        held_out_workloads: The held-out workloads.
+        budget: The step budget of every search.
+        candidates: One dict per candidate, best-ranked first: ``trial``, ``values`` (as
+            tuned), ``training`` (objective -> paired difference interval on fresh seeds) and
+            ``beats`` (whether it beats the defaults).
+        chosen: The trial number of the configuration that beats the defaults, or None.
+        training: The chosen (else the best-ranked) candidate against the defaults on the
+            training suite with fresh seeds.
+        held_out: The same two configurations on the held-out workloads.
+    """
+
+    objectives: dict[str, str]
+    workloads: list[str]
+    held_out_workloads: list[str]
+    budget: int
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+    chosen: int | None = None
+    training: Comparison | None = None
+    held_out: Comparison | None = None
+
+    @property
+    def shown(self) -> int | None:
+        """The trial the comparisons are about: the chosen one, else the best-ranked."""
+        if self.chosen is not None:
+            return self.chosen
+        return self.candidates[0]["trial"] if self.candidates else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able summary (the export's provenance)."""
+        return {
+            "objectives": dict(self.objectives),
+            "tuned_on": list(self.workloads),
+            "held_out": list(self.held_out_workloads),
+            "budget": self.budget,
+            "candidates": self.candidates,
+            "chosen": self.chosen,
+            "training": self.training.to_dict() if self.training else None,
+            "held_out_comparison": self.held_out.to_dict() if self.held_out else None,
+        }
+
+
+def _split(study: Study, config: dict[str, Any]) -> tuple[Any, Any]:
+    """``(SearchConfig, priors)`` of a rewrite-study configuration."""
+    from rewrite.optimize import config_from_params
+
+    return config_from_params({k: v for k, v in config.items() if k != "suite"})
+
+
+def _beats(diffs: dict[str, dict[str, float]], objectives: dict[str, str]) -> bool:
+    """Whether paired differences (candidate - default) show a better first objective and no
+    significantly worse one."""
+    first = True
+    for name, direction in objectives.items():
+        d = diffs[name]
+        lo, hi = (d["low"], d["high"]) if direction == "maximize" else (-d["high"], -d["low"])
+        if first and not lo > 0:
+            return False
+        if hi < 0:
+            return False
+        first = False
+    return True
+
+
+def validate(
+    study: Study,
+    held_out: Sequence[str] | None = None,
+    *,
+    n_candidates: int = 3,
+    validation_seeds: Sequence[int] = VALIDATION_SEEDS,
+    held_out_seeds: Sequence[int] = HELD_OUT_SEEDS,
+    on_progress: Callable[[str], None] | None = None,
+) -> TunedReport:
+    """Check a rewrite study's best trials against the defaults (module docstring).
+
+    Args:
+        study: A study made by `studies.rewrite_study.rewrite_study`.
+        held_out: Zoo workloads for the held-out check (default
+            `studies.rewrite_study.HELD_OUT_WORKLOADS`); empty to skip it.
+        n_candidates: How many top Pareto trials to check.
+        validation_seeds: Fresh seeds of the training-suite check (at least 2).
+        held_out_seeds: Seeds of the held-out check (at least 2).
+        on_progress: Called with a line before each step (for the console).
+
+    Raises:
+        StudyError: If the study is not a rewrite study, or has no completed trial besides the
+            defaults.
+    """
+    from rewrite.optimize import search_suite
+    from rewrite.optimize.compare import compare
+    from studies.pareto import rank_pareto
+    from studies.rewrite_study import HELD_OUT_WORKLOADS, _graphs
+
+    suite = study.space.params.get("suite")
+    if suite is None:
+        raise StudyError(f"Study {study.name!r} is not a rewrite study (its space has no suite).")
+    tell = on_progress or (lambda line: None)
+    spec = suite.value
+    default_cfg = dict(study.space.default())
+    default = _split(study, default_cfg)
+    ranked = [
+        t
+        for t in rank_pareto(study.trials, study.objectives, study.constraints)
+        if study.space.to_unit([t.config]).tolist() != study.space.to_unit([default_cfg]).tolist()
+    ][:n_candidates]
+    held = list(HELD_OUT_WORKLOADS if held_out is None else held_out)
+    report = TunedReport(
+        dict(study.objectives), list(spec["workloads"]), held, int(default[0].max_steps)
+    )
+    if not ranked:
+        tell("no trial besides the defaults is on the Pareto front: nothing to check")
+        return report
+    graphs = _graphs(tuple(spec["workloads"]))
+    device = spec["device"]
+    tell(f"checking the defaults on {len(validation_seeds)} fresh seeds")
+    ref = search_suite(graphs, default[0], default[1], device, validation_seeds)
+    comparisons: dict[int, Comparison] = {}
+    for t in ranked:
+        tell(f"checking trial {t.number} on the same seeds")
+        comp = compare(
+            graphs, _split(study, t.config), default, validation_seeds, device, reference_result=ref
+        )
+        comparisons[t.number] = comp
+        diffs = {k: comp.overall[k]["difference"] for k in study.objectives}
+        report.candidates.append(
+            {
+                "trial": t.number,
+                "values": dict(t.values or {}),
+                "training": diffs,
+                "beats": _beats(diffs, study.objectives),
+            }
+        )
+    primary, sign = next(iter(study.objectives.items()))
+    winners = [c for c in report.candidates if c["beats"]]
+    if winners:
+        s = 1.0 if sign == "maximize" else -1.0
+        report.chosen = max(winners, key=lambda c: s * c["training"][primary]["value"])["trial"]
+    shown = report.shown
+    assert shown is not None
+    report.training = comparisons[shown]
+    if held:
+        tell(f"measuring trial {shown} against the defaults on held-out {', '.join(held)}")
+        trial = next(t for t in ranked if t.number == shown)
+        report.held_out = compare(
+            _graphs(tuple(held)), _split(study, trial.config), default, held_out_seeds, device
+        )
+    return report
+
+
+def export_tuned(
+    study: Study,
+    report: TunedReport,
+    path: str | Path,
+    *,
+    force: bool = False,
+    anyway: bool = False,
+) -> PriorsFile | None:
+    """Write the chosen configuration's priors file, with the report in its provenance.
+
+    Args:
+        study: The study `report` is about.
+        report: From `validate`.
+        path: The priors file (see `studies.export.export_priors` for what may be replaced).
+        force: Replace an existing file that is not a priors file.
+        anyway: Export the best-ranked candidate even though it did not beat the defaults (its
+            provenance says so).
+
+    Returns:
+        What was written, or None when nothing beat the defaults and ``anyway`` is false.
+    """
+    trial = report.chosen if report.chosen is not None else (report.shown if anyway else None)
+    if trial is None:
+        return None
+    extra = {
+        "beats_defaults": report.chosen is not None,
+        "validation": report.to_dict(),
+    }
+    return study.export_priors(path, pick=trial, force=force, extra=extra)
