@@ -1,33 +1,9 @@
 """Structured surrogate versus flat qLogNEHVI and Ax on function-network problems.
 
-Problems (all maximized, two objectives, the intermediate nodes reported as tracking metrics):
-
-* ``ackley6``: the Ackley function network of Astudillo & Frazier, "Bayesian Optimization of
-  Function Networks", NeurIPS 2021 (arXiv 2112.15311), as defined in ``ssethz/mcbo``
-  ``scripts/functions.py`` (MIT), shifted: ``x in [0, 1]^6``, ``z = 4 (x - 0.3)`` (the original
-  ``z = 4 (x - 0.5)`` puts the optimum at the center of the cube, where Ax's default design
-  starts); nodes
-  ``f1 = mean(z^2)``, ``f2 = mean(cos(2 pi z))``; ``o1 = 20 exp(-0.2 sqrt(f1)) + exp(f2) - 20 - e``.
-  Made bi-objective here with ``f3 = mean((z - 1)^2)``, ``o2 = -f3``. Reference point (-7, -10).
-* ``alpine2``: the Alpine2 chain of the same paper / repository: ``z = 10 x``, ``x in [0, 1]^6``;
-  ``y1 = -sqrt(z1) sin(z1)``, ``y_k = sqrt(z_k) sin(z_k) y_(k-1)``; ``o1 = y6``. Second objective
-  ``o2 = -mean((x - 0.3)^2)`` (node ``g``). Reference point (0, -0.5).
-* ``dropwave``: the Dropwave network of the same paper / repository,
-  ``x in [0, 1]^2``, shifted like Ackley (``z = 10.24 (x - 0.35)``; the original is
-  ``10.24 x - 5.12``); ``y1 = ||z||``, ``o1 = (1 + cos(12 y1)) / (2 + 0.5 y1^2)``. Second objective
-  ``o2 = -||z - (2, 2)|| / 5`` (node ``r``). Reference point (0, -2).
-* ``rosenbrock5``: the toy chain, the Rosenbrock function network of the same paper / repository:
-  ``x in [0, 1]^5``, shifted: ``z = 4 (x - 0.625)`` (the original ``z = 4 (x - 0.5)`` scores
-  -4 at the cube's center, better than 99.9% of the cube); ``y1 = -100 (z2 - z1^2)^2 - (1 - z1)^2``,
-  ``y_k = -100 (z_(k+1) - z_k^2)^2 - (1 - z_k)^2 + y_(k-1)`` for ``k = 2..4`` (``z`` indexed from
-  1), ``o1 = y4`` (optimum 0 at ``z = 1``, ``x = 0.875``; -234 at the center). Second objective
-  ``o2 = -mean((x - 0.3)^2)`` (node ``g``), as for Alpine2. Reference point (-500, -0.5): ``o1`` is
-  heavy-tailed (median -2606 over the cube, 90th percentile -476).
-* ``branincurrin``: BoTorch's ``BraninCurrin`` (Belakaria et al. 2019; max HV 59.36 for the
-  negated problem, ref (-18, -6)); unstructured, only nuisance metrics.
-* ``vehiclesafety``: BoTorch's ``VehicleSafety`` (Tanabe & Ishibuchi 2020; 5 inputs, 3
-  objectives, max HV 246.82 with BoTorch's reference point); unstructured, only nuisance
-  metrics.
+Problems (`_structure_problems.PROBLEMS`): the function networks of Astudillo & Frazier
+(``ackley6``, ``alpine2``, ``dropwave``, ``rosenbrock5``), unstructured BoTorch problems
+(``branincurrin``, ``vehiclesafety``) and a search-shaped problem (``search8``: search knobs, a
+simplex of 8 rule priors, per-rule counters and noisy search metrics, a time-like objective).
 
 Each problem also reports ``k`` nuisance metric columns (``--nuisance``): half independent noise,
 half random smooth functions of ``x`` that do not reach an objective.
@@ -45,13 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import sys
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, get_type_hints
@@ -63,7 +37,8 @@ from botorch.utils.multi_objective.pareto import is_non_dominated
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spaces import Float, Space  # noqa: E402
+from _structure_problems import PROBLEMS, Problem  # noqa: E402
+
 from structure import (  # noqa: E402
     Edge,
     LearnConfig,
@@ -72,124 +47,16 @@ from structure import (  # noqa: E402
     StructuredConfig,
     StructuredSurrogate,
 )
+from structure.params import param_nodes  # noqa: E402
 from tuner import FlatSurrogate, Tuner  # noqa: E402
 from tuner.options import TunerOptions  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-@dataclass(frozen=True)
-class Problem:
-    """A bi-objective function network: ``evaluate(x) -> (objectives, metrics)``."""
-
-    name: str
-    dim: int
-    ref: tuple[float, ...]  # one entry per objective o1, o2, ...
-    evaluate: Callable[[np.ndarray], tuple[dict[str, float], dict[str, float]]]
-    true_edges: tuple[tuple[str, str], ...]  # over parameter names x0.. and metric names
-    metrics: tuple[str, ...]
-
-
-def _ackley(x: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
-    z = 4.0 * (x - 0.3)
-    f1, f2, f3 = (
-        float(np.mean(z**2)),
-        float(np.mean(np.cos(2 * math.pi * z))),
-        float(np.mean((z - 1) ** 2)),
-    )
-    o1 = 20 * math.exp(-0.2 * math.sqrt(f1)) + math.exp(f2) - 20 - math.e
-    return {"o1": o1, "o2": -f3}, {"f1": f1, "f2": f2, "f3": f3}
-
-
-def _alpine(x: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
-    z = 10.0 * x
-    ys, y = {}, 1.0
-    for k in range(6):
-        y = (-1.0 if k == 0 else y) * math.sqrt(z[k]) * math.sin(z[k])
-        ys[f"y{k + 1}"] = y
-    g = float(np.mean((x - 0.3) ** 2))
-    return {"o1": ys["y6"], "o2": -g}, {**{k: v for k, v in ys.items() if k != "y6"}, "g": g}
-
-
-def _dropwave(x: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
-    z = 10.24 * (x - 0.35)
-    y1 = float(np.linalg.norm(z))
-    r = float(np.linalg.norm(z - 2.0)) / 5.0
-    return {"o1": (1 + math.cos(12 * y1)) / (2 + 0.5 * y1**2), "o2": -r}, {"y1": y1, "r": r}
-
-
-def _rosenbrock(x: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
-    z = 4.0 * (x - 0.625)
-    ys, y = {}, 0.0
-    for k in range(4):
-        y += -100.0 * (z[k + 1] - z[k] ** 2) ** 2 - (1.0 - z[k]) ** 2
-        ys[f"y{k + 1}"] = float(y)
-    g = float(np.mean((x - 0.3) ** 2))
-    return {"o1": ys["y4"], "o2": -g}, {**{k: v for k, v in ys.items() if k != "y4"}, "g": g}
-
-
-def _botorch_problem(name: str) -> Callable[[np.ndarray], tuple[dict[str, float], dict]]:
-    """A negated (maximized) BoTorch multi-objective test problem on the unit cube."""
-
-    from botorch.test_functions import multi_objective as mo
-
-    f = getattr(mo, name)(negate=True)
-    lo, hi = f.bounds[0], f.bounds[1]
-
-    def evaluate(x: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
-        X = lo + (hi - lo) * torch.as_tensor(x, dtype=torch.float64).unsqueeze(0)
-        return {f"o{i + 1}": float(v) for i, v in enumerate(f(X)[0])}, {}
-
-    return evaluate
-
-
-def _px(d: int) -> list[str]:
-    return [f"x{i}" for i in range(d)]
-
-
-def _objectives(problem: Problem) -> tuple[str, ...]:
-    return tuple(f"o{i + 1}" for i in range(len(problem.ref)))
-
-
-PROBLEMS = {
-    "ackley6": Problem(
-        "ackley6", 6, (-7.0, -10.0), _ackley,
-        tuple((p, m) for p in _px(6) for m in ("f1", "f2", "f3"))
-        + (("f1", "o1"), ("f2", "o1"), ("f3", "o2")),
-        ("f1", "f2", "f3"),
-    ),
-    "alpine2": Problem(
-        "alpine2", 6, (0.0, -0.5), _alpine,
-        tuple((f"x{k}", f"y{k + 1}") for k in range(5)) + tuple((f"y{k}", f"y{k + 1}") for k in range(1, 5))
-        + (("x5", "o1"), ("y5", "o1")) + tuple((p, "g") for p in _px(6)) + (("g", "o2"),),
-        ("y1", "y2", "y3", "y4", "y5", "g"),
-    ),
-    "dropwave": Problem(
-        "dropwave", 2, (0.0, -2.0), _dropwave,
-        (("x0", "y1"), ("x1", "y1"), ("y1", "o1"), ("x0", "r"), ("x1", "r"), ("r", "o2")),
-        ("y1", "r"),
-    ),
-    "rosenbrock5": Problem(
-        "rosenbrock5", 5, (-500.0, -0.5), _rosenbrock,
-        (("x0", "y1"), ("x1", "y1")) + tuple((f"x{k}", f"y{k + 1}") for k in range(1, 3))
-        + tuple((f"x{k + 1}", f"y{k + 1}") for k in range(1, 3))
-        + tuple((f"y{k}", f"y{k + 1}") for k in range(1, 3))
-        + (("x3", "o1"), ("x4", "o1"), ("y3", "o1")) + tuple((p, "g") for p in _px(5))
-        + (("g", "o2"),),
-        ("y1", "y2", "y3", "g"),
-    ),
-    "branincurrin": Problem(
-        "branincurrin", 2, (-18.0, -6.0), _botorch_problem("BraninCurrin"), (), ()
-    ),
-    "vehiclesafety": Problem(
-        "vehiclesafety", 5, (-1864.72022, -11.81993945, -0.2903999384),
-        _botorch_problem("VehicleSafety"), (), (),
-    ),
-}  # fmt: skip
-
-
 def nuisance(x: np.ndarray, k: int, seed: int, rng: np.random.Generator) -> dict[str, float]:
-    """``k`` nuisance metrics: even indices pure noise, odd ones a fixed random smooth f(x)."""
+    """``k`` nuisance metrics of the unit-cube point `x`: even indices pure noise, odd ones a
+    fixed random smooth f(x)."""
     out = {}
     w = np.random.default_rng(seed + 1000).standard_normal((k, x.size))
     for i in range(k):
@@ -200,14 +67,19 @@ def nuisance(x: np.ndarray, k: int, seed: int, rng: np.random.Generator) -> dict
 
 
 def true_structure(problem: Problem) -> Structure:
+    """The problem's true DAG over the space's parameter nodes."""
     return Structure(
-        tuple(_px(problem.dim)), problem.metrics, _objectives(problem),
+        tuple(param_nodes(problem.space)), problem.metrics, tuple(problem.objectives),
         tuple(Edge(s, t, 1.0, "required") for s, t in problem.true_edges),
     )  # fmt: skip
 
 
 def make_surrogate(
-    method: str, problem: Problem, quick: bool, overrides: Mapping[str, Any] | None = None
+    method: str,
+    problem: Problem,
+    quick: bool,
+    overrides: Mapping[str, Any] | None = None,
+    network_overrides: Mapping[str, Any] | None = None,
 ) -> Any:
     # Every GP under one iteration cap: 50 with --quick, else the tuner's default.
     fit = {"maxiter": 50 if quick else TunerOptions().fit_maxiter}
@@ -215,7 +87,7 @@ def make_surrogate(
     if method == "flat":
         return flat
     learn = LearnConfig(bootstrap=6 if quick else 12)
-    network = NetworkConfig(64, 256, fit_options=fit)
+    network = NetworkConfig(64, 256, fit_options=fit, **(network_overrides or {}))
     if method == "learned":
         config = StructuredConfig(learn=learn, network=network, **(overrides or {}))
         return StructuredSurrogate(config=config, flat=flat)
@@ -239,8 +111,9 @@ def run_tuner(
     k: int,
     quick: bool,
     overrides: Mapping[str, Any] | None = None,
+    network_overrides: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    space = Space({p: Float(0.0, 1.0) for p in _px(problem.dim)})
+    """One tuner run; ``Y`` holds the objectives in the maximization convention."""
     # The problems' optima sit near the center of the cube (the space's default): start from a
     # Sobol design instead, as the function-network papers do.
     options = (
@@ -250,28 +123,29 @@ def run_tuner(
         if quick
         else TunerOptions(start_with_default=False)
     )
-    surrogate = make_surrogate(method, problem, quick, overrides)
-    tuner = Tuner(
-        space,
-        dict.fromkeys(_objectives(problem), "maximize"),
-        seed=seed,
-        surrogate=surrogate,
-        options=options,
-    )
+    surrogate = make_surrogate(method, problem, quick, overrides, network_overrides)
+    space = problem.space
+    tuner = Tuner(space, dict(problem.objectives), seed=seed, surrogate=surrogate, options=options)
     rng = np.random.default_rng(seed)
-    Y, times, models = [], [], []
+    Y, Y_true, times, cpu, models = [], [], [], [], []
     for _ in range(trials):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         (trial,) = tuner.ask(1)
         times.append(time.perf_counter() - t0)
-        x = np.array([trial.config[p] for p in _px(problem.dim)])
-        values, metrics = problem.evaluate(x)
+        cpu.append(time.process_time() - c0)
+        values, metrics = problem.evaluate(trial.config, rng)
+        x = space.to_unit([trial.config])[0].numpy()
         tuner.tell(trial.id, values, metrics={**metrics, **nuisance(x, k, seed, rng)})
-        Y.append([values[o] for o in _objectives(problem)])
+        Y.append(problem.maximized(values))
+        if problem.noisy:
+            Y_true.append(problem.maximized(problem.evaluate(trial.config, None)[0]))
         models.append(
             surrogate.describe().get("model", "sobol") if hasattr(surrogate, "describe") else ""
         )
-    return {"Y": Y, "times": times, "models": models, "final_describe": _compact(surrogate)}
+    return {
+        "Y": Y, "times": times, "cpu_times": cpu, "models": models,
+        "final_describe": _compact(surrogate), **({"Y_true": Y_true} if Y_true else {}),
+    }  # fmt: skip
 
 
 def _compact(surrogate: Any) -> dict[str, Any]:
@@ -284,27 +158,35 @@ def run_ax(problem: Problem, seed: int, trials: int) -> dict[str, Any]:
     from ax.api.configs import RangeParameterConfig
 
     client = Client(random_seed=seed)
+    names = problem.space.names
     client.configure_experiment(
         parameters=[
-            RangeParameterConfig(name=p, parameter_type="float", bounds=(0.0, 1.0))
-            for p in _px(problem.dim)
+            RangeParameterConfig(name=p, parameter_type="float", bounds=(0.0, 1.0)) for p in names
         ]
     )
-    client.configure_optimization(objective=", ".join(_objectives(problem)))
+    client.configure_optimization(
+        objective=", ".join(
+            o if d == "maximize" else f"-{o}" for o, d in problem.objectives.items()
+        )
+    )
+    rng = np.random.default_rng(seed)
     Y, times = [], []
     for _ in range(trials):
         t0 = time.perf_counter()
         ((index, params),) = client.get_next_trials(max_trials=1).items()
         times.append(time.perf_counter() - t0)
-        values, _ = problem.evaluate(np.array([params[p] for p in _px(problem.dim)]))
+        values, _ = problem.evaluate(params, rng)
         client.complete_trial(index, raw_data=values)
-        Y.append([values[o] for o in _objectives(problem)])
+        Y.append(problem.maximized(values))
     return {"Y": Y, "times": times, "models": [], "final_describe": {}}
 
 
 def hv_curve(run: dict[str, Any], ref: tuple[float, ...], budget: int) -> list[float]:
-    """Hypervolume of the run's observed objectives after each of its first `budget` trials."""
-    return [hypervolume(np.array(run["Y"][: t + 1]), ref) for t in range(budget)]
+    """Hypervolume of the run's objectives after each of its first `budget` trials: their
+    noise-free values on a noisy problem (``Y_true``; the observed ones reward lucky noise),
+    else the observed ones."""
+    Y = run.get("Y_true") or run["Y"]
+    return [hypervolume(np.array(Y[: t + 1]), ref) for t in range(budget)]
 
 
 def summarize(runs: list[dict[str, Any]], ref: tuple[float, ...], budget: int) -> dict[str, Any]:
@@ -368,7 +250,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--problems", default=None, help="comma-separated subset of " + ",".join(PROBLEMS)
     )
-    parser.add_argument("--methods", default="flat,learned,true,ax")
+    parser.add_argument(
+        "--methods",
+        default="flat,learned,true,ax",
+        help="comma-separated methods (flat, learned, true, ax); LABEL=METHOD stores a variant "
+        "(--config, --network) under its own name, to --merge with another file's runs",
+    )
     parser.add_argument(
         "--nuisance", default=None, help="comma-separated k values (default 0,10,30; quick 10)"
     )
@@ -378,6 +265,14 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         metavar="FIELD=VALUE",
         help="numeric `StructuredConfig` fields of `learned`, e.g. tolerance=2 relearn_every=1",
+    )
+    parser.add_argument(
+        "--network",
+        nargs="+",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="numeric or bool `NetworkConfig` fields of `learned` and `true`, e.g. "
+        "propagate_noise=false num_paths=128",
     )
     parser.add_argument(
         "--ax-seeds", type=int, default=None, help="run Ax on the first N seeds only (slow)"
@@ -401,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     quick = args.quick
     overrides = _config_overrides(args.config)
+    network = _config_overrides(args.network, NetworkConfig)
     if args.first_seed < 0:
         raise SystemExit(f"--first-seed must be >= 0, got {args.first_seed}.")
     seeds = args.seeds or (2 if quick else 10)
@@ -409,14 +305,14 @@ def main(argv: list[str] | None = None) -> int:
         ","
     )
     ks = [int(k) for k in (args.nuisance or ("10" if quick else "0,10,30")).split(",")]
-    methods = args.methods.split(",")
+    methods = [_method(spec) for spec in args.methods.split(",")]
     out = (
         Path(args.out) if args.out else RESULTS / f"bench_structure{'_quick' if quick else ''}.json"
     )
     record: dict[str, Any] = {
         "benchmark": "bench_structure", "command": " ".join(["python", *sys.argv]),
         "started": datetime.now(UTC).isoformat(), "quick": quick,
-        "seeds": list(range(args.first_seed, args.first_seed + seeds)), "budget": budget, "config": overrides, "environment": environment(), "cells": [],
+        "seeds": list(range(args.first_seed, args.first_seed + seeds)), "budget": budget, "config": overrides, "network": network, "environment": environment(), "cells": [],
     }  # fmt: skip
     for name in problems:
         problem = PROBLEMS[name]
@@ -426,9 +322,13 @@ def main(argv: list[str] | None = None) -> int:
         # Without metrics of its own a problem is only worth running with nuisance metrics.
         for k in [k for k in ks if k > 0 or problem.metrics] or ks[:1]:
             cell: dict[str, Any] = {"problem": name, "nuisance": k, "methods": {}}
-            for method in [m for m in methods if m != "true" or problem.metrics]:
-                if method in same_for_every_k:
-                    cell["methods"][method] = dict(same_for_every_k[method], reused=True)
+            for label, method in methods:
+                if (method == "true" and not problem.metrics) or (
+                    method == "ax" and not problem.ax
+                ):
+                    continue
+                if label in same_for_every_k:
+                    cell["methods"][label] = dict(same_for_every_k[label], reused=True)
                     continue
                 runs = []
                 n_seeds = min(seeds, args.ax_seeds or seeds) if method == "ax" else seeds
@@ -436,18 +336,19 @@ def main(argv: list[str] | None = None) -> int:
                     run = (
                         run_ax(problem, seed, budget)
                         if method == "ax"
-                        else run_tuner(problem, method, seed, budget, k, quick, overrides)
+                        else run_tuner(problem, method, seed, budget, k, quick, overrides, network)
                     )
                     run["seed"] = seed
                     runs.append(run)
-                    print(f"{name} k={k} {method} seed={seed} hv={hypervolume(np.array(run['Y']), problem.ref):.4f} "
+                    print(f"{name} k={k} {label} seed={seed} hv={hv_curve(run, problem.ref, budget)[-1]:.4f} "
                           f"t={np.mean(run['times']):.2f}s", flush=True)  # fmt: skip
-                cell["methods"][method] = {
+                cell["methods"][label] = {
+                    "method": method,
                     "summary": summarize(runs, problem.ref, budget),
                     "runs": runs,
                 }
                 if method != "learned":
-                    same_for_every_k[method] = cell["methods"][method]
+                    same_for_every_k[label] = cell["methods"][label]
             _add_ratios(cell, budget, problem.ref)
             record["cells"].append(cell)
             _write(out, record)
@@ -458,22 +359,34 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _config_overrides(pairs: list[str]) -> dict[str, Any]:
-    """``["tolerance=2", ...]`` -> ``{"tolerance": 2.0}``, checked against `StructuredConfig`."""
-    types = {n: t for n, t in get_type_hints(StructuredConfig).items() if t in (int, float)}
+def _method(spec: str) -> tuple[str, str]:
+    """``"flat"`` -> ``("flat", "flat")``; ``"LABEL=METHOD"`` -> ``(LABEL, METHOD)``."""
+    label, _, method = spec.rpartition("=")
+    if method not in ("flat", "learned", "true", "ax"):
+        raise SystemExit(f"--methods takes flat, learned, true, ax or LABEL=METHOD, got {spec!r}.")
+    return label or method, method
+
+
+def _config_overrides(pairs: list[str], cls: type = StructuredConfig) -> dict[str, Any]:
+    """``["tolerance=2", ...]`` -> ``{"tolerance": 2.0}``, checked against the int, float and
+    bool fields of `cls` (`StructuredConfig` or `NetworkConfig`)."""
+    types = {n: t for n, t in get_type_hints(cls).items() if t in (int, float, bool)}
     out: dict[str, Any] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or name not in types:
             raise SystemExit(
-                f"--config takes FIELD=VALUE with FIELD one of {sorted(types)}, got {pair!r}."
+                f"{cls.__name__} overrides take FIELD=VALUE with FIELD one of {sorted(types)}, "
+                f"got {pair!r}."
             )
+        if types[name] is bool and value not in ("true", "false"):
+            raise SystemExit(f"{cls.__name__}.{name} needs true or false, got {value!r}.")
         try:
-            number = float(value)
+            number = value == "true" if types[name] is bool else float(value)
         except ValueError:
-            raise SystemExit(f"--config {name} needs a number, got {value!r}.") from None
+            raise SystemExit(f"{cls.__name__}.{name} needs a number, got {value!r}.") from None
         out[name] = types[name](number)
-    StructuredConfig(**out)  # its own checks (e.g. tolerance >= 0)
+    cls(**out)  # its own checks (e.g. tolerance >= 0)
     return out
 
 
@@ -556,6 +469,20 @@ def _add_ratios(cell: dict[str, Any], budget: int, ref: tuple[float, ...]) -> No
         s["paired_within_half"] = float(np.mean([r <= budget / 2 for r in reach]))
         s["paired_hv_diff_median"], s["paired_p"] = _paired_test(final, flat_paired)
         s["time_ratio_vs_flat"] = s["proposal_s_mean"] / flat_t if flat_t > 0 else None
+        # At trials 10, 20, 40: median HV, and the paired difference to flat at that trial;
+        # at half the budget, the paired difference to flat's final HV (the halving target).
+        seeds = [seed for seed in curves[name] if seed in flat_final]
+        at: dict[str, Any] = {}
+        for t in sorted({t for t in (10, 20, 40, budget) if t <= budget}):
+            mine = [curves[name][seed][t - 1] for seed in seeds]
+            theirs = [curves["flat"][seed][t - 1] for seed in seeds]
+            diff, p = _paired_test(mine, theirs)
+            at[str(t)] = {"hv_median": float(np.median(mine)), "paired_diff": diff, "p": p}
+        half = budget // 2
+        mine = [curves[name][seed][half - 1] for seed in seeds]
+        diff, p = _paired_test(mine, [flat_final[seed] for seed in seeds])
+        s["at"] = at
+        s["half_vs_flat_final"] = {"trial": half, "paired_diff": diff, "p": p}
 
 
 def _paired_test(final: list[float], flat_final: list[float]) -> tuple[float, float]:
@@ -608,6 +535,19 @@ def print_table(record: dict[str, Any]) -> None:
                 f"{s['proposal_s_mean']:>9.2f} {s.get('time_ratio_vs_flat') or 0:>7.2f} "
                 f"{'' if share is None else f'{100 * share:.0f}':>6}"
             )
+    print("\nmedian HV at trial t (paired difference to flat at t, p); at B/2 vs flat's final HV")
+    for cell in record["cells"]:
+        for method, m in cell["methods"].items():
+            s = m["summary"]
+            if "at" not in s:
+                continue
+            parts = [
+                f"t={t}: {a['hv_median']:.4g} ({a['paired_diff']:+.3g}, {a['p']:.3f})"
+                for t, a in s["at"].items()
+            ]
+            h = s["half_vs_flat_final"]
+            parts.append(f"t={h['trial']} vs flat final: {h['paired_diff']:+.3g}, p {h['p']:.3f}")
+            print(f"{cell['problem']:14} {cell['nuisance']:>3} {method:8} " + "; ".join(parts))
 
 
 if __name__ == "__main__":

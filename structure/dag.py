@@ -27,7 +27,38 @@ TIERS = ("param", "metric", "objective")
 """Tier names, in causal order: edges only go from a lower tier to a higher or the same tier."""
 
 _ORIGINS = ("learned", "required", "repaired", "direct")
-_TRANSFORMS = ("identity", "log1p")
+_TRANSFORMS = ("identity", "log1p", "neglog1p")
+
+
+def to_model(transform: str | None, raw: Tensor) -> Tensor:
+    """A node's modelled value from its raw value: ``log1p(raw)`` (``"log1p"``, for
+    non-negative counts and times), ``log1p(-raw)`` (``"neglog1p"``, for a minimized time or
+    count in the tuner's maximization convention, which is non-positive) or ``raw``."""
+    if transform == "log1p":
+        return torch.log1p(raw.clamp_min(0.0))
+    if transform == "neglog1p":
+        return torch.log1p((-raw).clamp_min(0.0))
+    return raw
+
+
+def to_raw(transform: str | None, value: Tensor) -> Tensor:
+    """The inverse of `to_model`."""
+    if transform == "log1p":
+        return torch.expm1(value)
+    if transform == "neglog1p":
+        return -torch.expm1(value)
+    return value
+
+
+def raw_moments(transform: str | None, mean: Tensor, var: Tensor) -> tuple[Tensor, Tensor]:
+    """Mean and variance in raw units of a node whose modelled value is ``N(mean, var)``
+    (log-normal moments under a log transform; the variance is capped at 20 in model units)."""
+    if transform not in ("log1p", "neglog1p"):
+        return mean, var
+    var = var.clamp(0.0, 20.0)
+    raw_mean = torch.exp(mean + var / 2) - 1.0
+    raw_var = torch.expm1(var) * torch.exp(2 * mean + var)
+    return (raw_mean if transform == "log1p" else -raw_mean), raw_var
 
 
 @dataclass(frozen=True)
@@ -235,7 +266,8 @@ class Structure:
         objectives: Objective node names, in outcome order.
         edges: The directed edges.
         formulas: Formula nodes (each formula's inputs are parents of its node).
-        transforms: Node -> ``"identity"`` or ``"log1p"``: how the node's modelled value
+        transforms: Node -> ``"identity"``, ``"log1p"`` or ``"neglog1p"`` (`to_model`): how
+            the node's modelled value
             relates to its raw value (formulas read raw values); identity when absent.
         n_trials: Number of trials the structure was learned from.
         format_version: Version of the stored layout.

@@ -25,22 +25,20 @@ from __future__ import annotations
 
 import logging
 import numbers
-import warnings
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import networkx as nx
 import numpy as np
-from scipy.stats import norm, rankdata
 
 from structure.dag import Edge, Knowledge, Structure
 from structure.errors import KnowledgeError, StructureLearningError
+from structure.pc import TIER_RANK, bootstrap_pc, make_table, orient, pc_metrics
 from structure.select import SelectConfig, select_parents
 
 __all__ = ["LearnConfig", "learn_structure"]
 
 _log = logging.getLogger(__name__)
-_TIER_RANK = {"param": 0, "metric": 1, "objective": 2}
 
 
 @dataclass(frozen=True)
@@ -103,16 +101,6 @@ class LearnConfig:
             )
 
 
-@dataclass(frozen=True)
-class _Table:
-    """Column view of the trials table for PC: one or more columns per node."""
-
-    data: np.ndarray  # n x c, normal scores
-    column_node: list[str]  # column -> node name
-    nodes: list[str]
-    tier: dict[str, str]
-
-
 def learn_structure(
     params: Mapping[str, np.ndarray],
     metrics: Mapping[str, np.ndarray],
@@ -122,6 +110,7 @@ def learn_structure(
     seed: int = 0,
     transforms: Mapping[str, str] | None = None,
     outputs: Collection[str] = (),
+    hints: Mapping[str, Sequence[str]] | None = None,
 ) -> Structure:
     """Learn a tiered DAG from a trials table.
 
@@ -137,6 +126,8 @@ def learn_structure(
         transforms: Node -> ``"identity"``/``"log1p"``, recorded in the result.
         outputs: Metrics that must stay in the structure and be predictable from the parameters
             (the outcome-constraint metrics of the tuner).
+        hints: Metric -> parameters its name points to (`structure.params.name_hints`): soft
+            knowledge that selection tries first and keeps unless the data overturns it.
 
     Returns:
         The learned `Structure`.
@@ -148,7 +139,7 @@ def learn_structure(
     """
     config = config or LearnConfig()
     knowledge = knowledge or Knowledge()
-    table = _make_table(params, metrics, objectives)
+    table = make_table(params, metrics, objectives)
     n = table.data.shape[0]
     if n < config.min_rows or not objectives:
         raise StructureLearningError(
@@ -161,18 +152,23 @@ def learn_structure(
     }
     protected |= {n for pair in knowledge.required for n in pair} | set(outputs)
     forbidden_nodes = {n for pair in knowledge.forbidden for n in pair}
-    pc_metrics = _pc_metrics(table, [*metrics], protected | forbidden_nodes, config.pc_metrics)
-    adj, votes = _bootstrap_pc(table, knowledge, config, seed, pc_metrics)
-    edges = _orient(table, adj, votes, knowledge, config.stability)
+    tested = pc_metrics(table, [*metrics], protected | forbidden_nodes, config.pc_metrics)
+    adj, votes = bootstrap_pc(
+        table, knowledge, config.alpha, config.bootstrap, seed, tested, config.select is None
+    )
+    edges = orient(table, adj, votes, knowledge, config.stability)
     edges = _add_knowledge(edges, knowledge, table.tier)
     edges = _cap_in_degree(edges, config.max_parents)
     exact = {f.node for f in knowledge.formulas if not f.residual}
     selected: set[str] = set()
     if config.select is not None:
-        edges, selected = _select(params, metrics, objectives, edges, knowledge, config)
+        edges, selected = _select(
+            params, metrics, objectives, edges, knowledge, config, hints or {}
+        )
     forbidden = set(knowledge.forbidden)
+    # An objective whose parents selection chose has weighed every parameter already.
     edges = _prune_and_repair(
-        edges, [*params], [*metrics], [*objectives], protected, exact, forbidden
+        edges, [*params], [*metrics], [*objectives], protected, exact | selected, forbidden
     )
     if config.all_param_parents:
         used = {n for key in edges for n in key} | (set(outputs) & set(metrics))
@@ -201,6 +197,7 @@ def _select(
     edges: dict[tuple[str, str], Edge],
     knowledge: Knowledge,
     config: LearnConfig,
+    hints: Mapping[str, Sequence[str]],
 ) -> tuple[dict[tuple[str, str], Edge], set[str]]:
     """GP parent selection for the objectives and, recursively, their selected metric parents.
 
@@ -240,6 +237,7 @@ def _select(
             if m in required or (allowed and (m, node) not in knowledge.forbidden):
                 candidates[m] = v
         prefer = [s for (s, t), e in out.items() if t == node and e.origin == "learned"]
+        sparse = config.select.sparse_metrics and node in metrics
         sel = select_parents(
             np.asarray(values[node], dtype=np.float64),
             candidates,
@@ -247,6 +245,8 @@ def _select(
             required=required,
             prefer=[s for s in prefer if s in candidates],
             config=config.select,
+            hints=[h for h in hints.get(node, ()) if h in candidates] if sparse else (),
+            sparse=sparse,
         )
         for key in [k for k, e in out.items() if k[1] == node and e.origin != "required"]:
             del out[key]
@@ -281,59 +281,6 @@ def _later(source: str, target: str, knowledge: Knowledge) -> bool:
     return a is not None and b is not None and a > b
 
 
-def _make_table(
-    params: Mapping[str, np.ndarray],
-    metrics: Mapping[str, np.ndarray],
-    objectives: Mapping[str, np.ndarray],
-) -> _Table:
-    """Stack the columns as normal scores (a Gaussian copula, so Fisher-z also sees monotone
-    non-linear relations); drop each multi-column parameter's redundant last column."""
-    cols: list[np.ndarray] = []
-    column_node: list[str] = []
-    tier: dict[str, str] = {}
-    for name, values in params.items():
-        block = np.asarray(values, dtype=np.float64)
-        block = block.reshape(block.shape[0], -1)
-        if block.shape[1] > 1 and np.ptp(block.sum(1)) < 1e-9:  # simplex / one-hot block
-            block = block[:, :-1]
-        cols.extend(block.T)
-        column_node.extend([name] * block.shape[1])
-        tier[name] = "param"
-    for group, kind in ((metrics, "metric"), (objectives, "objective")):
-        for name, values in group.items():
-            if name in tier:
-                raise KnowledgeError(f"Node name {name!r} appears in two tiers.")
-            cols.append(np.asarray(values, dtype=np.float64).reshape(-1))
-            column_node.append(name)
-            tier[name] = kind
-    if not cols:
-        raise StructureLearningError("The trials table has no columns.")
-    lengths = {name: len(c) for name, c in zip(column_node, cols)}
-    if len(set(lengths.values())) > 1:
-        raise StructureLearningError(
-            f"Every column of the trials table needs one value per trial, got lengths {lengths}."
-        )
-    bad = sorted({name for name, c in zip(column_node, cols) if not np.isfinite(c).all()})
-    if bad:
-        raise StructureLearningError(
-            f"Columns {bad} hold NaN or infinite values; impute or drop them first (the "
-            "surrogate's featurization does: structure.fit_features)."
-        )
-    data = norm.ppf(rankdata(np.stack(cols, axis=1), axis=0) / (len(cols[0]) + 1.0))
-    return _Table(data, column_node, list(tier), tier)
-
-
-def _pc_metrics(table: _Table, ranked: list[str], first: set[str], most: int) -> set[str]:
-    """The metrics PC tests: Fisher-z needs fewer columns than trials (``n - 3`` less the
-    conditioning set), so the metrics named in knowledge or kept as outputs, then the others in
-    their given (relevance) order, while the columns fit and at most `most` of them. The rest
-    are left to selection."""
-    n = table.data.shape[0]
-    room = min(n - 3 - sum(table.tier[c] != "metric" for c in table.column_node), most)
-    order = [m for m in ranked if m in first] + [m for m in ranked if m not in first]
-    return set(order[: max(room, 0)]) | (first & set(ranked))
-
-
 def check_knowledge(
     knowledge: Knowledge, tier: Mapping[str, str], unknown_tier: str | None = None
 ) -> None:
@@ -360,7 +307,7 @@ def check_knowledge(
                 f"Knowledge edge {s!r} -> {t!r} names a node that is not in the table; "
                 f"known nodes: {sorted(tier)}."
             )
-        if _TIER_RANK[tier[s]] > _TIER_RANK[tier[t]] or (tier[s] == tier[t] != "metric"):
+        if TIER_RANK[tier[s]] > TIER_RANK[tier[t]] or (tier[s] == tier[t] != "metric"):
             raise KnowledgeError(
                 f"Knowledge edge {s!r} ({tier[s]}) -> {t!r} ({tier[t]}) breaks the tier rules: "
                 "edges run from parameters to metrics to objectives, none into a parameter or "
@@ -374,156 +321,6 @@ def check_knowledge(
                 "objectives only. Use residual=True for a GP on the parameters, or required "
                 f"edges such as ({params[0]!r}, {f.node!r})."
             )
-
-
-def _bootstrap_pc(
-    table: _Table, knowledge: Knowledge, config: LearnConfig, seed: int, pc_metrics: set[str]
-) -> tuple[np.ndarray, np.ndarray]:
-    """Node-level adjacency counts and directed-vote counts over the bootstrap resamples, PC
-    run on the parameters, objectives and `pc_metrics` (other metrics get no adjacency).
-
-    Returns:
-        ``adj`` (``N x N`` symmetric counts of adjacencies) and ``votes`` (``N x N``,
-        ``votes[i, j]`` = resamples where PC oriented ``i -> j``), over ``N`` nodes; both are
-        divided by the number of successful resamples.
-    """
-    rng = np.random.default_rng(seed)
-    index = {name: i for i, name in enumerate(table.nodes)}
-    col_idx = np.array([index[c] for c in table.column_node])
-    is_obj = np.array([table.tier[c] == "objective" for c in table.column_node])
-    tested = np.array([table.tier[c] != "metric" or c in pc_metrics for c in table.column_node])
-    # Stage 1 learns the parameter/metric part without the objectives: conditioning on a
-    # descendant never separates an upstream pair and, with near-deterministic objectives,
-    # wrongly does. Stage 2 (all columns) contributes only the edges into objectives.
-    stages: list[tuple[np.ndarray, bool]] = [
-        (np.flatnonzero(~is_obj & tested), False),
-        (np.flatnonzero(tested), True),
-    ]
-    size = len(table.nodes)
-    adj = np.zeros((size, size))
-    votes = np.zeros((size, size))
-    ok = 0
-    n = table.data.shape[0]
-    for b in range(config.bootstrap):
-        rows = np.arange(n) if b == 0 else np.asarray(rng.integers(0, n, size=n))
-        node_adj = np.zeros((size, size), dtype=bool)
-        node_dir = np.zeros((size, size), dtype=bool)
-        failed = False
-        for cols, objective_stage in stages:
-            if not objective_stage and not any(
-                table.tier[table.column_node[c]] == "metric" for c in cols
-            ):
-                continue
-            graph = _run_pc(table, rows, cols, knowledge, config.alpha)
-            if graph is None:
-                failed = True
-                break
-            for i, j in zip(*np.nonzero(graph != 0)):
-                ci, cj = cols[i], cols[j]
-                a, c = col_idx[ci], col_idx[cj]
-                if a == c or objective_stage != (is_obj[ci] or is_obj[cj]):
-                    continue
-                node_adj[a, c] = node_adj[c, a] = True
-                if graph[j, i] == 1 and graph[i, j] == -1:  # causal-learn: i -> j
-                    node_dir[a, c] = True
-        if failed:
-            continue
-        ok += 1
-        adj += node_adj
-        votes += node_dir
-    if ok == 0 and config.select is None:
-        raise StructureLearningError(f"PC failed on all {config.bootstrap} bootstrap resamples.")
-    if ok == 0:  # selection still chooses the objectives' parents
-        _log.info("PC failed on all %d bootstrap resamples", config.bootstrap)
-        return adj, votes
-    return adj / ok, votes / ok
-
-
-def _run_pc(
-    table: _Table, rows: np.ndarray, cols: np.ndarray, knowledge: Knowledge, alpha: float
-) -> np.ndarray | None:
-    """One PC run on the given rows and columns; the causal-learn graph matrix over `cols`, or
-    None on failure."""
-    from causallearn.graph.GraphNode import GraphNode
-    from causallearn.search.ConstraintBased.PC import pc
-    from causallearn.utils.PCUtils.BackgroundKnowledge import BackgroundKnowledge
-
-    data = table.data[np.ix_(rows, cols)]
-    column_node = [table.column_node[c] for c in cols]
-    std = data.std(0)
-    if (std <= 1e-12).any():  # a constant column in this resample breaks Fisher-z
-        data = data + 1e-6 * np.random.default_rng(len(rows)).standard_normal(data.shape)
-    if np.linalg.matrix_rank(np.corrcoef(data, rowvar=False)) < data.shape[1]:
-        # A metric that is a deterministic function of a parameter, or more columns than trials,
-        # makes the correlation matrix singular and Fisher-z undefined. A small seeded jitter
-        # (1e-3 of a normal score) keeps exact dependences as very strong ones.
-        data = data + 1e-3 * np.random.default_rng(len(rows) + 1).standard_normal(data.shape)
-    names = [f"c{i}" for i in range(data.shape[1])]
-    gnodes = [GraphNode(name) for name in names]
-    bk = BackgroundKnowledge()
-    for g, node in zip(gnodes, column_node):
-        bk.add_node_to_tier(g, _TIER_RANK[table.tier[node]])
-    bk.forbid_within_tier(0)
-    bk.forbid_within_tier(2)
-    for i, a in enumerate(column_node):  # columns of one node are never adjacent
-        for j, b in enumerate(column_node):
-            if i != j and (a == b or (a, b) in knowledge.forbidden):
-                bk.add_forbidden_by_node(gnodes[i], gnodes[j])
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            cg = pc(
-                data, alpha, "fisherz", background_knowledge=bk, show_progress=False,
-                node_names=names, verbose=False,
-            )  # fmt: skip
-    except (ValueError, np.linalg.LinAlgError, ZeroDivisionError) as err:
-        _log.debug("PC failed on a resample: %s", err)
-        return None
-    return np.asarray(cg.G.graph)
-
-
-def _orient(
-    table: _Table, adj: np.ndarray, votes: np.ndarray, knowledge: Knowledge, stability: float
-) -> dict[tuple[str, str], Edge]:
-    """Orient the stable adjacencies and make the result acyclic (weakest edges dropped)."""
-    nodes = table.nodes
-    rank = {name: i for i, name in enumerate(nodes)}
-    candidates: list[Edge] = []
-    for i, j in zip(*np.nonzero(np.triu(adj >= stability, k=1))):
-        a, b = nodes[i], nodes[j]
-        ta, tb = _TIER_RANK[table.tier[a]], _TIER_RANK[table.tier[b]]
-        if ta != tb:
-            src, dst = (a, b) if ta < tb else (b, a)
-        elif votes[i, j] >= 2 * votes[j, i] and votes[i, j] >= 0.5 * adj[i, j]:
-            src, dst = a, b
-        elif votes[j, i] >= 2 * votes[i, j] and votes[j, i] >= 0.5 * adj[i, j]:
-            src, dst = b, a
-        else:
-            src, dst = _phase_order(a, b, knowledge, rank)
-        if (src, dst) not in knowledge.forbidden:
-            candidates.append(Edge(src, dst, round(float(adj[i, j]), 4), "learned"))
-    graph = nx.DiGraph()
-    graph.add_nodes_from(nodes)
-    kept: dict[tuple[str, str], Edge] = {}
-    for e in sorted(candidates, key=lambda e: (-e.strength, rank[e.source], rank[e.target])):
-        graph.add_edge(e.source, e.target)
-        if nx.is_directed_acyclic_graph(graph):
-            kept[(e.source, e.target)] = e
-        else:
-            graph.remove_edge(e.source, e.target)
-    return kept
-
-
-def _phase_order(a: str, b: str, knowledge: Knowledge, rank: Mapping[str, int]) -> tuple[str, str]:
-    """Orient a within-tier pair by phase order, else by column order."""
-    pa, pb = knowledge.phase_rank(a), knowledge.phase_rank(b)
-    if pa is not None and pb is not None and pa != pb:
-        return (a, b) if pa < pb else (b, a)
-    if pa is not None and pb is None:
-        return a, b
-    if pb is not None and pa is None:
-        return b, a
-    return (a, b) if rank[a] < rank[b] else (b, a)
 
 
 def _add_knowledge(

@@ -45,12 +45,14 @@ from botorch.models.transforms.input import Normalize
 from botorch.models.transforms.outcome import Standardize
 from botorch.posteriors.ensemble import EnsemblePosterior
 from botorch.sampling.pathwise import draw_kernel_feature_paths, draw_matheron_paths
+from gpytorch.means import LinearMean
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 from torch.nn import ModuleDict
 
-from structure.dag import Structure
+from structure.dag import Structure, raw_moments, to_model, to_raw
 from structure.errors import StructureError
+from structure.paths import fast_paths
 
 __all__ = ["GPNetwork", "NetworkConfig", "PathPosterior", "fit_gp_network"]
 
@@ -67,12 +69,17 @@ class NetworkConfig:
             its children read (one draw per path); off treats intermediate nodes as noiseless
             (BOFN's assumption), which makes the network overconfident where a metric is only
             partly explained by its parents.
+        linear_mean: Node GPs have a linear mean function of their (normalized) inputs, as
+            BoGraph's do, instead of a constant: where the acquisition extrapolates beyond the
+            observed inputs (a corner of a prior simplex, a longer search), a node then
+            follows its trend instead of reverting to its average.
     """
 
     num_paths: int = 128
     num_features: int = 512
     fit_options: Mapping[str, Any] | None = None
     propagate_noise: bool = True
+    linear_mean: bool = False
 
 
 @dataclass(frozen=True)
@@ -189,6 +196,11 @@ class GPNetwork(EnsembleModel):
         scale = torch.tensor([self._propagated_sd(spec.name) for spec in self.specs])
         for p in paths.parameters():
             p.requires_grad_(False)
+        for key, path in list(paths.items()):
+            gp: Any = self.gps[key]
+            fast = fast_paths(gp, path, gp.train_inputs[0])
+            if fast is not None:  # the same paths in a few tensor operations
+                paths[key] = fast
         return paths, draws[:, : len(self.specs)] * scale.to(draws)
 
     def _propagated_sd(self, node: str) -> float:
@@ -285,14 +297,10 @@ class GPNetwork(EnsembleModel):
         return self._to_model(spec.name, raw + gp_term)
 
     def _to_raw(self, node: str, value: Tensor) -> Tensor:
-        if self.structure.transforms.get(node) == "log1p":
-            return torch.expm1(value)
-        return value
+        return to_raw(self.structure.transforms.get(node), value)
 
     def _to_model(self, node: str, raw: Tensor) -> Tensor:
-        if self.structure.transforms.get(node) == "log1p":
-            return torch.log1p(raw.clamp_min(0.0))
-        return raw
+        return to_model(self.structure.transforms.get(node), raw)
 
     def noise_variance(self, node: str) -> float:
         """Fitted observation-noise variance of `node` in its model units (0 without a GP)."""
@@ -337,8 +345,9 @@ class GPNetwork(EnsembleModel):
                 sd = (var.clamp_min(0.0) + self._propagated_sd(spec.name) ** 2).sqrt()
                 eps = torch.randn(mean.shape, generator=gen, dtype=mean.dtype)
                 values[spec.name] = mean + sd * eps
-        means = torch.stack([self._to_raw(o, moments[o][0]) for o in self.outputs], dim=-1)
-        variances = torch.stack([moments[o][1] for o in self.outputs], dim=-1)
+        raw = [raw_moments(self.structure.transforms.get(o), *moments[o]) for o in self.outputs]
+        means = torch.stack([m for m, _ in raw], dim=-1)
+        variances = torch.stack([v for _, v in raw], dim=-1)
         return means, variances
 
     def _node_moments(
@@ -488,7 +497,7 @@ def _target(structure: Structure, spec: _NodeSpec, values: Mapping[str, Tensor])
 
 
 def _raw(structure: Structure, node: str, value: Tensor) -> Tensor:
-    return torch.expm1(value) if structure.transforms.get(node) == "log1p" else value
+    return to_raw(structure.transforms.get(node), value)
 
 
 def _bounds(train_X: Tensor, n_params: int) -> Tensor:
@@ -512,6 +521,7 @@ def _fit_gp(
         y.unsqueeze(-1),
         input_transform=Normalize(train_X.shape[-1], bounds=bounds),
         outcome_transform=Standardize(1),
+        mean_module=LinearMean(train_X.shape[-1]) if config.linear_mean else None,
     )
     if state is not None:
         gp.load_state_dict(dict(state), strict=False)

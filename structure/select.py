@@ -73,6 +73,10 @@ class SelectConfig:
         recurse: Also select the parents of every metric selected as a parent (down the
             chain); otherwise those metrics keep all parameters as parents.
         max_depth: Deepest metric (counted from the objectives) whose parents are selected.
+        sparse_metrics: Select a metric's parameter parents sparsely (`select_parents` with
+            ``sparse=True``: the parameters that do not help are dropped, and per-rule
+            counters start from their own rule's weight), instead of all of them unless a
+            metric parent is found.
     """
 
     max_parents: int = 4
@@ -82,6 +86,7 @@ class SelectConfig:
     complexity: float = 1.0
     recurse: bool = True
     max_depth: int = 4
+    sparse_metrics: bool = True
 
     def __post_init__(self) -> None:
         if self.max_parents < 1 or self.beam < 1 or self.fit_maxiter < 1 or self.min_gain < 0:
@@ -129,6 +134,8 @@ def select_parents(
     required: Sequence[str] = (),
     prefer: Sequence[str] = (),
     config: SelectConfig | None = None,
+    hints: Sequence[str] = (),
+    sparse: bool = False,
 ) -> Selection:
     """Choose the inputs under which a GP predicts `target` best (see the module docstring).
 
@@ -141,6 +148,13 @@ def select_parents(
         prefer: Inputs tried at every forward step besides the ``beam`` best ranked (e.g. the
             node's neighbours found by PC).
         config: Options; defaults when None.
+        hints: Inputs known to be likely parents (soft knowledge, e.g. a per-rule counter's
+            own rule weight): with `sparse`, a second search starts from them, and the backward
+            step drops one only when that does not lower the score.
+        sparse: Also drop the base inputs that do not help (backward elimination over the
+            whole set, even when nothing was added), so a node driven by a few of many
+            parameters reads those few; the result replaces the base set when it scores at
+            least as well (plus ``min_gain`` if it added inputs).
 
     Returns:
         The `Selection` (deterministic: the fits start from the prior modes).
@@ -150,73 +164,115 @@ def select_parents(
     scale = y.std(ddof=1) if len(y) > 1 else 0.0
     y = (y - y.mean()) / (scale if scale > 1e-12 else 1.0)
     blocks = {name: _unit(np.asarray(v, dtype=np.float64)) for name, v in candidates.items()}
-    missing = [n for n in (*base, *required) if n not in blocks]
+    missing = [n for n in (*base, *required, *hints) if n not in blocks]
     if missing:
         raise StructureLearningError(f"Inputs {missing} are not among the candidates.")
-
-    cache: dict[tuple[str, ...], _Fit] = {}
-
-    def score(names: Sequence[str]) -> _Fit:
-        key = tuple(names)
-        if key not in cache:
-            if not names:
-                cache[key] = _Fit(*_constant_loo(y), np.zeros(0))
-            else:
-                X = np.concatenate([blocks[n] for n in names], axis=1)
-                total, means, lengthscales = loo_log_density(X, y, config.fit_maxiter)
-                penalty = config.complexity * X.shape[1]
-                cache[key] = _Fit(total - penalty, means, lengthscales)
-        return cache[key]
-
+    search = _Search(y, blocks, config, required, prefer, hints)
     # 1. Start from the base set (what the flat GP reads) plus the required inputs.
-    chosen = list(dict.fromkeys([*required, *base]))
-    fit = score(chosen)
-    base_fit = fit
-    gains: dict[str, float] = {}
-    # 2. Forward: add the inputs that gain the most, tried in order of distance correlation
-    # with the current leave-one-out residuals (plus the preferred ones).
-    added = 0
-    while added < config.max_parents:
-        rest = [n for n in blocks if n not in chosen]
-        if not rest:
-            break
-        resid = y - fit.loo_mean
-        ranked = sorted(rest, key=lambda n: (-distance_correlation(blocks[n], resid), n))
-        tried = list(dict.fromkeys([*ranked[: config.beam], *(n for n in prefer if n in rest)]))
-        new, name = max(((score([*chosen, n]), n) for n in tried), key=lambda t: (t[0].score, t[1]))
-        # The best of many candidates gains by chance too (about the log of their number
-        # for likelihood ratios): an input must beat that as well.
-        if new.score - fit.score < config.min_gain + math.log(len(rest)):
-            break
-        gains[name] = new.score - fit.score
-        chosen.append(name)
-        fit = new
-        added += 1
-    # 3. Backward: drop the inputs (least relevant first, by fitted lengthscale) whose removal
-    # costs less than a nat; an added input that interacts with a parameter (Alpine2's
-    # ``y_k = g(x_k) y_(k-1)``) is only found with the parameters still in the set.
-    if added:
-        order = np.argsort(-_input_relevance(fit, [blocks[n].shape[1] for n in chosen]))
+    base_set = list(dict.fromkeys([*required, *base]))
+    base_fit = search.score(base_set)
+    chosen, fit, gains = search.run(base_set, prune=sparse)
+    if sparse and hints:  # the soft knowledge's own start
+        start = list(dict.fromkeys([*required, *hints]))
+        other = search.run(start, prune=True)
+        if other[1].score > fit.score:
+            chosen, fit, gains = other
+    constant = search.score([]).score
+    # Beating a constant needs the same allowance for chance as adding an input.
+    bar = constant + config.min_gain + math.log(1 + len(blocks))
+    base_score = base_fit.score if base else None
+    added = [n for n in chosen if n not in base_set]
+    margin = config.min_gain if added or not sparse else 0.0
+    unchanged = set(chosen) == set(base_set) if sparse else not gains
+    if base and (unchanged or fit.score < base_fit.score + margin):
+        good = base_fit.score >= bar
+        return Selection(tuple(base_set), True, base_fit.score, base_score, {}, constant, good)
+    good = fit.score >= bar
+    return Selection(tuple(chosen), False, fit.score, base_score, gains, constant, good)
+
+
+class _Search:
+    """Forward-backward search over input sets, with cached leave-one-out fits."""
+
+    def __init__(
+        self,
+        y: np.ndarray,
+        blocks: Mapping[str, np.ndarray],
+        config: SelectConfig,
+        required: Sequence[str],
+        prefer: Sequence[str],
+        hints: Sequence[str],
+    ) -> None:
+        self.y, self.blocks, self.config = y, blocks, config
+        self.required, self.prefer, self.hints = set(required), list(prefer), set(hints)
+        self._cache: dict[tuple[str, ...], _Fit] = {}
+
+    def score(self, names: Sequence[str]) -> _Fit:
+        """The penalized leave-one-out fit of a GP on `names` (a constant for none)."""
+        key = tuple(names)
+        if key not in self._cache:
+            if not names:
+                self._cache[key] = _Fit(*_constant_loo(self.y), np.zeros(0))
+            else:
+                X = np.concatenate([self.blocks[n] for n in names], axis=1)
+                total, means, lengthscales = loo_log_density(X, self.y, self.config.fit_maxiter)
+                penalty = self.config.complexity * X.shape[1]
+                self._cache[key] = _Fit(total - penalty, means, lengthscales)
+        return self._cache[key]
+
+    def run(self, start: list[str], prune: bool) -> tuple[list[str], _Fit, dict[str, float]]:
+        """Forward from `start`, then backward (always with `prune`, else only after an
+        addition); returns the set, its fit and the per-input gains."""
+        config = self.config
+        chosen, fit = list(start), self.score(start)
+        gains: dict[str, float] = {}
+        # 2. Forward: add the inputs that gain the most, tried in order of distance correlation
+        # with the current leave-one-out residuals (plus the preferred ones).
+        added = 0
+        while added < config.max_parents:
+            rest = [n for n in self.blocks if n not in chosen]
+            if not rest:
+                break
+            resid = self.y - fit.loo_mean
+            ranked = sorted(rest, key=lambda n: (-distance_correlation(self.blocks[n], resid), n))
+            tried = [*ranked[: config.beam], *(n for n in self.prefer if n in rest)]
+            tried = list(dict.fromkeys(tried))
+            new, name = max(((self.score([*chosen, n]), n) for n in tried), key=_by_score)
+            # The best of many candidates gains by chance too (about the log of their number
+            # for likelihood ratios): an input must beat that as well.
+            if new.score - fit.score < config.min_gain + math.log(len(rest)):
+                break
+            gains[name] = new.score - fit.score
+            chosen.append(name)
+            fit = new
+            added += 1
+        if added or prune:
+            chosen, fit = self._backward(chosen, fit, gains)
+        return chosen, fit, gains
+
+    def _backward(
+        self, chosen: list[str], fit: _Fit, gains: dict[str, float]
+    ) -> tuple[list[str], _Fit]:
+        """3. Backward: drop the inputs (least relevant first, by fitted lengthscale) whose
+        removal costs less than a nat (a hinted one: nothing); an added input that interacts
+        with a parameter (Alpine2's ``y_k = g(x_k) y_(k-1)``) is only found with the
+        parameters still in the set. Records what removing a kept input would cost."""
+        order = np.argsort(-_input_relevance(fit, [self.blocks[n].shape[1] for n in chosen]))
         for name in [chosen[i] for i in order[::-1]]:
-            if name in required or len(chosen) == 1:
+            if name in self.required or len(chosen) == 1:
                 continue
             smaller = [n for n in chosen if n != name]
-            new = score(smaller)
-            if new.score >= fit.score - 1.0:
+            new = self.score(smaller)
+            if new.score >= fit.score - (0.0 if name in self.hints else 1.0):
                 gains.pop(name, None)
                 chosen, fit = smaller, new
             elif name not in gains:  # a base input kept: what removing it would cost
                 gains[name] = fit.score - new.score
-    constant = score([]).score
-    # Beating a constant needs the same allowance for chance as adding an input.
-    bar = constant + config.min_gain + math.log(1 + len(blocks))
-    base_score = base_fit.score if base else None
-    if base and (not gains or fit.score < base_fit.score + config.min_gain):
-        base_set = tuple(dict.fromkeys([*required, *base]))
-        good = base_fit.score >= bar
-        return Selection(base_set, True, base_fit.score, base_score, {}, constant, good)
-    good = fit.score >= bar
-    return Selection(tuple(chosen), False, fit.score, base_score, gains, constant, good)
+        return chosen, fit
+
+
+def _by_score(item: tuple[_Fit, str]) -> tuple[float, str]:
+    return item[0].score, item[1]
 
 
 @dataclass(frozen=True)

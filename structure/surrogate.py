@@ -56,11 +56,12 @@ from botorch.models.model import Model
 from botorch.models.transforms.outcome import Standardize
 from torch import Tensor
 
-from structure.dag import Knowledge, Structure
+from structure.dag import Knowledge, Structure, to_model
 from structure.errors import KnowledgeError, StructureError
-from structure.features import FeatureConfig, FeatureMap, fit_features
+from structure.features import FeatureConfig, FeatureMap, fit_features, outcome_transforms
 from structure.learn import LearnConfig, check_knowledge, learn_structure
 from structure.network import GPNetwork, NetworkConfig, fit_gp_network
+from structure.params import expand_knowledge, name_hints, node_columns, param_nodes
 from tuner.options import TunerOptions
 from tuner.surrogate import FlatSurrogate, Surrogate, TrainingData
 
@@ -230,19 +231,21 @@ class StructuredSurrogate(Surrogate):
                 an objective, a formula reading a parameter).
             StructureError: The fixed structure names other parameters or lacks an outcome.
         """
-        tier = dict.fromkeys(_param_nodes(space), "param")
+        tier = dict.fromkeys(param_nodes(space), "param")
         tier.update(dict.fromkeys(outcome_names[n_objectives:], "metric"))
         tier.update(dict.fromkeys(outcome_names[:n_objectives], "objective"))
-        check_knowledge(self.knowledge, tier, unknown_tier="metric")
+        check_knowledge(expand_knowledge(self.knowledge, space), tier, unknown_tier="metric")
         fixed = self.fixed_structure
         if fixed is None:
             return
-        params = [p for p in fixed.params if tier.get(p) != "param"]
+        known = {*space.names, *space.columns}
+        params = [p for p in fixed.params if p not in known]
         outcomes = [o for o in outcome_names if o not in fixed.nodes]
         if params or outcomes:
             raise StructureError(
-                f"The fixed structure does not fit the study: parameters {params} are not "
-                f"parameters of the space ({_param_nodes(space)}) and outcomes {outcomes} "
+                f"The fixed structure does not fit the study: parameters {params} are neither "
+                f"parameters ({space.names}) nor columns ({space.columns}) of the space, and "
+                f"outcomes {outcomes} "
                 f"are not its nodes ({fixed.nodes}). Rename its nodes to match, or let the "
                 "surrogate learn the structure (structure=None)."
             )
@@ -349,27 +352,26 @@ class StructuredSurrogate(Surrogate):
         raw = _raw_metrics(data)
         objectives = data.Y[:, : data.n_objectives].numpy()
         fmap = fit_features(raw, objectives, self.config.features, keep=keep & set(raw))
+        outcome = outcome_transforms(data.outcome_names, data.Y.numpy())
         if self.fixed_structure is not None:
-            return fmap, self.fixed_structure
+            fixed = self.fixed_structure
+            outcome = {k: v for k, v in outcome.items() if k in fixed.nodes}
+            return fmap, dataclasses.replace(fixed, transforms={**outcome, **fixed.transforms})
         feats = fmap.transform(raw, data.n)
         space = data.space
-        params = {name: data.X[:, space.columns_of(name)].numpy() for name in _param_nodes(space)}
+        params = {name: data.X[:, cols].numpy() for name, cols in param_nodes(space).items()}
         metrics = {f.name: feats[:, j] for j, f in enumerate(fmap.features)}
+        Y = _outcome_values(data, outcome).numpy()  # model units
         constraints = data.outcome_names[data.n_objectives :]
-        metrics.update(
-            {c: data.Y[:, data.n_objectives + i].numpy() for i, c in enumerate(constraints)}
-        )
-        objs = {o: objectives[:, i] for i, o in enumerate(data.outcome_names[: data.n_objectives])}
-        transforms = {f.name: f.transform for f in fmap.features}
+        metrics.update({c: Y[:, data.n_objectives + i] for i, c in enumerate(constraints)})
+        objs = {o: Y[:, i] for i, o in enumerate(data.outcome_names[: data.n_objectives])}
+        transforms = {**{f.name: f.transform for f in fmap.features}, **outcome}
+        knowledge = expand_knowledge(self.knowledge, space)
         structure = learn_structure(
-            params, metrics, objs, self.knowledge, self.config.learn, seed, transforms, constraints
-        )
+            params, metrics, objs, knowledge, self.config.learn, seed, transforms, constraints,
+            hints=name_hints(space, metrics),
+        )  # fmt: skip
         return fmap, structure
-
-
-def _param_nodes(space: Any) -> list[str]:
-    """Parameter names that have unit-cube columns (a `Fixed` parameter has none)."""
-    return [name for name in space.names if space.columns_of(name)]
 
 
 def _raw_metrics(data: TrainingData) -> dict[str, Any]:
@@ -403,12 +405,19 @@ def _data_key(data: TrainingData) -> str:
     return h.hexdigest()
 
 
-def _node_values(data: TrainingData, fmap: FeatureMap) -> dict[str, Tensor]:
+def _outcome_values(data: TrainingData, transforms: Mapping[str, str]) -> Tensor:
+    """``n x m`` outcomes in model units (each under its transform)."""
+    columns = [to_model(transforms.get(o), data.Y[:, i]) for i, o in enumerate(data.outcome_names)]
+    return torch.stack(columns, dim=-1)
+
+
+def _node_values(data: TrainingData, fmap: FeatureMap, structure: Structure) -> dict[str, Tensor]:
     """Model-space values of every metric and outcome node."""
     raw = _raw_metrics(data)
     feats = torch.as_tensor(fmap.transform(raw, data.n), dtype=torch.float64)
     values = {f.name: feats[:, j] for j, f in enumerate(fmap.features)}
-    values.update({name: data.Y[:, i] for i, name in enumerate(data.outcome_names)})
+    Y = _outcome_values(data, structure.transforms)
+    values.update({name: Y[:, i] for i, name in enumerate(data.outcome_names)})
     return values
 
 
@@ -422,11 +431,11 @@ def _fit_network(
     rows: Tensor | None = None,
 ) -> GPNetwork:
     """Fit the network on `data` (or on its `rows`)."""
-    values = _node_values(data, fmap)
+    values = _node_values(data, fmap, structure)
     X = data.X
     if rows is not None:
         X, values = X[rows], {k: v[rows] for k, v in values.items()}
-    columns = {name: data.space.columns_of(name) for name in structure.params}
+    columns = {name: node_columns(data.space, name) for name in structure.params}
     return fit_gp_network(
         structure, X, values, columns, data.outcome_names, config, seed, hyperparameters
     )

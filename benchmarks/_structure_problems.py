@@ -1,0 +1,292 @@
+"""Problems of `bench_structure.py`: function networks, unstructured peers, a search-shaped one.
+
+A `Problem` is a space, objectives with directions, a reference point, an ``evaluate(config,
+rng) -> (objective values, tracking metrics)`` function and the true DAG over the space's
+parameter nodes (`structure.params.param_nodes`: a `Simplex`'s parts are nodes of their own)
+and the metric names. Another problem (the rewrite study, say) enters the benchmark by adding a
+`Problem` to `PROBLEMS`.
+
+Function networks (all maximized, two objectives, the intermediate nodes reported as tracking
+metrics, noiseless, on ``x in [0, 1]^d``):
+
+* ``ackley6``: the Ackley function network of Astudillo & Frazier, "Bayesian Optimization of
+  Function Networks", NeurIPS 2021 (arXiv 2112.15311), as defined in ``ssethz/mcbo``
+  ``scripts/functions.py`` (MIT), shifted: ``z = 4 (x - 0.3)`` (the original ``z = 4 (x - 0.5)``
+  puts the optimum at the center of the cube, where Ax's default design starts); nodes
+  ``f1 = mean(z^2)``, ``f2 = mean(cos(2 pi z))``; ``o1 = 20 exp(-0.2 sqrt(f1)) + exp(f2) - 20 - e``.
+  Made bi-objective here with ``f3 = mean((z - 1)^2)``, ``o2 = -f3``. Reference point (-7, -10).
+* ``alpine2``: the Alpine2 chain of the same paper / repository: ``z = 10 x``;
+  ``y1 = -sqrt(z1) sin(z1)``, ``y_k = sqrt(z_k) sin(z_k) y_(k-1)``; ``o1 = y6``. Second objective
+  ``o2 = -mean((x - 0.3)^2)`` (node ``g``). Reference point (0, -0.5).
+* ``dropwave``: the Dropwave network of the same paper / repository, ``x in [0, 1]^2``,
+  shifted like Ackley (``z = 10.24 (x - 0.35)``; the original is ``10.24 x - 5.12``);
+  ``y1 = ||z||``, ``o1 = (1 + cos(12 y1)) / (2 + 0.5 y1^2)``. Second objective
+  ``o2 = -||z - (2, 2)|| / 5`` (node ``r``). Reference point (0, -2).
+* ``rosenbrock5``: the toy chain, the Rosenbrock function network of the same paper /
+  repository: ``x in [0, 1]^5``, shifted: ``z = 4 (x - 0.625)`` (the original ``z = 4 (x - 0.5)``
+  scores -4 at the cube's center, better than 99.9% of the cube);
+  ``y1 = -100 (z2 - z1^2)^2 - (1 - z1)^2``, ``y_k = -100 (z_(k+1) - z_k^2)^2 - (1 - z_k)^2 +
+  y_(k-1)`` for ``k = 2..4`` (``z`` indexed from 1), ``o1 = y4`` (optimum 0 at ``x = 0.875``;
+  -234 at the center). Second objective ``o2 = -mean((x - 0.3)^2)`` (node ``g``). Reference
+  point (-500, -0.5): ``o1`` is heavy-tailed (median -2606 over the cube).
+* ``branincurrin``: BoTorch's ``BraninCurrin`` (Belakaria et al. 2019; max HV 59.36 for the
+  negated problem, ref (-18, -6)); unstructured, only nuisance metrics.
+* ``vehiclesafety``: BoTorch's ``VehicleSafety`` (Tanabe & Ishibuchi 2020; 5 inputs, 3
+  objectives, max HV 246.82 with BoTorch's reference point); unstructured.
+
+Search-shaped (``search8``, see `_search`): the knobs of a stochastic rewrite search
+(population, mutations, temperature, prior weight) and a `Simplex` of 8 rule priors; per-rule
+counters driven by their own rule's prior, four search metrics, two objectives (gain,
+maximized; search seconds, minimized), every reported value with multiplicative log-normal
+noise (sd 0.1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from spaces import Float, Simplex, Space
+
+Evaluate = Callable[[Mapping[str, Any], np.random.Generator | None], tuple[dict[str, float], dict]]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A benchmark problem (see the module docstring).
+
+    Attributes:
+        name: Key in `PROBLEMS`.
+        space: The search space.
+        objectives: Objective name -> ``"maximize"``/``"minimize"``, in order.
+        ref: Reference point of the hypervolume, in the maximization convention (a minimized
+            objective's entry is negated).
+        evaluate: ``(config, rng) -> (objective values, metrics)``; noise draws from `rng`,
+            none when it is None (the hypervolume is measured on noise-free values).
+        true_edges: The true DAG's edges over parameter nodes, metric and objective names.
+        metrics: The metric nodes of the true DAG.
+        ax: Whether the Ax peer can run it (range parameters only).
+        noisy: Whether `evaluate` draws noise (runs then also record noise-free values).
+    """
+
+    name: str
+    space: Space
+    objectives: Mapping[str, str]
+    ref: tuple[float, ...]
+    evaluate: Evaluate
+    true_edges: tuple[tuple[str, str], ...]
+    metrics: tuple[str, ...]
+    ax: bool = True
+    noisy: bool = False
+
+    def maximized(self, values: Mapping[str, float]) -> list[float]:
+        """The objective values in the maximization convention, in objective order."""
+        return [v if self.objectives[o] == "maximize" else -v for o, v in self._items(values)]
+
+    def _items(self, values: Mapping[str, float]) -> list[tuple[str, float]]:
+        return [(o, float(values[o])) for o in self.objectives]
+
+
+def _px(d: int) -> list[str]:
+    return [f"x{i}" for i in range(d)]
+
+
+def _cube(
+    name: str,
+    dim: int,
+    ref: tuple[float, ...],
+    f: Callable[[np.ndarray], tuple[dict[str, float], dict[str, float]]],
+    edges: tuple[tuple[str, str], ...] = (),
+    metrics: tuple[str, ...] = (),
+) -> Problem:
+    """A maximized problem on ``[0, 1]^dim`` (parameters ``x0, x1, ...``), noiseless."""
+
+    def evaluate(config: Mapping[str, Any], rng: np.random.Generator | None) -> tuple[dict, dict]:
+        return f(np.array([config[p] for p in _px(dim)]))
+
+    objectives = {f"o{i + 1}": "maximize" for i in range(len(ref))}
+    space = Space({p: Float(0.0, 1.0) for p in _px(dim)})
+    return Problem(name, space, objectives, ref, evaluate, edges, metrics)
+
+
+def _ackley(x: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
+    z = 4.0 * (x - 0.3)
+    f1, f2, f3 = (
+        float(np.mean(z**2)),
+        float(np.mean(np.cos(2 * math.pi * z))),
+        float(np.mean((z - 1) ** 2)),
+    )
+    o1 = 20 * math.exp(-0.2 * math.sqrt(f1)) + math.exp(f2) - 20 - math.e
+    return {"o1": o1, "o2": -f3}, {"f1": f1, "f2": f2, "f3": f3}
+
+
+def _alpine(x: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
+    z = 10.0 * x
+    ys, y = {}, 1.0
+    for k in range(6):
+        y = (-1.0 if k == 0 else y) * math.sqrt(z[k]) * math.sin(z[k])
+        ys[f"y{k + 1}"] = y
+    g = float(np.mean((x - 0.3) ** 2))
+    return {"o1": ys["y6"], "o2": -g}, {**{k: v for k, v in ys.items() if k != "y6"}, "g": g}
+
+
+def _dropwave(x: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
+    z = 10.24 * (x - 0.35)
+    y1 = float(np.linalg.norm(z))
+    r = float(np.linalg.norm(z - 2.0)) / 5.0
+    return {"o1": (1 + math.cos(12 * y1)) / (2 + 0.5 * y1**2), "o2": -r}, {"y1": y1, "r": r}
+
+
+def _rosenbrock(x: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
+    z = 4.0 * (x - 0.625)
+    ys, y = {}, 0.0
+    for k in range(4):
+        y += -100.0 * (z[k + 1] - z[k] ** 2) ** 2 - (1.0 - z[k]) ** 2
+        ys[f"y{k + 1}"] = float(y)
+    g = float(np.mean((x - 0.3) ** 2))
+    return {"o1": ys["y4"], "o2": -g}, {**{k: v for k, v in ys.items() if k != "y4"}, "g": g}
+
+
+def _botorch_problem(name: str) -> Callable[[np.ndarray], tuple[dict[str, float], dict]]:
+    """A negated (maximized) BoTorch multi-objective test problem on the unit cube."""
+
+    from botorch.test_functions import multi_objective as mo
+
+    f = getattr(mo, name)(negate=True)
+    lo, hi = f.bounds[0], f.bounds[1]
+
+    def evaluate(x: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
+        X = lo + (hi - lo) * torch.as_tensor(x, dtype=torch.float64).unsqueeze(0)
+        return {f"o{i + 1}": float(v) for i, v in enumerate(f(X)[0])}, {}
+
+    return evaluate
+
+
+# --- search8: a search-shaped problem --------------------------------------------------------
+
+RULES = ("fuse", "merge", "cse", "fold", "reorder", "inline", "hoist", "tile")
+_VALUE = np.array([1.0, 0.7, 0.15, 0.05, 0.02, 0.0, 0.0, 0.0])  # gain per accepted application
+_COST = np.array([2.0, 0.4, 1.2, 0.2, 0.8, 0.3, 0.6, 0.1])  # verification ms per application
+_ACCEPT = np.array([0.5, 0.9, 0.6, 1.0, 0.7, 0.8, 0.4, 0.3])  # rule's share of accepted moves
+_NOISE = 0.1
+
+
+def _search(config: Mapping[str, Any], rng: np.random.Generator | None) -> tuple[dict, dict]:
+    """A stochastic rewrite search in closed form (every reported value times ``exp(0.1 e)``):
+
+    - ``N = 10 * population * mutations`` rule firings, rule ``r`` with probability
+      ``q_r = 0.9 * prior_r + 0.1 / 8``: ``rule.<r>.applied = round(N q_r)``;
+    - ``search.acceptance_rate A = sigmoid((ln temperature + 1.5 (0.5 - prior_weight)) / 0.7)``
+      (a move the prior proposes is accepted less often than one the credit proposes);
+      ``rule.<r>.accepted = round(applied_r * A * accept_r)`` (no objective reads them);
+    - ``search.usefulness U = sum_r value_r q_r`` (2 of the 8 rules carry most of the value);
+    - ``search.frontier_size F = population * (0.3 + A)``;
+    - ``time.verify_seconds V = 1e-3 * sum_r cost_r applied_r`` (the most useful rule is the
+      most expensive to verify);
+    - objectives ``gain = ln(1 + U F mutations (4 A (1 - A))^3 / 5)`` (the acceptance rate has an
+      optimum window at 0.5) and ``search_seconds = V + 0.002 F mutations``.
+    """
+
+    def noisy(v: float) -> float:
+        return float(v if rng is None else v * math.exp(_NOISE * rng.standard_normal()))
+
+    pop, mut = float(config["population"]), float(config["mutations"])
+    temp, weight = float(config["temperature"]), float(config["prior_weight"])
+    q = 0.9 * np.array([config["priors"][r] for r in RULES]) + 0.1 / len(RULES)
+    n = 10.0 * pop * mut
+    applied = [max(round(noisy(n * q_r)), 0) for q_r in q]
+    rate = min(noisy(1 / (1 + math.exp(-(math.log(temp) + 1.5 * (0.5 - weight)) / 0.7))), 1.0)
+    accepted = [max(round(noisy(a * rate * s)), 0) for a, s in zip(applied, _ACCEPT)]
+    use = noisy(float(_VALUE @ q))
+    frontier = noisy(pop * (0.3 + rate))
+    verify = noisy(1e-3 * float(_COST @ np.array(applied, dtype=np.float64)))
+    gain = noisy(math.log1p(use * frontier * mut * (4 * rate * (1 - rate)) ** 3 / 5))
+    seconds = noisy(verify + 0.002 * frontier * mut)
+    metrics = {
+        **{f"rule.{r}.applied": float(a) for r, a in zip(RULES, applied)},
+        **{f"rule.{r}.accepted": float(a) for r, a in zip(RULES, accepted)},
+        "search.acceptance_rate": rate,
+        "search.usefulness": use,
+        "search.frontier_size": frontier,
+        "time.verify_seconds": verify,
+    }
+    return {"gain": gain, "search_seconds": seconds}, metrics
+
+
+def _search_edges() -> tuple[tuple[str, str], ...]:
+    applied = [f"rule.{r}.applied" for r in RULES]
+    knobs = ("population", "mutations")
+    edges = [(f"priors.{r}", a) for r, a in zip(RULES, applied)]
+    edges += [(k, a) for a in applied for k in knobs]
+    edges += [(a, "time.verify_seconds") for a in applied]
+    edges += [(f"priors.{r}", "search.usefulness") for r in RULES]
+    edges += [(k, "search.acceptance_rate") for k in ("temperature", "prior_weight")]
+    edges += [(s, "search.frontier_size") for s in ("population", "search.acceptance_rate")]
+    gain = ("search.usefulness", "search.acceptance_rate", "search.frontier_size", "mutations")
+    edges += [(s, "gain") for s in gain]
+    seconds = ("time.verify_seconds", "search.frontier_size", "mutations")
+    edges += [(s, "search_seconds") for s in seconds]
+    return tuple(edges)
+
+
+def _search_problem() -> Problem:
+    space = Space(
+        {
+            "population": Float(8.0, 128.0, log=True),
+            "mutations": Float(1.0, 16.0, log=True),
+            "temperature": Float(0.05, 5.0, log=True),
+            "prior_weight": Float(0.0, 1.0),
+            "priors": Simplex(RULES),
+        }
+    )
+    metrics = tuple(
+        [f"rule.{r}.applied" for r in RULES]
+        + ["time.verify_seconds", "search.usefulness", "search.acceptance_rate"]
+        + ["search.frontier_size"]
+    )
+    objectives = {"gain": "maximize", "search_seconds": "minimize"}
+    return Problem(
+        "search8", space, objectives, (0.0, -5.0), _search, _search_edges(), metrics,
+        ax=False, noisy=True,
+    )  # fmt: skip
+
+
+PROBLEMS = {
+    "ackley6": _cube(
+        "ackley6", 6, (-7.0, -10.0), _ackley,
+        tuple((p, m) for p in _px(6) for m in ("f1", "f2", "f3"))
+        + (("f1", "o1"), ("f2", "o1"), ("f3", "o2")),
+        ("f1", "f2", "f3"),
+    ),
+    "alpine2": _cube(
+        "alpine2", 6, (0.0, -0.5), _alpine,
+        tuple((f"x{k}", f"y{k + 1}") for k in range(5)) + tuple((f"y{k}", f"y{k + 1}") for k in range(1, 5))
+        + (("x5", "o1"), ("y5", "o1")) + tuple((p, "g") for p in _px(6)) + (("g", "o2"),),
+        ("y1", "y2", "y3", "y4", "y5", "g"),
+    ),
+    "dropwave": _cube(
+        "dropwave", 2, (0.0, -2.0), _dropwave,
+        (("x0", "y1"), ("x1", "y1"), ("y1", "o1"), ("x0", "r"), ("x1", "r"), ("r", "o2")),
+        ("y1", "r"),
+    ),
+    "rosenbrock5": _cube(
+        "rosenbrock5", 5, (-500.0, -0.5), _rosenbrock,
+        (("x0", "y1"), ("x1", "y1")) + tuple((f"x{k}", f"y{k + 1}") for k in range(1, 3))
+        + tuple((f"x{k + 1}", f"y{k + 1}") for k in range(1, 3))
+        + tuple((f"y{k}", f"y{k + 1}") for k in range(1, 3))
+        + (("x3", "o1"), ("x4", "o1"), ("y3", "o1")) + tuple((p, "g") for p in _px(5))
+        + (("g", "o2"),),
+        ("y1", "y2", "y3", "g"),
+    ),
+    "branincurrin": _cube("branincurrin", 2, (-18.0, -6.0), _botorch_problem("BraninCurrin")),
+    "vehiclesafety": _cube(
+        "vehiclesafety", 5, (-1864.72022, -11.81993945, -0.2903999384),
+        _botorch_problem("VehicleSafety"),
+    ),
+    "search8": _search_problem(),
+}  # fmt: skip
