@@ -35,7 +35,8 @@ def test_a_constraint_on_a_metric_evaluate_never_returns_stops_the_study(
     with pytest.raises(EvaluateError, match=r"\['nosuch <= 3'\].*\['nosuch'\].*Fix"):
         study.optimize(20, n_workers=2, progress=False)
     assert len(study.trials) <= 5
-    assert "MissingOutcome" in study.trials[0].error
+    # with 2 workers either trial may finish first; the other is interrupted and re-queued
+    assert any("MissingOutcome" in (t.error or "") for t in study.trials)
 
 
 def test_repeated_identical_failures_stop_the_study(sqlite_url: str) -> None:
