@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -13,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+#: Version of the results files' layout (``machine`` plus the script's payload); raise it when the
+#: layout of ``machine`` changes.
+FORMAT_VERSION = 2
 
 _PACKAGES = (
     "rewrite-tuner",
@@ -28,8 +32,28 @@ _PACKAGES = (
 )
 
 
+def _commit() -> str | None:
+    """The checkout's commit (with ``+dirty`` for uncommitted changes), or None outside git."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty else "")
+
+
 def machine_info() -> dict[str, Any]:
-    """Machine, interpreter and package versions, for stamping benchmark results."""
+    """Machine, interpreter, package versions, commit and load average, for stamping benchmark
+    results (the machine may be shared: compare ratios within one file)."""
     versions = {}
     for name in _PACKAGES:
         try:
@@ -37,7 +61,10 @@ def machine_info() -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             versions[name] = None
     return {
+        "format_version": FORMAT_VERSION,
+        "commit": _commit(),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
         "cpu_count": os.cpu_count(),
