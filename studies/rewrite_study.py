@@ -97,6 +97,15 @@ CALIBRATION_SEEDS = 5
 _SUITE = "suite"
 
 
+def suite_spec(space: Space) -> dict[str, Any] | None:
+    """The suite a rewrite study's space carries (workloads, seeds, budget, calibration), or None
+    for a space that is not a rewrite study's."""
+    from spaces import Fixed
+
+    param = space.params.get(_SUITE)
+    return param.value if isinstance(param, Fixed) else None
+
+
 @dataclass(frozen=True)
 class Calibration:
     """What the default search does on the training suite (see the module docstring).
@@ -435,7 +444,13 @@ def rewrite_study(
     existing = _stored(name, storage)
     if existing is not None:
         stored = _request(existing.space)
-        cal = Calibration.from_dict(existing.space.params[_SUITE].value["calibration"])
+        spec = suite_spec(existing.space)
+        if spec is None:
+            raise StudyConflictError(
+                f"Study {name!r} in {storage} is not a rewrite study (its space has no suite); "
+                "pick another name."
+            )
+        cal = Calibration.from_dict(spec["calibration"])
         asked = _request(rewrite_space(**args, calibration=cal))
         if asked != stored:
             raise StudyConflictError(

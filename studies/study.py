@@ -448,10 +448,10 @@ class Study:
                 return out
             if any(t.state == "WAITING" for t in trials):
                 continue  # re-queued meanwhile: claim it first
-            configs = self._propose(trials, room)
+            proposed = self._propose(trials, room)
             with self._storage.write() as conn:
                 self._storage.lock_study(conn, sid)
-                configs = self._still_new(conn, trials, configs, budget)
+                configs = self._still_new(conn, trials, proposed, budget)
                 if configs is None:
                     continue  # another process proposed the same: propose again
                 for config in configs:

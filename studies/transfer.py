@@ -141,13 +141,12 @@ def validate(
     from rewrite.optimize import search_suite
     from rewrite.optimize.compare import compare
     from studies.pareto import rank_pareto
-    from studies.rewrite_study import HELD_OUT_WORKLOADS, _graphs
+    from studies.rewrite_study import HELD_OUT_WORKLOADS, _graphs, suite_spec
 
-    suite = study.space.params.get("suite")
-    if suite is None:
+    spec = suite_spec(study.space)
+    if spec is None:
         raise StudyError(f"Study {study.name!r} is not a rewrite study (its space has no suite).")
     tell = on_progress or (lambda line: None)
-    spec = suite.value
     default_cfg = dict(study.space.default())
     default = _split(study, default_cfg)
     ranked = [

@@ -53,7 +53,7 @@ class Interval:
 
 
 def interval(
-    values: Sequence[float],
+    values: Sequence[float] | np.ndarray,
     stat: Callable[[np.ndarray], float] = np.mean,
     seed: int = 0,
 ) -> Interval:
