@@ -185,6 +185,7 @@ def test_two_processes_share_the_model_phase(tmp_path: Path) -> None:
 
 @pytest.mark.postgres
 def test_two_processes_one_postgres_study() -> None:
+    """The same on PostgreSQL, model phase included: each driver runs at least 30%."""
     from tests.studies.conftest import postgres_url
 
-    _two_processes(postgres_url(), budget=14)
+    _two_processes(postgres_url(), budget=16, n_initial=4, share=0.3)
