@@ -26,7 +26,7 @@ from typing import Any
 from rewrite.errors import RewriteError
 from rewrite.ir import Graph
 
-__all__ = ["SIZES", "ZooModel", "build", "model", "names"]
+__all__ = ["SIZES", "ZooModel", "build", "input_kind", "model", "names"]
 
 SIZES = ("small", "full")
 
@@ -179,6 +179,16 @@ class ZooModel:
 def names() -> list[str]:
     """Names of the zoo models (each available in `SIZES`)."""
     return sorted(_SPECS)
+
+
+def input_kind(name: str) -> str:
+    """``"tokens"`` (sized by ``seq_len``) or ``"image"`` (sized by ``image_size``) for a zoo
+    model name (suffix allowed).
+
+    Raises:
+        RewriteError: On an unknown model.
+    """
+    return _SPECS[_split_name(name, None)[0]].input_kind
 
 
 def _split_name(name: str, size: str | None) -> tuple[str, str]:
