@@ -28,7 +28,7 @@ from rewrite.errors import (
 )
 from rewrite.evaluate import evaluate, random_inputs, random_params
 from rewrite.ir import ConstArray, Graph, GraphDelta, Node, TensorType, Value
-from rewrite.measure import Measurement, measure
+from rewrite.measure import Measurement, calibrate, measure
 from rewrite.optimize import (
     RulePriors,
     SearchConfig,
@@ -81,6 +81,7 @@ __all__ = [
     "shard_cost",
     # measurement
     "Measurement",
+    "calibrate",
     "measure",
     # rules and verification
     "CheckResult",
