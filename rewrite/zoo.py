@@ -236,6 +236,8 @@ def model(name: str, **overrides: Any) -> ZooModel:
                 "check the spelling against the transformers config."
             )
         setattr(config, k, v)
+    if spec.input_kind == "image" and hasattr(config, "image_size") and "image_size" in run:
+        config.image_size = run["image_size"]  # ViT sizes its position embeddings by it
     device = run.get("device", "cpu" if size == "small" else "meta")
     dtype = getattr(torch, run.get("dtype", "float32"))
     make = getattr(transformers, spec.model_class)

@@ -23,8 +23,10 @@ holds:
 Every number must be finite; `DeviceProfile` validates on construction and raises
 `CostModelError` naming the field.
 
-Built-in profiles: ``h100_sxm`` (alias ``h100``), ``h200``, ``a100``, ``cpu``. A path to a JSON
-file of the same layout works wherever a name does.
+Built-in profiles: ``h100_sxm`` (alias ``h100``), ``h200``, ``a100``, ``cpu`` (datasheet
+numbers), and the measured profiles under ``measured/`` (fitted by `rewrite.measure.calibrate`
+on the machine their ``provenance`` names). A path to a JSON file of the same layout works
+wherever a name does.
 """
 
 from __future__ import annotations
@@ -203,7 +205,7 @@ def _number(d: Mapping[str, Any], field: str) -> float:
 @cache
 def _builtin() -> dict[str, DeviceProfile]:
     out: dict[str, DeviceProfile] = {}
-    for p in sorted(_DIR.glob("*.json")):
+    for p in [*sorted(_DIR.glob("*.json")), *sorted((_DIR / "measured").glob("*.json"))]:
         prof = DeviceProfile.from_dict(json.loads(p.read_text()))
         for key in (prof.name, *prof.aliases):
             out[key] = prof

@@ -407,3 +407,26 @@ def calibrate(
     )
     path = write_profile(profile, out) if out is not None else None
     return Calibration(profile, samples, path)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m rewrite.measure.calibrate --out profile.json [--name N] [--threads T]``."""
+    import argparse
+
+    import torch
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--out", required=True, help="profile JSON to write")
+    ap.add_argument("--name", default=None, help="profile name (default <device>-measured)")
+    ap.add_argument("--device", default=None, help="torch device (default cuda if present)")
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    c = calibrate(args.device, name=args.name, out=args.out, repeats=args.repeats, seed=args.seed)
+    print(json.dumps(c.profile.provenance["fit"], indent=1))
+
+
+if __name__ == "__main__":
+    main()
