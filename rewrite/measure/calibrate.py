@@ -191,7 +191,10 @@ class _Data:
 
 
 def _gather(samples: Sequence[Sample], ref: DeviceProfile) -> tuple[_Data, list[str]]:
-    rows, views, view_times, counts = [], [], [], {}
+    rows: list[tuple[str, str, float, int, float, int]] = []
+    views: list[int] = []
+    view_times: list[float] = []
+    counts: dict[str, int] = {}
     for si, s in enumerate(samples):
         nv = 0
         for nid, t in s.node_times.items():

@@ -84,6 +84,25 @@ def _scatter(x: Any, n: int, dim: int) -> tuple[Any, ...]:
     return tuple(x.chunk(n, dim=dim)) if x.shape[dim] else (x,) * n
 
 
+def _at(a: Sequence[Any], i: int) -> Any:
+    return a[i] if len(a) > i else None
+
+
+def _conv2d(a: Sequence[Any], at: Mapping[str, Any]) -> tuple[Any, ...]:
+    import torch.nn.functional as F
+
+    out = F.conv2d(
+        a[0],
+        a[1],
+        _at(a, 2),
+        stride=at["stride"],
+        padding=at["padding"],
+        dilation=at["dilation"],
+        groups=at["groups"],
+    )
+    return (out,)
+
+
 def _same_name(fn: Callable[..., Any]) -> Kernel:
     return lambda a, at: (fn(*a),)
 
@@ -107,15 +126,7 @@ def _build_table() -> dict[str, Kernel]:
         "linear": lambda a, at: (F.linear(*a),),
         "addmm": lambda a, at: (torch.addmm(a[0], a[1], a[2]),),
         "sdpa": _sdpa,
-        "conv2d": lambda a, at: (
-            F.conv2d(
-                *a,
-                stride=at["stride"],
-                padding=at["padding"],
-                dilation=at["dilation"],
-                groups=at["groups"],
-            ),
-        ),  # fmt: skip
+        "conv2d": _conv2d,
         "max_pool2d": lambda a, at: (
             F.max_pool2d(a[0], at["kernel"], at["stride"], at["padding"]),
         ),
@@ -129,10 +140,10 @@ def _build_table() -> dict[str, Kernel]:
         "softmax": lambda a, at: (torch.softmax(a[0], at["dim"]),),
         "log_softmax": lambda a, at: (torch.log_softmax(a[0], at["dim"]),),
         "layer_norm": lambda a, at: (
-            F.layer_norm(a[0], at["normalized_shape"], *a[1:], eps=at["eps"]),
+            F.layer_norm(a[0], at["normalized_shape"], _at(a, 1), _at(a, 2), eps=at["eps"]),
         ),
         "rms_norm": lambda a, at: (
-            F.rms_norm(a[0], at["normalized_shape"], *a[1:], eps=at["eps"]),
+            F.rms_norm(a[0], at["normalized_shape"], _at(a, 1), eps=at["eps"]),
         ),
         "batch_norm": lambda a, at: (
             F.batch_norm(a[0], a[3], a[4], a[1], a[2], training=False, eps=at["eps"]),
@@ -251,7 +262,7 @@ class Program:
 
             value = torch.as_tensor(node.attrs["value"].array.copy(), device=self.device)
             value = value.to(torch_dtype(node.types[0].dtype))
-            return lambda a, at, value=value: (value,)
+            return _constant(value)
         if op == "fused":
             body = Program(node.attrs["body"], self.device, self.compile)
             if self.compile:
@@ -310,6 +321,10 @@ class Program:
             for p in step.frees:
                 env[p] = None
         return [env[p][j] for p, j in self.outputs]  # type: ignore[index]
+
+
+def _constant(value: Any) -> Kernel:
+    return lambda a, at: (value,)
 
 
 def _no_kernel(a: Sequence[Any], at: Mapping[str, Any]) -> tuple[Any, ...]:
