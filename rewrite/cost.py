@@ -18,7 +18,10 @@
   (pooling, reductions, elementwise ops), at the dtype of output 0 (input 0 for bool outputs),
   and the ``eta`` are the profile's efficiencies and ``phi`` its ``family_efficiency`` of the
   op's family (1 unless the profile was fitted by `rewrite.measure.calibrate`). A profile's
-  ``view_overhead`` (default 0) is charged per view node. `kernel_time` is this formula, the
+  ``view_overhead`` (default 0) is charged per view node. A fused group runs at the efficiency
+  of its body's family with the most FLOPs. On a profile with ``fusion: "eager"`` (a backend
+  that runs a fused group's body op by op, e.g. eager PyTorch) a fused group costs the sum of its
+  body's nodes plus one launch. `kernel_time` is this formula, the
   only copy of it.
 * ``peak_memory`` (bytes): liveness over the deterministic topological order: parameters and
   constants resident for the whole run; each kernel output allocated when its node runs and freed
@@ -191,6 +194,7 @@ def kernel_terms(node: Node, p: DeviceProfile) -> tuple[str, str, float, int, in
     opdef = get_op(node.op)
     flops = opdef.flops(node.in_types, node.types, node.attrs)
     nbytes = opdef.bytes(node.in_types, node.types, node.attrs)
+    family = opdef.family
     if node.op == "fused":
         body = node.attrs["body"]
         unit = (
@@ -198,13 +202,28 @@ def kernel_terms(node: Node, p: DeviceProfile) -> tuple[str, str, float, int, in
             if any(get_op(n.op).family in _MATMUL_FAMILIES for n in body.nodes.values())
             else "vector"
         )
+        family = _lead_family(body)
     else:
-        unit = "matmul" if opdef.family in _MATMUL_FAMILIES else "vector"
+        unit = "matmul" if family in _MATMUL_FAMILIES else "vector"
     dtype = node.types[0].dtype if node.types else "float32"
     if dtype == "bool" and node.in_types:
         dtype = node.in_types[0].dtype
     eff_flops = flops * _tile_factor(node, p.matmul_tile) if node.op in _MATMUL_OPS else flops
-    return unit, opdef.family, eff_flops / p.peak(unit, dtype), flops, nbytes
+    return unit, family, eff_flops / p.peak(unit, dtype), flops, nbytes
+
+
+def _lead_family(body: Graph) -> str:
+    """The family of a fused body's node with the most FLOPs (a conv with its epilogue runs at
+    the conv's efficiency); nested groups are looked into."""
+    best, fam = -1, "elementwise"
+    for n in body.nodes.values():
+        if get_op(n.op).kind != "kernel":
+            continue
+        f = get_op(n.op).flops(n.in_types, n.types, n.attrs)
+        if f > best:
+            best = f
+            fam = _lead_family(n.attrs["body"]) if n.op == "fused" else get_op(n.op).family
+    return fam
 
 
 def _compute_node_cost(node: Node, p: DeviceProfile) -> NodeCost:
@@ -213,6 +232,12 @@ def _compute_node_cost(node: Node, p: DeviceProfile) -> NodeCost:
         return _ZERO
     if kind == "view":
         return (p.view_overhead, 0, 0, 0) if p.view_overhead else _ZERO
+    if node.op == "fused" and p.fusion == "eager":
+        lat, fl, by, ke = p.launch_overhead, 0, 0, 0
+        for n in node.attrs["body"].nodes.values():
+            c = _compute_node_cost(n, p)
+            lat, fl, by, ke = lat + c[0], fl + c[1], by + c[2], ke + c[3]
+        return (lat, fl, by, ke)
     unit, family, work, flops, nbytes = kernel_terms(node, p)
     f = p.family_efficiency.get(family, 1.0)
     t = kernel_time(

@@ -15,6 +15,9 @@ holds:
   efficiencies of that family's kernels (default 1), fitted by `rewrite.measure.calibrate`.
 * ``view_overhead`` (optional, version 2): seconds charged per view node (reshape, slice...),
   e.g. eager framework dispatch on a CPU; default 0 (views are free).
+* ``fusion`` (optional, version 2): ``"kernel"`` (default: a fused group is one kernel) or
+  ``"eager"`` (the backend runs a fused group's body op by op, as eager PyTorch does; fitted
+  profiles of uncompiled measurements say so).
 * ``provenance`` (optional): how the profile was made (device name, torch version, date, fit
   quality); informational.
 * ``interconnect`` (required): ``bandwidth`` (bytes/s per direction, > 0) and ``latency``
@@ -63,6 +66,7 @@ class DeviceProfile:
     aliases: tuple[str, ...] = ()
     family_efficiency: Mapping[str, float] = field(default_factory=dict)
     view_overhead: float = 0.0
+    fusion: str = "kernel"
     provenance: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -94,6 +98,10 @@ class DeviceProfile:
                 raise CostModelError(
                     f"device {self.name!r}: {name} must be a finite number {low}, but got {v!r}."
                 )
+        if self.fusion not in ("kernel", "eager"):
+            raise CostModelError(
+                f"device {self.name!r}: fusion must be 'kernel' or 'eager', but got {self.fusion!r}."
+            )
         fam = self.family_efficiency if isinstance(self.family_efficiency, Mapping) else None
         if fam is None or not all(
             isinstance(k, str) and _is_number(v) and v > 0 for k, v in fam.items()
@@ -153,6 +161,7 @@ class DeviceProfile:
                 aliases=tuple(d.get("aliases", ())),
                 family_efficiency=dict(d.get("family_efficiency", {})),
                 view_overhead=_number(d, "view_overhead") if "view_overhead" in d else 0.0,
+                fusion=d.get("fusion", "kernel"),
                 provenance=dict(d.get("provenance", {})),
             )
         except KeyError as e:
@@ -183,6 +192,7 @@ class DeviceProfile:
             "view_overhead": self.view_overhead,
             "efficiency": dict(self.efficiency),
             "family_efficiency": dict(self.family_efficiency),
+            "fusion": self.fusion,
             "matmul_tile": list(self.matmul_tile),
             "interconnect": dict(self.interconnect),
             "provenance": dict(self.provenance),

@@ -12,7 +12,8 @@ the constants of the cost model's roofline (`rewrite.cost.kernel_time`, the one 
   ``matmul`` and ``elementwise`` families are the references, fixed at 1): robust least squares
   (``scipy.optimize.least_squares``, soft-L1 loss) on the log error of every kernel's time and of
   every whole graph's latency (weighted `GRAPH_WEIGHT`);
-* ``view_overhead``: the median time of the view nodes.
+* ``view_overhead``: the median time of the view nodes;
+* ``fusion``: ``"eager"``, since the measurements run fused groups op by op (eager PyTorch).
 
 The result is a `DeviceProfile` (``format_version`` 2) whose ``provenance`` names the device,
 driver, torch version, date, CPU count, threads, load average, workloads, shapes, seed and the fit
@@ -300,6 +301,7 @@ def fit_profile(
             "memory": min(eta_mem, 1.0),
         },
         family_efficiency={f: float(np.exp(v)) for f, v in zip(families, sol.x[4:])},
+        fusion="eager",  # measured eagerly: a fused group runs its body op by op
         provenance={**(provenance or {}), "fit": quality},
     )
 

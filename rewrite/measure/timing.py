@@ -4,10 +4,14 @@
 weights of the declared dtypes, runs ``warmup`` untimed calls and ``repeats`` timed ones, and
 returns a `Measurement`:
 
-* ``latency``: the median wall time of one run (CUDA: CUDA events around each run after a
-  synchronize; CPU: ``time.perf_counter``). ``interval`` is a 95% bootstrap interval of that
-  median (1000 seeded resamples of the repeats). ``cpu_time`` is the median
-  ``time.process_time`` per run (CPU only; it exposes time lost to other processes).
+* ``latency``: the median time of one run on the chosen ``clock``: CUDA events around each run
+  after a synchronize on CUDA; on a CPU the process CPU time (``time.process_time``) when torch
+  runs one thread, else the wall time (``time.perf_counter``). With one thread the CPU time is
+  the wall time the run would take on an idle machine, and it does not count the time other
+  processes take the core away (wall times on a shared machine are inflated by that, often 2-3x
+  in the tail). ``clock="wall"`` forces wall time. ``interval`` is a 95% bootstrap interval of
+  the median (1000 seeded resamples of the repeats); ``wall`` and ``cpu_time`` are the medians
+  of both clocks (``cpu_time`` 0 on CUDA).
 * ``peak_memory`` (bytes): CUDA: ``torch.cuda.max_memory_allocated`` over one run after
   resetting the peak (weights and inputs included). CPU: the peak, over the steps of one run, of
   the bytes of the distinct tensor storages alive in the program (weights, inputs, and every
@@ -40,10 +44,12 @@ class Measurement:
     """Measured run time and memory of one graph on one device (see the module docstring).
 
     Attributes:
-        latency: Median seconds per run.
+        latency: Median seconds per run on `clock`.
         interval: 95% bootstrap interval ``(low, high)`` of the median, seconds.
         peak_memory: Peak bytes (see the module docstring for how each device measures it).
+        wall: Median wall seconds per run (CUDA events on CUDA).
         cpu_time: Median process CPU seconds per run (0 on CUDA).
+        clock: ``"cuda"``, ``"cpu"`` (process time) or ``"wall"``: what `latency` counts.
         repeats: Timed runs.
         device: The torch device, e.g. ``"cpu"`` or ``"cuda:0"``.
         threads: ``torch.get_num_threads()`` during the runs.
@@ -54,7 +60,9 @@ class Measurement:
     latency: float
     interval: tuple[float, float]
     peak_memory: int
+    wall: float
     cpu_time: float
+    clock: str
     repeats: int
     device: str
     threads: int
@@ -186,6 +194,16 @@ def _live_bytes(program: Program, args: list[Any], params: Mapping[str, Any]) ->
     return sum(resident.values()) + peak
 
 
+def _clock(dev: Any, clock: str) -> str:
+    import torch
+
+    if clock not in ("auto", "wall"):
+        raise MeasureError(f"clock must be 'auto' or 'wall', but got {clock!r}.")
+    if dev.type == "cuda":
+        return "cuda"
+    return "cpu" if clock == "auto" and torch.get_num_threads() == 1 else "wall"
+
+
 def _check_counts(repeats: int, warmup: int) -> None:
     if not (isinstance(repeats, int) and repeats >= 1 and isinstance(warmup, int) and warmup >= 0):
         raise MeasureError(
@@ -202,6 +220,7 @@ def measure(
     warmup: int = 3,
     seed: int = 0,
     compile: bool = False,
+    clock: str = "auto",
 ) -> Measurement:
     """Run ``graph`` in PyTorch and measure its latency and peak memory.
 
@@ -214,6 +233,7 @@ def measure(
         warmup: Untimed runs first (caches, allocator, lazy init, compilation).
         seed: Seed of the random inputs, weights and bootstrap.
         compile: Run fused groups through ``torch.compile`` (see `rewrite.measure.lower`).
+        clock: ``"auto"`` (CUDA events; CPU time with one CPU thread; else wall) or ``"wall"``.
 
     Returns:
         A `Measurement`.
@@ -225,6 +245,7 @@ def measure(
 
     _check_counts(repeats, warmup)
     dev = _device(device)
+    clk = _clock(dev, clock)
     program = lower(graph, dev, compile=compile)
     args, params = _bind(graph, dev, inputs, seed)
     times, cpu = [], []
@@ -255,12 +276,14 @@ def measure(
             peak = int(torch.cuda.max_memory_allocated(dev))
         else:
             peak = _live_bytes(program, args, params)
-    arr = np.asarray(times)
+    arr = np.asarray(cpu if clk == "cpu" else times)
     return Measurement(
         latency=float(np.median(arr)),
         interval=_median_interval(arr, seed),
         peak_memory=peak,
+        wall=float(np.median(times)),
         cpu_time=float(np.median(cpu)) if cpu else 0.0,
+        clock=clk,
         repeats=repeats,
         device=str(dev),
         threads=torch.get_num_threads(),
@@ -270,7 +293,13 @@ def measure(
 
 
 def measure_nodes(
-    graph: Graph, device: Any = None, *, repeats: int = 10, warmup: int = 2, seed: int = 0
+    graph: Graph,
+    device: Any = None,
+    *,
+    repeats: int = 10,
+    warmup: int = 2,
+    seed: int = 0,
+    clock: str = "auto",
 ) -> dict[int, float]:
     """Median seconds of every node of ``graph`` run on its own step by step.
 
@@ -283,6 +312,7 @@ def measure_nodes(
         repeats: Timed runs of the whole graph.
         warmup: Untimed runs first.
         seed: Seed of the random inputs and weights.
+        clock: As for `measure` (CUDA runs are timed on the wall clock after a synchronize).
 
     Returns:
         ``{node id: median seconds}`` for every node that is not an ``input``, ``param`` or
@@ -292,6 +322,7 @@ def measure_nodes(
 
     _check_counts(repeats, warmup)
     dev = _device(device)
+    now = time.process_time if _clock(dev, clock) == "cpu" else time.perf_counter
     program = lower(graph, dev)
     args, params = _bind(graph, dev, None, seed)
     samples: dict[int, list[float]] = {}
@@ -300,16 +331,16 @@ def measure_nodes(
     def hook(i: int, node: Node, env: list[tuple[Any, ...] | None]) -> None:
         nonlocal last
         _sync(dev)
-        now = time.perf_counter()
+        t = now()
         if node.op not in ("input", "param", "const"):
-            samples.setdefault(node.id, []).append(now - last)
-        last = time.perf_counter()
+            samples.setdefault(node.id, []).append(t - last)
+        last = now()
 
     with torch.inference_mode():
         for _ in range(warmup):
             program.run(args, params)
         samples.clear()
         for _ in range(repeats):
-            last = time.perf_counter()
+            last = now()
             program.run(args, params, hook)
     return {nid: float(np.median(ts)) for nid, ts in samples.items()}
