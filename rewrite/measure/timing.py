@@ -211,6 +211,43 @@ def _check_counts(repeats: int, warmup: int) -> None:
         )
 
 
+def _time_runs(
+    program: Program, args: list[Any], params: dict[str, Any], dev: Any, warmup: int, repeats: int
+) -> tuple[list[float], list[float]]:
+    """Wall (CUDA-event on CUDA) and process CPU seconds of each of ``repeats`` runs."""
+    import torch
+
+    for _ in range(warmup):
+        program.run(args, params)
+    _sync(dev)
+    times, cpu = [], []
+    for _ in range(repeats):
+        if dev.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            program.run(args, params)
+            end.record()
+            torch.cuda.synchronize(dev)
+            times.append(start.elapsed_time(end) / 1e3)
+        else:
+            t0, c0 = time.perf_counter(), time.process_time()
+            program.run(args, params)
+            times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+    return times, cpu
+
+
+def _peak_memory(program: Program, args: list[Any], params: dict[str, Any], dev: Any) -> int:
+    if dev.type == "cuda":
+        import torch
+
+        torch.cuda.reset_peak_memory_stats(dev)
+        program.run(args, params)
+        _sync(dev)
+        return int(torch.cuda.max_memory_allocated(dev))
+    return _live_bytes(program, args, params)
+
+
 def measure(
     graph: Graph,
     device: Any = None,
@@ -248,34 +285,9 @@ def measure(
     clk = _clock(dev, clock)
     program = lower(graph, dev, compile=compile)
     args, params = _bind(graph, dev, inputs, seed)
-    times, cpu = [], []
     with torch.inference_mode():
-        for _ in range(warmup):
-            program.run(args, params)
-        _sync(dev)
-        for _ in range(repeats):
-            if dev.type == "cuda":
-                start, end = (
-                    torch.cuda.Event(enable_timing=True),
-                    torch.cuda.Event(enable_timing=True),
-                )
-                start.record()
-                program.run(args, params)
-                end.record()
-                torch.cuda.synchronize(dev)
-                times.append(start.elapsed_time(end) / 1e3)
-            else:
-                t0, c0 = time.perf_counter(), time.process_time()
-                program.run(args, params)
-                times.append(time.perf_counter() - t0)
-                cpu.append(time.process_time() - c0)
-        if dev.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(dev)
-            program.run(args, params)
-            _sync(dev)
-            peak = int(torch.cuda.max_memory_allocated(dev))
-        else:
-            peak = _live_bytes(program, args, params)
+        times, cpu = _time_runs(program, args, params, dev, warmup, repeats)
+        peak = _peak_memory(program, args, params, dev)
     arr = np.asarray(cpu if clk == "cpu" else times)
     return Measurement(
         latency=float(np.median(arr)),
