@@ -14,8 +14,9 @@ runs its body as one region: a sub-program, eager by default (on CPU eager runs 
 one by one, so fusion saves only dispatch), or compiled with ``torch.compile`` when
 ``compile=True`` (Inductor then emits one fused loop nest per region). On a CPU eager is the
 default because compiling is slow and does not pay at these sizes: a 2-layer GPT-2 with two fused
-regions took 25 s to compile and ran 1.5x slower than the same graph eager (per-call guard overhead). Sharded graphs run every device's piece on the one device; collectives are their sums and
-concatenations.
+regions took 25 s to compile and ran 1.5x slower than the same graph eager (per-call guard
+overhead). Sharded graphs run every device's piece on the one device; collectives are their sums
+and concatenations.
 """
 
 from __future__ import annotations
