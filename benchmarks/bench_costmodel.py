@@ -137,6 +137,16 @@ def summarize_shapes(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 f"{col:<11} {split:<9} {s['spearman']:>8.3f} {s['median_factor']:>6.2f} "
                 f"{s['median_rel_error']:>8.1%} {s['worst_factor']:>8.2f}"
             )
+    mem = np.array([r["predicted_peak_memory"] / r["measured_peak_memory"] for r in rows])
+    out["peak_memory_ratio"] = {
+        "median": float(np.median(mem)),
+        "min": float(mem.min()),
+        "max": float(mem.max()),
+    }
+    print(
+        f"\npeak memory, predicted / measured live storage: median {np.median(mem):.2f}, "
+        f"range {mem.min():.2f}-{mem.max():.2f}"
+    )
     return out
 
 
