@@ -8,7 +8,7 @@ shapes, each measured with `rewrite.measure.measure` (eager PyTorch, one thread,
 Spearman rank correlation, median error factor ``max(p/m, m/p)``, median relative error
 ``|p - m| / m`` and the worst factor, over the fitted shapes, the held-out shapes, and all.
 
-Part 2, search fronts: `rewrite.search` on three models (held-out shape) with the fitted
+Part 2, search fronts: `rewrite.search` on the six models (held-out shape) with the fitted
 profile and, for contrast, with the datasheet profile; `SearchResult.measure` re-times the input
 and every Pareto graph. Per graph, the predicted speedup (input latency / graph latency) under
 each profile is set beside the measured one; the error is ``|predicted / measured - 1|``.
@@ -56,7 +56,7 @@ HELD_OUT_SHAPES = (
     {"batch": 4, "seq_len": 64, "image_size": 64},
     {"batch": 16, "seq_len": 32, "image_size": 48},
 )
-SEARCH_MODELS = ("gpt2", "bert", "resnet")
+SEARCH_MODELS = MODELS
 SHIPPED = "cpu-xeon-2core"
 
 

@@ -215,3 +215,25 @@ def test_search_measure_pairs_predicted_and_measured_speedups(zoo_gpt2: rewrite.
     assert "measured" in res.summary() and "pred x" in format_front(rows)
     with pytest.raises(SearchConfigError, match="measure"):
         rewrite.search(zoo_gpt2, {"max_steps": 1}, measure=3)  # type: ignore[arg-type]
+
+
+def test_bfloat16_graphs_run_in_bfloat16() -> None:
+    g = zoo.build("llama", dtype="bfloat16", seq_len=8)
+    args, params = random_tensors(g)
+    assert all(p.dtype == torch.bfloat16 for p in params.values() if p.is_floating_point())
+    with torch.inference_mode():
+        (logits,) = lower(g).run(args, params)
+    assert logits.dtype == torch.bfloat16 and torch.isfinite(logits.float()).all()
+    ref = evaluate(g, [a.numpy() for a in args], {k: v.float().numpy() for k, v in params.items()})
+    np.testing.assert_allclose(logits.float().numpy(), ref[0], rtol=0.1, atol=0.1)
+
+
+@pytest.mark.slow
+def test_compiled_fused_groups_match_eager(zoo_gpt2: rewrite.Graph) -> None:
+    res = rewrite.search(zoo_gpt2, {"max_steps": 150, "seed": 0}, device="cpu")
+    g = next(s.graph for s in res.pareto if any(n.op == "fused" for n in s.graph))
+    args, params = random_tensors(g)
+    eager = lower(g).run(args, params)
+    compiled = lower(g, compile=True).run(args, params)
+    for a, b in zip(eager, compiled):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
