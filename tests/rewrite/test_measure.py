@@ -237,3 +237,34 @@ def test_compiled_fused_groups_match_eager(zoo_gpt2: rewrite.Graph) -> None:
     compiled = lower(g, compile=True).run(args, params)
     for a, b in zip(eager, compiled):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_fit_recovers_a_known_profile_from_its_own_times() -> None:
+    from rewrite.cost import node_cost
+    from rewrite.measure.calibrate import Sample, fit_profile
+
+    d = load_device("cpu").to_dict()
+    d.update(
+        name="truth",
+        launch_overhead=5e-6,
+        view_overhead=2e-6,
+        efficiency={"matmul": 0.6, "vector": 0.3, "memory": 0.8},
+        family_efficiency={"norm": 0.5, "attention": 0.25},
+    )
+    truth = DeviceProfile.from_dict(d)
+    samples = []
+    for name, kw in (("gpt2", {}), ("gpt2", {"batch": 4}), ("bert", {"seq_len": 64})):
+        g = zoo.build(name, **kw)
+        times = {
+            n.id: node_cost(n, truth)[0] or 2e-6
+            for n in g
+            if n.op not in ("input", "param", "const")
+        }
+        samples.append(Sample(name, g, cost(g, truth).latency, times))
+    peaks = {"matmul": 2e12, "vector": 1e12, "memory_bandwidth": 150e9}  # the cpu profile's
+    fitted = fit_profile(samples, load_device("cpu"), peaks, "fitted")
+    assert fitted.launch_overhead == pytest.approx(5e-6, rel=0.05)
+    assert fitted.view_overhead == pytest.approx(2e-6)
+    for s in samples:
+        assert cost(s.graph, fitted).latency == pytest.approx(s.latency, rel=0.02)
+    assert fitted.provenance["fit"]["graph_median_error_factor"] < 1.02
