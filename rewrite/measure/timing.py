@@ -10,8 +10,8 @@ returns a `Measurement`:
   the wall time the run would take on an idle machine, and it does not count the time other
   processes take the core away (wall times on a shared machine are inflated by that, often 2-3x
   in the tail). ``clock="wall"`` forces wall time. ``interval`` is a 95% bootstrap interval of
-  the median (1000 seeded resamples of the repeats); ``wall`` and ``cpu_time`` are the medians
-  of both clocks (``cpu_time`` 0 on CUDA).
+  the median (`rewrite.optimize.compare.interval`: seeded resamples of the repeats); ``wall``
+  and ``cpu_time`` are the medians of both clocks (``cpu_time`` 0 on CUDA).
 * ``peak_memory`` (bytes): CUDA: ``torch.cuda.max_memory_allocated`` over one run after
   resetting the peak (weights and inputs included). CPU: the peak, over the steps of one run, of
   the bytes of the distinct tensor storages alive in the program (weights, inputs, and every
@@ -167,13 +167,6 @@ def _sync(dev: Any) -> None:
         torch.cuda.synchronize(dev)
 
 
-def _median_interval(times: np.ndarray, seed: int) -> tuple[float, float]:
-    rng = np.random.default_rng(seed)
-    boots = np.median(rng.choice(times, size=(1000, len(times))), axis=1)
-    lo, hi = np.percentile(boots, [2.5, 97.5])
-    return float(lo), float(hi)
-
-
 def _live_bytes(program: Program, args: list[Any], params: Mapping[str, Any]) -> int:
     resident = {
         t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in params.values()
@@ -288,10 +281,13 @@ def measure(
     with torch.inference_mode():
         times, cpu = _time_runs(program, args, params, dev, warmup, repeats)
         peak = _peak_memory(program, args, params, dev)
+    from rewrite.optimize.compare import interval
+
     arr = np.asarray(cpu if clk == "cpu" else times)
+    iv = interval(arr.tolist(), np.median, seed)
     return Measurement(
         latency=float(np.median(arr)),
-        interval=_median_interval(arr, seed),
+        interval=(iv.low, iv.high),
         peak_memory=peak,
         wall=float(np.median(times)),
         cpu_time=float(np.median(cpu)) if cpu else 0.0,
