@@ -275,9 +275,10 @@ def fit_profile(
     launch, eta_mm, eta_vec, eta_mem = (float(v) for v in np.exp(sol.x[:4]))
     res = _residuals(sol.x, d, ref.memory_bandwidth, view)
     n = len(d.t)
+    etas = {"matmul": eta_mm, "vector": eta_vec}
     table = {
-        unit: {dt: v * max(eta, 1.0) for dt, v in t.items()}
-        for (unit, t), eta in zip(ref.peak_flops.items(), (eta_mm, eta_vec))
+        unit: {dt: v * max(etas[unit], 1.0) for dt, v in t.items()}
+        for unit, t in ref.peak_flops.items()
     }
     quality = {
         "kernels": n,
