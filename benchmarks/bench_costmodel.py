@@ -45,6 +45,7 @@ import rewrite  # noqa: E402
 from benchmarks._common import write_results  # noqa: E402
 from rewrite import cost, zoo  # noqa: E402
 from rewrite.measure import calibrate, format_front, measure  # noqa: E402
+from rewrite.measure.calibrate import zoo_overrides  # noqa: E402
 
 SEED = 0
 MODELS = ("gpt2", "bert", "llama", "t5", "vit", "resnet")
@@ -61,15 +62,15 @@ SHIPPED = "cpu-xeon-2core"
 
 
 def _label(name: str, shape: dict[str, int]) -> str:
-    keep = "seq_len" if zoo.input_kind(name) == "tokens" else "image_size"
-    return f"{name} b{shape['batch']} {keep[0]}{shape[keep]}"
+    kw = zoo_overrides(name, shape)
+    size = kw.get("seq_len", kw.get("image_size"))
+    return f"{name} b{kw['batch']} {'s' if 'seq_len' in kw else 'i'}{size}"
 
 
 def _build(name: str, shape: dict[str, int]) -> rewrite.Graph:
-    keep = "seq_len" if zoo.input_kind(name) == "tokens" else "image_size"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return zoo.build(name, batch=shape["batch"], **{keep: shape[keep]})
+        return zoo.build(name, **zoo_overrides(name, shape))
 
 
 def stats(pred: np.ndarray, meas: np.ndarray) -> dict[str, float]:

@@ -52,6 +52,7 @@ __all__ = [
     "collect",
     "fit_profile",
     "write_profile",
+    "zoo_overrides",
 ]
 
 #: Zoo models measured by default (their ``small`` sizes).
@@ -95,7 +96,9 @@ class Calibration:
     path: Path | None = None
 
 
-def _shape_overrides(name: str, shape: Mapping[str, int]) -> dict[str, int]:
+def zoo_overrides(name: str, shape: Mapping[str, int]) -> dict[str, int]:
+    """The entries of ``shape`` that apply to zoo model ``name`` (``seq_len`` for token models,
+    ``image_size`` for image models, and the rest)."""
     from rewrite import zoo
 
     drop = "image_size" if zoo.input_kind(name) == "tokens" else "seq_len"
@@ -124,7 +127,7 @@ def collect(
         else:
             jobs = []
             for shape in shapes:
-                kw = _shape_overrides(w, shape)
+                kw = zoo_overrides(w, shape)
                 label = " ".join([w, *(f"{k}={v}" for k, v in kw.items())])
                 jobs.append((label, zoo.build(w, **kw)))
         for label, g in jobs:
