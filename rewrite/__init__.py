@@ -12,6 +12,7 @@ from rewrite.errors import (
     EvaluationError,
     GraphError,
     MatchError,
+    MeasureError,
     OpaqueOpWarning,
     PriorsError,
     RewriteError,
@@ -27,6 +28,7 @@ from rewrite.errors import (
 )
 from rewrite.evaluate import evaluate, random_inputs, random_params
 from rewrite.ir import ConstArray, Graph, GraphDelta, Node, TensorType, Value
+from rewrite.measure import Measurement, calibrate, measure
 from rewrite.optimize import (
     RulePriors,
     SearchConfig,
@@ -77,6 +79,10 @@ __all__ = [
     "peak_memory",
     "ShardedCost",
     "shard_cost",
+    # measurement
+    "Measurement",
+    "calibrate",
+    "measure",
     # rules and verification
     "CheckResult",
     "ProofResult",
@@ -109,6 +115,7 @@ __all__ = [
     "EvaluationError",
     "GraphError",
     "MatchError",
+    "MeasureError",
     "OpaqueOpWarning",
     "PriorsError",
     "RewriteError",

@@ -10,13 +10,19 @@
 * ``kernels``: number of kernel launches (every node except sources and views).
 * ``latency`` (seconds): a single-stream schedule, so the sum over kernels of::
 
-      t = max(F' / (eta_f * peak_f(dtype)), B / (eta_m * bandwidth)) + launch_overhead
+      t = max(F' / (eta_f * phi * peak_f(dtype)), B / (eta_m * phi * bandwidth)) + launch_overhead
 
   where ``F'`` is the kernel's FLOPs with GEMM dims rounded up to the profile's
   ``matmul_tile`` (``F' = F`` for other ops), ``peak_f`` is the ``matmul`` unit for GEMMs,
   attention, convolution and fused groups containing one, and the ``vector`` unit otherwise
   (pooling, reductions, elementwise ops), at the dtype of output 0 (input 0 for bool outputs),
-  and the ``eta`` are the profile's efficiencies.
+  and the ``eta`` are the profile's efficiencies and ``phi`` its ``family_efficiency`` of the
+  op's family (1 unless the profile was fitted by `rewrite.measure.calibrate`). A profile's
+  ``view_overhead`` (default 0) is charged per view node. A fused group runs at the efficiency
+  of its body's family with the most FLOPs. On a profile with ``fusion: "eager"`` (a backend
+  that runs a fused group's body op by op, e.g. eager PyTorch) a fused group costs the sum of its
+  body's nodes plus one launch. `kernel_time` is this formula, the
+  only copy of it.
 * ``peak_memory`` (bytes): liveness over the deterministic topological order: parameters and
   constants resident for the whole run; each kernel output allocated when its node runs and freed
   after its last reader (graph outputs live to the end); a view aliases its input's buffer and
@@ -41,7 +47,16 @@ from rewrite.devices import DeviceProfile, load_device
 from rewrite.ir import Graph, Node, Value
 from rewrite.ops import get_op
 
-__all__ = ["COST_FIELDS", "CostVector", "NodeCost", "cost", "node_cost", "peak_memory"]
+__all__ = [
+    "COST_FIELDS",
+    "CostVector",
+    "NodeCost",
+    "cost",
+    "kernel_terms",
+    "kernel_time",
+    "node_cost",
+    "peak_memory",
+]
 
 #: Names of the cost vector's entries, in `CostVector.as_tuple` order.
 COST_FIELDS = ("latency", "peak_memory", "flops", "bytes", "kernels", "communication")
@@ -141,12 +156,45 @@ def _tile_factor(node: Node, tile: tuple[int, int, int]) -> float:
     return padded / (m * n * k)
 
 
-def _compute_node_cost(node: Node, p: DeviceProfile) -> NodeCost:
+def kernel_time(
+    work: Any,
+    nbytes: Any,
+    eta_compute: Any,
+    eta_memory: Any,
+    bandwidth: float,
+    launch: Any,
+    maximum: Callable[[Any, Any], Any] = max,
+) -> Any:
+    """The roofline time of kernels, the one formula of the model (see the module docstring).
+
+    Args:
+        work: Seconds the kernel's (tile-padded) FLOPs take at the unit's peak, ``F' / peak_f``.
+        nbytes: Bytes moved.
+        eta_compute: Achieved fraction of the compute peak (unit efficiency x family factor).
+        eta_memory: Achieved fraction of the bandwidth (memory efficiency x family factor).
+        bandwidth: Memory bandwidth, bytes/s.
+        launch: Seconds added per kernel.
+        maximum: ``max`` for scalars; ``numpy.maximum`` to evaluate arrays of kernels at once
+            (as `rewrite.measure.calibrate` does).
+
+    Returns:
+        Seconds (a scalar or an array like the inputs).
+    """
+    return maximum(work / eta_compute, nbytes / (eta_memory * bandwidth)) + launch
+
+
+def kernel_terms(node: Node, p: DeviceProfile) -> tuple[str, str, float, int, int]:
+    """What the roofline needs of one kernel node, apart from the fitted constants.
+
+    Returns:
+        ``(unit, family, work, flops, bytes)``: the unit (``matmul`` or ``vector``), the op
+        family (keys `DeviceProfile.family_efficiency`), seconds of the tile-padded FLOPs at the
+        unit's peak for the output dtype, FLOPs and bytes moved.
+    """
     opdef = get_op(node.op)
-    if opdef.kind in ("source", "view"):
-        return _ZERO
     flops = opdef.flops(node.in_types, node.types, node.attrs)
     nbytes = opdef.bytes(node.in_types, node.types, node.attrs)
+    family = opdef.family
     if node.op == "fused":
         body = node.attrs["body"]
         unit = (
@@ -154,15 +202,53 @@ def _compute_node_cost(node: Node, p: DeviceProfile) -> NodeCost:
             if any(get_op(n.op).family in _MATMUL_FAMILIES for n in body.nodes.values())
             else "vector"
         )
+        family = _lead_family(body)
     else:
-        unit = "matmul" if opdef.family in _MATMUL_FAMILIES else "vector"
+        unit = "matmul" if family in _MATMUL_FAMILIES else "vector"
     dtype = node.types[0].dtype if node.types else "float32"
     if dtype == "bool" and node.in_types:
         dtype = node.in_types[0].dtype
     eff_flops = flops * _tile_factor(node, p.matmul_tile) if node.op in _MATMUL_OPS else flops
-    t_compute = eff_flops / (p.efficiency[unit] * p.peak(unit, dtype))
-    t_memory = nbytes / (p.efficiency["memory"] * p.memory_bandwidth)
-    return (max(t_compute, t_memory) + p.launch_overhead, flops, nbytes, 1)
+    return unit, family, eff_flops / p.peak(unit, dtype), flops, nbytes
+
+
+def _lead_family(body: Graph) -> str:
+    """The family of a fused body's node with the most FLOPs (a conv with its epilogue runs at
+    the conv's efficiency); nested groups are looked into."""
+    best, fam = -1, "elementwise"
+    for n in body.nodes.values():
+        if get_op(n.op).kind != "kernel":
+            continue
+        f = get_op(n.op).flops(n.in_types, n.types, n.attrs)
+        if f > best:
+            best = f
+            fam = _lead_family(n.attrs["body"]) if n.op == "fused" else get_op(n.op).family
+    return fam
+
+
+def _compute_node_cost(node: Node, p: DeviceProfile) -> NodeCost:
+    kind = get_op(node.op).kind
+    if kind == "source":
+        return _ZERO
+    if kind == "view":
+        return (p.view_overhead, 0, 0, 0) if p.view_overhead else _ZERO
+    if node.op == "fused" and p.fusion == "eager":
+        lat, fl, by, ke = p.launch_overhead, 0, 0, 0
+        for n in node.attrs["body"].nodes.values():
+            c = _compute_node_cost(n, p)
+            lat, fl, by, ke = lat + c[0], fl + c[1], by + c[2], ke + c[3]
+        return (lat, fl, by, ke)
+    unit, family, work, flops, nbytes = kernel_terms(node, p)
+    f = p.family_efficiency.get(family, 1.0)
+    t = kernel_time(
+        work,
+        nbytes,
+        p.efficiency[unit] * f,
+        p.efficiency["memory"] * f,
+        p.memory_bandwidth,
+        p.launch_overhead,
+    )
+    return (t, flops, nbytes, 1)
 
 
 def node_cost(node: Node, device: str | Path | DeviceProfile = "h100") -> NodeCost:

@@ -11,6 +11,7 @@ __all__ = [
     "EvaluationError",
     "GraphError",
     "MatchError",
+    "MeasureError",
     "OpaqueOpWarning",
     "PriorsError",
     "RewriteError",
@@ -94,6 +95,10 @@ class ShapeReductionError(VerificationError):
 
 class BackendError(RewriteError, RuntimeError):
     """The requested array backend is unusable (cupy missing, no CUDA device)."""
+
+
+class MeasureError(RewriteError, RuntimeError):
+    """A graph cannot be lowered to PyTorch or measured (opaque op, bad inputs, bad profile fit)."""
 
 
 class SearchError(RewriteError, RuntimeError):

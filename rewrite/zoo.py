@@ -26,7 +26,7 @@ from typing import Any
 from rewrite.errors import RewriteError
 from rewrite.ir import Graph
 
-__all__ = ["SIZES", "ZooModel", "build", "model", "names"]
+__all__ = ["SIZES", "ZooModel", "build", "input_kind", "model", "names"]
 
 SIZES = ("small", "full")
 
@@ -181,6 +181,16 @@ def names() -> list[str]:
     return sorted(_SPECS)
 
 
+def input_kind(name: str) -> str:
+    """``"tokens"`` (sized by ``seq_len``) or ``"image"`` (sized by ``image_size``) for a zoo
+    model name (suffix allowed).
+
+    Raises:
+        RewriteError: On an unknown model.
+    """
+    return _SPECS[_split_name(name, None)[0]].input_kind
+
+
 def _split_name(name: str, size: str | None) -> tuple[str, str]:
     head, _, tail = name.rpartition("-")
     base, suffix = (head, tail) if head and tail in SIZES else (name, "")
@@ -226,6 +236,8 @@ def model(name: str, **overrides: Any) -> ZooModel:
                 "check the spelling against the transformers config."
             )
         setattr(config, k, v)
+    if spec.input_kind == "image" and hasattr(config, "image_size") and "image_size" in run:
+        config.image_size = run["image_size"]  # ViT sizes its position embeddings by it
     device = run.get("device", "cpu" if size == "small" else "meta")
     dtype = getattr(torch, run.get("dtype", "float32"))
     make = getattr(transformers, spec.model_class)

@@ -1,6 +1,7 @@
 """Hardware profiles for the cost model, stored as documented JSON files beside this module.
 
-A profile (``format_version`` 1) holds:
+A profile (``format_version`` 2; version 1 files, which lack the optional fields, still load)
+holds:
 
 * ``peak_flops``: FLOP/s by unit (``matmul``: tensor cores / GEMM, ``vector``: everything
   else) and dtype; a dtype missing from a table uses that table's ``float32`` entry.
@@ -9,14 +10,26 @@ A profile (``format_version`` 1) holds:
 * ``efficiency``: achievable fraction of peak for ``matmul``, ``vector`` and ``memory``.
 * ``matmul_tile``: ``[tm, tn, tk]``; GEMM work is counted on dims rounded up to these
   multiples (tile quantization penalty for small or odd shapes).
+* ``family_efficiency`` (optional, version 2): op family (``conv``, ``attention``, ``norm``,
+  ``reduction``, ``pool``, ``shape``, ``fused``...) -> a positive multiplier on both
+  efficiencies of that family's kernels (default 1), fitted by `rewrite.measure.calibrate`.
+* ``view_overhead`` (optional, version 2): seconds charged per view node (reshape, slice...),
+  e.g. eager framework dispatch on a CPU; default 0 (views are free).
+* ``fusion`` (optional, version 2): ``"kernel"`` (default: a fused group is one kernel) or
+  ``"eager"`` (the backend runs a fused group's body op by op, as eager PyTorch does; fitted
+  profiles of uncompiled measurements say so).
+* ``provenance`` (optional): how the profile was made (device name, torch version, date, fit
+  quality); informational.
 * ``interconnect`` (required): ``bandwidth`` (bytes/s per direction, > 0) and ``latency``
   (s, >= 0, default 0) for the alpha-beta collective model used by sharded graphs.
 
 Every number must be finite; `DeviceProfile` validates on construction and raises
 `CostModelError` naming the field.
 
-Built-in profiles: ``h100_sxm`` (alias ``h100``), ``h200``, ``a100``, ``cpu``. A path to a JSON
-file of the same layout works wherever a name does.
+Built-in profiles: ``h100_sxm`` (alias ``h100``), ``h200``, ``a100``, ``cpu`` (datasheet
+numbers), and the measured profiles under ``measured/`` (fitted by `rewrite.measure.calibrate`
+on the machine their ``provenance`` names). A path to a JSON file of the same layout works
+wherever a name does.
 """
 
 from __future__ import annotations
@@ -24,7 +37,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -33,7 +46,7 @@ from rewrite.errors import CostModelError
 
 __all__ = ["DEVICE_FORMAT_VERSION", "DeviceProfile", "device_names", "load_device"]
 
-DEVICE_FORMAT_VERSION = 1
+DEVICE_FORMAT_VERSION = 2
 _DIR = Path(__file__).parent
 
 
@@ -51,6 +64,10 @@ class DeviceProfile:
     matmul_tile: tuple[int, int, int]
     interconnect: Mapping[str, Any]
     aliases: tuple[str, ...] = ()
+    family_efficiency: Mapping[str, float] = field(default_factory=dict)
+    view_overhead: float = 0.0
+    fusion: str = "kernel"
+    provenance: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for unit in ("matmul", "vector"):
@@ -71,15 +88,28 @@ class DeviceProfile:
                 raise CostModelError(
                     f"device {self.name!r}: efficiency[{k!r}] must be a number in (0, 1], but got {v!r}."
                 )
-        for field, v, low in (
+        for name, v, low in (
             ("memory_bandwidth", self.memory_bandwidth, "> 0"),
             ("memory_capacity", self.memory_capacity, "> 0"),
             ("launch_overhead", self.launch_overhead, ">= 0"),
+            ("view_overhead", self.view_overhead, ">= 0"),
         ):
             if not (_is_number(v) and (v > 0 if low == "> 0" else v >= 0)):
                 raise CostModelError(
-                    f"device {self.name!r}: {field} must be a finite number {low}, but got {v!r}."
+                    f"device {self.name!r}: {name} must be a finite number {low}, but got {v!r}."
                 )
+        if self.fusion not in ("kernel", "eager"):
+            raise CostModelError(
+                f"device {self.name!r}: fusion must be 'kernel' or 'eager', but got {self.fusion!r}."
+            )
+        fam = self.family_efficiency if isinstance(self.family_efficiency, Mapping) else None
+        if fam is None or not all(
+            isinstance(k, str) and _is_number(v) and v > 0 for k, v in fam.items()
+        ):
+            raise CostModelError(
+                f"device {self.name!r}: family_efficiency must map op families to positive "
+                f"numbers, but got {self.family_efficiency!r}."
+            )
         tile = self.matmul_tile
         if (
             not isinstance(tile, tuple)
@@ -129,6 +159,10 @@ class DeviceProfile:
                 matmul_tile=tuple(d.get("matmul_tile", (1, 1, 1))),  # type: ignore[arg-type]
                 interconnect=dict(d["interconnect"]),
                 aliases=tuple(d.get("aliases", ())),
+                family_efficiency=dict(d.get("family_efficiency", {})),
+                view_overhead=_number(d, "view_overhead") if "view_overhead" in d else 0.0,
+                fusion=d.get("fusion", "kernel"),
+                provenance=dict(d.get("provenance", {})),
             )
         except KeyError as e:
             raise CostModelError(
@@ -142,6 +176,27 @@ class DeviceProfile:
                 f"device profile {name!r} has a field of the wrong type ({e}); peak_flops, "
                 "efficiency and interconnect are objects, the others numbers."
             ) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The profile's JSON dict (current ``format_version``); `from_dict` reads it back."""
+        return {
+            "format": "rewrite-device",
+            "format_version": DEVICE_FORMAT_VERSION,
+            "name": self.name,
+            "aliases": list(self.aliases),
+            "description": self.description,
+            "peak_flops": {u: dict(t) for u, t in self.peak_flops.items()},
+            "memory_bandwidth": self.memory_bandwidth,
+            "memory_capacity": self.memory_capacity,
+            "launch_overhead": self.launch_overhead,
+            "view_overhead": self.view_overhead,
+            "efficiency": dict(self.efficiency),
+            "family_efficiency": dict(self.family_efficiency),
+            "fusion": self.fusion,
+            "matmul_tile": list(self.matmul_tile),
+            "interconnect": dict(self.interconnect),
+            "provenance": dict(self.provenance),
+        }
 
 
 def _is_number(v: Any) -> TypeGuard[float]:
@@ -160,7 +215,7 @@ def _number(d: Mapping[str, Any], field: str) -> float:
 @cache
 def _builtin() -> dict[str, DeviceProfile]:
     out: dict[str, DeviceProfile] = {}
-    for p in sorted(_DIR.glob("*.json")):
+    for p in [*sorted(_DIR.glob("*.json")), *sorted((_DIR / "measured").glob("*.json"))]:
         prof = DeviceProfile.from_dict(json.loads(p.read_text()))
         for key in (prof.name, *prof.aliases):
             out[key] = prof

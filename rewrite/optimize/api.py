@@ -155,6 +155,7 @@ def search(
     *,
     rules: Sequence[Rule] | None = None,
     verify_cache: Any = "default",
+    measure: bool | str = False,
 ) -> SearchResult:
     """Search for rewrites of ``graph`` that trade off the configured cost objectives.
 
@@ -173,6 +174,10 @@ def search(
             local process pool otherwise.
         rules: The rules to search with (default: the verified catalogue of `rewrite.rules`).
         verify_cache: Verdict cache of the random tests (see `make_verifier`).
+        measure: Re-time the input and the final Pareto graphs in PyTorch and store predicted
+            against measured speedups in `SearchResult.measured` (`SearchResult.measure`):
+            True for CUDA when present else the CPU, or a torch device name. Not counted in
+            ``time_budget``.
 
     Returns:
         A `SearchResult`. With a ``time_budget`` the whole call (rule gate, search and final
@@ -187,6 +192,7 @@ def search(
     t0 = time.perf_counter()
     if not isinstance(graph, Graph):
         raise SearchError(f"search needs a rewrite Graph, but got {type(graph).__name__}.")
+    _check_measure(measure)
     pri = RulePriors.coerce(priors)
     cfg = coerce_config(config, pri)
     given = _check_rules(default_rules(cfg.max_fusion_size) if rules is None else rules)
@@ -206,16 +212,33 @@ def search(
         else:
             check_picklable(rule_list)
             source = rule_list
-        return run_parallel(
+        result = run_parallel(
             graph, cfg, rule_list, prior, device, executor, verify_cache, source, t0=t0
         )
+        return _measured(result, measure)
     verifier = make_verifier(cfg.seed, verify_cache)
     ctx = Context(graph, rule_list, prior, cfg, device, verifier)
     engine = Engine(ctx, np.random.SeedSequence(cfg.seed))
     reason = run_engine(engine, cfg, t0)
-    return build_result(
+    result = build_result(
         ctx, engine.frontier, engine.hv_trace, engine.stats, reason, t0, 1, len(engine.population)
     )
+    return _measured(result, measure)
+
+
+def _check_measure(measure: Any) -> None:
+    if not (isinstance(measure, bool | str) or measure is None):
+        raise SearchConfigError(
+            f"search's measure must be True, False or a torch device name like 'cpu', but got "
+            f"{measure!r}."
+        )
+
+
+def _measured(result: SearchResult, measure: bool | str) -> SearchResult:
+    if measure is False or measure is None:
+        return result
+    result.measure(None if measure is True else measure, seed=int(result.config.get("seed", 0)))
+    return result
 
 
 def _mesh_prior(pri: RulePriors, given: Sequence[Rule], used: Sequence[Rule]) -> np.ndarray:

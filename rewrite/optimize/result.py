@@ -207,6 +207,8 @@ class SearchResult:
         final_checks: Graph hash -> whether its whole-graph random test against the input passed
             (graphs whose test did not run are absent; empty when ``final_check`` was off).
         final_failed: How many frontier graphs failed a whole-graph check (not reported).
+        measured: Predicted against measured latency and speedup of the input and every Pareto
+            graph (`measure`, or ``search(..., measure=True)``); None until measured.
     """
 
     input_graph: Graph
@@ -226,6 +228,22 @@ class SearchResult:
     final_checks: dict[str, bool] = field(default_factory=dict)
     final_population: int = 0
     final_failed: int = 0
+    measured: list[Any] | None = None
+
+    def measure(
+        self, device: Any = None, *, repeats: int = 10, seed: int = 0, compile: bool = False
+    ) -> list[Any]:
+        """Re-time the input graph and every Pareto graph on a real device and pair predicted
+        with measured speedups (`rewrite.measure.front.measure_front`; the rows are also stored in
+        `measured` and the summary). ``device`` None: CUDA when present, else the CPU.
+
+        Returns:
+            `MeasuredSolution` rows, the input graph's first.
+        """
+        from rewrite.measure.front import measure_front
+
+        self.measured = measure_front(self, device, repeats=repeats, seed=seed, compile=compile)
+        return self.measured
 
     @property
     def hypervolume(self) -> float:
@@ -290,6 +308,11 @@ class SearchResult:
             "hv_trace": [list(t) for t in self.hv_trace],
             "stop_reason": self.stop_reason,
             "metrics": self.metrics(),
+            **(
+                {"measured": [r.as_dict() for r in self.measured]}
+                if self.measured is not None
+                else {}
+            ),
         }
 
     def __repr__(self) -> str:

@@ -266,7 +266,8 @@ def search_suite(
         priors: Rule priors, shared by all workloads.
         device: Cost-model device.
         seeds: Search seeds (replacing ``config.seed``); default ``(config.seed,)``.
-        **kwargs: Passed to `rewrite.search` (``executor``, ``rules``, ``verify_cache``).
+        **kwargs: Passed to `rewrite.search` (``executor``, ``rules``, ``verify_cache``,
+            ``measure``: re-time every result's Pareto graphs, see `SearchResult.measure`).
 
     Raises:
         SearchError: If ``workloads`` or ``seeds`` is empty.

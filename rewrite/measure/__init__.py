@@ -1,0 +1,41 @@
+"""Ground truth for the cost model: run IR graphs in PyTorch, time them, fit device profiles.
+
+* `lower` turns a `Graph` into a PyTorch `Program` (every registered op but ``opaque``).
+* `measure` times a graph on CUDA when present, else the CPU, and reports its peak memory.
+* `measure_nodes` times every node on its own.
+* `measure_front` pairs predicted with measured speedups of a search's Pareto graphs.
+* `calibrate` fits a device profile's free constants to such measurements of zoo graphs and
+  writes a versioned profile JSON that `rewrite.cost` loads.
+
+Importing this package does not import torch; its functions do.
+"""
+
+from __future__ import annotations
+
+from rewrite.measure.calibrate import Calibration, calibrate, write_profile
+from rewrite.measure.front import MeasuredSolution, format_front, measure_front
+from rewrite.measure.lower import TORCH_KERNELS, Program, lower
+from rewrite.measure.timing import (
+    Measurement,
+    default_device,
+    measure,
+    measure_nodes,
+    random_tensors,
+)
+
+__all__ = [
+    "TORCH_KERNELS",
+    "Calibration",
+    "MeasuredSolution",
+    "calibrate",
+    "format_front",
+    "measure_front",
+    "write_profile",
+    "Measurement",
+    "Program",
+    "default_device",
+    "lower",
+    "measure",
+    "measure_nodes",
+    "random_tensors",
+]

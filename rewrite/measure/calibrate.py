@@ -1,0 +1,441 @@
+"""Fit a device profile's free constants to measurements of zoo graphs.
+
+`calibrate(device)` builds each workload (a zoo model name, or a `Graph`) at each shape, times
+every node on its own and the whole graph (`rewrite.measure.measure_nodes`, `measure`), and fits
+the constants of the cost model's roofline (`rewrite.cost.kernel_time`, the one formula):
+
+* the peaks: a GEMM, a large copy and an element-wise ``tanh`` are timed first and set the
+  matmul and vector FLOP/s and the bandwidth (other dtypes keep the base profile's ratios to
+  float32); a fitted efficiency above 1 raises the peak instead, so efficiencies stay in (0, 1];
+* ``launch_overhead``, ``efficiency`` (``matmul``, ``vector``, ``memory``) and
+  ``family_efficiency`` for every op family with at least `MIN_FAMILY_SAMPLES` kernels (the
+  ``matmul`` and ``elementwise`` families are the references, fixed at 1): robust least squares
+  (``scipy.optimize.least_squares``, soft-L1 loss) on the log error of every kernel's time and of
+  every whole graph's latency (weighted `GRAPH_WEIGHT`);
+* ``view_overhead``: the median time of the view nodes;
+* ``fusion``: ``"eager"``, since the measurements run fused groups op by op (eager PyTorch).
+
+The result is a `DeviceProfile` (``format_version`` 2) whose ``provenance`` names the device,
+driver, torch version, date, CPU count, threads, load average, workloads, shapes, seed and the fit
+quality; `write_profile` stores it, and ``cost(graph, "profile.json")`` loads it. Communication
+constants are kept from the base profile (no multi-device measurement here).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rewrite.cost import kernel_terms, kernel_time
+from rewrite.devices import DeviceProfile, load_device
+from rewrite.errors import MeasureError
+from rewrite.ir import Graph
+from rewrite.measure.timing import _device, measure, measure_nodes
+from rewrite.ops import get_op
+
+__all__ = [
+    "DEFAULT_SHAPES",
+    "DEFAULT_WORKLOADS",
+    "Calibration",
+    "Sample",
+    "calibrate",
+    "collect",
+    "fit_profile",
+    "write_profile",
+    "zoo_overrides",
+]
+
+#: Zoo models measured by default (their ``small`` sizes).
+DEFAULT_WORKLOADS = ("gpt2", "bert", "llama", "t5", "vit", "resnet")
+#: Shapes measured by default: ``batch`` with ``seq_len`` (token models) or ``image_size``.
+DEFAULT_SHAPES: tuple[dict[str, int], ...] = (
+    {"batch": 1, "seq_len": 16, "image_size": 32},
+    {"batch": 4, "seq_len": 64, "image_size": 64},
+    {"batch": 8, "seq_len": 128, "image_size": 96},
+)
+#: Fewest kernels of a family for it to get its own ``family_efficiency``.
+MIN_FAMILY_SAMPLES = 8
+#: Weight of a whole graph's log error against one kernel's.
+GRAPH_WEIGHT = 4.0
+_REFERENCE_FAMILIES = ("matmul", "elementwise")
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One measured graph.
+
+    Attributes:
+        name: Workload and shape, e.g. ``"gpt2 batch=1 seq_len=16"``.
+        graph: The graph.
+        latency: Its measured median latency, seconds.
+        node_times: Node id -> median seconds of that node alone.
+    """
+
+    name: str
+    graph: Graph
+    latency: float
+    node_times: Mapping[int, float]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What `calibrate` returns: the fitted profile and the measurements it was fitted to."""
+
+    profile: DeviceProfile
+    samples: list[Sample] = field(default_factory=list)
+    path: Path | None = None
+
+
+def zoo_overrides(name: str, shape: Mapping[str, int]) -> dict[str, int]:
+    """The entries of ``shape`` that apply to zoo model ``name`` (``seq_len`` for token models,
+    ``image_size`` for image models, and the rest)."""
+    from rewrite import zoo
+
+    drop = "image_size" if zoo.input_kind(name) == "tokens" else "seq_len"
+    return {k: v for k, v in shape.items() if k != drop}
+
+
+def collect(
+    workloads: Sequence[str | Graph] = DEFAULT_WORKLOADS,
+    shapes: Sequence[Mapping[str, int]] = DEFAULT_SHAPES,
+    device: Any = None,
+    *,
+    repeats: int = 10,
+    seed: int = 0,
+) -> list[Sample]:
+    """Measure every workload at every shape (a `Graph` workload is measured once, as is).
+
+    Returns:
+        One `Sample` per measured graph.
+    """
+    from rewrite import zoo
+
+    samples = []
+    for w in workloads:
+        if isinstance(w, Graph):
+            jobs = [(w.name, w)]
+        else:
+            jobs = []
+            for shape in shapes:
+                kw = zoo_overrides(w, shape)
+                label = " ".join([w, *(f"{k}={v}" for k, v in kw.items())])
+                jobs.append((label, zoo.build(w, **kw)))
+        for label, g in jobs:
+            nodes = measure_nodes(g, device, repeats=repeats, seed=seed)
+            m = measure(g, device, repeats=repeats, seed=seed)
+            samples.append(Sample(label, g, m.latency, nodes))
+    return samples
+
+
+def _timeit(fn: Any, dev: Any, repeats: int = 7) -> float:
+    import torch
+
+    fn()
+    ts = []
+    for _ in range(repeats):
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        t0 = time.perf_counter()
+        fn()
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts))
+
+
+def measure_peaks(device: Any = None) -> dict[str, float]:
+    """Achieved float32 GEMM and ``tanh`` FLOP/s and copy bandwidth on ``device``.
+
+    Returns:
+        ``{"matmul": FLOP/s, "vector": FLOP/s, "memory_bandwidth": bytes/s}``.
+    """
+    import torch
+
+    dev = _device(device)
+    n = 1024 if dev.type == "cuda" else 384
+    a = torch.randn(n, n, device=dev)
+    mm = 2 * n**3 / _timeit(lambda: torch.mm(a, a), dev)
+    big = torch.empty(2**24, device=dev)
+    dst = torch.empty_like(big)
+    bw = 2 * big.numel() * 4 / _timeit(lambda: dst.copy_(big), dev)
+    x = torch.randn(2**18, device=dev)
+    vec = 4 * x.numel() / _timeit(lambda: torch.tanh(x, out=dst[: x.numel()]), dev)
+    return {"matmul": mm, "vector": vec, "memory_bandwidth": bw}
+
+
+def _with_peaks(base: DeviceProfile, peaks: Mapping[str, float]) -> DeviceProfile:
+    table = {
+        unit: {dt: peaks[unit] * v / base.peak_flops[unit]["float32"] for dt, v in t.items()}
+        for unit, t in base.peak_flops.items()
+    }
+    return replace(base, peak_flops=table, memory_bandwidth=peaks["memory_bandwidth"])
+
+
+@dataclass
+class _Data:
+    unit: np.ndarray  # kernel -> 0 matmul, 1 vector
+    fam: np.ndarray  # kernel -> index into families (-1: reference family)
+    work: np.ndarray
+    nbytes: np.ndarray
+    t: np.ndarray
+    graph: np.ndarray  # kernel -> sample index
+    views: np.ndarray  # sample -> number of view nodes
+    view_times: list[float]
+    latency: np.ndarray  # sample -> measured seconds
+
+
+def _gather(samples: Sequence[Sample], ref: DeviceProfile) -> tuple[_Data, list[str]]:
+    rows: list[tuple[str, str, float, int, float, int]] = []
+    views: list[int] = []
+    view_times: list[float] = []
+    counts: dict[str, int] = {}
+    for si, s in enumerate(samples):
+        nv = 0
+        for nid, t in s.node_times.items():
+            node = s.graph.node(nid)
+            kind = get_op(node.op).kind
+            if kind == "view":
+                nv += 1
+                view_times.append(t)
+            elif kind != "source":
+                unit, family, work, _, nbytes = kernel_terms(node, ref)
+                rows.append((unit, family, work, nbytes, t, si))
+                counts[family] = counts.get(family, 0) + 1
+        views.append(nv)
+    if not rows:
+        raise MeasureError("calibration needs measured kernels, but the samples have none.")
+    families = sorted(
+        f for f, c in counts.items() if c >= MIN_FAMILY_SAMPLES and f not in _REFERENCE_FAMILIES
+    )
+    fidx = {f: i for i, f in enumerate(families)}
+    data = _Data(
+        unit=np.array([r[0] == "vector" for r in rows], dtype=np.int64),
+        fam=np.array([fidx.get(r[1], -1) for r in rows], dtype=np.int64),
+        work=np.array([r[2] for r in rows]),
+        nbytes=np.array([r[3] for r in rows], dtype=np.float64),
+        t=np.maximum(np.array([r[4] for r in rows]), 1e-9),
+        graph=np.array([r[5] for r in rows], dtype=np.int64),
+        views=np.array(views, dtype=np.float64),
+        view_times=view_times,
+        latency=np.array([s.latency for s in samples]),
+    )
+    return data, families
+
+
+def _predict(x: np.ndarray, d: _Data, bandwidth: float) -> np.ndarray:
+    launch, eta_mm, eta_vec, eta_mem = np.exp(x[:4])
+    fam = np.concatenate([np.exp(x[4:]), [1.0]])[d.fam]  # index -1: the reference, 1
+    eta_c = np.where(d.unit == 0, eta_mm, eta_vec) * fam
+    return kernel_time(d.work, d.nbytes, eta_c, eta_mem * fam, bandwidth, launch, np.maximum)
+
+
+def _residuals(x: np.ndarray, d: _Data, bandwidth: float, view: float) -> np.ndarray:
+    pred = _predict(x, d, bandwidth)
+    total = np.bincount(d.graph, weights=pred, minlength=len(d.latency)) + d.views * view
+    return np.concatenate(
+        [np.log(pred / d.t), GRAPH_WEIGHT * np.log(np.maximum(total, 1e-12) / d.latency)]
+    )
+
+
+def fit_profile(
+    samples: Sequence[Sample],
+    base: DeviceProfile,
+    peaks: Mapping[str, float],
+    name: str,
+    provenance: Mapping[str, Any] | None = None,
+) -> DeviceProfile:
+    """Fit the free constants to ``samples`` (see the module docstring).
+
+    Args:
+        samples: Measured graphs (`collect`).
+        base: Profile giving dtype ratios, memory capacity, tile and interconnect.
+        peaks: Measured peaks (`measure_peaks`).
+        name: Name of the new profile.
+        provenance: Extra provenance entries.
+
+    Returns:
+        The fitted `DeviceProfile`.
+    """
+    from scipy.optimize import least_squares
+
+    ref = _with_peaks(base, peaks)
+    d, families = _gather(samples, ref)
+    view = float(np.median(d.view_times)) if d.view_times else 0.0
+    x0 = np.log([max(float(np.percentile(d.t, 10)), 1e-7), 0.5, 0.5, 0.5, *[1.0] * len(families)])
+    sol = least_squares(
+        _residuals, x0, args=(d, ref.memory_bandwidth, view), loss="soft_l1", f_scale=0.2
+    )
+    launch, eta_mm, eta_vec, eta_mem = (float(v) for v in np.exp(sol.x[:4]))
+    res = _residuals(sol.x, d, ref.memory_bandwidth, view)
+    n = len(d.t)
+    etas = {"matmul": eta_mm, "vector": eta_vec}
+    table = {
+        unit: {dt: v * max(etas[unit], 1.0) for dt, v in t.items()}
+        for unit, t in ref.peak_flops.items()
+    }
+    quality = {
+        "kernels": n,
+        "graphs": len(samples),
+        "kernel_median_error_factor": float(np.exp(np.median(np.abs(res[:n])))),
+        "graph_median_error_factor": float(np.exp(np.median(np.abs(res[n:] / GRAPH_WEIGHT)))),
+        "measured_peaks": dict(peaks),
+    }
+    return replace(
+        ref,
+        name=name,
+        aliases=(),
+        description=f"measured and fitted by rewrite.measure.calibrate on {_device_name(None)}",
+        peak_flops=table,
+        memory_bandwidth=ref.memory_bandwidth * max(eta_mem, 1.0),
+        launch_overhead=launch,
+        view_overhead=view,
+        efficiency={
+            "matmul": min(eta_mm, 1.0),
+            "vector": min(eta_vec, 1.0),
+            "memory": min(eta_mem, 1.0),
+        },
+        family_efficiency={f: float(np.exp(v)) for f, v in zip(families, sol.x[4:])},
+        fusion="eager",  # measured eagerly: a fused group runs its body op by op
+        provenance={**(provenance or {}), "fit": quality},
+    )
+
+
+def _device_name(dev: Any) -> str:
+    import torch
+
+    if dev is not None and dev.type == "cuda":
+        return torch.cuda.get_device_name(dev)
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return f"{line.split(':', 1)[1].strip()} ({os.cpu_count()} CPUs)"
+    except OSError:
+        pass
+    return f"{platform.processor() or platform.machine()} ({os.cpu_count()} CPUs)"
+
+
+def _provenance(
+    dev: Any, workloads: Sequence[Any], shapes: Any, repeats: int, seed: int
+) -> dict[str, Any]:
+    import torch
+
+    return {
+        "device": str(dev),
+        "device_name": _device_name(dev),
+        "driver": torch.version.cuda if dev.type == "cuda" else None,
+        "torch": torch.__version__,
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "cpu_count": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "load_average": list(os.getloadavg()),
+        "workloads": [w if isinstance(w, str) else w.name for w in workloads],
+        "shapes": [dict(s) for s in shapes],
+        "repeats": repeats,
+        "seed": seed,
+    }
+
+
+def _capacity(dev: Any) -> float:
+    import torch
+
+    if dev.type == "cuda":
+        return float(torch.cuda.get_device_properties(dev).total_memory)
+    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def write_profile(profile: DeviceProfile, path: str | Path) -> Path:
+    """Write ``profile`` as JSON to ``path`` atomically (temp file + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(profile.to_dict(), f, indent=1)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+def calibrate(
+    device: Any = None,
+    workloads: Sequence[str | Graph] = DEFAULT_WORKLOADS,
+    shapes: Sequence[Mapping[str, int]] = DEFAULT_SHAPES,
+    *,
+    base: str | Path | DeviceProfile | None = None,
+    name: str | None = None,
+    out: str | Path | None = None,
+    repeats: int = 10,
+    seed: int = 0,
+) -> Calibration:
+    """Measure ``workloads`` x ``shapes`` on ``device`` and fit a profile to them.
+
+    Args:
+        device: A torch device; None: CUDA when present, else the CPU.
+        workloads: Zoo model names (their small sizes) or graphs.
+        shapes: Dicts of ``batch``, ``seq_len`` (token models) and ``image_size`` (image
+            models); a key that does not apply to a model is ignored.
+        base: The profile to start from (default ``"cpu"`` on a CPU, ``"h100"`` on CUDA).
+        name: The new profile's name (default ``"<device type>-measured"``).
+        out: Write the profile JSON here.
+        repeats: Timed runs per graph.
+        seed: Seed of the random inputs and weights.
+
+    Returns:
+        A `Calibration` (profile, samples, path written).
+
+    Raises:
+        MeasureError: On a missing device or workloads that give no kernels.
+    """
+    dev = _device(device)
+    if not workloads or (not shapes and any(isinstance(w, str) for w in workloads)):
+        raise MeasureError(
+            f"calibrate needs workloads and shapes, but got workloads={workloads!r}, "
+            f"shapes={shapes!r}; e.g. workloads=('gpt2',), shapes=({{'batch': 1, 'seq_len': 16}},)."
+        )
+    prof_base = load_device(base if base is not None else ("h100" if dev.type == "cuda" else "cpu"))
+    prof_base = replace(prof_base, memory_capacity=_capacity(dev))
+    peaks = measure_peaks(dev)
+    samples = collect(workloads, shapes, dev, repeats=repeats, seed=seed)
+    profile = fit_profile(
+        samples,
+        prof_base,
+        peaks,
+        name or f"{dev.type}-measured",
+        _provenance(dev, workloads, shapes, repeats, seed),
+    )
+    path = write_profile(profile, out) if out is not None else None
+    return Calibration(profile, samples, path)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m rewrite.measure.calibrate --out profile.json [--name N] [--threads T]``."""
+    import argparse
+
+    import torch
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--out", required=True, help="profile JSON to write")
+    ap.add_argument("--name", default=None, help="profile name (default <device>-measured)")
+    ap.add_argument("--device", default=None, help="torch device (default cuda if present)")
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    c = calibrate(args.device, name=args.name, out=args.out, repeats=args.repeats, seed=args.seed)
+    print(json.dumps(c.profile.provenance["fit"], indent=1))
+
+
+if __name__ == "__main__":
+    main()

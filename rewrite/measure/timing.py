@@ -1,0 +1,354 @@
+"""Timing and peak memory of lowered graphs on a real device.
+
+`measure(graph)` lowers the graph (`rewrite.measure.lower`), binds seeded random inputs and
+weights of the declared dtypes, runs ``warmup`` untimed calls and ``repeats`` timed ones, and
+returns a `Measurement`:
+
+* ``latency``: the median time of one run on the chosen ``clock``: CUDA events around each run
+  after a synchronize on CUDA; on a CPU the process CPU time (``time.process_time``) when torch
+  runs one thread, else the wall time (``time.perf_counter``). With one thread the CPU time is
+  the wall time the run would take on an idle machine, and it does not count the time other
+  processes take the core away (wall times on a shared machine are inflated by that, often 2-3x
+  in the tail). ``clock="wall"`` forces wall time. ``interval`` is a 95% bootstrap interval of
+  the median (`rewrite.optimize.compare.interval`: seeded resamples of the repeats); ``wall``
+  and ``cpu_time`` are the medians of both clocks (``cpu_time`` 0 on CUDA).
+* ``peak_memory`` (bytes): CUDA: ``torch.cuda.max_memory_allocated`` over one run after
+  resetting the peak (weights and inputs included). CPU: the peak, over the steps of one run, of
+  the bytes of the distinct tensor storages alive in the program (weights, inputs, and every
+  value some later step still reads), the same liveness the cost model's ``peak_memory`` uses;
+  scratch memory inside a kernel or a fused region is not seen.
+
+`measure_nodes(graph)` times every node on its own (the step's wall time, synchronized on CUDA),
+the data `rewrite.calibrate` fits profiles to.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from rewrite.errors import MeasureError
+from rewrite.evaluate import random_inputs, random_params
+from rewrite.ir import Graph, Node
+from rewrite.measure.lower import Program, lower, torch_dtype
+
+__all__ = ["Measurement", "default_device", "measure", "measure_nodes", "random_tensors"]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Measured run time and memory of one graph on one device (see the module docstring).
+
+    Attributes:
+        latency: Median seconds per run on `clock`.
+        interval: 95% bootstrap interval ``(low, high)`` of the median, seconds.
+        peak_memory: Peak bytes (see the module docstring for how each device measures it).
+        wall: Median wall seconds per run (CUDA events on CUDA).
+        cpu_time: Median process CPU seconds per run (0 on CUDA).
+        clock: ``"cuda"``, ``"cpu"`` (process time) or ``"wall"``: what `latency` counts.
+        repeats: Timed runs.
+        device: The torch device, e.g. ``"cpu"`` or ``"cuda:0"``.
+        threads: ``torch.get_num_threads()`` during the runs.
+        compiled: Whether fused groups ran through ``torch.compile``.
+        times: Every timed run, seconds.
+    """
+
+    latency: float
+    interval: tuple[float, float]
+    peak_memory: int
+    wall: float
+    cpu_time: float
+    clock: str
+    repeats: int
+    device: str
+    threads: int
+    compiled: bool
+    times: tuple[float, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able dict of the fields (``times`` rounded to nanoseconds)."""
+        d = asdict(self)
+        d["interval"] = list(self.interval)
+        d["times"] = [round(t, 9) for t in self.times]
+        return d
+
+
+def default_device() -> str:
+    """``"cuda"`` when PyTorch sees a CUDA device, else ``"cpu"``."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _device(device: Any) -> Any:
+    import torch
+
+    dev = torch.device(default_device() if device is None else device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise MeasureError(
+            f"device {str(device)!r} needs CUDA, but PyTorch sees no CUDA device; pass "
+            "device='cpu' or None (CUDA when present, else the CPU)."
+        )
+    return dev
+
+
+def random_tensors(
+    graph: Graph, device: Any = "cpu", seed: int = 0
+) -> tuple[list[Any], dict[str, Any]]:
+    """Seeded random inputs and weights for ``graph`` as torch tensors on ``device``.
+
+    Floats are standard normal (weights scaled by 0.1, batch-norm variances in ``[0.5, 1.5)``);
+    integer inputs used as indices (token ids) are drawn below the size of what they index, other
+    integers in ``[0, 2)``; bfloat16 tensors are drawn in float32 and rounded.
+
+    Returns:
+        ``(inputs, params)``: one tensor per graph input in order, and ``{name: tensor}`` per
+        ``param`` node.
+    """
+    from rewrite.verify.sources import index_bounds
+
+    bounds = index_bounds(graph)
+    high = min((n for (op, _), n in bounds.items() if op == "input"), default=2)
+    arrays = random_inputs(graph, seed, int_high=max(high, 1))
+    weights = random_params(graph, seed + 1)
+    nodes = {n.attrs["name"]: n for n in graph if n.op in ("input", "param")}
+    inputs = [
+        _tensor(arrays[name], graph.node(i), device)
+        for i, name in zip(graph.inputs, graph.input_names)
+    ]
+    params = {name: _tensor(a, nodes[name], device) for name, a in weights.items()}
+    return inputs, params
+
+
+def _tensor(a: Any, node: Node, device: Any) -> Any:
+    import torch
+
+    t = torch.as_tensor(np.ascontiguousarray(a)).to(device)
+    return t.to(torch_dtype(node.types[0].dtype))
+
+
+def _bind(
+    graph: Graph, dev: Any, inputs: Sequence[Any] | Mapping[str, Any] | None, seed: int
+) -> tuple[list[Any], dict[str, Any]]:
+    rand_in, params = random_tensors(graph, dev, seed)
+    if inputs is None:
+        return rand_in, params
+    if isinstance(inputs, Mapping):
+        missing = [n for n in graph.input_names if n not in inputs]
+        if missing:
+            raise MeasureError(
+                f"inputs lacks {missing}; graph {graph.name!r} takes {list(graph.input_names)}."
+            )
+        inputs = [inputs[n] for n in graph.input_names]
+    if len(inputs) != len(graph.inputs):
+        raise MeasureError(
+            f"graph {graph.name!r} takes {len(graph.inputs)} inputs, but got {len(inputs)}."
+        )
+    out = []
+    for a, nid in zip(inputs, graph.inputs):
+        t = _tensor(a, graph.node(nid), dev)
+        if tuple(t.shape) != graph.node(nid).types[0].shape:
+            raise MeasureError(
+                f"input {graph.node(nid).attrs['name']!r} must have shape "
+                f"{graph.node(nid).types[0].shape}, but got {tuple(t.shape)}."
+            )
+        out.append(t)
+    return out, params
+
+
+def _sync(dev: Any) -> None:
+    if dev.type == "cuda":
+        import torch
+
+        torch.cuda.synchronize(dev)
+
+
+def _live_bytes(program: Program, args: list[Any], params: Mapping[str, Any]) -> int:
+    resident = {
+        t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in params.values()
+    }
+    peak = 0
+
+    def hook(i: int, node: Node, env: list[tuple[Any, ...] | None]) -> None:
+        nonlocal peak
+        live: dict[int, int] = {}
+        for outs in env:
+            for t in outs or ():
+                s = t.untyped_storage()
+                if s.data_ptr() not in resident:
+                    live[s.data_ptr()] = s.nbytes()
+        peak = max(peak, sum(live.values()))
+
+    program.run(args, params, hook)
+    return sum(resident.values()) + peak
+
+
+def _clock(dev: Any, clock: str) -> str:
+    import torch
+
+    if clock not in ("auto", "wall"):
+        raise MeasureError(f"clock must be 'auto' or 'wall', but got {clock!r}.")
+    if dev.type == "cuda":
+        return "cuda"
+    return "cpu" if clock == "auto" and torch.get_num_threads() == 1 else "wall"
+
+
+def _check_counts(repeats: int, warmup: int) -> None:
+    if not (isinstance(repeats, int) and repeats >= 1 and isinstance(warmup, int) and warmup >= 0):
+        raise MeasureError(
+            f"measure needs repeats >= 1 and warmup >= 0 (ints), but got {repeats=}, {warmup=}."
+        )
+
+
+def _time_runs(
+    program: Program, args: list[Any], params: dict[str, Any], dev: Any, warmup: int, repeats: int
+) -> tuple[list[float], list[float]]:
+    """Wall (CUDA-event on CUDA) and process CPU seconds of each of ``repeats`` runs."""
+    import torch
+
+    for _ in range(warmup):
+        program.run(args, params)
+    _sync(dev)
+    times, cpu = [], []
+    for _ in range(repeats):
+        if dev.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            program.run(args, params)
+            end.record()
+            torch.cuda.synchronize(dev)
+            times.append(start.elapsed_time(end) / 1e3)
+        else:
+            t0, c0 = time.perf_counter(), time.process_time()
+            program.run(args, params)
+            times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+    return times, cpu
+
+
+def _peak_memory(program: Program, args: list[Any], params: dict[str, Any], dev: Any) -> int:
+    if dev.type == "cuda":
+        import torch
+
+        torch.cuda.reset_peak_memory_stats(dev)
+        program.run(args, params)
+        _sync(dev)
+        return int(torch.cuda.max_memory_allocated(dev))
+    return _live_bytes(program, args, params)
+
+
+def measure(
+    graph: Graph,
+    device: Any = None,
+    inputs: Sequence[Any] | Mapping[str, Any] | None = None,
+    *,
+    repeats: int = 20,
+    warmup: int = 3,
+    seed: int = 0,
+    compile: bool = False,
+    clock: str = "auto",
+) -> Measurement:
+    """Run ``graph`` in PyTorch and measure its latency and peak memory.
+
+    Args:
+        graph: The graph (every op lowers except ``opaque``; see `rewrite.measure.lower`).
+        device: A torch device; None: CUDA when present, else the CPU.
+        inputs: Arrays or tensors for the graph inputs, by name or in order (default: seeded
+            random ones, token ids below the vocabulary size). Weights are always seeded random.
+        repeats: Timed runs.
+        warmup: Untimed runs first (caches, allocator, lazy init, compilation).
+        seed: Seed of the random inputs, weights and bootstrap.
+        compile: Run fused groups through ``torch.compile`` (see `rewrite.measure.lower`).
+        clock: ``"auto"`` (CUDA events; CPU time with one CPU thread; else wall) or ``"wall"``.
+
+    Returns:
+        A `Measurement`.
+
+    Raises:
+        MeasureError: On an unlowerable node, bad inputs, bad counts or a missing CUDA device.
+    """
+    import torch
+
+    _check_counts(repeats, warmup)
+    dev = _device(device)
+    clk = _clock(dev, clock)
+    program = lower(graph, dev, compile=compile)
+    args, params = _bind(graph, dev, inputs, seed)
+    with torch.inference_mode():
+        times, cpu = _time_runs(program, args, params, dev, warmup, repeats)
+        peak = _peak_memory(program, args, params, dev)
+    from rewrite.optimize.compare import interval
+
+    arr = np.asarray(cpu if clk == "cpu" else times)
+    iv = interval(arr.tolist(), np.median, seed)
+    return Measurement(
+        latency=float(np.median(arr)),
+        interval=(iv.low, iv.high),
+        peak_memory=peak,
+        wall=float(np.median(times)),
+        cpu_time=float(np.median(cpu)) if cpu else 0.0,
+        clock=clk,
+        repeats=repeats,
+        device=str(dev),
+        threads=torch.get_num_threads(),
+        compiled=compile,
+        times=tuple(float(t) for t in arr),
+    )
+
+
+def measure_nodes(
+    graph: Graph,
+    device: Any = None,
+    *,
+    repeats: int = 10,
+    warmup: int = 2,
+    seed: int = 0,
+    clock: str = "auto",
+) -> dict[int, float]:
+    """Median seconds of every node of ``graph`` run on its own step by step.
+
+    Each step is timed from the end of the previous one (synchronized on CUDA), so a node's time
+    includes its dispatch. Sources take (about) no time and are left out.
+
+    Args:
+        graph: The graph.
+        device: As for `measure`.
+        repeats: Timed runs of the whole graph.
+        warmup: Untimed runs first.
+        seed: Seed of the random inputs and weights.
+        clock: As for `measure` (CUDA runs are timed on the wall clock after a synchronize).
+
+    Returns:
+        ``{node id: median seconds}`` for every node that is not an ``input``, ``param`` or
+        ``const``.
+    """
+    import torch
+
+    _check_counts(repeats, warmup)
+    dev = _device(device)
+    now = time.process_time if _clock(dev, clock) == "cpu" else time.perf_counter
+    program = lower(graph, dev)
+    args, params = _bind(graph, dev, None, seed)
+    samples: dict[int, list[float]] = {}
+    last = 0.0
+
+    def hook(i: int, node: Node, env: list[tuple[Any, ...] | None]) -> None:
+        nonlocal last
+        _sync(dev)
+        t = now()
+        if node.op not in ("input", "param", "const"):
+            samples.setdefault(node.id, []).append(t - last)
+        last = now()
+
+    with torch.inference_mode():
+        for _ in range(warmup):
+            program.run(args, params)
+        samples.clear()
+        for _ in range(repeats):
+            last = now()
+            program.run(args, params, hook)
+    return {nid: float(np.median(ts)) for nid, ts in samples.items()}

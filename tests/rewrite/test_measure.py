@@ -1,0 +1,270 @@
+"""rewrite.measure: lowering to PyTorch against the numpy reference, timing results, calibration
+and measured search fronts. No timing assertions: only shapes, invariants and agreement."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import rewrite
+from rewrite import GraphBuilder, MeasureError, SearchConfigError, cost, evaluate, ops, zoo
+from rewrite.devices import DeviceProfile, load_device
+from rewrite.measure import (
+    TORCH_KERNELS,
+    calibrate,
+    format_front,
+    lower,
+    measure,
+    measure_nodes,
+    random_tensors,
+)
+from rewrite.measure.lower import _reference_kernel
+from tests.rewrite.test_ops import CASES, _arrays
+
+ZOO = ("gpt2", "bert", "llama", "t5", "vit", "resnet")
+
+
+def _one_op(case: tuple) -> tuple[rewrite.Graph, list[np.ndarray]]:
+    _, op, specs, attrs, _ = case
+    gb = GraphBuilder(op)
+    ins = [gb.input(f"x{k}", s[0], s[1]) for k, s in enumerate(specs)]
+    node = gb.add_node(op, ins, attrs)
+    return gb.build(node.outs), _arrays(specs, 0)
+
+
+def _close(got: list[torch.Tensor], ref: list[np.ndarray], what: str, tol: float = 2e-5) -> None:
+    assert len(got) == len(ref)
+    for g, r in zip(got, ref):
+        assert tuple(g.shape) == r.shape, what
+        assert str(g.dtype) == f"torch.{r.dtype}", f"{what}: {g.dtype} vs {r.dtype}"
+        np.testing.assert_allclose(
+            g.double().numpy(), r.astype(np.float64), rtol=tol, atol=tol, err_msg=what
+        )
+
+
+def test_every_registered_op_lowers() -> None:
+    special = {"input", "param", "const", "fused", "opaque"}
+    missing = set(ops.op_names()) - set(TORCH_KERNELS) - special
+    assert not missing, f"ops without a PyTorch kernel: {missing}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_lowered_op_matches_reference(case: tuple) -> None:
+    g, arrays = _one_op(case)
+    got = lower(g).run([torch.from_numpy(a) for a in arrays])
+    _close(got, evaluate(g, arrays), case[0])
+
+
+# Reference implementations that torch._numpy cannot run (scipy's erf, numpy dtype objects);
+# those ops have PyTorch kernels, so only ops registered elsewhere would take this path.
+_NO_FALLBACK = {"gelu", "erf", "cast", "cast_int"}
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(c, marks=pytest.mark.xfail(strict=True)) if c[0] in _NO_FALLBACK else c
+        for c in CASES
+    ],
+    ids=[c[0] for c in CASES],
+)
+def test_reference_fallback_runs_op_impls_on_torch(case: tuple) -> None:
+    g, arrays = _one_op(case)
+    node = next(n for n in g if n.op == case[1])
+    outs = _reference_kernel(case[1])([torch.from_numpy(a) for a in arrays], node.attrs)
+    ref = evaluate(g, arrays)
+    for o, r in zip(outs, ref):
+        np.testing.assert_allclose(o.double().numpy(), r.astype(np.float64), rtol=2e-5, atol=2e-5)
+
+
+def test_collectives_lower_to_their_sums_and_concatenations() -> None:
+    gb = GraphBuilder("sharded")
+    x = gb.input("x", (4, 6))
+    a, b = gb.add_node("shard", [x], {"dim": 1, "n": 2}).outs
+    s = gb.add_node("all_reduce", [a, b], {}).outs[0]
+    cat = gb.add_node("all_gather", [a, b], {"dim": 1}).outs[0]
+    r0, r1 = gb.add_node("reduce_scatter", [a, b], {"dim": 0}).outs
+    g = gb.build([s, cat, r0, r1])
+    arr = np.random.default_rng(0).standard_normal((4, 6)).astype("float32")
+    _close(lower(g).run([torch.from_numpy(arr)]), evaluate(g, [arr]), "collectives")
+
+
+@pytest.mark.parametrize("name", ZOO)
+def test_zoo_models_match_the_reference(name: str) -> None:
+    g = zoo.build(name)
+    args, params = random_tensors(g)
+    with torch.inference_mode():
+        got = lower(g).run(args, params)
+    ref = evaluate(g, [a.numpy() for a in args], {k: v.numpy() for k, v in params.items()})
+    _close(got, ref, name, tol=1e-4)
+
+
+def test_fused_groups_run_as_regions_and_match(zoo_gpt2: rewrite.Graph) -> None:
+    res = rewrite.search(zoo_gpt2, {"max_steps": 150, "seed": 0}, device="cpu")
+    fused = [s.graph for s in res.pareto if any(n.op == "fused" for n in s.graph)]
+    assert fused, "the search should fuse something in 150 steps"
+    g = fused[0]
+    args, params = random_tensors(g)
+    got = lower(g).run(args, params)
+    ref = evaluate(g, [a.numpy() for a in args], {k: v.numpy() for k, v in params.items()})
+    _close(got, ref, "fused", tol=1e-4)
+
+
+def test_opaque_nodes_fail_naming_the_op() -> None:
+    gb = GraphBuilder("opaque")
+    x = gb.input("x", (2, 3))
+    y = gb.add_node(
+        "opaque", [x], {"target": "aten.frobnicate", "out_types": (((2, 3), "float32"),)}
+    )
+    g = gb.build(y.outs)
+    with pytest.raises(MeasureError, match="aten.frobnicate"):
+        lower(g)
+
+
+def test_measure_reports_median_interval_and_memory(zoo_gpt2: rewrite.Graph) -> None:
+    m = measure(zoo_gpt2, "cpu", repeats=5, warmup=1)
+    assert m.device == "cpu" and m.repeats == len(m.times) == 5
+    lo, hi = m.interval
+    assert lo <= m.latency <= hi and m.latency > 0
+    weights = sum(n.types[0].nbytes for n in zoo_gpt2.params())
+    assert m.peak_memory > weights  # weights stay resident, activations come on top
+    assert json.loads(json.dumps(m.as_dict()))["repeats"] == 5
+
+
+def test_measure_checks_inputs_and_counts(zoo_gpt2: rewrite.Graph) -> None:
+    with pytest.raises(MeasureError, match="repeats"):
+        measure(zoo_gpt2, "cpu", repeats=0)
+    with pytest.raises(MeasureError, match="shape"):
+        measure(zoo_gpt2, "cpu", [np.zeros((1, 3), dtype=np.int64)], repeats=1)
+    if not torch.cuda.is_available():
+        with pytest.raises(MeasureError, match="CUDA"):
+            measure(zoo_gpt2, "cuda", repeats=1)
+
+
+def test_random_tensors_are_seeded_and_ids_index_the_vocabulary(zoo_gpt2: rewrite.Graph) -> None:
+    a, pa = random_tensors(zoo_gpt2, seed=3)
+    b, pb = random_tensors(zoo_gpt2, seed=3)
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    assert all(torch.equal(pa[k], pb[k]) for k in pa)
+    assert int(a[0].max()) < 1000 and a[0].dtype == torch.int64
+
+
+def test_measure_nodes_times_every_kernel(zoo_gpt2: rewrite.Graph) -> None:
+    times = measure_nodes(zoo_gpt2, "cpu", repeats=2, warmup=1)
+    kernels = {n.id for n in zoo_gpt2 if n.op not in ("input", "param", "const")}
+    assert set(times) == kernels and all(t > 0 for t in times.values())
+
+
+def test_calibrate_writes_a_profile_cost_loads(tmp_path) -> None:
+    out = tmp_path / "prof.json"
+    c = calibrate("cpu", ("gpt2",), ({"batch": 1, "seq_len": 8},), out=out, repeats=2, name="tiny")
+    d = json.loads(out.read_text())
+    assert d["format_version"] == 2 and d["name"] == "tiny"
+    for key in ("device_name", "torch", "date", "cpu_count", "load_average", "fit"):
+        assert key in d["provenance"]
+    prof = load_device(out)
+    assert prof == c.profile.__class__.from_dict(d)
+    assert all(0 < v <= 1 for v in prof.efficiency.values())
+    g = c.samples[0].graph
+    assert cost(g, str(out)).latency == pytest.approx(cost(g, prof).latency)
+
+
+def test_version_1_profiles_still_load_and_newer_ones_do_not() -> None:
+    d = load_device("cpu").to_dict()
+    for k in ("family_efficiency", "view_overhead", "provenance"):
+        d.pop(k)
+    d["format_version"] = 1
+    assert DeviceProfile.from_dict(d).family_efficiency == {}
+    d["format_version"] = 3
+    with pytest.raises(rewrite.CostModelError, match="upgrade"):
+        DeviceProfile.from_dict(d)
+    d["format_version"] = 2
+    d["family_efficiency"] = {"conv": -1.0}
+    with pytest.raises(rewrite.CostModelError, match="family_efficiency"):
+        DeviceProfile.from_dict(d)
+
+
+def test_family_efficiency_and_view_overhead_enter_the_roofline(zoo_gpt2: rewrite.Graph) -> None:
+    base = load_device("cpu")
+    d = base.to_dict()
+    d["name"], d["view_overhead"] = "slow-views", 1e-3
+    views = sum(ops.get_op(n.op).kind == "view" for n in zoo_gpt2)
+    slow = DeviceProfile.from_dict(d)
+    assert cost(zoo_gpt2, slow).latency == pytest.approx(
+        cost(zoo_gpt2, base).latency + views * 1e-3
+    )
+    d["view_overhead"], d["family_efficiency"] = 0.0, {"norm": 0.5}
+    assert cost(zoo_gpt2, DeviceProfile.from_dict(d)).latency > cost(zoo_gpt2, base).latency
+
+
+def test_shipped_measured_cpu_profile_loads(zoo_gpt2: rewrite.Graph) -> None:
+    prof = load_device("cpu-xeon-2core")
+    assert prof.provenance["device"] == "cpu" and prof.provenance["threads"] == 1
+    assert cost(zoo_gpt2, "cpu-xeon-2core").latency > 0
+
+
+def test_search_measure_pairs_predicted_and_measured_speedups(zoo_gpt2: rewrite.Graph) -> None:
+    res = rewrite.search(zoo_gpt2, {"max_steps": 40, "seed": 0}, device="cpu", measure="cpu")
+    rows = res.measured
+    assert rows is not None and len(rows) == len(res.pareto) + 1
+    assert rows[0].index == -1 and rows[0].predicted_speedup == rows[0].measured_speedup == 1.0
+    assert not any(r.collectives for r in rows)  # one-device mesh: no collectives
+    assert "measured" in res.summary() and "pred x" in format_front(rows)
+    with pytest.raises(SearchConfigError, match="measure"):
+        rewrite.search(zoo_gpt2, {"max_steps": 1}, measure=3)  # type: ignore[arg-type]
+
+
+def test_bfloat16_graphs_run_in_bfloat16() -> None:
+    g = zoo.build("llama", dtype="bfloat16", seq_len=8)
+    args, params = random_tensors(g)
+    assert all(p.dtype == torch.bfloat16 for p in params.values() if p.is_floating_point())
+    with torch.inference_mode():
+        (logits,) = lower(g).run(args, params)
+    assert logits.dtype == torch.bfloat16 and torch.isfinite(logits.float()).all()
+    ref = evaluate(g, [a.numpy() for a in args], {k: v.float().numpy() for k, v in params.items()})
+    np.testing.assert_allclose(logits.float().numpy(), ref[0], rtol=0.1, atol=0.1)
+
+
+@pytest.mark.slow
+def test_compiled_fused_groups_match_eager(zoo_gpt2: rewrite.Graph) -> None:
+    res = rewrite.search(zoo_gpt2, {"max_steps": 150, "seed": 0}, device="cpu")
+    g = next(s.graph for s in res.pareto if any(n.op == "fused" for n in s.graph))
+    args, params = random_tensors(g)
+    eager = lower(g).run(args, params)
+    compiled = lower(g, compile=True).run(args, params)
+    for a, b in zip(eager, compiled):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_fit_recovers_a_known_profile_from_its_own_times() -> None:
+    from rewrite.cost import node_cost
+    from rewrite.measure.calibrate import Sample, fit_profile
+
+    d = load_device("cpu").to_dict()
+    d.update(
+        name="truth",
+        launch_overhead=5e-6,
+        view_overhead=2e-6,
+        efficiency={"matmul": 0.6, "vector": 0.3, "memory": 0.8},
+        family_efficiency={"norm": 0.5, "attention": 0.25},
+    )
+    truth = DeviceProfile.from_dict(d)
+    samples = []
+    for name, kw in (("gpt2", {}), ("gpt2", {"batch": 4}), ("bert", {"seq_len": 64})):
+        g = zoo.build(name, **kw)
+        times = {
+            n.id: node_cost(n, truth)[0] or 2e-6
+            for n in g
+            if n.op not in ("input", "param", "const")
+        }
+        samples.append(Sample(name, g, cost(g, truth).latency, times))
+    peaks = {"matmul": 2e12, "vector": 1e12, "memory_bandwidth": 150e9}  # the cpu profile's
+    fitted = fit_profile(samples, load_device("cpu"), peaks, "fitted")
+    assert fitted.launch_overhead == pytest.approx(5e-6, rel=0.05)
+    assert fitted.view_overhead == pytest.approx(2e-6)
+    for s in samples:
+        assert cost(s.graph, fitted).latency == pytest.approx(s.latency, rel=0.02)
+    assert fitted.provenance["fit"]["graph_median_error_factor"] < 1.02
