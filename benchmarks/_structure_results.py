@@ -57,19 +57,20 @@ def trials_to_reach(curve: dict[int, float], target: float) -> int | None:
 def summarize(runs: list[dict[str, Any]], ref: tuple[float, ...], budget: int) -> dict[str, Any]:
     curves = [hv_curve(r, ref, budget) for r in runs]
     final = np.array([c[budget] for c in curves])
-    full = all(len(c) == budget for c in curves)
-    ts = range(1, budget + 1) if full else checkpoints(budget)
-    median = {t: float(np.median([c[t] for c in curves])) for t in ts}
+    median = (
+        {t: float(np.median([c[t] for c in curves])) for t in range(1, budget + 1)}
+        if all(len(c) == budget for c in curves)
+        else None
+    )
     models = [m for r in runs for m in r.get("models", [])]
     share = [r["network_share"] for r in runs if r.get("network_share") is not None]
     return {
         "hv_median": float(np.median(final)),
         "hv_q25": float(np.quantile(final, 0.25)),
         "hv_q75": float(np.quantile(final, 0.75)),
-        # The median curve at the checkpoints; the trial at which the whole median curve
-        # reaches flat's final median (`add_ratios`) needs raw runs.
-        "curve_median": {str(t): median[t] for t in checkpoints(budget)},
-        "_median_full": median if full else None,
+        # The trial at which the median curve reaches flat's final median (`add_ratios`) needs
+        # raw runs; the median at the checkpoints is in ``at``.
+        "_median_full": median,
         "n_runs": len(runs),
         "proposal_s_mean": float(np.mean([_mean_time(r, "times") for r in runs])),
         "proposal_cpu_s_mean": _maybe_mean([_mean_time(r, "cpu_times") for r in runs]),
@@ -174,22 +175,28 @@ def compact_run(run: dict[str, Any], ref: tuple[float, ...], budget: int) -> dic
         return run
     curve = hv_curve(run, ref, budget)
     models = run.get("models") or []
-    return {
+    out = {
         "seed": run["seed"],
-        "hv": {str(t): round(curve[t], 6) for t in checkpoints(budget)},
+        "hv": {str(t): curve[t] for t in checkpoints(budget)},
         "reach_flat_final": run.get("reach_flat_final"),
-        "proposal_s": _round(_mean_time(run, "times")),
-        "proposal_cpu_s": _round(_mean_time(run, "cpu_times")),
-        "proposal_cpu_s_last10": _round(_mean_time(run, "cpu_times", 10)),
-        "network_share": round(float(np.mean([m == "network" for m in models])), 3)
-        if models
-        else None,
-        "final_model": {k: v for k, v in run.get("final_describe", {}).items() if k != "edges"},
+        "proposal_s": _mean_time(run, "times"),
+        "proposal_cpu_s": _mean_time(run, "cpu_times"),
+        "proposal_cpu_s_last10": _mean_time(run, "cpu_times", 10),
+        "network_share": float(np.mean([m == "network" for m in models])) if models else None,
+        "final_model": run.get("final_describe", {}).get("model"),
     }
+    return {k: v for k, v in out.items() if v is not None}
 
 
-def _round(v: float | None) -> float | None:
-    return None if v is None else round(v, 4)
+def _rounded(obj: Any, digits: int = 5) -> Any:
+    """`obj` with every float rounded to `digits` significant digits."""
+    if isinstance(obj, float):
+        return float(f"{obj:.{digits}g}")
+    if isinstance(obj, dict):
+        return {k: _rounded(v, digits) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_rounded(v, digits) for v in obj]
+    return obj
 
 
 def compact_record(record: dict[str, Any], refs: dict[str, tuple[float, ...]]) -> dict[str, Any]:
@@ -205,7 +212,7 @@ def compact_record(record: dict[str, Any], refs: dict[str, tuple[float, ...]]) -
                 continue
             methods[name] = {**m, "runs": [compact_run(r, ref, budget) for r in m["runs"]]}
         cells.append({**cell, "methods": methods})
-    return {**record, "cells": cells}
+    return _rounded({**record, "cells": cells})
 
 
 def write(path: Path, record: dict[str, Any]) -> None:
