@@ -7,9 +7,10 @@ checkpoints (`CHECKPOINTS` and the budget), the trials to reach that seed's flat
 hypervolume, mean proposal wall and CPU time (all trials and the last 10) and the network's share
 of the proposals. `--raw PATH` keeps the raw traces in a file of its own (not committed).
 
-`add_ratios` and `merge` accept both: a statistic that needs the whole curve (the trial at which
-a curve reaches flat's final hypervolume) is recomputed from raw runs and carried over from a
-compact run otherwise.
+`add_ratios` and `merge_cells` accept both: a statistic that needs the whole curve (the trial at
+which a curve reaches flat's final hypervolume) is recomputed from raw runs and carried over
+from a compact file otherwise (the median curve's reach only while no other file adds runs to
+the method).
 """
 
 from __future__ import annotations
@@ -119,7 +120,8 @@ def add_ratios(cell: dict[str, Any], budget: int, ref: tuple[float, ...]) -> Non
     for name, m in methods.items():
         s = m["summary"]
         full = s.pop("_median_full", None)
-        s["trials_to_flat_final"] = trials_to_reach(full, target) if full else None
+        carried = s.pop("_carried", None)
+        s["trials_to_flat_final"] = trials_to_reach(full, target) if full else carried
         seeds = [seed for seed in curves[name] if seed in flat_final]  # Ax: fewer seeds
         stored = {r["seed"]: r.get("reach_flat_final") for r in m["runs"]}
         reach = [
@@ -207,8 +209,8 @@ def compact_record(record: dict[str, Any], refs: dict[str, tuple[float, ...]]) -
         ref = refs[cell["problem"]]
         methods = {}
         for name, m in cell["methods"].items():
-            if m.get("reused"):  # the same runs as the first cell of its problem
-                methods[name] = {k: v for k, v in m.items() if k != "runs"}
+            if m.get("reused"):  # runs and summary of the problem's first cell (see `merge_cells`)
+                methods[name] = {"method": m["method"], "reused": True}
                 continue
             methods[name] = {**m, "runs": [compact_run(r, ref, budget) for r in m["runs"]]}
         cells.append({**cell, "methods": methods})
@@ -216,8 +218,8 @@ def compact_record(record: dict[str, Any], refs: dict[str, tuple[float, ...]]) -
 
 
 def write(path: Path, record: dict[str, Any]) -> None:
-    """Write `record` as JSON, indented down to the runs and the summaries' fields, each of
-    which takes one line."""
+    """Write `record` as JSON, indented down to the runs and the summaries, each of which
+    takes one line."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(_dumps(record, 0) + "\n")
@@ -225,7 +227,12 @@ def write(path: Path, record: dict[str, Any]) -> None:
 
 
 def _dumps(obj: Any, level: int) -> str:
-    if level >= 6 or not isinstance(obj, dict | list) or not obj:
+    if (
+        level >= 6
+        or not isinstance(obj, dict | list)
+        or not obj
+        or (level == 5 and isinstance(obj, dict))
+    ):
         return json.dumps(obj, separators=(",", ":"))
     pad = " " * (level + 1)
     if isinstance(obj, list):
@@ -244,6 +251,8 @@ def merge_cells(
     budget = records[0]["budget"]
     cells: dict[tuple[str, int], dict[str, Any]] = {}
     reused: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    # The median curve's reach of a compact file's method, kept when no other file adds runs.
+    carried: dict[tuple[str, str], int | None] = {}
     for r in records:
         for cell in r["cells"]:
             key = (cell["problem"], cell["nuisance"])
@@ -256,16 +265,21 @@ def merge_cells(
                     source = [dict(run, seed=run.get("seed", r["seeds"][i]))
                               for i, run in enumerate(m["runs"])]  # fmt: skip
                     reused.setdefault((cell["problem"], method), source)
+                reach = m.get("summary", {}).get("trials_to_flat_final")
+                carried.setdefault((cell["problem"], method), reach)
                 runs = {run["seed"]: run for run in source}
                 if method in merged:
                     runs = {run["seed"]: run for run in merged[method]["runs"]} | runs
+                if method in merged:
+                    carried[(cell["problem"], method)] = None
                 merged[method] = {
                     **m,
                     "reused": m.get("reused", False) and merged.get(method, m).get("reused"),
                     "runs": [run for _, run in sorted(runs.items())],
                 }
     for (name, _), cell in cells.items():
-        for m in cell["methods"].values():
+        for method, m in cell["methods"].items():
             m["summary"] = summarize(m["runs"], refs[name], budget)
+            m["summary"]["_carried"] = carried.get((name, method))
         add_ratios(cell, budget, refs[name])
     return list(cells.values())

@@ -55,6 +55,7 @@ from structure import (  # noqa: E402
     StructuredSurrogate,
 )
 from structure.params import param_nodes  # noqa: E402
+from structure.select import SelectConfig  # noqa: E402
 from tuner import FlatSurrogate, Tuner  # noqa: E402
 from tuner.options import TunerOptions  # noqa: E402
 
@@ -87,13 +88,16 @@ def make_surrogate(
     quick: bool,
     overrides: Mapping[str, Any] | None = None,
     network_overrides: Mapping[str, Any] | None = None,
+    select_overrides: Mapping[str, Any] | None = None,
 ) -> Any:
     # Every GP under one iteration cap: 50 with --quick, else the tuner's default.
     fit = {"maxiter": 50 if quick else TunerOptions().fit_maxiter}
     flat = FlatSurrogate(fit)
     if method == "flat":
         return flat
-    learn = LearnConfig(bootstrap=6 if quick else 12)
+    learn = LearnConfig(
+        bootstrap=6 if quick else 12, select=SelectConfig(**(select_overrides or {}))
+    )
     network = NetworkConfig(64, 256, fit_options=fit, **(network_overrides or {}))
     if method == "learned":
         config = StructuredConfig(learn=learn, network=network, **(overrides or {}))
@@ -111,6 +115,7 @@ def run_tuner(
     quick: bool,
     overrides: Mapping[str, Any] | None = None,
     network_overrides: Mapping[str, Any] | None = None,
+    select_overrides: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One tuner run; ``Y`` holds the objectives in the maximization convention."""
     # The problems' optima sit near the center of the cube (the space's default): start from a
@@ -122,7 +127,9 @@ def run_tuner(
         if quick
         else TunerOptions(start_with_default=False)
     )
-    surrogate = make_surrogate(method, problem, quick, overrides, network_overrides)
+    surrogate = make_surrogate(
+        method, problem, quick, overrides, network_overrides, select_overrides
+    )
     space = problem.space
     tuner = Tuner(space, dict(problem.objectives), seed=seed, surrogate=surrogate, options=options)
     rng = np.random.default_rng(seed)
@@ -271,6 +278,13 @@ def main(argv: list[str] | None = None) -> int:
         "propagate_noise=false num_paths=128",
     )
     parser.add_argument(
+        "--select",
+        nargs="+",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="numeric or bool `SelectConfig` fields of `learned`, e.g. sparse_objectives=true",
+    )
+    parser.add_argument(
         "--ax-seeds", type=int, default=None, help="run Ax on the first N seeds only (slow)"
     )
     parser.add_argument(
@@ -301,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     quick = args.quick
     overrides = _config_overrides(args.config)
     network = _config_overrides(args.network, NetworkConfig)
+    select = _config_overrides(args.select, SelectConfig)
     if args.first_seed < 0:
         raise SystemExit(f"--first-seed must be >= 0, got {args.first_seed}.")
     seeds = args.seeds or (2 if quick else 10)
@@ -316,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     record: dict[str, Any] = {
         "benchmark": "bench_structure", "command": " ".join(["python", *sys.argv]),
         "started": datetime.now(UTC).isoformat(), "quick": quick,
-        "seeds": list(range(args.first_seed, args.first_seed + seeds)), "budget": budget, "config": overrides, "network": network, "environment": environment(), "cells": [],
+        "seeds": list(range(args.first_seed, args.first_seed + seeds)), "budget": budget, "config": overrides, "network": network, "select": select, "environment": environment(), "cells": [],
     }  # fmt: skip
     for name in problems:
         problem = PROBLEMS[name]
@@ -340,7 +355,9 @@ def main(argv: list[str] | None = None) -> int:
                     run = (
                         run_ax(problem, seed, budget)
                         if method == "ax"
-                        else run_tuner(problem, method, seed, budget, k, quick, overrides, network)
+                        else run_tuner(
+                            problem, method, seed, budget, k, quick, overrides, network, select
+                        )
                     )
                     run["seed"] = seed
                     runs.append(run)
@@ -388,8 +405,7 @@ def merge(paths: list[Path], out: Path, raw: Path | None = None) -> int:
     record["merged_from"] = [
         source
         for p, r in zip(paths, records)
-        for source in r.get("merged_from")
-        or [{k: r.get(k) for k in ("command", "started", "finished")} | {"file": p.name}]
+        for source in r.get("merged_from") or [{"file": p.name, "command": r.get("command")}]
     ]
     if raw:
         write(raw, record)
