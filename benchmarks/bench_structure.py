@@ -282,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         default=[],
         metavar="FIELD=VALUE",
-        help="numeric or bool `SelectConfig` fields of `learned`, e.g. sparse_objectives=true",
+        help="numeric or bool `SelectConfig` fields of `learned`, e.g. max_parents=6 recurse=false",
     )
     parser.add_argument(
         "--ax-seeds", type=int, default=None, help="run Ax on the first N seeds only (slow)"

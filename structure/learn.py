@@ -238,8 +238,6 @@ def _select(
                 candidates[m] = v
         prefer = [s for (s, t), e in out.items() if t == node and e.origin == "learned"]
         sparse = config.select.sparse_metrics and node in metrics
-        objective = config.select.sparse_objectives and node in objectives
-        prefer += [m for m in metrics if objective and m in candidates]
         sel = select_parents(
             np.asarray(values[node], dtype=np.float64),
             candidates,
@@ -248,8 +246,7 @@ def _select(
             prefer=[s for s in prefer if s in candidates],
             config=config.select,
             hints=[h for h in hints.get(node, ()) if h in candidates] if sparse else (),
-            sparse=sparse or objective,
-            empty_start=objective,
+            sparse=sparse,
         )
         for key in [k for k, e in out.items() if k[1] == node and e.origin != "required"]:
             del out[key]
