@@ -210,7 +210,7 @@ def compact_record(record: dict[str, Any], refs: dict[str, tuple[float, ...]]) -
         methods = {}
         for name, m in cell["methods"].items():
             if m.get("reused"):  # runs and summary of the problem's first cell (see `merge_cells`)
-                methods[name] = {"method": m["method"], "reused": True}
+                methods[name] = {"method": m.get("method", name), "reused": True}
                 continue
             methods[name] = {**m, "runs": [compact_run(r, ref, budget) for r in m["runs"]]}
         cells.append({**cell, "methods": methods})

@@ -12,7 +12,7 @@ Methods: ``flat`` (the tuner's default `FlatSurrogate`), ``learned`` (`Structure
 structure learned from the metrics, model selection on), ``true`` (`StructuredSurrogate` with the
 true DAG, model selection off: the BOFN-style GP network), ``ax`` (Ax 1.x ``Client`` default
 generation strategy, peer). Recorded per trial: dominated hypervolume of the observed objectives
-and the proposal wall time.
+and the proposal wall and CPU time.
 
 Usage: ``python benchmarks/bench_structure.py [--quick] [--seeds N] [--trials T]``. Result files
 hold compact per-seed summaries (`_structure_results`); ``--raw PATH`` keeps the raw traces.
