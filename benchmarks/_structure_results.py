@@ -92,7 +92,8 @@ def _mean_time(run: dict[str, Any], key: str, last: int | None = None) -> float 
 
 
 def _maybe_mean(values: list[float | None]) -> float | None:
-    return float(np.mean(values)) if values and all(v is not None for v in values) else None
+    known = [v for v in values if v is not None]
+    return float(np.mean(known)) if known and len(known) == len(values) else None
 
 
 _RATIOS = {
