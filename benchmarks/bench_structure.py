@@ -12,9 +12,10 @@ Methods: ``flat`` (the tuner's default `FlatSurrogate`), ``learned`` (`Structure
 structure learned from the metrics, model selection on), ``true`` (`StructuredSurrogate` with the
 true DAG, model selection off: the BOFN-style GP network), ``ax`` (Ax 1.x ``Client`` default
 generation strategy, peer). Recorded per trial: dominated hypervolume of the observed objectives
-and the proposal wall time.
+and the proposal wall and CPU time.
 
-Usage: ``python benchmarks/bench_structure.py [--quick] [--seeds N] [--trials T]``.
+Usage: ``python benchmarks/bench_structure.py [--quick] [--seeds N] [--trials T]``. Result files
+hold compact per-seed summaries (`_structure_results`); ``--raw PATH`` keeps the raw traces.
 """
 
 from __future__ import annotations
@@ -32,12 +33,18 @@ from typing import Any, get_type_hints
 
 import numpy as np
 import torch
-from botorch.utils.multi_objective.hypervolume import Hypervolume
-from botorch.utils.multi_objective.pareto import is_non_dominated
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _structure_problems import PROBLEMS, Problem  # noqa: E402
+from _structure_results import (  # noqa: E402
+    add_ratios,
+    compact_record,
+    hv_curve,
+    merge_cells,
+    summarize,
+    write,
+)
 
 from structure import (  # noqa: E402
     Edge,
@@ -48,6 +55,7 @@ from structure import (  # noqa: E402
     StructuredSurrogate,
 )
 from structure.params import param_nodes  # noqa: E402
+from structure.select import SelectConfig  # noqa: E402
 from tuner import FlatSurrogate, Tuner  # noqa: E402
 from tuner.options import TunerOptions  # noqa: E402
 
@@ -80,27 +88,22 @@ def make_surrogate(
     quick: bool,
     overrides: Mapping[str, Any] | None = None,
     network_overrides: Mapping[str, Any] | None = None,
+    select_overrides: Mapping[str, Any] | None = None,
 ) -> Any:
     # Every GP under one iteration cap: 50 with --quick, else the tuner's default.
     fit = {"maxiter": 50 if quick else TunerOptions().fit_maxiter}
     flat = FlatSurrogate(fit)
     if method == "flat":
         return flat
-    learn = LearnConfig(bootstrap=6 if quick else 12)
+    learn = LearnConfig(
+        bootstrap=6 if quick else 12, select=SelectConfig(**(select_overrides or {}))
+    )
     network = NetworkConfig(64, 256, fit_options=fit, **(network_overrides or {}))
     if method == "learned":
         config = StructuredConfig(learn=learn, network=network, **(overrides or {}))
         return StructuredSurrogate(config=config, flat=flat)
     config = StructuredConfig(selection=False, min_trials=4, learn=learn, network=network)
     return StructuredSurrogate(config=config, flat=flat, structure=true_structure(problem))
-
-
-def hypervolume(Y: np.ndarray, ref: tuple[float, ...]) -> float:
-    if len(Y) == 0:
-        return 0.0
-    Yt = torch.as_tensor(Y, dtype=torch.float64)
-    front = Yt[is_non_dominated(Yt)]
-    return float(Hypervolume(torch.tensor(ref, dtype=torch.float64)).compute(front))
 
 
 def run_tuner(
@@ -112,6 +115,7 @@ def run_tuner(
     quick: bool,
     overrides: Mapping[str, Any] | None = None,
     network_overrides: Mapping[str, Any] | None = None,
+    select_overrides: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One tuner run; ``Y`` holds the objectives in the maximization convention."""
     # The problems' optima sit near the center of the cube (the space's default): start from a
@@ -123,7 +127,9 @@ def run_tuner(
         if quick
         else TunerOptions(start_with_default=False)
     )
-    surrogate = make_surrogate(method, problem, quick, overrides, network_overrides)
+    surrogate = make_surrogate(
+        method, problem, quick, overrides, network_overrides, select_overrides
+    )
     space = problem.space
     tuner = Tuner(space, dict(problem.objectives), seed=seed, surrogate=surrogate, options=options)
     rng = np.random.default_rng(seed)
@@ -181,33 +187,6 @@ def run_ax(problem: Problem, seed: int, trials: int) -> dict[str, Any]:
     return {"Y": Y, "times": times, "models": [], "final_describe": {}}
 
 
-def hv_curve(run: dict[str, Any], ref: tuple[float, ...], budget: int) -> list[float]:
-    """Hypervolume of the run's objectives after each of its first `budget` trials: their
-    noise-free values on a noisy problem (``Y_true``; the observed ones reward lucky noise),
-    else the observed ones."""
-    Y = run.get("Y_true") or run["Y"]
-    return [hypervolume(np.array(Y[: t + 1]), ref) for t in range(budget)]
-
-
-def summarize(runs: list[dict[str, Any]], ref: tuple[float, ...], budget: int) -> dict[str, Any]:
-    curves = np.array([hv_curve(r, ref, budget) for r in runs])
-    return {
-        "hv_median": float(np.median(curves[:, -1])),
-        "hv_q25": float(np.quantile(curves[:, -1], 0.25)),
-        "hv_q75": float(np.quantile(curves[:, -1], 0.75)),
-        "curve_median": np.median(curves, axis=0).tolist(),
-        "n_runs": len(runs),
-        "proposal_s_mean": float(np.mean([np.mean(r["times"]) for r in runs])),
-        "network_share": float(np.mean([m == "network" for r in runs for m in r["models"]]))
-        if runs[0]["models"]
-        else None,
-    }
-
-
-def trials_to_reach(curve: list[float], target: float) -> int | None:
-    return next((t + 1 for t, v in enumerate(curve) if v >= target - 1e-12), None)
-
-
 def environment() -> dict[str, Any]:
     import botorch
     import gpytorch
@@ -228,7 +207,31 @@ def environment() -> dict[str, Any]:
     return {
         "machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
         "load_avg_start": os.getloadavg(), "platform": platform.platform(), "versions": versions,
+        "commit": _commit(),
     }  # fmt: skip
+
+
+def _commit() -> str | None:
+    """The checkout's commit (with ``+dirty`` when it has uncommitted changes), if known."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "."],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty else "")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -275,12 +278,25 @@ def main(argv: list[str] | None = None) -> int:
         "propagate_noise=false num_paths=128",
     )
     parser.add_argument(
+        "--select",
+        nargs="+",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="numeric or bool `SelectConfig` fields of `learned`, e.g. max_parents=6 recurse=false",
+    )
+    parser.add_argument(
         "--ax-seeds", type=int, default=None, help="run Ax on the first N seeds only (slow)"
     )
     parser.add_argument(
         "--out",
         default=None,
         help="JSON path (default benchmarks/results/bench_structure[_quick].json)",
+    )
+    parser.add_argument(
+        "--raw",
+        default=None,
+        help="also write the raw traces (objectives and proposal times per trial) to this JSON "
+        "path, for merging later without losing the per-trial curves; not for results/",
     )
     parser.add_argument(
         "--merge",
@@ -292,11 +308,14 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     if args.merge:
         return merge(
-            [Path(p) for p in args.merge], Path(args.out or RESULTS / "bench_structure.json")
+            [Path(p) for p in args.merge],
+            Path(args.out or RESULTS / "bench_structure.json"),
+            Path(args.raw) if args.raw else None,
         )
     quick = args.quick
     overrides = _config_overrides(args.config)
     network = _config_overrides(args.network, NetworkConfig)
+    select = _config_overrides(args.select, SelectConfig)
     if args.first_seed < 0:
         raise SystemExit(f"--first-seed must be >= 0, got {args.first_seed}.")
     seeds = args.seeds or (2 if quick else 10)
@@ -312,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     record: dict[str, Any] = {
         "benchmark": "bench_structure", "command": " ".join(["python", *sys.argv]),
         "started": datetime.now(UTC).isoformat(), "quick": quick,
-        "seeds": list(range(args.first_seed, args.first_seed + seeds)), "budget": budget, "config": overrides, "network": network, "environment": environment(), "cells": [],
+        "seeds": list(range(args.first_seed, args.first_seed + seeds)), "budget": budget, "config": overrides, "network": network, "select": select, "environment": environment(), "cells": [],
     }  # fmt: skip
     for name in problems:
         problem = PROBLEMS[name]
@@ -336,11 +355,13 @@ def main(argv: list[str] | None = None) -> int:
                     run = (
                         run_ax(problem, seed, budget)
                         if method == "ax"
-                        else run_tuner(problem, method, seed, budget, k, quick, overrides, network)
+                        else run_tuner(
+                            problem, method, seed, budget, k, quick, overrides, network, select
+                        )
                     )
                     run["seed"] = seed
                     runs.append(run)
-                    print(f"{name} k={k} {label} seed={seed} hv={hv_curve(run, problem.ref, budget)[-1]:.4f} "
+                    print(f"{name} k={k} {label} seed={seed} hv={hv_curve(run, problem.ref, budget)[budget]:.4f} "
                           f"t={np.mean(run['times']):.2f}s", flush=True)  # fmt: skip
                 cell["methods"][label] = {
                     "method": method,
@@ -349,11 +370,46 @@ def main(argv: list[str] | None = None) -> int:
                 }
                 if method != "learned":
                     same_for_every_k[label] = cell["methods"][label]
-            _add_ratios(cell, budget, problem.ref)
+            add_ratios(cell, budget, problem.ref)
             record["cells"].append(cell)
-            _write(out, record)
+            _save(record, out, args.raw)
     record["finished"] = datetime.now(UTC).isoformat()
-    _write(out, record)
+    record["environment"]["load_avg_end"] = os.getloadavg()
+    _save(record, out, args.raw)
+    print_table(record)
+    print(f"wrote {out}")
+    return 0
+
+
+def _save(record: dict[str, Any], out: Path, raw: str | None) -> None:
+    """The compact summary to `out`, the raw traces to `raw` (when given)."""
+    if raw:
+        write(Path(raw), record)
+    write(out, compact_record(record, {name: p.ref for name, p in PROBLEMS.items()}))
+
+
+def merge(paths: list[Path], out: Path, raw: Path | None = None) -> int:
+    """Combine result files (runs split across processes by problem, k, method or seeds; raw
+    or compact) into one and print its table (`_structure_results.merge_cells`)."""
+    records = [json.loads(p.read_text()) for p in paths]
+    if len({r["budget"] for r in records}) > 1:
+        raise SystemExit(
+            f"--merge needs files of one trial budget, got {[r['budget'] for r in records]}."
+        )
+    refs = {name: p.ref for name, p in PROBLEMS.items()}
+    record = dict(records[0], cells=merge_cells(records, refs))
+    record["seeds"] = sorted(
+        {run["seed"] for c in record["cells"] for m in c["methods"].values() for run in m["runs"]}
+    )
+    # A merged file lists the files it was merged from.
+    record["merged_from"] = [
+        source
+        for p, r in zip(paths, records)
+        for source in r.get("merged_from") or [{"file": p.name, "command": r.get("command")}]
+    ]
+    if raw:
+        write(raw, record)
+    write(out, compact_record(record, refs))
     print_table(record)
     print(f"wrote {out}")
     return 0
@@ -390,119 +446,6 @@ def _config_overrides(pairs: list[str], cls: type = StructuredConfig) -> dict[st
     return out
 
 
-def merge(paths: list[Path], out: Path) -> int:
-    """Combine result files (runs split across processes by problem, k, method or seeds) into
-    one and print its table: cells of one problem and k are joined; a method found in several
-    files keeps the runs of all of them, a later file's run replacing an earlier one's of the
-    same seed; summaries and ratios to flat are recomputed."""
-    records = [json.loads(p.read_text()) for p in paths]
-    record = dict(records[0])
-    if len({r["budget"] for r in records}) > 1:
-        raise SystemExit(
-            f"--merge needs files of one trial budget, got {[r['budget'] for r in records]}."
-        )
-    cells: dict[tuple[str, int], dict[str, Any]] = {}
-    for r in records:
-        for cell in r["cells"]:
-            key = (cell["problem"], cell["nuisance"])
-            merged = cells.setdefault(key, {**cell, "methods": {}})["methods"]
-            for method, m in cell["methods"].items():
-                # Files before `--first-seed` hold the runs of their `seeds`, in order.
-                runs = {run.get("seed", r["seeds"][i]): run for i, run in enumerate(m["runs"])}
-                summary = m["summary"]
-                if method in merged:  # runs of several files: summarized again below
-                    runs = {run["seed"]: run for run in merged[method]["runs"]} | runs
-                    summary = None
-                merged[method] = {
-                    **m,
-                    "summary": summary,
-                    "runs": [dict(run, seed=seed) for seed, run in sorted(runs.items())],
-                }
-    budget = record["budget"]
-    for (name, _), cell in cells.items():
-        for m in cell["methods"].values():
-            if m["summary"] is None:
-                m["summary"] = summarize(m["runs"], PROBLEMS[name].ref, budget)
-        _add_ratios(cell, budget, PROBLEMS[name].ref)
-    record["seeds"] = sorted(
-        {run["seed"] for c in cells.values() for m in c["methods"].values() for run in m["runs"]}
-    )
-    record["cells"] = list(cells.values())
-    # A merged file contributes the files it was merged from.
-    record["merged_from"] = [
-        source
-        for p, r in zip(paths, records)
-        for source in r.get("merged_from")
-        or [{k: r.get(k) for k in ("command", "started", "finished")} | {"file": p.name}]
-    ]
-    _write(out, record)
-    print_table(record)
-    print(f"wrote {out}")
-    return 0
-
-
-def _add_ratios(cell: dict[str, Any], budget: int, ref: tuple[float, ...]) -> None:
-    """Per method: trials its median curve needs to reach flat's final median HV; paired per
-    seed (same initial design), the median trials to reach that seed's flat final HV (never:
-    ``budget + 1``), the share of seeds reaching it within half the budget, and the median
-    final-HV difference to flat with its two-sided Wilcoxon signed-rank p-value; time ratio."""
-    methods = cell["methods"]
-    if "flat" not in methods:
-        return
-    target = methods["flat"]["summary"]["hv_median"]
-    flat_t = methods["flat"]["summary"]["proposal_s_mean"]
-    curves = {
-        name: {r["seed"]: hv_curve(r, ref, budget) for r in m["runs"]}
-        for name, m in methods.items()
-    }
-    flat_final = {seed: c[-1] for seed, c in curves["flat"].items()}
-    for name, m in methods.items():
-        s = m["summary"]
-        s["trials_to_flat_final"] = trials_to_reach(s["curve_median"], target)
-        # Paired by seed (a method may have fewer seeds than flat, Ax for one).
-        paired = [(c, flat_final[seed]) for seed, c in curves[name].items() if seed in flat_final]
-        reach = [trials_to_reach(c, f) or budget + 1 for c, f in paired]
-        final = [c[-1] for c, _ in paired]
-        flat_paired = [f for _, f in paired]
-        s["paired_reach"] = reach
-        s["paired_reach_median"] = float(np.median(reach))
-        s["paired_within_half"] = float(np.mean([r <= budget / 2 for r in reach]))
-        s["paired_hv_diff_median"], s["paired_p"] = _paired_test(final, flat_paired)
-        s["time_ratio_vs_flat"] = s["proposal_s_mean"] / flat_t if flat_t > 0 else None
-        # At trials 10, 20, 40: median HV, and the paired difference to flat at that trial;
-        # at half the budget, the paired difference to flat's final HV (the halving target).
-        seeds = [seed for seed in curves[name] if seed in flat_final]
-        at: dict[str, Any] = {}
-        for t in sorted({t for t in (10, 20, 40, budget) if t <= budget}):
-            mine = [curves[name][seed][t - 1] for seed in seeds]
-            theirs = [curves["flat"][seed][t - 1] for seed in seeds]
-            diff, p = _paired_test(mine, theirs)
-            at[str(t)] = {"hv_median": float(np.median(mine)), "paired_diff": diff, "p": p}
-        half = budget // 2
-        mine = [curves[name][seed][half - 1] for seed in seeds]
-        diff, p = _paired_test(mine, [flat_final[seed] for seed in seeds])
-        s["at"] = at
-        s["half_vs_flat_final"] = {"trial": half, "paired_diff": diff, "p": p}
-
-
-def _paired_test(final: list[float], flat_final: list[float]) -> tuple[float, float]:
-    """Median over seeds of (final HV - that seed's flat final HV), and the two-sided Wilcoxon
-    signed-rank p-value of the differences (1.0 when all are zero: identical runs)."""
-    from scipy.stats import wilcoxon
-
-    diff = [a - b for a, b in zip(final, flat_final)]
-    if not any(abs(d) > 1e-12 for d in diff):
-        return 0.0, 1.0
-    return float(np.median(diff)), float(wilcoxon(diff).pvalue)
-
-
-def _write(path: Path, record: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=1))
-    os.replace(tmp, path)
-
-
 def print_table(record: dict[str, Any]) -> None:
     budget = record["budget"]
     print(f"\nhypervolume after {budget} trials: median [q25, q75] over n seeds")
@@ -514,7 +457,7 @@ def print_table(record: dict[str, Any]) -> None:
     )
     header = (
         f"{'problem':14} {'k':>3} {'method':8} {'n':>3} {'HV median':>10} {'[q25, q75]':>22} "
-        f"{'reach':>6} {'paired':>6} {'<=B/2':>6} {'dHV':>8} {'p':>6} {'t/iter s':>9} {'t ratio':>7} {'net %':>6}"
+        f"{'reach':>6} {'paired':>6} {'<=B/2':>6} {'dHV':>8} {'p':>6} {'wall s':>7} {'cpu s':>6} {'cpu x':>6} {'net %':>6}"
     )
     print(header)
     print("-" * len(header))
@@ -532,7 +475,8 @@ def print_table(record: dict[str, Any]) -> None:
                 f"{reach if reach else '-':>6} {'-' if paired is None else f'{paired:.0f}':>6} "
                 f"{'-' if half is None else f'{half:.1f}':>6} "
                 f"{'-' if dhv is None else f'{dhv:+.3g}':>8} {'-' if p is None else f'{p:.3f}':>6} "
-                f"{s['proposal_s_mean']:>9.2f} {s.get('time_ratio_vs_flat') or 0:>7.2f} "
+                f"{s['proposal_s_mean']:>7.2f} {_num(s.get('proposal_cpu_s_mean'), '.2f'):>6} "
+                f"{_num(s.get('cpu_ratio_vs_flat') or s.get('time_ratio_vs_flat'), '.2f'):>6} "
                 f"{'' if share is None else f'{100 * share:.0f}':>6}"
             )
     print("\nmedian HV at trial t (paired difference to flat at t, p); at B/2 vs flat's final HV")
@@ -545,9 +489,16 @@ def print_table(record: dict[str, Any]) -> None:
                 f"t={t}: {a['hv_median']:.4g} ({a['paired_diff']:+.3g}, {a['p']:.3f})"
                 for t, a in s["at"].items()
             ]
-            h = s["half_vs_flat_final"]
-            parts.append(f"t={h['trial']} vs flat final: {h['paired_diff']:+.3g}, p {h['p']:.3f}")
+            h = s.get("half_vs_flat_final")
+            if h:
+                parts.append(
+                    f"t={h['trial']} vs flat final: {h['paired_diff']:+.3g}, p {h['p']:.3f}"
+                )
             print(f"{cell['problem']:14} {cell['nuisance']:>3} {method:8} " + "; ".join(parts))
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
 
 
 if __name__ == "__main__":
