@@ -535,7 +535,7 @@ def _sqlite_engine(parsed: Any, busy_timeout: float) -> Engine:
         cursor = dbapi_conn.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         if not in_memory:
-            cursor.execute("PRAGMA journal_mode = WAL")
+            _set_wal(cursor, busy_timeout)
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.close()
@@ -546,6 +546,27 @@ def _sqlite_engine(parsed: Any, busy_timeout: float) -> Engine:
         conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
     return engine
+
+
+def _set_wal(cursor: Any, busy_timeout: float) -> None:
+    """Switch a database file to WAL journaling (persistent, so a no-op once done).
+
+    Switching needs an exclusive lock, and SQLite may answer ``database is locked`` at once,
+    without waiting on the busy handler, while another process opens or switches the same new
+    file; retry for up to ``busy_timeout`` seconds before giving up.
+    """
+    deadline = time.monotonic() + busy_timeout
+    delay = 0.01
+    while True:
+        try:
+            if str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as err:
+            if "locked" not in str(err) or time.monotonic() >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(2 * delay, 0.25)
 
 
 def _precheck_sqlite(path: str, url: str) -> None:

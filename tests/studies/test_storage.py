@@ -176,6 +176,32 @@ def test_locked_database(tmp_path) -> None:
         holder.close()
 
 
+def test_switch_to_wal_waits_for_a_writer(tmp_path) -> None:
+    """SQLite answers ``database is locked`` at once, without its busy handler, when a new file is
+    switched to WAL while another process holds the write lock (two drivers creating one study
+    together); the switch retries until the lock is released (regression: a CI failure)."""
+    import threading
+
+    from studies.storage import _set_wal
+
+    path = tmp_path / "fresh.db"
+    sqlite3.connect(path).close()
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(0.3, lambda: holder.execute("COMMIT"))
+    release.start()
+    con = sqlite3.connect(path, isolation_level=None, timeout=5.0)
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            con.execute("PRAGMA journal_mode = WAL")  # the driver's behaviour, no waiting
+        _set_wal(con.cursor(), busy_timeout=10.0)
+        assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        release.join()
+        con.close()
+        holder.close()
+
+
 def test_bad_urls(tmp_path) -> None:
     with pytest.raises(StorageError, match="malformed"):
         Storage("not a url")
