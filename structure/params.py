@@ -65,9 +65,9 @@ def expand_knowledge(knowledge: Knowledge, space: Space) -> Knowledge:
     if not parts:
         return knowledge
 
-    def expand(pairs: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
+    def expand(pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
         out = [(p, t) for s, t in pairs for p in parts.get(s, [s])]
-        return list(dict.fromkeys(out))
+        return tuple(dict.fromkeys(out))
 
     return Knowledge(
         required=expand(knowledge.required),

@@ -48,6 +48,17 @@ class FastPaths(torch.nn.Module):
             constant is then its bias); None for a constant mean.
     """
 
+    # buffers (registered in __init__), declared for type checkers
+    mean_weights: Tensor
+    offset: Tensor
+    coefficient: Tensor
+    lengthscale: Tensor
+    frequencies: Tensor
+    prior_weight: Tensor
+    points: Tensor
+    points_sq: Tensor
+    update_weight: Tensor
+
     def __init__(
         self,
         offset: Tensor,
