@@ -126,6 +126,15 @@ def _user_line(text: str) -> str:
 
 
 @contextlib.contextmanager
+def _torch_internal_deprecations_ignored() -> Iterator[None]:
+    """Hide the deprecation torch raises from its own pytree code (``LeafSpec``) while exporting
+    and decomposing: nothing a user of the import can act on."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
+        yield
+
+
+@contextlib.contextmanager
 def _quiet_export() -> Iterator[io.StringIO]:
     """Keep torch.export's console noise (the partial FX graph it prints to stderr on failure,
     its symbolic-shape warnings) off the console; what it wrote is yielded."""
@@ -133,8 +142,7 @@ def _quiet_export() -> Iterator[io.StringIO]:
     level, buf = sym.level, io.StringIO()
     sym.setLevel(logging.ERROR)
     try:
-        with warnings.catch_warnings(), contextlib.redirect_stderr(buf):
-            warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
+        with _torch_internal_deprecations_ignored(), contextlib.redirect_stderr(buf):
             yield buf
     finally:
         sym.setLevel(level)
@@ -168,7 +176,8 @@ def _export(
 
 def _decompose(ep: Any, name: str) -> Any:
     try:
-        return ep.run_decompositions(decomposition_table())
+        with _torch_internal_deprecations_ignored():
+            return ep.run_decompositions(decomposition_table())
     except Exception as e:
         raise TorchImportError(
             f"decomposing the export of {name!r} failed: {type(e).__name__}: {e}"

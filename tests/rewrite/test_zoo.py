@@ -17,3 +17,10 @@ def test_model_keeps_the_callers_torch_rng_state_and_seeds_its_weights() -> None
     c = zoo.model("gpt2", seed=8)
     wa, wb, wc = (next(iter(m.module.parameters())) for m in (a, b, c))
     assert torch.equal(wa, wb) and not torch.equal(wa, wc)
+
+
+def test_building_a_model_shows_no_torch_internal_deprecation(recwarn) -> None:
+    """Decomposing ResNet's export makes torch warn about its own pytree ``LeafSpec``; a user
+    running `tuner demo` saw it on the console. Import keeps it off."""
+    zoo.build("resnet")
+    assert not [w for w in recwarn if "LeafSpec" in str(w.message)]
