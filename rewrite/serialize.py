@@ -164,7 +164,12 @@ def from_json(text: str) -> Graph:
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` atomically: temp file in the same folder, fsync, `os.replace`,
+    """Write ``text`` (UTF-8) to ``path`` atomically; see `write_bytes_atomic`."""
+    return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically: temp file in the same folder, fsync, `os.replace`,
     then fsync the folder so the rename itself survives a crash.
 
     The file gets the permissions a plain ``open(path, "w")`` would give it: an existing file's
@@ -182,8 +187,8 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
     try:
         with contextlib.suppress(OSError):  # keep the mode of the file being replaced
             os.fchmod(fd, stat.S_IMODE(os.stat(path).st_mode))
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rewrite.serialize import write_bytes_atomic
 from structure.dag import Structure
 
 __all__ = ["draw_structure", "explain"]
@@ -40,37 +41,40 @@ def draw_structure(structure: Structure | Mapping[str, Any], path: str | os.Path
     graph = structure.to_networkx()
     graph.remove_nodes_from([n for n in list(graph) if graph.degree(n) == 0])
     pos = _layout(structure, graph)
-    height = max(3.0, 0.45 * max(_tier_counts(structure, graph).values(), default=1))
-    fig, ax = plt.subplots(figsize=(9.0, height))
-    colors = [_TIER_COLOR[graph.nodes[n]["tier"]] for n in graph]
-    nx.draw_networkx_nodes(graph, pos, ax=ax, node_color=colors, node_size=900, edgecolors="#555")
-    nx.draw_networkx_labels(graph, pos, ax=ax, font_size=7)
+    height = max(3.0, 0.55 * max(_tier_counts(structure, graph).values(), default=1))
+    fig, ax = plt.subplots(figsize=(12.0, height))
     for (s, t), data in graph.edges.items():
         learned = data["origin"] == "learned"
         same_tier = graph.nodes[s]["tier"] == graph.nodes[t]["tier"]
         nx.draw_networkx_edges(
-            graph, pos, edgelist=[(s, t)], ax=ax, node_size=900, arrowsize=12,
-            width=0.8 + 3.0 * data["strength"], style="solid" if learned else "dashed",
-            edge_color="#333" if learned else "#999",
+            graph, pos, edgelist=[(s, t)], ax=ax, node_size=2200, arrowsize=10,
+            width=0.6 + 3.0 * data["strength"], style="solid" if learned else "dashed",
+            edge_color="#444" if learned else "#999", alpha=0.8,
             connectionstyle="arc3,rad=0.35" if same_tier else "arc3,rad=0.0",
         )  # fmt: skip
     labels = {e: f"{d['strength']:.2f}" for e, d in graph.edges.items() if d["origin"] == "learned"}
-    nx.draw_networkx_edge_labels(graph, pos, edge_labels=labels, ax=ax, font_size=6)
+    nx.draw_networkx_edge_labels(
+        graph, pos, edge_labels=labels, ax=ax, font_size=6, label_pos=0.6,
+        bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8},
+    )  # fmt: skip
+    for tier, color in _TIER_COLOR.items():  # names in boxes, drawn over the edges
+        names = {n: n for n in graph if graph.nodes[n]["tier"] == tier}
+        nx.draw_networkx_labels(
+            graph, pos, labels=names, ax=ax, font_size=7,
+            bbox={"boxstyle": "round,pad=0.35", "fc": color, "ec": "#555"},
+        )  # fmt: skip
     ax.set_title(
         f"Learned structure ({structure.n_trials} trials): edge label = bootstrap strength"
     )
     ax.axis("off")
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".png", dir=target.parent)
-    os.close(fd)
+    buf = io.BytesIO()
     try:
-        fig.savefig(tmp, dpi=120, bbox_inches="tight")
-        os.replace(tmp, target)
+        fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    write_bytes_atomic(target, buf.getvalue())
     return target
 
 
@@ -82,16 +86,19 @@ def _tier_counts(structure: Structure, graph: Any) -> dict[str, int]:
 
 
 def _layout(structure: Structure, graph: Any) -> dict[str, tuple[float, float]]:
-    """Tiers as columns; within the metric tier, topological order top to bottom."""
+    """Tiers as columns, each spread over the height of the tallest (so edges fan out); within
+    the metric tier, topological order top to bottom."""
     order = {n: i for i, n in enumerate([*structure.params, *structure.topological_order()])}
+    tallest = max(_tier_counts(structure, graph).values(), default=1)
     pos: dict[str, tuple[float, float]] = {}
     for tier in _TIER_X:
         names = sorted(
             (n for n in graph if graph.nodes[n]["tier"] == tier),
             key=lambda n: order.get(n, len(order)),
         )
+        gap = min(2.0, (tallest - 1) / (len(names) - 1)) if len(names) > 1 else 1.0
         for i, name in enumerate(names):
-            pos[name] = (_TIER_X[tier], -(i - (len(names) - 1) / 2.0))
+            pos[name] = (_TIER_X[tier], -gap * (i - (len(names) - 1) / 2.0))
     return pos
 
 

@@ -360,7 +360,10 @@ def plot(
 
 
 # ---------------------------------------------------------------------- structure
-@app.command()
+@app.command(
+    short_help="Learn and draw the structure behind a study's trials; say which surrogate is "
+    "in use and why."
+)
 def structure(
     name: Annotated[str, typer.Argument(help="Study name.")],
     storage: StorageOpt = DEFAULT_URL,
@@ -381,7 +384,10 @@ def structure(
 
 
 # ---------------------------------------------------------------------- demo
-@app.command()
+@app.command(
+    short_help="The main job: tune the rewrite search on small zoo models, check it against "
+    "the defaults on held-out models, export the tuned priors if they win."
+)
 def demo(
     storage: StorageOpt = "sqlite:///demo-study.db",
     n_trials: Annotated[int, typer.Option("--n-trials", "-n", help="Trial budget.")] = 30,
@@ -493,7 +499,7 @@ def _print_tuned(report: Any, written: Path | None) -> None:
         )
 
 
-@app.command()
+@app.command(short_help="Sample, encode and decode a small space with a rule-prior simplex.")
 def space(
     n: int = typer.Option(8, help="Number of configurations to sample."),
     seed: int = typer.Option(0, help="Sobol scrambling seed."),

@@ -143,7 +143,10 @@ def plot_priors(
     uniform = 1.0 / len(ranked)
     ax.axvline(uniform, color="k", ls="--", lw=1, label=f"uniform (1/{len(ranked)})")
     ax.set_xlabel("firing prior")
-    ax.set_title(f"{study.name}: {name} of trial {trial.number}", fontsize=10)
+    from rewrite.optimize.config import PRIOR_MODEL
+
+    what = "rule priors (tuned prior family)" if name == PRIOR_MODEL else name
+    ax.set_title(f"{study.name}: {what} of trial {trial.number}", fontsize=10)
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(axis="x", alpha=0.3)
     fig.text(0.01, 0.005, rule, fontsize=7, color="0.4")
@@ -153,8 +156,9 @@ def plot_priors(
 def plot_study(
     study: Study, out_dir: str | os.PathLike[str], pick: PickRule = None, simplex: str | None = None
 ) -> list[Path]:
-    """Write ``NAME-pareto.png``, ``NAME-hypervolume.png`` and (if the space has a Simplex)
-    ``NAME-priors.png`` into ``out_dir`` (created if missing); returns the paths written.
+    """Write ``NAME-pareto.png``, ``NAME-hypervolume.png`` and (if the space has a Simplex or a
+    prior family) ``NAME-priors.png`` into ``out_dir`` (created if missing); returns the paths
+    written.
 
     ``NAME`` is `file_stem` of the study name.
 
@@ -162,6 +166,7 @@ def plot_study(
         ExportError: Before anything is written, if ``out_dir`` is an existing file, the study has
             no feasible COMPLETE trial, or the pick rule or ``simplex`` chooses nothing.
     """
+    from rewrite.optimize.config import PRIOR_MODEL
     from studies.export import priors_from_trial, simplex_names
 
     out = Path(out_dir)
@@ -178,7 +183,7 @@ def plot_study(
             f"{counts['COMPLETE']} COMPLETE, {counts['FAILED']} FAILED; constraints "
             f"{list(study.constraints)}); run trials first. Nothing was written."
         )
-    with_priors = bool(simplex_names(study.space))
+    with_priors = bool(simplex_names(study.space)) or PRIOR_MODEL in study.space.params
     if with_priors:  # check the pick and the simplex before drawing anything
         trial, _ = choose_trial(trials, study.objectives, study.constraints, pick)
         priors_from_trial(study.space, trial, simplex)

@@ -27,7 +27,6 @@ import datetime
 import json
 import os
 import platform
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -355,16 +354,11 @@ def _capacity(dev: Any) -> float:
 
 def write_profile(profile: DeviceProfile, path: str | Path) -> Path:
     """Write ``profile`` as JSON to ``path`` atomically (temp file + rename)."""
+    from rewrite.serialize import write_text_atomic
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(profile.to_dict(), f, indent=1)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    return path
+    return write_text_atomic(path, json.dumps(profile.to_dict(), indent=1) + "\n")
 
 
 def calibrate(

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 from structure import Edge, Structure, draw_structure, explain
@@ -19,6 +21,10 @@ def test_draw_structure_writes_a_png_from_a_structure_or_its_dict(tmp_path: Path
         out = draw_structure(arg, tmp_path / f"sub/dag{i}.png")
         assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in (tmp_path / "sub").iterdir()) == ["dag0.png", "dag1.png"]
+    umask = os.umask(0)
+    os.umask(umask)
+    # a new file gets the mode any program's would (a temp file's 0o600 made it private)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~umask
 
 
 def test_explain_covers_every_case() -> None:

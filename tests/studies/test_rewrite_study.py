@@ -15,6 +15,7 @@ from rewrite.optimize import RulePriors, SearchConfig
 from spaces import Fixed, Simplex
 from studies import StudyError
 from studies.errors import StudyConflictError
+from studies.plots import plot_study
 from studies.rewrite_study import (
     DEFAULT_OBJECTIVES,
     OBJECTIVES,
@@ -156,6 +157,13 @@ def test_only_a_configuration_that_beats_the_defaults_is_exported(tmp_path: Path
     assert priors.provenance["validation"]["chosen"] == 2
     top = max(priors.as_dict(), key=priors.as_dict().get)
     assert top.startswith("fuse_")
+    # `tuner plot` draws the family member's rule priors too, not only a Simplex's
+    paths = plot_study(study, tmp_path / "plots", pick=2)
+    assert [p.name.rsplit("-", 1)[1] for p in paths] == [
+        "pareto.png",
+        "hypervolume.png",
+        "priors.png",
+    ]
 
 
 def test_bad_workload_and_objective_are_clear_errors(tmp_path: Path) -> None:
