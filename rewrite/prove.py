@@ -45,8 +45,7 @@ import z3
 from rewrite.errors import VerificationError
 from rewrite.ir import ConstArray, Graph, Node
 from rewrite.ops import get_op, ops_where
-from rewrite.verify.field import gelu_tanh_consts, is_float
-from rewrite.verify.interp import run_body
+from rewrite.verify.field import gelu_tanh_consts, is_float, run_body
 from rewrite.verify.sources import SourceKey, index_bounds, is_int
 
 if TYPE_CHECKING:

@@ -108,9 +108,7 @@ class BatchedFieldOps:
         if op == "const":
             return tuple(o[None] for o in F._const(self.tests[0], node, args))
         if op == "fused":
-            from rewrite.verify.interp import run_body
-
-            return run_body(self, node.attrs["body"], args)
+            return F.run_body(self, node.attrs["body"], args)
         return self._loop(node, args)
 
     def _loop(self, node: Node, args: Sequence[Any]) -> tuple[Any, ...]:

@@ -33,15 +33,24 @@ import functools
 import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from rewrite.errors import VerificationError
-from rewrite.ir import ConstArray, Node, numpy_dtype
+from rewrite.ir import ConstArray, Graph, Node, numpy_dtype
 from rewrite.ops import get_op, ops_where
 
-__all__ = ["MAX_CHUNK", "PRIME", "SEMANTICS_VERSION", "FieldOps", "field_const", "random_elements"]
+__all__ = [
+    "MAX_CHUNK",
+    "PRIME",
+    "SEMANTICS_VERSION",
+    "FieldOps",
+    "Semantics",
+    "field_const",
+    "random_elements",
+    "run_body",
+]
 
 #: The field's prime: a safe prime below 2**20 (``(p - 1) / 2 = 524,171`` is prime too).
 PRIME = 1_048_343
@@ -59,6 +68,29 @@ _ADDITIVE = frozenset({"add", "sub", "neg"})
 def is_float(dtype: str) -> bool:
     """Whether ``dtype`` is held as field elements."""
     return dtype in _FLOATS
+
+
+class Semantics(Protocol):
+    """What an evaluator needs from a semantics: an array namespace and a node runner."""
+
+    @property
+    def xp(self) -> Any:
+        """The array namespace."""
+        ...
+
+    def run(self, node: Node, args: Sequence[Any]) -> tuple[Any, ...]:
+        """Outputs of ``node`` on ``args``."""
+        ...
+
+
+def run_body(sem: Semantics, body: Graph, args: Sequence[Any]) -> tuple[Any, ...]:
+    """Evaluate a fused group's body on its input arrays (no memo)."""
+    env: dict[int, tuple[Any, ...]] = dict(zip(body.inputs, ((a,) for a in args)))
+    for node in body:
+        if node.id in env:
+            continue
+        env[node.id] = sem.run(node, [env[v.node][v.index] for v in node.inputs])
+    return tuple(env[v.node][v.index] for v in body.outputs)
 
 
 @functools.cache
@@ -484,8 +516,6 @@ def _max_pool(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
 
 
 def _fused(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
-    from rewrite.verify.interp import run_body
-
     return run_body(f, node.attrs["body"], a)
 
 
