@@ -5,10 +5,10 @@ A rule is proven on its proof instance: its sample graph with every size drawn i
 ``Real`` variable, and both graphs (before and after each rewrite site) are evaluated
 symbolically on numpy object arrays of z3 terms:
 
-* linear and layout ops run their numpy reference implementation on the terms;
-* element-wise non-linear ops are uninterpreted functions ``Real -> Real`` (one per op and attrs),
-  with the identities rules may rely on built in: ``rsqrt(x) = recip(sqrt(x))``,
-  ``silu(x) = x * sigmoid(x)``, ``a / b = a * recip(b)``;
+* linear and layout ops (`OpDef.linear`) run their numpy reference implementation on the terms;
+* element-wise non-linear ops (`OpDef.random_map`) are uninterpreted functions ``Real -> Real``
+  (one per op and attrs), with the identities rules may rely on built in:
+  ``rsqrt(x) = recip(sqrt(x))``, ``silu(x) = x * sigmoid(x)``, ``a / b = a * recip(b)``;
 * softmax is ``exp(x) * recip(sum(exp(x)))``; layer/RMS/batch norm and attention are spelled out
   from the same functions; amax/amin are symmetric surrogates; float constants are exact
   rationals;
@@ -44,8 +44,8 @@ import z3
 
 from rewrite.errors import VerificationError
 from rewrite.ir import ConstArray, Graph, Node
-from rewrite.verify.field import gelu_tanh_consts, is_float
-from rewrite.verify.interp import run_body
+from rewrite.ops import get_op, ops_where
+from rewrite.verify.field import gelu_tanh_consts, is_float, run_body
 from rewrite.verify.sources import SourceKey, index_bounds, is_int
 
 if TYPE_CHECKING:
@@ -59,40 +59,6 @@ VERDICTS = ("proved", "refuted", "unknown", "error")
 _PROOF_SEED = 0
 #: Version of the symbolic semantics; part of every cache key, so a change re-proves every rule.
 SEMANTICS_VERSION = 3
-
-_LINEAR = frozenset(
-    {
-        "add",
-        "sub",
-        "mul",
-        "neg",
-        "sum",
-        "mean",
-        "reshape",
-        "expand",
-        "slice",
-        "split",
-        "permute",
-        "transpose",
-        "concat",
-        "index_select",
-        "embedding",
-        "where",
-        "mm",
-        "bmm",
-        "matmul",
-        "linear",
-        "addmm",
-        "conv2d",
-        "all_reduce",
-        "all_gather",
-        "reduce_scatter",
-        "shard",
-    }
-)
-_UFUNCS = frozenset(
-    {"exp", "log", "sqrt", "tanh", "sigmoid", "gelu", "erf", "sin", "cos", "relu", "abs"}
-)
 
 
 @dataclass(frozen=True)
@@ -152,8 +118,6 @@ class Z3Ops:
         Raises:
             VerificationError: For ops without symbolic semantics.
         """
-        from rewrite.ops import get_op
-
         op, attrs = node.op, node.attrs
         symbolic = any(np.asarray(a).dtype == object for a in args)
         if op == "where" and np.asarray(args[0]).dtype == object:
@@ -165,9 +129,9 @@ class Z3Ops:
         fn = _SPECIAL.get(op)
         if fn is not None:
             return fn(self, node, args)
-        if op in _UFUNCS:
+        if op in ops_where(random_map=True):
             return (self.apply(f"{op}{sorted(attrs.items())}", args[0]),)
-        if op in _LINEAR:
+        if op in ops_where(linear=True):
             outs = get_op(op).impl(np, list(args), attrs)
             return tuple(np.asarray(o, dtype=object) for o in outs)
         raise VerificationError(f"op {op!r} has no z3 semantics in rewrite.prove.")
@@ -213,8 +177,6 @@ def _int_symbolic(node: Node, args: Sequence[Any]) -> tuple[Any, ...]:
     numpy's own comparisons must not see z3 terms: it would turn the ``BoolRef`` of ``a == b``
     into a Python bool by structural equality, silently deciding the comparison.
     """
-    from rewrite.ops import get_op
-
     op = node.op
     if op in _INT_COMPARE:
         return (_vec(_INT_COMPARE[op], *args),)
@@ -224,7 +186,7 @@ def _int_symbolic(node: Node, args: Sequence[Any]) -> tuple[Any, ...]:
         if node.types[0].dtype == "bool":
             return (_vec(lambda x: _as_term(x) != 0 if z3.is_arith(_as_term(x)) else x, args[0]),)
         return (np.asarray(args[0], dtype=object),)  # int -> int: unbounded integers
-    if op in _LINEAR:
+    if op in ops_where(linear=True):
         outs = get_op(op).impl(np, [np.asarray(a, dtype=object) for a in args], node.attrs)
         return tuple(np.asarray(o, dtype=object) for o in outs)
     raise VerificationError(

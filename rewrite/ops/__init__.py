@@ -23,6 +23,7 @@ from rewrite.ops.base import (
     get_op,
     op_names,
     op_table,
+    ops_where,
     promote,
     register,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "get_op",
     "op_names",
     "op_table",
+    "ops_where",
     "promote",
     "register",
 ]

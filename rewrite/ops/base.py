@@ -10,26 +10,36 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, fields
+from types import MappingProxyType
 from typing import Any
 
 from rewrite.errors import ShapeError, UnknownOpError
 from rewrite.ir import DTYPE_BYTES, TensorType
 
 __all__ = [
+    "ADDITIVE",
+    "DEGREES",
+    "FRESH",
     "KINDS",
+    "LAYOUT",
+    "PRODUCT",
+    "RANDOM_MAP",
     "REQUIRED",
     "Attr",
     "OpDef",
     "get_op",
     "op_names",
     "op_table",
+    "ops_where",
     "register",
 ]
 
 #: Node kinds: ``kernel`` launches work; ``view`` only re-describes memory (free, aliases its
 #: input 0); ``source`` is an input/param/const; ``opaque`` is an unknown op.
 KINDS = ("kernel", "view", "source", "opaque")
+#: Values of `OpDef.degree` (besides None); see the `OpDef` docstring.
+DEGREES = ("max", "sum", "fresh")
 
 
 class _Required:
@@ -141,6 +151,13 @@ EPS = Attr("float", low=0)
 class OpDef:
     """Definition of one op.
 
+    The keyword-only fields (``linear`` to ``random_map``) describe the op's algebra for the
+    verifiers (`rewrite.prove`, `rewrite.verify.field`, `rewrite.verify.degree`,
+    `rewrite.verify.sources`), which read them through `ops_where`. Their defaults claim
+    nothing: a verifier then needs its own rule for the op or rejects graphs using it. The
+    presets `ADDITIVE`, `LAYOUT`, `PRODUCT`, `RANDOM_MAP` and `FRESH` bundle the usual
+    combinations.
+
     Attributes:
         name: Op name used in nodes.
         infer: ``(input types, attrs) -> output types``; raises `ShapeError` on bad input.
@@ -159,6 +176,25 @@ class OpDef:
         doc: One-line description.
         checks: Attribute name -> `Attr` rule its value must satisfy (checked before
             ``normalize`` and ``infer``, so those may trust the types).
+        linear: Multilinear: the reference implementation only adds, multiplies and moves input
+            elements (or scales them by constants), so it runs unchanged on symbolic terms (the
+            z3 prover evaluates it on z3 terms).
+        field_exact: The reference implementation is exact on finite-field elements once its
+            results are reduced mod p (no division, no contraction too long for float64), so
+            the field interpreter runs it directly. Implies ``linear``.
+        layout: Every output element is an input element (reshape, slice, gather, ``where``,
+            ...), so field results need no reduction. Implies ``field_exact``.
+        pass_ints: Integer inputs reach the outputs unchanged (layout ops other than gathers,
+            casts), so a value passed through to an index stays a direct index (see
+            `rewrite.verify.sources`).
+        degree: How the polynomial degree of the outputs follows from the inputs' (see
+            `rewrite.verify.degree`): ``"max"`` (additive and layout ops: the largest input
+            degree), ``"sum"`` (products: the sum), ``"fresh"`` (a random map, field inverse or
+            predicate: a new variable of degree 1), or None (the degree bound has its own rule
+            for the op, or uses its conservative default).
+        random_map: An element-wise non-linear function whose identities no rule may rely on:
+            an uninterpreted function in the prover, a consistent random map in the field.
+            Implies ``degree="fresh"``.
     """
 
     name: str
@@ -173,6 +209,13 @@ class OpDef:
     normalize: NormalizeFn | None = None
     doc: str = ""
     checks: Mapping[str, Attr] = field(default_factory=dict)
+    _: KW_ONLY
+    linear: bool = False
+    field_exact: bool = False
+    layout: bool = False
+    pass_ints: bool = False
+    degree: str | None = None
+    random_map: bool = False
 
     def check_attrs(self, attrs: Mapping[str, Any]) -> dict[str, Any]:
         """Fill defaults, reject unknown or missing attributes, turn lists into tuples.
@@ -216,7 +259,19 @@ def _freeze(v: Any) -> Any:
     return v
 
 
+#: Verifier presets (keyword arguments of `OpDef`), e.g. ``OpDef(..., **ADDITIVE)``: sums and
+#: differences of elements; layout ops; products; opaque element-wise functions; other ops whose
+#: outputs are new variables for the degree bound.
+ADDITIVE: Mapping[str, Any] = MappingProxyType(
+    {"linear": True, "field_exact": True, "degree": "max"}
+)
+LAYOUT: Mapping[str, Any] = MappingProxyType({**ADDITIVE, "layout": True, "pass_ints": True})
+PRODUCT: Mapping[str, Any] = MappingProxyType({"linear": True, "degree": "sum"})
+RANDOM_MAP: Mapping[str, Any] = MappingProxyType({"random_map": True, "degree": "fresh"})
+FRESH: Mapping[str, Any] = MappingProxyType({"degree": "fresh"})
+
 _REGISTRY: dict[str, OpDef] = {}
+_DERIVED: dict[tuple[tuple[str, Any], ...], frozenset[str]] = {}
 
 
 def register(op: OpDef) -> OpDef:
@@ -235,7 +290,12 @@ def register(op: OpDef) -> OpDef:
             f"op {op.name!r} has checks for {sorted(stray)}, which are not among its attrs "
             f"{sorted(op.attrs)}."
         )
+    if op.degree is not None and op.degree not in DEGREES:
+        raise ValueError(
+            f"op degree must be None or one of {DEGREES}, but {op.name!r} has {op.degree!r}."
+        )
     _REGISTRY[op.name] = op
+    _DERIVED.clear()
     return op
 
 
@@ -257,6 +317,29 @@ def get_op(name: str) -> OpDef:
 def op_names() -> list[str]:
     """Names of every registered op, sorted."""
     return sorted(_REGISTRY)
+
+
+def ops_where(**values: Any) -> frozenset[str]:
+    """Names of the registered ops whose `OpDef` fields equal ``values``.
+
+    E.g. ``ops_where(layout=True)`` or ``ops_where(degree="sum")``. Answers are cached until the
+    next `register`, so the verifiers may ask on every node.
+
+    Raises:
+        ValueError: If a keyword is not an `OpDef` field.
+    """
+    key = tuple(sorted(values.items()))
+    hit = _DERIVED.get(key)
+    if hit is None:
+        unknown = set(values) - {f.name for f in fields(OpDef)}
+        if unknown:
+            raise ValueError(f"OpDef has no fields {sorted(unknown)}.")
+        hit = _DERIVED[key] = frozenset(
+            name
+            for name, op in _REGISTRY.items()
+            if all(getattr(op, k) == v for k, v in values.items())
+        )
+    return hit
 
 
 def op_table() -> str:

@@ -23,7 +23,9 @@ from typing import Any
 from rewrite.errors import ShapeError
 from rewrite.ir import TensorType
 from rewrite.ops.base import (
+    ADDITIVE,
     DIM,
+    LAYOUT,
     Attr,
     OpDef,
     Types,
@@ -130,6 +132,7 @@ def _register() -> None:
             checks={"dim": DIM, "n": Attr("int", low=1)},
             normalize=_dim_norm,
             doc="split into n equal pieces along dim, piece i on device i",
+            **LAYOUT,
         )
     )
     register(
@@ -142,6 +145,7 @@ def _register() -> None:
             family="collective",
             arity=(1, None),
             doc="sum of per-device inputs, replicated",
+            **ADDITIVE,
         )
     )
     register(
@@ -157,6 +161,7 @@ def _register() -> None:
             arity=(1, None),
             normalize=_dim_norm,
             doc="concatenation of per-device inputs along dim, replicated",
+            **LAYOUT,
         )
     )
     register(
@@ -172,6 +177,7 @@ def _register() -> None:
             arity=(1, None),
             normalize=_dim_norm,
             doc="sum of per-device inputs split along dim, piece i on device i",
+            **ADDITIVE,
         )
     )
 

@@ -14,6 +14,11 @@ from typing import Any
 from rewrite.errors import ShapeError
 from rewrite.ir import DTYPE_BYTES, TensorType, numpy_dtype
 from rewrite.ops.base import (
+    ADDITIVE,
+    FRESH,
+    LAYOUT,
+    PRODUCT,
+    RANDOM_MAP,
     REQUIRED,
     Attr,
     OpDef,
@@ -46,44 +51,55 @@ def _sigmoid(xp: Any, x: Any) -> Any:
     return 0.5 * (1.0 + xp.tanh(0.5 * x))  # overflow-free form of 1 / (1 + exp(-x))
 
 
-# name -> (impl(xp, x, attrs), flops per element, float result, attrs)
-_UNARY: dict[str, tuple[Callable[..., Any], int, bool, dict[str, Any]]] = {
-    "neg": (lambda xp, x, a: -x, 1, False, {}),
-    "abs": (lambda xp, x, a: xp.abs(x), 1, False, {}),
-    "relu": (lambda xp, x, a: xp.maximum(x, 0).astype(x.dtype), 1, False, {}),
-    "exp": (lambda xp, x, a: xp.exp(x), 4, True, {}),
-    "log": (lambda xp, x, a: xp.log(x), 4, True, {}),
-    "sqrt": (lambda xp, x, a: xp.sqrt(x), 2, True, {}),
-    "rsqrt": (lambda xp, x, a: 1.0 / xp.sqrt(x), 2, True, {}),
-    "reciprocal": (lambda xp, x, a: 1.0 / x, 1, True, {}),
-    "tanh": (lambda xp, x, a: xp.tanh(x), 4, True, {}),
-    "sigmoid": (lambda xp, x, a: _sigmoid(xp, x), 4, True, {}),
-    "silu": (lambda xp, x, a: x * _sigmoid(xp, x), 5, True, {}),
-    "gelu": (lambda xp, x, a: _gelu(xp, x, a), 8, True, {"approximate": "none"}),
-    "erf": (lambda xp, x, a: _erf(xp, x), 4, True, {}),
-    "sin": (lambda xp, x, a: xp.sin(x), 4, True, {}),
-    "cos": (lambda xp, x, a: xp.cos(x), 4, True, {}),
-    "logical_not": (lambda xp, x, a: xp.logical_not(x), 1, False, {}),
-    "cast": (lambda xp, x, a: x.astype(numpy_dtype(a["dtype"])), 0, False, {"dtype": REQUIRED}),
+#: Verifier fields (`OpDef` keywords) of casts and of ``mul``.
+_CAST: Mapping[str, Any] = {"degree": "max", "pass_ints": True}
+_MUL: Mapping[str, Any] = {**PRODUCT, "field_exact": True}
+
+# name -> (impl(xp, x, attrs), flops per element, float result, attrs, verifier fields)
+_UNARY: dict[str, tuple[Callable[..., Any], int, bool, dict[str, Any], Mapping[str, Any]]] = {
+    "neg": (lambda xp, x, a: -x, 1, False, {}, ADDITIVE),
+    "abs": (lambda xp, x, a: xp.abs(x), 1, False, {}, RANDOM_MAP),
+    "relu": (lambda xp, x, a: xp.maximum(x, 0).astype(x.dtype), 1, False, {}, RANDOM_MAP),
+    "exp": (lambda xp, x, a: xp.exp(x), 4, True, {}, RANDOM_MAP),
+    "log": (lambda xp, x, a: xp.log(x), 4, True, {}, RANDOM_MAP),
+    "sqrt": (lambda xp, x, a: xp.sqrt(x), 2, True, {}, RANDOM_MAP),
+    "rsqrt": (lambda xp, x, a: 1.0 / xp.sqrt(x), 2, True, {}, FRESH),
+    "reciprocal": (lambda xp, x, a: 1.0 / x, 1, True, {}, FRESH),
+    "tanh": (lambda xp, x, a: xp.tanh(x), 4, True, {}, RANDOM_MAP),
+    "sigmoid": (lambda xp, x, a: _sigmoid(xp, x), 4, True, {}, RANDOM_MAP),
+    "silu": (lambda xp, x, a: x * _sigmoid(xp, x), 5, True, {}, {}),
+    "gelu": (lambda xp, x, a: _gelu(xp, x, a), 8, True, {"approximate": "none"}, RANDOM_MAP),
+    "erf": (lambda xp, x, a: _erf(xp, x), 4, True, {}, RANDOM_MAP),
+    "sin": (lambda xp, x, a: xp.sin(x), 4, True, {}, RANDOM_MAP),
+    "cos": (lambda xp, x, a: xp.cos(x), 4, True, {}, RANDOM_MAP),
+    "logical_not": (lambda xp, x, a: xp.logical_not(x), 1, False, {}, FRESH),
+    "cast": (
+        lambda xp, x, a: x.astype(numpy_dtype(a["dtype"])),
+        0,
+        False,
+        {"dtype": REQUIRED},
+        _CAST,
+    ),
 }
 
-# name -> (impl(xp, a, b), flops per element, result kind: "promote" | "bool" | "float")
-_BINARY: dict[str, tuple[Callable[..., Any], int, str]] = {
-    "add": (lambda xp, a, b: a + b, 1, "promote"),
-    "sub": (lambda xp, a, b: a - b, 1, "promote"),
-    "mul": (lambda xp, a, b: a * b, 1, "promote"),
-    "div": (lambda xp, a, b: xp.true_divide(a, b), 1, "float"),
-    "pow": (lambda xp, a, b: xp.power(a, b), 4, "promote"),
-    "maximum": (lambda xp, a, b: xp.maximum(a, b), 1, "promote"),
-    "minimum": (lambda xp, a, b: xp.minimum(a, b), 1, "promote"),
-    "eq": (lambda xp, a, b: a == b, 1, "bool"),
-    "ne": (lambda xp, a, b: a != b, 1, "bool"),
-    "lt": (lambda xp, a, b: a < b, 1, "bool"),
-    "le": (lambda xp, a, b: a <= b, 1, "bool"),
-    "gt": (lambda xp, a, b: a > b, 1, "bool"),
-    "ge": (lambda xp, a, b: a >= b, 1, "bool"),
-    "logical_and": (lambda xp, a, b: xp.logical_and(a, b), 1, "bool"),
-    "logical_or": (lambda xp, a, b: xp.logical_or(a, b), 1, "bool"),
+# name -> (impl(xp, a, b), flops per element, result kind: "promote" | "bool" | "float",
+# verifier fields)
+_BINARY: dict[str, tuple[Callable[..., Any], int, str, Mapping[str, Any]]] = {
+    "add": (lambda xp, a, b: a + b, 1, "promote", ADDITIVE),
+    "sub": (lambda xp, a, b: a - b, 1, "promote", ADDITIVE),
+    "mul": (lambda xp, a, b: a * b, 1, "promote", _MUL),
+    "div": (lambda xp, a, b: xp.true_divide(a, b), 1, "float", {}),
+    "pow": (lambda xp, a, b: xp.power(a, b), 4, "promote", {}),
+    "maximum": (lambda xp, a, b: xp.maximum(a, b), 1, "promote", FRESH),
+    "minimum": (lambda xp, a, b: xp.minimum(a, b), 1, "promote", FRESH),
+    "eq": (lambda xp, a, b: a == b, 1, "bool", FRESH),
+    "ne": (lambda xp, a, b: a != b, 1, "bool", FRESH),
+    "lt": (lambda xp, a, b: a < b, 1, "bool", FRESH),
+    "le": (lambda xp, a, b: a <= b, 1, "bool", FRESH),
+    "gt": (lambda xp, a, b: a > b, 1, "bool", FRESH),
+    "ge": (lambda xp, a, b: a >= b, 1, "bool", FRESH),
+    "logical_and": (lambda xp, a, b: xp.logical_and(a, b), 1, "bool", FRESH),
+    "logical_or": (lambda xp, a, b: xp.logical_or(a, b), 1, "bool", FRESH),
 }
 
 UNARY_OPS: tuple[str, ...] = tuple(_UNARY)
@@ -165,7 +181,7 @@ _UNARY_CHECKS = {"approximate": Attr("str", choices=("none", "tanh"))}
 
 
 def _register_all() -> None:
-    for name, (fn, cost, float_result, attrs) in _UNARY.items():
+    for name, (fn, cost, float_result, attrs, algebra) in _UNARY.items():
         register(
             OpDef(
                 name=name,
@@ -175,9 +191,10 @@ def _register_all() -> None:
                 attrs=attrs,
                 doc=f"element-wise {name}",
                 checks={k: _UNARY_CHECKS[k] for k in attrs if k in _UNARY_CHECKS},
+                **algebra,
             )
         )
-    for name, (fn, cost, kind) in _BINARY.items():
+    for name, (fn, cost, kind, algebra) in _BINARY.items():
         register(
             OpDef(
                 name=name,
@@ -186,6 +203,7 @@ def _register_all() -> None:
                 flops=_per_element(cost),
                 arity=(2, 2),
                 doc=f"element-wise {name} with broadcasting",
+                **algebra,
             )
         )
     register(
@@ -196,6 +214,7 @@ def _register_all() -> None:
             flops=_per_element(1),
             arity=(3, 3),
             doc="select a where cond else b, with broadcasting",
+            **LAYOUT,
         )
     )
 

@@ -16,8 +16,10 @@ from rewrite.errors import ShapeError
 from rewrite.ir import TensorType
 from rewrite.ops.base import (
     BOOL,
+    FRESH,
     NONNEG_PAIR,
     POS_PAIR,
+    PRODUCT,
     Attr,
     OpDef,
     Types,
@@ -287,6 +289,7 @@ def _register_products() -> None:
                 family="matmul",
                 arity=(2, 2),
                 doc=f"{name} product",
+                **PRODUCT,
             )
         )
     register(
@@ -298,6 +301,7 @@ def _register_products() -> None:
             family="matmul",
             arity=(2, 3),
             doc="x @ weight.T (+ bias), weight stored [out, in]",
+            **PRODUCT,
         )
     )
     register(
@@ -309,6 +313,7 @@ def _register_products() -> None:
             family="matmul",
             arity=(3, 3),
             doc="bias + a @ b",
+            **PRODUCT,
         )
     )
 
@@ -348,6 +353,7 @@ def _register_attention_conv() -> None:
                 "dilation": POS_PAIR,
                 "groups": Attr("int", low=1),
             },
+            **PRODUCT,
         )
     )
     register(
@@ -360,6 +366,7 @@ def _register_attention_conv() -> None:
             attrs=dict(_POOL_ATTRS),
             doc="2-d max pooling, NCHW",
             checks=_POOL_CHECKS,
+            **FRESH,
         )
     )
     register(

@@ -12,9 +12,11 @@ from typing import Any
 from rewrite.errors import ShapeError
 from rewrite.ir import TensorType
 from rewrite.ops.base import (
+    ADDITIVE,
     BOOL,
     DIM,
     EPS,
+    FRESH,
     REQUIRED,
     Attr,
     OpDef,
@@ -162,7 +164,14 @@ def _bn_impl(xp: Any, arrs: Sequence[Any], attrs: Mapping[str, Any]) -> tuple[An
 
 def _register_reductions() -> None:
     red = {"dims": None, "keepdim": False}
-    for name, fn in (("sum", "sum"), ("mean", "mean"), ("amax", "max"), ("amin", "min")):
+    # mean is linear but divides, so it is not exact in the field
+    mean: Mapping[str, Any] = {"linear": True, "degree": "max"}
+    for name, fn, algebra in (
+        ("sum", "sum", ADDITIVE),
+        ("mean", "mean", mean),
+        ("amax", "max", FRESH),
+        ("amin", "min", FRESH),
+    ):
         register(
             OpDef(
                 name,
@@ -174,6 +183,7 @@ def _register_reductions() -> None:
                 normalize=_norm_dims,
                 checks={"dims": Attr("ints", optional=True, scalar=True), "keepdim": BOOL},
                 doc=f"{name} over dims",
+                **algebra,
             )
         )
     for name, log in (("softmax", False), ("log_softmax", True)):

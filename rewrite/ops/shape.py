@@ -13,7 +13,7 @@ from typing import Any
 
 from rewrite.errors import ShapeError
 from rewrite.ir import TensorType
-from rewrite.ops.base import DIM, REQUIRED, Attr, OpDef, Types, norm_dim, numel, register
+from rewrite.ops.base import DIM, LAYOUT, REQUIRED, Attr, OpDef, Types, norm_dim, numel, register
 
 __all__: list[str] = []
 
@@ -190,7 +190,7 @@ _SHAPE = Attr("ints", low=-1)  # -1: infer (reshape) or keep (expand) that dim
 
 
 def _register_views() -> None:
-    view: dict[str, Any] = {"kind": "view", "family": "shape", "bytes": _zero}
+    view: dict[str, Any] = {"kind": "view", "family": "shape", "bytes": _zero, **LAYOUT}
     register(
         OpDef(
             "reshape",
@@ -246,6 +246,10 @@ def _register_views() -> None:
     )
 
 
+#: Gathers move elements, but their integer index input does not reach the output.
+_GATHER: Mapping[str, Any] = {**LAYOUT, "pass_ints": False}
+
+
 def _register_copies() -> None:
     register(
         OpDef(
@@ -258,6 +262,7 @@ def _register_copies() -> None:
             checks={"dims": Attr("ints")},
             normalize=_permute_norm,
             doc="permute dims (costed as a copy)",
+            **LAYOUT,
         )
     )
     register(
@@ -271,6 +276,7 @@ def _register_copies() -> None:
             checks={"dim0": DIM, "dim1": DIM},
             normalize=_transpose_norm,
             doc="swap two dims (costed as a copy)",
+            **LAYOUT,
         )
     )
     register(
@@ -285,6 +291,7 @@ def _register_copies() -> None:
             arity=(1, None),
             normalize=_dim_norm,
             doc="concatenate along dim",
+            **LAYOUT,
         )
     )
     register(
@@ -300,6 +307,7 @@ def _register_copies() -> None:
             arity=(2, 2),
             normalize=_dim_norm,
             doc="gather slices along dim by a 1-d index",
+            **_GATHER,
         )
     )
     register(
@@ -312,6 +320,7 @@ def _register_copies() -> None:
             family="shape",
             arity=(2, 2),
             doc="rows of weight[V, D] selected by integer ids",
+            **_GATHER,
         )
     )
 

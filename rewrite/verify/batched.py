@@ -17,14 +17,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rewrite.ir import Node
+from rewrite.ops import ops_where
 from rewrite.verify import field as F
 from rewrite.verify.field import FieldOps, is_float
 
 __all__ = ["BatchedFieldOps"]
 
+#: Ops with a batched rule on aligned operands (random maps, `OpDef.random_map`, have one too).
 _ALIGNED = frozenset(
     {
-        *F._RANDOM_MAPS,
         "add",
         "sub",
         "neg",
@@ -88,10 +89,11 @@ class BatchedFieldOps:
         rule = _LAYOUT.get(op)
         if rule is not None and floats:
             return rule(self, node, args)
-        if op in _ALIGNED and floats and (op != "matmul"):
+        maps = ops_where(random_map=True)
+        if (op in _ALIGNED or op in maps) and floats and (op != "matmul"):
             rank = max(a.ndim for a in args)
             aligned = [_align(self.xp, a, rank) for a in args]
-            if op in F._RANDOM_MAPS and op not in F._SPECIAL:
+            if op in maps and op not in F._SPECIAL:
                 return (self.rmap(f"{op}|{sorted(node.attrs.items())}", aligned[0]),)
             if op in F._ADDITIVE:
                 return (self._additive(op, aligned),)
@@ -106,9 +108,7 @@ class BatchedFieldOps:
         if op == "const":
             return tuple(o[None] for o in F._const(self.tests[0], node, args))
         if op == "fused":
-            from rewrite.verify.interp import run_body
-
-            return run_body(self, node.attrs["body"], args)
+            return F.run_body(self, node.attrs["body"], args)
         return self._loop(node, args)
 
     def _loop(self, node: Node, args: Sequence[Any]) -> tuple[Any, ...]:

@@ -2,7 +2,8 @@
 
 Each random input, parameter and random-map output counts as a fresh variable of degree 1;
 constants have degree 0. Additive and layout ops keep the largest input degree, products add
-degrees, and an op that applies a random map or a field inverse starts a new variable. The bound
+degrees, and an op that applies a random map or a field inverse starts a new variable (the
+`OpDef.degree` of each op says which); the ops with their own rule are spelled out here. The bound
 is an over-approximation, which only makes the reported false-accept bound more conservative.
 """
 
@@ -11,65 +12,10 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from rewrite.ir import Graph, Node
+from rewrite.ops import ops_where
 
 __all__ = ["degree_bound"]
 
-_MAX_OF = frozenset(
-    {
-        "add",
-        "sub",
-        "neg",
-        "sum",
-        "mean",
-        "reshape",
-        "expand",
-        "slice",
-        "split",
-        "permute",
-        "transpose",
-        "concat",
-        "index_select",
-        "embedding",
-        "where",
-        "cast",
-        "all_reduce",
-        "all_gather",
-        "reduce_scatter",
-        "shard",
-    }
-)
-_SUM_OF = frozenset({"mul", "mm", "bmm", "matmul", "linear", "addmm", "conv2d"})
-_FRESH = frozenset(
-    {
-        "exp",
-        "log",
-        "sqrt",
-        "tanh",
-        "sigmoid",
-        "gelu",
-        "erf",
-        "sin",
-        "cos",
-        "relu",
-        "abs",
-        "amax",
-        "amin",
-        "eq",
-        "ne",
-        "lt",
-        "le",
-        "gt",
-        "ge",
-        "maximum",
-        "minimum",
-        "reciprocal",
-        "rsqrt",
-        "logical_not",
-        "logical_and",
-        "logical_or",
-        "max_pool2d",
-    }
-)
 _CAP = 1 << 40
 _memo: OrderedDict[str, int] = OrderedDict()
 
@@ -80,11 +26,11 @@ def _node_degree(node: Node, ins: list[int]) -> int:
         return 1
     if op == "const":
         return 0
-    if op in _MAX_OF:
+    if op in ops_where(degree="max"):
         return max(ins, default=0)
-    if op in _SUM_OF:
+    if op in ops_where(degree="sum"):
         return sum(ins)
-    if op in _FRESH:
+    if op in ops_where(degree="fresh"):
         return 1
     if op == "silu":
         return ins[0] + 1

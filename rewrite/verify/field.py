@@ -7,12 +7,13 @@ sum stays below ``2**53``); every other reduction sums reduced elements (each be
 it is exact for any length up to ``2**33``. Integer and bool tensors keep their ordinary values
 (indices, masks); a float to integer cast is a random map onto a wide signed range.
 
-Linear and layout ops (add, mul, products, sums, reshape, concat, ...) run their numpy reference
-implementation on field elements and reduce mod ``p``. Everything else has a field surrogate:
+Linear and layout ops (add, mul, sums, reshape, concat, ...; `OpDef.field_exact`) run their numpy
+reference implementation on field elements and reduce mod ``p``; matrix products, convolutions
+and means have their own exact rules. Everything else has a field surrogate:
 
-* unary non-linear ops (exp, tanh, gelu, relu, sqrt, ...) are *consistent random maps*: a keyed
-  pseudo-random function ``F_p -> F_p`` (splitmix64), the same for both graphs under test. That is sound for rules valid for every
-  element-wise function. Surrogates keep the identities rules rely on: ``rsqrt = 1 / sqrt``,
+* unary non-linear ops (exp, tanh, gelu, relu, sqrt, ...; `OpDef.random_map`) are *consistent
+  random maps*: a keyed pseudo-random function ``F_p -> F_p`` (splitmix64), the same for both
+  graphs under test. That is sound for rules valid for every element-wise function. Surrogates keep the identities rules rely on: ``rsqrt = 1 / sqrt``,
   ``silu(x) = x * sigmoid(x)``, ``reciprocal`` and ``div`` use the true field inverse;
 * softmax is ``E(x) / sum(E(x))``, layer/RMS/batch norm use the field mean, the ``sqrt`` map and
   the inverse, attention is ``softmax(q k^T * scale + mask) v``; amax/amin are symmetric
@@ -32,15 +33,24 @@ import functools
 import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from rewrite.errors import VerificationError
-from rewrite.ir import ConstArray, Node, numpy_dtype
-from rewrite.ops import get_op
+from rewrite.ir import ConstArray, Graph, Node, numpy_dtype
+from rewrite.ops import get_op, ops_where
 
-__all__ = ["MAX_CHUNK", "PRIME", "SEMANTICS_VERSION", "FieldOps", "field_const", "random_elements"]
+__all__ = [
+    "MAX_CHUNK",
+    "PRIME",
+    "SEMANTICS_VERSION",
+    "FieldOps",
+    "Semantics",
+    "field_const",
+    "random_elements",
+    "run_body",
+]
 
 #: The field's prime: a safe prime below 2**20 (``(p - 1) / 2 = 524,171`` is prime too).
 PRIME = 1_048_343
@@ -51,66 +61,36 @@ SEMANTICS_VERSION = 3
 MAX_CHUNK = 8192
 
 _FLOATS = ("bfloat16", "float16", "float32", "float64")
-_LINEAR = frozenset(
-    {
-        "add",
-        "sub",
-        "mul",
-        "neg",
-        "sum",
-        "reshape",
-        "expand",
-        "slice",
-        "split",
-        "permute",
-        "transpose",
-        "concat",
-        "index_select",
-        "embedding",
-        "where",
-        "all_reduce",
-        "all_gather",
-        "reduce_scatter",
-        "shard",
-    }
-)
+#: The field-exact ops `FieldOps._additive` computes without a division.
 _ADDITIVE = frozenset({"add", "sub", "neg"})
-_LAYOUT = frozenset(
-    {
-        "reshape",
-        "expand",
-        "slice",
-        "split",
-        "permute",
-        "transpose",
-        "concat",
-        "index_select",
-        "embedding",
-        "where",
-        "all_gather",
-        "shard",
-    }
-)
-_RANDOM_MAPS = frozenset(
-    {
-        "exp",
-        "log",
-        "sqrt",
-        "tanh",
-        "sigmoid",
-        "gelu",
-        "erf",
-        "sin",
-        "cos",
-        "relu",
-        "abs",
-    }
-)
 
 
 def is_float(dtype: str) -> bool:
     """Whether ``dtype`` is held as field elements."""
     return dtype in _FLOATS
+
+
+class Semantics(Protocol):
+    """What an evaluator needs from a semantics: an array namespace and a node runner."""
+
+    @property
+    def xp(self) -> Any:
+        """The array namespace."""
+        ...
+
+    def run(self, node: Node, args: Sequence[Any]) -> tuple[Any, ...]:
+        """Outputs of ``node`` on ``args``."""
+        ...
+
+
+def run_body(sem: Semantics, body: Graph, args: Sequence[Any]) -> tuple[Any, ...]:
+    """Evaluate a fused group's body on its input arrays (no memo)."""
+    env: dict[int, tuple[Any, ...]] = dict(zip(body.inputs, ((a,) for a in args)))
+    for node in body:
+        if node.id in env:
+            continue
+        env[node.id] = sem.run(node, [env[v.node][v.index] for v in node.inputs])
+    return tuple(env[v.node][v.index] for v in body.outputs)
 
 
 @functools.cache
@@ -240,15 +220,15 @@ class FieldOps:
         fn = _SPECIAL.get(op)
         if fn is not None:
             return fn(self, node, args)
-        if op in _RANDOM_MAPS:
+        if op in ops_where(random_map=True):
             key = f"{op}|{sorted(attrs.items())}"
             return (self.rmap(key, args[0]),)
-        if op in _LINEAR:
+        if op in ops_where(field_exact=True):
             args = [a if _index_arg(op, i) else self.to_field(a) for i, a in enumerate(args)]
             if op in _ADDITIVE:
                 return (self._additive(op, args),)
             outs = get_op(op).impl(self.xp, args, attrs)
-            if op in _LAYOUT:  # moves reduced elements around: no reduction needed
+            if op in ops_where(layout=True):  # moves reduced elements around: no reduction needed
                 return tuple(self.xp.asarray(o, dtype=self.xp.float64) for o in outs)
             return tuple(self.mod(self.xp.asarray(o, dtype=self.xp.float64)) for o in outs)
         raise VerificationError(
@@ -502,8 +482,6 @@ def _sdpa(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
 
 
 def _conv(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
-    from rewrite.ops import get_op
-
     a = [f.to_field(x) for x in a]
     if a[1].shape[1] * a[1].shape[2] * a[1].shape[3] > MAX_CHUNK:
         raise VerificationError(
@@ -513,8 +491,6 @@ def _conv(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
 
 
 def _avg_pool(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
-    from rewrite.ops import get_op
-
     x = f.to_field(a[0])
     kh, kw = node.attrs["kernel"]
     (y,) = get_op(node.op).impl(f.xp, [x], node.attrs)
@@ -540,8 +516,6 @@ def _max_pool(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
 
 
 def _fused(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
-    from rewrite.verify.interp import run_body
-
     return run_body(f, node.attrs["body"], a)
 
 

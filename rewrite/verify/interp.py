@@ -16,12 +16,12 @@ import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from rewrite.ir import Graph, Node, TensorType, numpy_dtype
-from rewrite.verify.field import PRIME, is_float, random_elements
+from rewrite.verify.field import PRIME, Semantics, is_float, random_elements, run_body
 from rewrite.verify.sources import SourceKey, int_range
 from rewrite.verify.sources import index_bounds as index_bounds_of
 
@@ -30,19 +30,6 @@ __all__ = ["DeadlineExceeded", "Evaluator", "FloatOps", "Semantics", "run_body"]
 
 class DeadlineExceeded(Exception):
     """An evaluation ran past its deadline (the checker reports the check as not run)."""
-
-
-class Semantics(Protocol):
-    """What an evaluator needs from a semantics: an array namespace and a node runner."""
-
-    @property
-    def xp(self) -> Any:
-        """The array namespace."""
-        ...
-
-    def run(self, node: Node, args: Sequence[Any]) -> tuple[Any, ...]:
-        """Outputs of ``node`` on ``args``."""
-        ...
 
 
 class FloatOps:
@@ -68,16 +55,6 @@ class FloatOps:
             self.xp.asarray(o).astype(numpy_dtype(t.dtype), copy=False)
             for o, t in zip(outs, node.types)
         )
-
-
-def run_body(sem: Semantics, body: Graph, args: Sequence[Any]) -> tuple[Any, ...]:
-    """Evaluate a fused group's body on its input arrays (no memo)."""
-    env: dict[int, tuple[Any, ...]] = dict(zip(body.inputs, ((a,) for a in args)))
-    for node in body:
-        if node.id in env:
-            continue
-        env[node.id] = sem.run(node, [env[v.node][v.index] for v in node.inputs])
-    return tuple(env[v.node][v.index] for v in body.outputs)
 
 
 def node_hashes(graph: Graph) -> Mapping[int, bytes]:

@@ -2,9 +2,9 @@
 
 Integer inputs and parameters are ordinary integers unless they index a tensor. An integer source
 whose values reach the index argument of ``index_select`` or ``embedding`` (directly or through
-layout ops: reshape, slice, concat, ...) is an *index source*: it must stay in ``[0, n)`` where
-``n`` is the smallest indexed size, so it is drawn from that range (the prover gives it fixed
-random concrete values there). An integer source that reaches an index only through arithmetic
+ops that pass integers through unchanged, `OpDef.pass_ints`: reshape, slice, concat, ...) is an
+*index source*: it must stay in ``[0, n)`` where ``n`` is the smallest indexed size, so it is
+drawn from that range (the prover gives it fixed random concrete values there). An integer source that reaches an index only through arithmetic
 (``ids - offset``) is bounded by the smallest size it indexes, the best guess available without
 solving the arithmetic. Every other integer source is *free*: the prover makes it a symbolic
 integer and the random tester draws it from the wide signed range `int_range` (so ``b * b == b``,
@@ -23,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from rewrite.ir import Graph, Value, numpy_dtype
+from rewrite.ops import ops_where
 
 __all__ = [
     "WIDE_INT",
@@ -39,22 +40,6 @@ __all__ = [
 #: products of three stay far below ``2**63``, so int64 arithmetic on them is exact.
 WIDE_INT = 1 << 15
 _INTS = ("uint8", "int8", "int16", "int32", "int64")
-#: Ops whose integer inputs reach their outputs unchanged (an index passed through stays direct).
-_PASS = frozenset(
-    {
-        "reshape",
-        "expand",
-        "slice",
-        "split",
-        "permute",
-        "transpose",
-        "concat",
-        "where",
-        "cast",
-        "all_gather",
-        "shard",
-    }
-)
 #: ``(op, name)`` of an ``input``/``param`` node: the same source in every graph of a check.
 SourceKey = tuple[str, str]
 
@@ -128,7 +113,8 @@ def _demands(graph: Graph, outs: Mapping[Value, _Demand]) -> dict[Value, _Demand
         for d in own[1:]:
             merged = _merge(merged, d)
         for v in node.inputs:
-            add(v, _Demand(merged.direct and node.op in _PASS, merged.bound))
+            direct = merged.direct and node.op in ops_where(pass_ints=True)
+            add(v, _Demand(direct, merged.bound))
     return need
 
 
