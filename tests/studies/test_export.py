@@ -17,7 +17,6 @@ from studies.export import FORMAT_VERSION, KIND
 from studies.pareto import choose_trial, hypervolume_curve, pareto_front
 from studies.records import TrialRecord
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "studies"
 OBJ = {"a": "minimize", "b": "maximize"}
 
 
@@ -291,12 +290,23 @@ def test_read_priors_file_rejects_nan_unknown_rules_and_garbage(tmp_path: Path) 
         read_priors_file(tmp_path / "missing.json")
 
 
-def test_golden_priors_v1_loads() -> None:
-    doc = read_priors_file(DATA / "priors_v1.json")
-    assert doc.format_version == 1
-    assert doc.priors == {"fuse": 0.4, "merge": 0.3, "shard": 0.2, "reorder": 0.1}
-    assert doc.search_config == {"population": 32, "tau": 0.5}
-    assert doc.provenance["trial"] == 7
+def test_read_priors_file_is_the_rewrite_reader(tmp_path: Path) -> None:
+    """studies.read_priors_file is a thin name over the format's one reader (whose golden files
+    tests/rewrite/test_priors.py reads): same document type, same messages."""
+    import rewrite
+    from rewrite.errors import PriorsError
+
+    study = _study(tmp_path)
+    path = tmp_path / "p.json"
+    study.export_priors(path)
+    assert read_priors_file(path) == rewrite.read_priors_file(path)
+    assert isinstance(read_priors_file(path), rewrite.PriorsFile)
+    path.write_text(json.dumps({"format_version": 1, "kind": KIND, "priors": {"zap": 1.0}}))
+    with pytest.raises(PriorsError) as direct:
+        rewrite.read_priors_file(path, known_rules=["fuse"])
+    with pytest.raises(PriorsFileError) as thin:
+        read_priors_file(path, known_rules=["fuse"])
+    assert str(thin.value) == str(direct.value)
 
 
 def test_export_is_deterministic_apart_from_date(tmp_path: Path) -> None:
