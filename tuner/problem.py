@@ -29,7 +29,14 @@ from tuner.trial import Trial
 if TYPE_CHECKING:
     from spaces import Space
 
-__all__ = ["DIRECTIONS", "SEM_SUFFIX", "OutcomeConstraint", "Problem", "parse_constraint"]
+__all__ = [
+    "DIRECTIONS",
+    "SEM_SUFFIX",
+    "OutcomeConstraint",
+    "Problem",
+    "meets_constraints",
+    "parse_constraint",
+]
 
 SEM_SUFFIX = ".sem"
 """A metric named ``<outcome>.sem`` is the standard error of that outcome's value."""
@@ -98,6 +105,13 @@ def parse_constraint(spec: str | OutcomeConstraint) -> OutcomeConstraint:
     except ValueError:
         raise InvalidSpecError(f"The bound in constraint {spec!r} is not a number.") from None
     return OutcomeConstraint(name, op, value)
+
+
+def meets_constraints(constraints: Iterable[OutcomeConstraint], told: Mapping[str, float]) -> bool:
+    """Whether told outcomes (objective values and metrics by name) meet every constraint; a
+    constraint whose metric was not told is not met. The one definition of feasibility:
+    `Problem.is_feasible` and ``studies.pareto.feasible`` use it."""
+    return all(c.name in told and c.satisfied(told[c.name]) for c in constraints)
 
 
 class Problem:
@@ -219,17 +233,20 @@ class Problem:
         return [k for k in self.outcome_names if not math.isfinite(told[k])]
 
     def is_feasible(self, trial: Trial) -> bool:
-        """Whether a COMPLETE trial meets every outcome constraint."""
+        """Whether a COMPLETE trial meets every outcome constraint (`meets_constraints`)."""
         assert trial.values is not None
-        told = {**trial.metrics, **trial.values}
-        return all(c.satisfied(told[c.name]) for c in self.constraints)
+        return meets_constraints(self.constraints, {**trial.metrics, **trial.values})
 
     # ------------------------------------------------------------------ encoding
+    def maximized(self, values: Mapping[str, float]) -> list[float]:
+        """Objective values in maximization convention (minimized ones negated), in objective
+        order: the row `pareto_mask` and the hypervolume compare."""
+        return [values[k] if d == "maximize" else -values[k] for k, d in self.objectives.items()]
+
     def outcomes(self, trial: Trial) -> list[float]:
         """A COMPLETE trial's outcome row: objectives (maximization convention), constraints."""
         assert trial.values is not None
-        row = [v if self.objectives[k] == "maximize" else -v for k, v in trial.values.items()]
-        return row + [trial.metrics[k] for k in self.constraint_metrics]
+        return self.maximized(trial.values) + [trial.metrics[k] for k in self.constraint_metrics]
 
     def training_data(self, space: Space, completed: Sequence[Trial], seed: int) -> TrainingData:
         """Encode COMPLETE trials for a surrogate (see `TrainingData`)."""

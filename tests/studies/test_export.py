@@ -340,3 +340,17 @@ def test_export_records_the_fixed_step_budget_and_search_applies_it(tmp_path: Pa
     assert doc.provenance["fixed"] == {"suite": "gpt2"}
     cfg = coerce_config({"seed": 2}, RulePriors.load(tmp_path / "p.json"))
     assert cfg.max_steps == 40 and cfg.seed == 2 and cfg.tau == doc.search_config["tau"]
+
+
+def test_pareto_views_agree_with_the_tuner() -> None:
+    """studies.pareto is a view over tuner's definitions: same feasibility, duplicates kept."""
+    from tuner.problem import Problem
+    from tuner.trial import Trial, TrialState
+
+    trials = [*TRIALS, _t(5, 0.5, 2.0, m=3.0)]  # a duplicate of trial 1's point
+    problem = Problem(OBJ, ["m <= 4"])
+    done = [
+        Trial(t.number, {}, TrialState.COMPLETE, t.values, t.metrics) for t in trials if t.values
+    ]
+    assert [t.number for t in pareto_front(trials, OBJ, ["m <= 4"])] == [1, 2, 5]
+    assert [t.id for t in done if problem.is_feasible(t)] == [1, 2, 5]

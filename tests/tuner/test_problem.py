@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tuner import InvalidSpecError, InvalidValuesError, OutcomeConstraint, Trial, TrialState
-from tuner.problem import Problem, parse_constraint
+from tuner.problem import Problem, meets_constraints, parse_constraint
 
 
 def test_parse_constraint_forms() -> None:
@@ -97,3 +97,13 @@ def test_outcomes_and_feasibility() -> None:
     assert p.outcomes(ok) == [-2.0, 5.0, 1.0]
     assert p.is_feasible(ok) and not p.is_feasible(bad)
     assert p.non_finite({"lat": math.nan, "sp": 1.0}, {"t": math.inf}) == ["lat", "t"]
+
+
+def test_meets_constraints_is_the_one_feasibility_rule() -> None:
+    cs = [parse_constraint("t <= 3"), parse_constraint("sp >= 1")]
+    assert meets_constraints(cs, {"t": 3.0, "sp": 1.0})
+    assert not meets_constraints(cs, {"t": 3.5, "sp": 1.0})
+    assert not meets_constraints(cs, {"sp": 1.0})  # a metric not told: not met
+    assert meets_constraints([], {})
+    p = Problem({"lat": "minimize", "sp": "maximize"})
+    assert p.maximized({"sp": 5.0, "lat": 2.0}) == [-2.0, 5.0]  # objective order, minimized negated
