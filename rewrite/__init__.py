@@ -30,6 +30,7 @@ from rewrite.evaluate import evaluate, random_inputs, random_params
 from rewrite.ir import ConstArray, Graph, GraphDelta, Node, TensorType, Value
 from rewrite.measure import Measurement, calibrate, measure
 from rewrite.optimize import (
+    PriorsFile,
     RulePriors,
     SearchConfig,
     SearchResult,
@@ -37,6 +38,7 @@ from rewrite.optimize import (
     Step,
     SuiteResult,
     config_from_params,
+    read_priors_file,
     search,
     search_space,
     search_suite,
@@ -96,6 +98,7 @@ __all__ = [
     "default_registry",
     "prove_rule",
     # search
+    "PriorsFile",
     "RulePriors",
     "SearchConfig",
     "SearchResult",
@@ -103,6 +106,7 @@ __all__ = [
     "Step",
     "SuiteResult",
     "config_from_params",
+    "read_priors_file",
     "search",
     "search_space",
     "search_suite",

@@ -1,6 +1,7 @@
 """Export a chosen trial's rule priors and search config as a versioned JSON file, and read it back.
 
-File format (``format_version`` 1, agreed with `rewrite.RulePriors.load`)::
+File format (``format_version`` 1, owned by `rewrite.optimize.priors`: `PriorsFile` is the
+document and `read_priors_file` here is its one reader, `rewrite.read_priors_file`)::
 
     {
       "format_version": 1,
@@ -26,11 +27,12 @@ import datetime as _dt
 import json
 import os
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rewrite.optimize.priors import FORMAT_VERSION, KIND  # the format's one owner
+from rewrite.errors import PriorsError
+from rewrite.optimize import priors as _format  # the format's one owner
+from rewrite.optimize.priors import FORMAT_VERSION, KIND, PriorsFile, validate_document
 from rewrite.serialize import write_text_atomic
 from studies.errors import ExportError, PriorsFileError
 from studies.pareto import PickRule, choose_trial
@@ -46,33 +48,6 @@ __all__ = [
     "simplex_names",
     "write_json_atomic",
 ]
-
-
-@dataclass(frozen=True)
-class PriorsFile:
-    """The content of a rule-priors file.
-
-    Attributes:
-        priors: Rule name to firing probability (non-negative, summing to 1).
-        search_config: The chosen trial's other parameters, by name.
-        provenance: Where the numbers come from (study, trial, values, date, package version...).
-        format_version: Format version of the file.
-    """
-
-    priors: dict[str, float]
-    search_config: dict[str, Any] = field(default_factory=dict)
-    provenance: dict[str, Any] = field(default_factory=dict)
-    format_version: int = FORMAT_VERSION
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON document."""
-        return {
-            "format_version": self.format_version,
-            "kind": KIND,
-            "priors": dict(self.priors),
-            "search_config": dict(self.search_config),
-            "provenance": dict(self.provenance),
-        }
 
 
 def simplex_names(space: Any) -> list[str]:
@@ -182,12 +157,12 @@ def export_priors(
     }
     doc = PriorsFile(priors, search_config, provenance)
     try:
-        _validate(doc.to_dict(), known_rules=None, where=f"trial {trial.number} of {study.name!r}")
-    except PriorsFileError as err:
+        validate_document(doc.to_dict(), where=f"trial {trial.number} of {study.name!r}")
+    except PriorsError as err:
         raise ExportError(f"Refusing to export: {err} Nothing was written.") from None
     _check_destination(Path(path), study, force)
     try:
-        write_json_atomic(path, doc.to_dict())
+        doc.save(path)
     except OSError as err:
         raise ExportError(
             f"Cannot write the priors to {str(path)!r}: {err.strerror or err}. Nothing was "
@@ -300,7 +275,9 @@ def write_json_atomic(path: str | os.PathLike[str], doc: Mapping[str, Any]) -> N
 def read_priors_file(
     path: str | os.PathLike[str], known_rules: Collection[str] | None = None
 ) -> PriorsFile:
-    """Read and validate a rule-priors file.
+    """Read and validate a rule-priors file with the format's one reader,
+    `rewrite.read_priors_file`; its `rewrite.errors.PriorsError` comes as `PriorsFileError` (a
+    `StudyError`), with the same message.
 
     Args:
         path: The file.
@@ -312,39 +289,6 @@ def read_priors_file(
             probabilities.
     """
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise PriorsFileError(f"Cannot read rule-priors file {str(path)!r}: {err}.") from err
-    try:
-        doc = json.loads(text, parse_constant=_non_finite)
-    except ValueError as err:
-        raise PriorsFileError(f"{str(path)!r} is not a valid rule-priors JSON file: {err}") from err
-    _validate(doc, known_rules, where=repr(str(path)))
-    return PriorsFile(
-        priors={k: float(v) for k, v in doc["priors"].items()},
-        search_config=dict(doc.get("search_config", {})),
-        provenance=dict(doc.get("provenance", {})),
-        format_version=int(doc["format_version"]),
-    )
-
-
-def _non_finite(name: str) -> float:
-    raise ValueError(f"non-finite number {name} (NaN and infinity are not allowed)")
-
-
-def _validate(doc: Any, known_rules: Collection[str] | None, where: str) -> None:
-    """The search's own check of the format (`rewrite.optimize.priors.validate_document`), plus
-    unknown rules when ``known_rules`` is given."""
-    from rewrite.errors import PriorsError
-    from rewrite.optimize.priors import validate_document
-
-    try:
-        validate_document(doc, where)
+        return _format.read_priors_file(path, known_rules)
     except PriorsError as err:
-        raise PriorsFileError(str(err)) from None
-    if known_rules is not None:
-        unknown = sorted(set(doc["priors"]) - set(known_rules))
-        if unknown:
-            raise PriorsFileError(
-                f"{where} names unknown rules {unknown}; known rules are {sorted(known_rules)}."
-            )
+        raise PriorsFileError(str(err)) from err

@@ -3,6 +3,10 @@
 Conventions: a trial is *feasible* when it is COMPLETE and meets every outcome constraint of the
 study; the Pareto set is the feasible trials no other feasible trial dominates (at least as good on
 every objective, better on one), in trial-number order; duplicates of a point are all kept.
+
+These are views of stored trials over the tuner's definitions, not copies of them: feasibility is
+`tuner.problem.meets_constraints`, the objective encoding `tuner.Problem.maximized` and
+dominance `tuner.acquisition.pareto_mask`.
 """
 
 from __future__ import annotations
@@ -36,46 +40,54 @@ def _constraints(specs: Sequence[str]) -> list:
 
 
 def feasible(trials: Sequence[TrialRecord], constraints: Sequence[str]) -> list[TrialRecord]:
-    """COMPLETE trials that meet every constraint (``"name <= bound"`` / ``"name >= bound"``)."""
+    """COMPLETE trials that meet every constraint (``"name <= bound"`` / ``"name >= bound"``;
+    `tuner.problem.meets_constraints`)."""
+    from tuner.problem import meets_constraints
+
     parsed = _constraints(constraints)
-    out = []
-    for t in trials:
-        if t.state != "COMPLETE" or t.values is None:
-            continue
-        told = {**t.metrics, **t.values}
-        if all(c.name in told and c.satisfied(told[c.name]) for c in parsed):
-            out.append(t)
-    return out
+    return [
+        t
+        for t in trials
+        if t.state == "COMPLETE"
+        and t.values is not None
+        and meets_constraints(parsed, {**t.metrics, **t.values})
+    ]
 
 
 def _maximized(trials: Sequence[TrialRecord], objectives: Mapping[str, str]) -> np.ndarray:
-    """``n x m`` array of objective values, minimized ones negated (larger is better)."""
-    rows = [
-        [t.values[k] if d == "maximize" else -t.values[k] for k, d in objectives.items()]  # type: ignore[index]
-        for t in trials
-    ]
+    """``n x m`` array of objective values, minimized ones negated (larger is better;
+    `tuner.Problem.maximized`)."""
+    from tuner.problem import Problem
+
+    problem = Problem(objectives)
+    rows = [problem.maximized(t.values) for t in trials]  # type: ignore[arg-type]
     return np.asarray(rows, dtype=np.float64).reshape(len(trials), len(objectives))
 
 
 def pareto_front(
     trials: Sequence[TrialRecord], objectives: Mapping[str, str], constraints: Sequence[str] = ()
 ) -> list[TrialRecord]:
-    """The feasible, non-dominated trials, in number order."""
+    """The feasible, non-dominated trials, in number order (`tuner.acquisition.pareto_mask`)."""
+    import torch
+
+    from tuner.acquisition import pareto_mask
+
     cands = feasible(trials, constraints)
     if not cands:
         return []
-    Y = _maximized(cands, objectives)
-    keep = []
-    for i in range(len(cands)):
-        dominated = np.any(np.all(Y[i] <= Y, axis=1) & np.any(Y[i] < Y, axis=1))
-        if not dominated:
-            keep.append(cands[i])
-    return keep
+    mask = pareto_mask(torch.as_tensor(_maximized(cands, objectives))).tolist()
+    return [t for t, keep in zip(cands, mask) if keep]
 
 
 def reference_point(Y: np.ndarray) -> np.ndarray:
     """Reference point for hypervolume (maximization convention, ``n x m`` input): the worst value
-    of each objective minus 10% of its range (or minus 1 when the range is 0)."""
+    of each objective minus 10% of its range (or minus 1 when the range is 0).
+
+    Not the tuner's rule (`tuner.acquisition.infer_reference`: BoTorch's
+    ``nadir - 0.1 * (ideal - nadir)`` of the Pareto front, re-applied at each proposal), on
+    purpose: a progress curve needs one fixed point below every feasible trial, so that each one
+    counts, and one that stays below a flat objective (BoTorch's rule puts it on a zero range,
+    where the volume would read 0)."""
     lo, hi = Y.min(axis=0), Y.max(axis=0)
     span = np.where(hi > lo, hi - lo, 1.0)
     return lo - 0.1 * span

@@ -15,6 +15,7 @@ Thread-safety: use a `Study` from one thread. Several processes may drive one st
 from __future__ import annotations
 
 import logging
+import math
 import numbers
 import os
 import socket
@@ -30,7 +31,6 @@ from studies.pareto import PickRule, pareto_front
 from studies.records import StudyRecord, TrialRecord
 from studies.settings import StudySettings
 from studies.storage import DEFAULT_STORAGE, Storage
-from studies.worker import split_outcome
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -551,10 +551,7 @@ class Study:
             msg = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else error
             state, vals, mets = "FAILED", None, dict(metrics or {})
         else:
-            result = {**self._problem.check_metrics(metrics), **self._problem.check_values(values)}
-            vals, mets, msg = split_outcome(
-                result, self.objectives, self._problem.constraint_metrics
-            )
+            vals, mets, msg = self._judge(values, metrics)
             state = "FAILED" if msg else "COMPLETE"
         if not self._storage.finish_trial(
             self._record.id, number, state=state, values=vals, metrics=mets, error=msg
@@ -565,6 +562,16 @@ class Study:
             )
         _log_finished(number, state, vals, msg, None)
         return next(t for t in self.trials if t.number == number)
+
+    def _judge(
+        self, values: Any, metrics: Any, *, from_evaluate: bool = False
+    ) -> tuple[dict[str, float] | None, dict[str, float], str | None]:
+        """Told values and metrics judged by the one validator, `tuner.Problem.outcome` (`tell`
+        and `record` both come here): ``(values or None, metrics, error or None)``. A missing
+        outcome raises from `tell` and is FAILED from `record` (``from_evaluate``); non-finite
+        tracking metrics are dropped (stored JSON holds finite numbers only)."""
+        vals, mets, msg = self._problem.outcome(values, metrics, from_evaluate=from_evaluate)
+        return vals, {k: v for k, v in mets.items() if math.isfinite(v)}, msg
 
     def record(
         self, number: int, outcome: Mapping[str, Any], worker: str
@@ -580,9 +587,7 @@ class Study:
         missing: list[str] = []
         if outcome.get("ok"):
             result = outcome["result"]
-            vals, mets, msg = split_outcome(
-                result, self.objectives, self._problem.constraint_metrics
-            )
+            vals, mets, msg = self._judge(*self._problem.split_result(result), from_evaluate=True)
             missing = [m for m in self._problem.constraint_metrics if m not in result]
         else:
             vals, mets, msg = None, {}, str(outcome.get("error") or "failed")

@@ -8,7 +8,6 @@ process decides what to record. The function is a module-level callable so every
 
 from __future__ import annotations
 
-import math
 import os
 import signal
 import threading
@@ -17,7 +16,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["TrialTimeout", "exit_with_parent", "run_evaluate", "split_outcome"]
+__all__ = ["TrialTimeout", "exit_with_parent", "run_evaluate"]
 
 
 class TrialTimeout(Exception):
@@ -126,30 +125,3 @@ def _numbers(result: Any) -> dict[str, float]:
             raise TypeError(f"evaluate returned {k}={v!r}; every value must be a real number")
         out[k] = float(v)
     return out
-
-
-def split_outcome(
-    result: Mapping[str, float], objectives: Mapping[str, str], required: list[str]
-) -> tuple[dict[str, float] | None, dict[str, float], str | None]:
-    """Split an evaluate result into (values, metrics, error).
-
-    Objective values and the ``required`` (constraint) metrics must be present and finite;
-    otherwise ``values`` is ``None`` and ``error`` says why. Non-finite tracking metrics are
-    dropped (stored JSON holds finite numbers only).
-    """
-    missing = [k for k in [*objectives, *required] if k not in result]
-    metrics = {k: v for k, v in result.items() if k not in objectives and math.isfinite(v)}
-    if missing:
-        return (
-            None,
-            metrics,
-            (
-                f"MissingOutcome: evaluate returned {sorted(result)} but not {missing} (objectives "
-                f"{list(objectives)}, constraint metrics {required})"
-            ),
-        )
-    bad = [k for k in [*objectives, *required] if not math.isfinite(result[k])]
-    if bad:
-        told = ", ".join(f"{k}={result[k]!r}" for k in bad)
-        return None, metrics, f"NonFiniteOutcome: {told}"
-    return {k: result[k] for k in objectives}, metrics, None

@@ -17,7 +17,7 @@ import numbers
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -29,7 +29,15 @@ from tuner.trial import Trial
 if TYPE_CHECKING:
     from spaces import Space
 
-__all__ = ["DIRECTIONS", "SEM_SUFFIX", "OutcomeConstraint", "Problem", "parse_constraint"]
+__all__ = [
+    "DIRECTIONS",
+    "SEM_SUFFIX",
+    "Outcome",
+    "OutcomeConstraint",
+    "Problem",
+    "meets_constraints",
+    "parse_constraint",
+]
 
 SEM_SUFFIX = ".sem"
 """A metric named ``<outcome>.sem`` is the standard error of that outcome's value."""
@@ -98,6 +106,28 @@ def parse_constraint(spec: str | OutcomeConstraint) -> OutcomeConstraint:
     except ValueError:
         raise InvalidSpecError(f"The bound in constraint {spec!r} is not a number.") from None
     return OutcomeConstraint(name, op, value)
+
+
+class Outcome(NamedTuple):
+    """A told outcome as `Problem.outcome` judged it: COMPLETE when ``error`` is None, else
+    FAILED (``values`` is None then and ``error`` says why).
+
+    Attributes:
+        values: Objective values as floats, by objective name; None for a FAILED outcome.
+        metrics: The metrics as floats (non-finite tracking metrics included).
+        error: ``"NonFiniteOutcome: name=value, ..."`` or ``"MissingOutcome: ..."``, or None.
+    """
+
+    values: dict[str, float] | None
+    metrics: dict[str, float]
+    error: str | None
+
+
+def meets_constraints(constraints: Iterable[OutcomeConstraint], told: Mapping[str, float]) -> bool:
+    """Whether told outcomes (objective values and metrics by name) meet every constraint; a
+    constraint whose metric was not told is not met. The one definition of feasibility:
+    `Problem.is_feasible` and ``studies.pareto.feasible`` use it."""
+    return all(c.name in told and c.satisfied(told[c.name]) for c in constraints)
 
 
 class Problem:
@@ -190,6 +220,16 @@ class Problem:
             InvalidValuesError: If ``metrics`` is not a dict of string to real number, a name
                 clashes with an objective, or a constraint metric is missing.
         """
+        out = self._metric_floats(metrics)
+        missing = [k for k in self.constraint_metrics if k not in out]
+        if missing:
+            raise InvalidValuesError(
+                f"The constraint metrics {missing} must be reported with every completed trial "
+                f"(constraints: {[str(c) for c in self.constraints]}); got metrics {sorted(out)}."
+            )
+        return out
+
+    def _metric_floats(self, metrics: Any) -> dict[str, float]:
         if metrics is None:
             metrics = {}
         if not isinstance(metrics, Mapping):
@@ -205,13 +245,58 @@ class Problem:
                     f"Metric {k!r} is an objective; pass it in values, not in metrics."
                 )
             out[k] = _real(f"metric {k!r}", v)
-        missing = [k for k in self.constraint_metrics if k not in out]
-        if missing:
-            raise InvalidValuesError(
-                f"The constraint metrics {missing} must be reported with every completed trial "
-                f"(constraints: {[str(c) for c in self.constraints]}); got metrics {sorted(out)}."
-            )
         return out
+
+    def outcome(self, values: Any, metrics: Any = None, *, from_evaluate: bool = False) -> Outcome:
+        """Judge a told outcome: the one validator (`Tuner.tell`, ``studies.Study.tell`` and
+        ``Study.record`` all call it).
+
+        A NaN or infinite objective or constraint-metric value does not raise: the outcome is
+        FAILED (``"NonFiniteOutcome: name=value, ..."``) and never enters the model.
+
+        Args:
+            values: One real number per objective, by name.
+            metrics: Tracking and constraint metrics by name, or None.
+            from_evaluate: The numbers are what an evaluate function returned (see
+                `split_result`), not what a caller told: a missing objective or constraint
+                metric makes the outcome FAILED (``"MissingOutcome: ..."``), and so does a
+                malformed one (``"InvalidOutcome: ..."``), instead of raising.
+
+        Raises:
+            InvalidValuesError: As `check_values` and `check_metrics` (unless ``from_evaluate``).
+        """
+        if not from_evaluate:
+            return self._outcome(values, metrics)
+        told = {**(metrics or {}), **(values or {})}
+        missing = [k for k in self.outcome_names if k not in told]
+        try:
+            if missing:
+                return Outcome(
+                    None,
+                    self._metric_floats(metrics),
+                    f"MissingOutcome: evaluate returned {sorted(told)} but not {missing} "
+                    f"(objectives {list(self.objectives)}, constraint metrics "
+                    f"{self.constraint_metrics})",
+                )
+            return self._outcome(values, metrics)
+        except InvalidValuesError as err:
+            return Outcome(None, {}, f"InvalidOutcome: {err}")
+
+    def _outcome(self, values: Any, metrics: Any) -> Outcome:
+        checked = self.check_values(values)
+        extra = self.check_metrics(metrics)
+        bad = self.non_finite(checked, extra)
+        if bad:
+            told = {**extra, **checked}
+            error = "NonFiniteOutcome: " + ", ".join(f"{k}={told[k]!r}" for k in bad)
+            return Outcome(None, extra, error)
+        return Outcome(checked, extra, None)
+
+    def split_result(self, result: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """An evaluate function's flat result as ``(values, metrics)``: the objectives it names,
+        and everything else."""
+        values = {k: v for k, v in result.items() if k in self.objectives}
+        return values, {k: v for k, v in result.items() if k not in self.objectives}
 
     def non_finite(self, values: Mapping[str, float], metrics: Mapping[str, float]) -> list[str]:
         """Names of objectives and constraint metrics whose told value is NaN or infinite."""
@@ -219,17 +304,20 @@ class Problem:
         return [k for k in self.outcome_names if not math.isfinite(told[k])]
 
     def is_feasible(self, trial: Trial) -> bool:
-        """Whether a COMPLETE trial meets every outcome constraint."""
+        """Whether a COMPLETE trial meets every outcome constraint (`meets_constraints`)."""
         assert trial.values is not None
-        told = {**trial.metrics, **trial.values}
-        return all(c.satisfied(told[c.name]) for c in self.constraints)
+        return meets_constraints(self.constraints, {**trial.metrics, **trial.values})
 
     # ------------------------------------------------------------------ encoding
+    def maximized(self, values: Mapping[str, float]) -> list[float]:
+        """Objective values in maximization convention (minimized ones negated), in objective
+        order: the row `pareto_mask` and the hypervolume compare."""
+        return [values[k] if d == "maximize" else -values[k] for k, d in self.objectives.items()]
+
     def outcomes(self, trial: Trial) -> list[float]:
         """A COMPLETE trial's outcome row: objectives (maximization convention), constraints."""
         assert trial.values is not None
-        row = [v if self.objectives[k] == "maximize" else -v for k, v in trial.values.items()]
-        return row + [trial.metrics[k] for k in self.constraint_metrics]
+        return self.maximized(trial.values) + [trial.metrics[k] for k in self.constraint_metrics]
 
     def training_data(self, space: Space, completed: Sequence[Trial], seed: int) -> TrainingData:
         """Encode COMPLETE trials for a surrogate (see `TrainingData`)."""

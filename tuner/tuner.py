@@ -241,7 +241,8 @@ class Tuner:
         """Report a trial's objective values (and metrics): it becomes COMPLETE.
 
         A NaN or infinite objective or constraint-metric value does not raise: the trial is
-        recorded FAILED with an error naming the values, and never enters the model.
+        recorded FAILED with an error naming the values (``"NonFiniteOutcome: name=value"``), and
+        never enters the model (`Problem.outcome`, the one validator).
 
         Args:
             trial_id: A RUNNING (or WAITING) trial's id.
@@ -258,12 +259,8 @@ class Tuner:
                 constraint metric or a metric named like an objective. State is unchanged.
         """
         trial = self._live(trial_id, "tell")
-        checked = self._problem.check_values(values)
-        extra = self._problem.check_metrics(metrics)
-        bad = self._problem.non_finite(checked, extra)
-        if bad:
-            told = {**extra, **checked}
-            error = "non-finite outcome: " + ", ".join(f"{k}={told[k]!r}" for k in bad)
+        checked, extra, error = self._problem.outcome(values, metrics)
+        if error is not None:
             return self._finish(trial, TrialState.FAILED, None, extra, error)
         return self._finish(trial, TrialState.COMPLETE, checked, extra, None)
 
@@ -378,11 +375,9 @@ class Tuner:
             if trial.values is not None and trial.state is not TrialState.FAILED:
                 raise InvalidTrialRecordError(f"A {trial.state.value} trial has no values.")
             return {"metrics": dict(trial.metrics)}
-        values = self._problem.check_values(trial.values)
-        metrics = self._problem.check_metrics(trial.metrics)
-        bad = self._problem.non_finite(values, metrics)
-        if bad:
-            raise InvalidTrialRecordError(f"A COMPLETE trial has non-finite outcomes {bad}.")
+        values, metrics, error = self._problem.outcome(trial.values, trial.metrics)
+        if error is not None:
+            raise InvalidTrialRecordError(f"A COMPLETE trial must have finite outcomes ({error}).")
         return {"values": values, "metrics": metrics}
 
 

@@ -4,7 +4,8 @@
 returns a `SearchResult`; `search_suite` runs one configuration over several graphs.
 `SearchConfig` holds every knob with its valid range; `search_space` turns the tunable knobs
 plus the rule priors into a `spaces.Space`, and `config_from_params` maps a point of it back.
-`RulePriors` holds the rule firing priors (versioned JSON, also the studies export format).
+`RulePriors` holds the rule firing priors; `PriorsFile` and `read_priors_file` are the versioned
+JSON format's document and its one reader (also the studies export format).
 Pareto utilities live in `rewrite.optimize.pareto`.
 """
 
@@ -21,7 +22,7 @@ from rewrite.optimize.config import (
     search_space,
 )
 from rewrite.optimize.informed import PriorFamily, RuleEvidence, benchmark_rules
-from rewrite.optimize.priors import RulePriors
+from rewrite.optimize.priors import PriorsFile, RulePriors, read_priors_file
 from rewrite.optimize.result import RULE_COUNTERS, RunStats, SearchResult, Solution, Step
 from rewrite.optimize.suite import SCORES, Baseline, SuiteResult, search_suite
 
@@ -36,6 +37,7 @@ __all__ = [
     "RULE_COUNTERS",
     "STRATEGIES",
     "PriorsError",
+    "PriorsFile",
     "RulePriors",
     "RunStats",
     "SearchConfig",
@@ -48,6 +50,7 @@ __all__ = [
     "benchmark_rules",
     "config_from_params",
     "priors_from_params",
+    "read_priors_file",
     "default_rules",
     "make_verifier",
     "search",

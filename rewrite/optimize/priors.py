@@ -14,6 +14,10 @@ Rules missing from a file get the stated default weight `MISSING_DEFAULT`: the u
 ``1 / n`` over the ``n`` rules the search runs with, after which all weights are renormalized to
 sum to 1. A file naming a rule the search does not know is an error, as is a newer
 ``format_version``, another ``kind``, or a non-finite number anywhere in the file.
+
+This module is the format's one owner: `PriorsFile` is the document, `read_priors_file` its one
+reader (`RulePriors.load` and ``studies.read_priors_file`` both go through it) and
+`PriorsFile.save` its one writer.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +35,15 @@ import numpy as np
 from rewrite.errors import PriorsError
 from rewrite.serialize import write_text_atomic
 
-__all__ = ["FORMAT_VERSION", "KIND", "MISSING_DEFAULT", "RulePriors"]
+__all__ = [
+    "FORMAT_VERSION",
+    "KIND",
+    "MISSING_DEFAULT",
+    "PriorsFile",
+    "RulePriors",
+    "read_priors_file",
+    "validate_document",
+]
 
 FORMAT_VERSION = 1
 """Version of the rule-priors file format this code writes; versions up to it load."""
@@ -42,6 +55,110 @@ MISSING_DEFAULT = "uniform"
 """Weight of a rule a priors file or dict leaves out: ``1 / n`` before renormalizing."""
 
 _SUM_TOL = 1e-6
+
+
+@dataclass(frozen=True)
+class PriorsFile:
+    """The content of a rule-priors file (the format's one document type).
+
+    Attributes:
+        priors: Rule name to firing probability (non-negative, summing to 1).
+        search_config: Search knobs that came with the priors (an export's chosen trial's other
+            parameters), by name.
+        provenance: Where the numbers come from (study, trial, values, date, package version...).
+        format_version: Format version of the file.
+    """
+
+    priors: dict[str, float]
+    search_config: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    format_version: int = FORMAT_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document."""
+        return {
+            "format_version": self.format_version,
+            "kind": KIND,
+            "priors": dict(self.priors),
+            "search_config": dict(self.search_config),
+            "provenance": dict(self.provenance),
+        }
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the document as strict JSON (no NaN), atomically
+        (`rewrite.serialize.write_text_atomic`).
+
+        Returns:
+            The path written.
+        """
+        text = json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
+        return write_text_atomic(path, text)
+
+    @classmethod
+    def from_dict(
+        cls,
+        doc: Any,
+        known_rules: Collection[str] | None = None,
+        where: str = "priors document",
+    ) -> PriorsFile:
+        """Validate a parsed document (`validate_document`) and return its content.
+
+        Args:
+            doc: The parsed JSON document.
+            known_rules: If given, every rule in the document must be one of these.
+            where: Names the source in error messages (a path, or a trial).
+
+        Raises:
+            PriorsError: On a newer or invalid ``format_version``, another ``kind``, unknown
+                rules, negative, non-finite or non-summing priors, or a non-finite number in
+                ``search_config`` or ``provenance``.
+        """
+        validate_document(doc, where)
+        priors = doc["priors"]
+        if known_rules is not None:
+            unknown = sorted(set(priors) - set(known_rules))
+            if unknown:
+                raise PriorsError(
+                    f"{where} names unknown rules {unknown}; known rules are "
+                    f"{sorted(known_rules)}. Remove them, or register the rules first."
+                )
+        return cls(
+            priors={k: float(v) for k, v in priors.items()},
+            search_config=dict(doc.get("search_config", {})),
+            provenance=dict(doc.get("provenance", {})),
+            format_version=int(doc["format_version"]),
+        )
+
+
+def read_priors_file(
+    path: str | os.PathLike[str], known_rules: Collection[str] | None = None
+) -> PriorsFile:
+    """Read and validate a rule-priors file (written by `RulePriors.save` or ``tuner export``).
+
+    The format's one reader: strict JSON (NaN and infinity are refused while parsing), then
+    `PriorsFile.from_dict`. Reading never executes code from the file.
+
+    Args:
+        path: The JSON file.
+        known_rules: If given, every rule in the file must be one of these.
+
+    Raises:
+        PriorsError: If the file is missing or unreadable, not JSON, of another kind, from a
+            newer ``format_version``, names unknown rules, or holds non-finite, negative or
+            non-summing probabilities.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise PriorsError(f"Cannot read rule-priors file {str(path)!r}: {err}.") from err
+    try:
+        doc = json.loads(text, parse_constant=_reject_constant)
+    except ValueError as err:
+        raise PriorsError(
+            f"{str(path)!r} is not a valid rule-priors JSON file: {err}. Rewrite it with "
+            "RulePriors.save or `tuner export`."
+        ) from err
+    return PriorsFile.from_dict(doc, known_rules, where=repr(str(path)))
 
 
 class RulePriors:
@@ -169,55 +286,45 @@ class RulePriors:
         return p / total
 
     # ------------------------------------------------------------------ persistence
+    def to_file(self) -> PriorsFile:
+        """These priors as the format's document."""
+        return PriorsFile(dict(self._w), dict(self.search_config), dict(self.provenance))
+
+    @classmethod
+    def from_file(cls, doc: PriorsFile) -> RulePriors:
+        """Priors from a document `read_priors_file` returned."""
+        return cls(doc.priors, doc.search_config, doc.provenance)
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON document (see the module docstring)."""
-        return {
-            "format_version": FORMAT_VERSION,
-            "kind": KIND,
-            "priors": dict(self._w),
-            "search_config": dict(self.search_config),
-            "provenance": dict(self.provenance),
-        }
+        return self.to_file().to_dict()
 
     @classmethod
     def from_dict(
-        cls, doc: Any, known_rules: Sequence[str] | None = None, where: str = "priors document"
+        cls, doc: Any, known_rules: Collection[str] | None = None, where: str = "priors document"
     ) -> RulePriors:
-        """Validate and load a document written by `to_dict` or by ``studies`` export.
-
-        Args:
-            doc: The parsed JSON document.
-            known_rules: If given, every rule in the document must be one of these.
-            where: Names the source in error messages.
+        """Validate and load a document written by `to_dict` or by ``studies`` export
+        (`PriorsFile.from_dict`).
 
         Raises:
-            PriorsError: On a newer or invalid ``format_version``, another ``kind``, unknown
-                rules, negative, non-finite or non-summing priors, or a non-finite number in
-                ``search_config`` or ``provenance``.
+            PriorsError: As `PriorsFile.from_dict`.
         """
-        validate_document(doc, where)
-        priors = doc["priors"]
-        if known_rules is not None:
-            unknown = sorted(set(priors) - set(known_rules))
-            if unknown:
-                raise PriorsError(
-                    f"{where} names unknown rules {unknown}; known rules are "
-                    f"{sorted(known_rules)}. Remove them, or register the rules first."
-                )
-        return cls(priors, doc.get("search_config"), doc.get("provenance"))
+        return cls.from_file(PriorsFile.from_dict(doc, known_rules, where))
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the JSON document atomically (`rewrite.serialize.write_text_atomic`).
+        """Write the JSON document atomically (`PriorsFile.save`).
 
         Returns:
             The path written.
         """
-        text = json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
-        return write_text_atomic(path, text)
+        return self.to_file().save(path)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, known_rules: Sequence[str] | None = None) -> RulePriors:
-        """Load a priors file written by `save` or by ``studies`` (``tuner export``).
+    def load(
+        cls, path: str | os.PathLike, known_rules: Collection[str] | None = None
+    ) -> RulePriors:
+        """Load a priors file written by `save` or by ``studies`` (``tuner export``), through
+        the format's one reader `read_priors_file`.
 
         Args:
             path: The JSON file.
@@ -225,20 +332,9 @@ class RulePriors:
                 checks against its own rules when it resolves the priors).
 
         Raises:
-            PriorsError: If the file is unreadable or not JSON, or as `from_dict`.
+            PriorsError: As `read_priors_file`.
         """
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as err:
-            raise PriorsError(f"Cannot read rule-priors file {str(path)!r}: {err}.") from err
-        try:
-            doc = json.loads(text, parse_constant=_reject_constant)
-        except ValueError as err:
-            raise PriorsError(
-                f"{str(path)!r} is not a valid rule-priors JSON file: {err}. Rewrite it with "
-                "RulePriors.save or `tuner export`."
-            ) from err
-        return cls.from_dict(doc, known_rules, where=repr(str(path)))
+        return cls.from_file(read_priors_file(path, known_rules))
 
 
 def _reject_constant(name: str) -> float:

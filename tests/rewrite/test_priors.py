@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rewrite.errors import PriorsError
-from rewrite.optimize.priors import FORMAT_VERSION, KIND, RulePriors
+from rewrite.optimize.priors import FORMAT_VERSION, KIND, RulePriors, read_priors_file
 
 RULES = ["fuse", "merge", "shard"]
 
@@ -107,18 +107,53 @@ def test_non_finite_and_corrupt_files(tmp_path: Path) -> None:
         RulePriors.load(tmp_path / "missing.json")
 
 
-GOLDEN = Path(__file__).parent / "data" / "rule_priors_v1.json"
+DATA = Path(__file__).parent / "data"
 
 
-def test_golden_v1_file_still_loads() -> None:
+@pytest.mark.parametrize(
+    ("name", "priors", "search_config", "trial"),
+    [
+        (  # written by RulePriors.save
+            "rule_priors_v1.json",
+            {
+                "fuse_elementwise": 0.4,
+                "merge_parallel_linear": 0.25,
+                "matmul_assoc_left_to_right": 0.2,
+                "chunk_linear": 0.15,
+            },
+            {"population": 32, "tau": 0.5, "m": 2},
+            7,
+        ),
+        (  # written by `tuner export` (studies.export_priors)
+            "studies_export_priors_v1.json",
+            {"fuse": 0.4, "merge": 0.3, "shard": 0.2, "reorder": 0.1},
+            {"population": 32, "tau": 0.5},
+            7,
+        ),
+    ],
+)
+def test_golden_v1_files_still_load(
+    name: str, priors: dict, search_config: dict, trial: int
+) -> None:
+    """The format's one golden-file test: every v1 file still reads, through the one reader
+    (`read_priors_file`) and `RulePriors.load` on top of it."""
     from rewrite.optimize.config import SearchConfig
 
-    p = RulePriors.load(GOLDEN)
-    assert p["fuse_elementwise"] == pytest.approx(0.4) and len(p) == 4
+    path = DATA / name
+    doc = read_priors_file(path)
+    assert doc.format_version == 1 and doc.priors == priors
+    assert search_config.items() <= doc.search_config.items()
+    assert doc.provenance["trial"] == trial and doc.provenance["study"] == "golden"
+    assert read_priors_file(path, known_rules=list(priors)) == doc
+    p = RulePriors.load(path)
+    assert p.as_dict() == pytest.approx(priors) and p.search_config == doc.search_config
+    assert p.provenance == doc.provenance and p.to_dict() == doc.to_dict()
     cfg = SearchConfig.from_dict(p.search_config)
-    assert cfg.tau == 0.5 and cfg.m == 2 and cfg.population == 32
+    assert cfg.tau == 0.5 and cfg.population == 32
     with pytest.raises(PriorsError, match="unknown rules"):
-        RulePriors.load(GOLDEN, known_rules=["fuse_elementwise"])
+        RulePriors.load(path, known_rules=list(priors)[:1])
+    with pytest.raises(PriorsError, match="unknown rules"):
+        read_priors_file(path, known_rules=list(priors)[:1])
 
 
 def test_coerce() -> None:

@@ -17,7 +17,6 @@ from studies.export import FORMAT_VERSION, KIND
 from studies.pareto import choose_trial, hypervolume_curve, pareto_front
 from studies.records import TrialRecord
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "studies"
 OBJ = {"a": "minimize", "b": "maximize"}
 
 
@@ -291,12 +290,23 @@ def test_read_priors_file_rejects_nan_unknown_rules_and_garbage(tmp_path: Path) 
         read_priors_file(tmp_path / "missing.json")
 
 
-def test_golden_priors_v1_loads() -> None:
-    doc = read_priors_file(DATA / "priors_v1.json")
-    assert doc.format_version == 1
-    assert doc.priors == {"fuse": 0.4, "merge": 0.3, "shard": 0.2, "reorder": 0.1}
-    assert doc.search_config == {"population": 32, "tau": 0.5}
-    assert doc.provenance["trial"] == 7
+def test_read_priors_file_is_the_rewrite_reader(tmp_path: Path) -> None:
+    """studies.read_priors_file is a thin name over the format's one reader (whose golden files
+    tests/rewrite/test_priors.py reads): same document type, same messages."""
+    import rewrite
+    from rewrite.errors import PriorsError
+
+    study = _study(tmp_path)
+    path = tmp_path / "p.json"
+    study.export_priors(path)
+    assert read_priors_file(path) == rewrite.read_priors_file(path)
+    assert isinstance(read_priors_file(path), rewrite.PriorsFile)
+    path.write_text(json.dumps({"format_version": 1, "kind": KIND, "priors": {"zap": 1.0}}))
+    with pytest.raises(PriorsError) as direct:
+        rewrite.read_priors_file(path, known_rules=["fuse"])
+    with pytest.raises(PriorsFileError) as thin:
+        read_priors_file(path, known_rules=["fuse"])
+    assert str(thin.value) == str(direct.value)
 
 
 def test_export_is_deterministic_apart_from_date(tmp_path: Path) -> None:
@@ -330,3 +340,17 @@ def test_export_records_the_fixed_step_budget_and_search_applies_it(tmp_path: Pa
     assert doc.provenance["fixed"] == {"suite": "gpt2"}
     cfg = coerce_config({"seed": 2}, RulePriors.load(tmp_path / "p.json"))
     assert cfg.max_steps == 40 and cfg.seed == 2 and cfg.tau == doc.search_config["tau"]
+
+
+def test_pareto_views_agree_with_the_tuner() -> None:
+    """studies.pareto is a view over tuner's definitions: same feasibility, duplicates kept."""
+    from tuner.problem import Problem
+    from tuner.trial import Trial, TrialState
+
+    trials = [*TRIALS, _t(5, 0.5, 2.0, m=3.0)]  # a duplicate of trial 1's point
+    problem = Problem(OBJ, ["m <= 4"])
+    done = [
+        Trial(t.number, {}, TrialState.COMPLETE, t.values, t.metrics) for t in trials if t.values
+    ]
+    assert [t.number for t in pareto_front(trials, OBJ, ["m <= 4"])] == [1, 2, 5]
+    assert [t.id for t in done if problem.is_feasible(t)] == [1, 2, 5]

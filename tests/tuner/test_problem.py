@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tuner import InvalidSpecError, InvalidValuesError, OutcomeConstraint, Trial, TrialState
-from tuner.problem import Problem, parse_constraint
+from tuner.problem import Outcome, Problem, meets_constraints, parse_constraint
 
 
 def test_parse_constraint_forms() -> None:
@@ -97,3 +97,40 @@ def test_outcomes_and_feasibility() -> None:
     assert p.outcomes(ok) == [-2.0, 5.0, 1.0]
     assert p.is_feasible(ok) and not p.is_feasible(bad)
     assert p.non_finite({"lat": math.nan, "sp": 1.0}, {"t": math.inf}) == ["lat", "t"]
+
+
+def test_meets_constraints_is_the_one_feasibility_rule() -> None:
+    cs = [parse_constraint("t <= 3"), parse_constraint("sp >= 1")]
+    assert meets_constraints(cs, {"t": 3.0, "sp": 1.0})
+    assert not meets_constraints(cs, {"t": 3.5, "sp": 1.0})
+    assert not meets_constraints(cs, {"sp": 1.0})  # a metric not told: not met
+    assert meets_constraints([], {})
+    p = Problem({"lat": "minimize", "sp": "maximize"})
+    assert p.maximized({"sp": 5.0, "lat": 2.0}) == [-2.0, 5.0]  # objective order, minimized negated
+
+
+def test_outcome_is_the_one_validator() -> None:
+    p = Problem({"lat": "minimize"}, ["t <= 3"])
+    assert p.outcome({"lat": 1}, {"t": 2, "x": 1}) == Outcome(
+        {"lat": 1.0}, {"t": 2.0, "x": 1.0}, None
+    )
+    vals, mets, err = p.outcome({"lat": 1}, {"t": 2, "x": math.nan})  # a tracking metric may be NaN
+    assert vals == {"lat": 1.0} and err is None and math.isnan(mets["x"])
+    vals, mets, err = p.outcome({"lat": math.inf}, {"t": math.nan})
+    assert vals is None and err == "NonFiniteOutcome: lat=inf, t=nan" and "t" in mets
+    with pytest.raises(InvalidValuesError, match="constraint metrics"):
+        p.outcome({"lat": 1.0}, {})
+    with pytest.raises(InvalidValuesError, match="exactly the objectives"):
+        p.outcome({"latency": 1.0}, {"t": 1.0})
+    # what an evaluate function returned: missing or malformed is FAILED, never raised
+    vals, mets, err = p.outcome(*p.split_result({"lat": 1.0, "x": 2.0}), from_evaluate=True)
+    assert vals is None and mets == {"x": 2.0}
+    assert err == (
+        "MissingOutcome: evaluate returned ['lat', 'x'] but not ['t'] "
+        "(objectives ['lat'], constraint metrics ['t'])"
+    )
+    assert p.outcome(*p.split_result({"lat": 1.0, "t": 2.0}), from_evaluate=True) == Outcome(
+        {"lat": 1.0}, {"t": 2.0}, None
+    )
+    _, _, err = p.outcome({"lat": 1.0}, {"t": 1.0, "": 1.0}, from_evaluate=True)
+    assert err is not None and err.startswith("InvalidOutcome: Metric names")
