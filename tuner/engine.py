@@ -52,7 +52,7 @@ from tuner.trial import Trial, TrialState
 if TYPE_CHECKING:
     from spaces import Space
 
-__all__ = ["Settings", "default_n_initial", "derive_seed", "propose"]
+__all__ = ["ProposalContext", "default_n_initial", "derive_seed", "propose"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ def derive_seed(seed: int, n_trials: int) -> int:
 
 
 @dataclass(frozen=True)
-class Settings:
+class ProposalContext:
     """Everything a proposal depends on besides the trials."""
 
     space: Space
@@ -81,7 +81,7 @@ class Settings:
     n_initial: int
 
 
-def propose(settings: Settings, trials: Sequence[Trial], n: int) -> list[dict[str, Any]]:
+def propose(settings: ProposalContext, trials: Sequence[Trial], n: int) -> list[dict[str, Any]]:
     """Propose ``n`` new configurations given the existing trials.
 
     Args:
@@ -138,7 +138,7 @@ def _accept(x: Tensor | None, space: Space, taken: KeySet, seed: int) -> Tensor:
 
 @threadpool_limits.wrap(limits=1, user_api="blas")
 def _model_batch(
-    settings: Settings,
+    settings: ProposalContext,
     trials: Sequence[Trial],
     completed: Sequence[Trial],
     chosen: Sequence[Tensor],

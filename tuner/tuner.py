@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from tuner.acquisition import check_reference_point, pareto_mask
-from tuner.engine import Settings, default_n_initial, propose
+from tuner.engine import ProposalContext, default_n_initial, propose
 from tuner.errors import (
     InvalidArgumentError,
     InvalidConfigError,
@@ -97,7 +97,7 @@ class Tuner:
                 f"surrogate must implement tuner.Surrogate, got {type(surrogate).__name__}."
             )
         surrogate.check(self._space, self._problem.outcome_names, self._problem.n_objectives)
-        self._settings = Settings(
+        self._settings = ProposalContext(
             space=self._space,
             problem=self._problem,
             surrogate=surrogate,
