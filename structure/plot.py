@@ -17,15 +17,21 @@ _TIER_COLOR = {"param": "#9ecae1", "metric": "#fdd0a2", "objective": "#a1d99b"}
 _TIER_X = {"param": 0.0, "metric": 1.0, "objective": 2.0}
 
 
-def draw_structure(structure: Structure | Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+def draw_structure(
+    structure: Structure | Mapping[str, Any],
+    path: str | os.PathLike[str],
+    note: str | None = None,
+) -> Path:
     """Draw the DAG to a PNG: tiers as columns (parameters, metrics, objectives), edge width and
-    label by strength (bootstrap frequency), dashed edges for required/repaired/direct ones.
+    label by strength (bootstrap frequency), dashed edges for required/repaired/direct ones, and
+    a legend.
 
     Nodes without any edge are left out. Within-metric edges bend so they stay visible.
 
     Args:
         structure: A `Structure`, or its dict (`Structure.to_dict`, e.g. from `describe()`).
         path: Where to write the PNG (written atomically).
+        note: A second title line, e.g. which surrogate is in use (`explain`'s first line).
 
     Returns:
         The path written.
@@ -63,9 +69,9 @@ def draw_structure(structure: Structure | Mapping[str, Any], path: str | os.Path
             graph, pos, labels=names, ax=ax, font_size=7,
             bbox={"boxstyle": "round,pad=0.35", "fc": color, "ec": "#555"},
         )  # fmt: skip
-    ax.set_title(
-        f"Learned structure ({structure.n_trials} trials): edge label = bootstrap strength"
-    )
+    title = f"Learned structure ({structure.n_trials} trials): edge label = bootstrap strength"
+    ax.set_title(title + (f"\n{note}" if note else ""), fontsize=11)
+    ax.legend(handles=_legend_handles(), loc="lower right", fontsize=7, framealpha=0.9)
     ax.axis("off")
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -76,6 +82,18 @@ def draw_structure(structure: Structure | Mapping[str, Any], path: str | os.Path
         plt.close(fig)
     write_bytes_atomic(target, buf.getvalue())
     return target
+
+
+def _legend_handles() -> list[Any]:
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    tiers = {"param": "parameter", "metric": "intermediate metric", "objective": "objective"}
+    return [
+        *(Patch(fc=_TIER_COLOR[t], ec="#555", label=label) for t, label in tiers.items()),
+        Line2D([], [], color="#444", lw=2, label="learned edge (width = strength)"),
+        Line2D([], [], color="#999", lw=1.5, ls="--", label="required, formula or direct edge"),
+    ]
 
 
 def _tier_counts(structure: Structure, graph: Any) -> dict[str, int]:

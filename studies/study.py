@@ -809,7 +809,7 @@ def structure_report(study: Study, png: str | os.PathLike[str] | None = None) ->
         `structure.StructuredSurrogate.describe()` of the fit: the chosen model and why, both
         models' scores and the edges; ``"png"`` holds the drawing's path when one was made.
     """
-    from structure import StructuredSurrogate, draw_structure
+    from structure import StructuredSurrogate, draw_structure, explain
 
     records = [r for r in _tuner_records(study.trials) if r.state.value == "COMPLETE"]
     if not records:
@@ -822,5 +822,6 @@ def structure_report(study: Study, png: str | os.PathLike[str] | None = None) ->
         surrogate.fit(data)
     desc = surrogate.describe()
     if png is not None and desc.get("structure"):
-        desc["png"] = str(draw_structure(desc["structure"], png))
+        note = explain(desc).splitlines()[0]
+        desc["png"] = str(draw_structure(desc["structure"], png, note=note))
     return desc
