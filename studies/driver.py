@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from studies.errors import EvaluateError, RepeatedFailureError
 from studies.pareto import feasible
 from studies.worker import exit_with_parent, run_evaluate
+from studies.workers_local import worker_id
 
 if TYPE_CHECKING:
     from studies.records import TrialRecord
@@ -50,8 +51,7 @@ def run(
     progress: bool,
 ) -> None:
     """Drive ``study`` until it holds ``n_trials`` finished trials (see module docstring)."""
-    from studies.study import worker_id
-    from tuner.errors import SpaceExhaustedError
+    from tuner.errors import SpaceExhaustedError  # tuner and torch load when a study runs
 
     worker = worker_id()
     exhausted = False
@@ -88,9 +88,7 @@ def run(
                 if broken and executor is None:
                     pool = _replace_pool(pool, running, rec, n_workers)
                 if running and time.monotonic() - last_beat >= interval / 2:
-                    study.storage.heartbeat(
-                        study._record.id, [s.number for s in running.values()], worker
-                    )
+                    study.storage.heartbeat(study.id, [s.number for s in running.values()], worker)
                     last_beat = time.monotonic()
                 view.update()
     except BaseException as err:
@@ -98,7 +96,7 @@ def run(
         numbers = [t.number for t in study.trials if t.state == "RUNNING" and t.worker == worker]
         if numbers:
             reason = f"Interrupted: {type(err).__name__} in the driving process; re-queued."
-            study.storage.requeue(study._record.id, numbers, worker, reason)
+            study.storage.requeue(study.id, numbers, worker, reason)
             logger.warning("Trials %s were interrupted and re-queued.", numbers)
         raise
     finally:

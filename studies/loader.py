@@ -16,10 +16,9 @@ from types import ModuleType
 from typing import Any
 
 from studies.errors import StudyFileError
+from studies.references import STUDY_FILE_PREFIX as _PREFIX
 
 __all__ = ["load_study_file", "resolve_evaluate"]
-
-_PREFIX = "__tuner_study__"
 
 
 def load_study_file(path: str | os.PathLike[str]) -> ModuleType:

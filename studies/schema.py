@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from collections.abc import Callable
 from typing import Any
 
@@ -36,11 +37,15 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
+from studies.errors import StudyError
+
 __all__ = [
     "ADDED_COLUMNS",
     "FORMAT_VERSION",
+    "MAX_SEED",
     "MIGRATIONS",
     "TRIAL_STATES",
+    "check_seed",
     "dumps",
     "format_version",
     "loads",
@@ -138,6 +143,29 @@ def loads(text: str | None) -> Any:
 def finite(x: float) -> bool:
     """Whether ``x`` is a finite real number (bools excluded)."""
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+#: The largest seed: the ``studies.seed`` column is a signed 64-bit integer.
+MAX_SEED = 2**63 - 1
+
+
+def check_seed(seed: Any) -> int:
+    """``seed`` as an int in ``[0, MAX_SEED]`` (the tuner takes ints >= 0; the storage holds
+    signed 64-bit integers).
+
+    Raises:
+        StudyError: For anything else (bools, floats and strings included).
+    """
+    if (
+        isinstance(seed, bool)
+        or not isinstance(seed, numbers.Integral)
+        or not (0 <= int(seed) <= MAX_SEED)
+    ):
+        raise StudyError(
+            f"seed must be an int in [0, 2**63 - 1], got {seed!r}; pass e.g. seed=0 (a float or "
+            "a string is not rounded or parsed)."
+        )
+    return int(seed)
 
 
 #: ``MIGRATIONS[v](connection)`` upgrades a version-``v`` database to version ``v + 1`` in place.

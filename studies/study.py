@@ -10,46 +10,55 @@ no process holds the database lock while a model is being fitted, and a slow dri
 are not thrown away because a fast one added trials.
 
 Thread-safety: use a `Study` from one thread. Several processes may drive one study.
+
+`Study` (here) holds the definition (create, attach, repair invalid settings), the views, ask /
+tell and `optimize`; the modules around it hold the rest: `studies.allocation` (allocation and
+reaping transactions), `studies.tuning` (surrogate choice, stored trials as tuner records),
+`studies.views` (budget counts, the DataFrame), `studies.workers_local` (worker names, dead
+local workers), `studies.references` (`evaluate_reference`), `studies.report`
+(`structure_report`) and `studies.driver` (the `optimize` loop).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
-import numbers
 import os
-import socket
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from studies.allocation import allocate, reap
+from studies.driver import run
 from studies.errors import EvaluateError, StorageCorruptError, StudyError, StudySettingsError
 from studies.pareto import PickRule, pareto_front
+from studies.quiet import numerical_warnings_to_log
 from studies.records import StudyRecord, TrialRecord
+from studies.references import evaluate_reference
+from studies.report import structure_report
+from studies.schema import MAX_SEED, check_seed  # noqa: F401 - MAX_SEED: importable here
 from studies.settings import StudySettings
 from studies.storage import DEFAULT_STORAGE, Storage
+from studies.tuning import cached_records, make_surrogate, surrogate_mode
+from studies.views import progress_counts, trials_dataframe
+from studies.workers_local import manual_worker_id, worker_id
 
 if TYPE_CHECKING:
     import pandas as pd
-    from sqlalchemy import Connection
 
     from spaces import Space
     from studies.export import PriorsFile
+    from tuner.problem import Problem
 
-__all__ = ["Study"]
+# `evaluate_reference`, `structure_report` and `worker_id` stay importable from here, as before
+# their modules were split off.
+__all__ = ["Study", "evaluate_reference", "structure_report", "worker_id"]
 
 logger = logging.getLogger(__name__)
 
 Evaluate = Callable[[dict[str, Any]], Mapping[str, float]]
-
-#: Proposals retried per `Study.allocate` call when other processes keep adding trials.
-_PROPOSE_ATTEMPTS = 8
-
-#: The largest seed: the ``studies.seed`` column is a signed 64-bit integer.
-MAX_SEED = 2**63 - 1
 
 
 class Study:
@@ -113,7 +122,7 @@ class Study:
             constraints = (constraints,)
         if settings is not None and not isinstance(settings, StudySettings):
             raise StudyError(f"settings must be a StudySettings, got {type(settings).__name__}.")
-        seed = _check_seed(seed)
+        seed = check_seed(seed)
         problem = Problem(objectives, constraints)
         self._storage = storage if isinstance(storage, Storage) else Storage(storage)
         new = StudyRecord(
@@ -170,7 +179,7 @@ class Study:
         ref = evaluate_reference(evaluate) if evaluate is not None else None
         if ref is not None and ref != record.evaluate_ref:
             self._storage.update_study(record.id, evaluate_ref=ref)
-            self._record = _replace_record(record, evaluate_ref=ref)
+            self._record = dataclasses.replace(record, evaluate_ref=ref)
 
     def _replace_invalid_settings(self, given: StudySettings) -> None:
         """Store ``given`` in place of the study's invalid stored settings (the one way stored
@@ -267,6 +276,17 @@ class Study:
         return self._record.name
 
     @property
+    def id(self) -> int:
+        """The study's id in its storage: the ``study_id`` that `Storage` methods take (e.g.
+        ``study.storage.heartbeat(study.id, numbers, worker)``)."""
+        return self._record.id
+
+    @property
+    def problem(self) -> Problem:
+        """The `tuner.Problem` (objectives and constraints) that judges told results."""
+        return self._problem
+
+    @property
     def objectives(self) -> dict[str, str]:
         """Objective name to direction."""
         return dict(self._record.objectives)
@@ -299,7 +319,7 @@ class Study:
     @property
     def trials(self) -> list[TrialRecord]:
         """Every trial, in number order, as stored now (a fresh read)."""
-        return self._storage.trials(self._record.id)
+        return self._storage.trials(self.id)
 
     def pareto(self) -> list[TrialRecord]:
         """The COMPLETE trials that meet the constraints and no other such trial dominates."""
@@ -310,25 +330,7 @@ class Study:
         (simplex parts as ``config.<name>.<part>``), ``error``, ``created``, ``started``,
         ``finished`` (Unix seconds), ``duration`` (seconds the evaluation took, as its worker
         measured it where known: `TrialRecord.duration`), ``worker``, ``retry_of``."""
-        import pandas as pd
-
-        rows = []
-        for t in self.trials:
-            row: dict[str, Any] = {"number": t.number, "state": t.state}
-            row.update({f"values.{k}": (t.values or {}).get(k) for k in self.objectives})
-            row.update({f"metrics.{k}": v for k, v in sorted(t.metrics.items())})
-            row.update(_flatten(t.config, "config"))
-            row.update(
-                error=t.error,
-                created=t.created,
-                started=t.started,
-                finished=t.finished,
-                duration=t.duration,
-                worker=t.worker,
-                retry_of=t.retry_of,
-            )
-            rows.append(row)
-        return pd.DataFrame(rows)
+        return trials_dataframe(self.trials, self.objectives)
 
     def export_priors(
         self,
@@ -357,7 +359,7 @@ class Study:
         """
         from tuner.tuner import Tuner
 
-        records = self._records(trials)
+        records = cached_records(self._record_cache, trials)
         mode = self._surrogate_mode(records)
         tuner = self._tuners.get(mode)
         if tuner is None:
@@ -373,17 +375,6 @@ class Study:
         tuner.sync(records)
         return tuner
 
-    def _records(self, trials: Sequence[TrialRecord]) -> list[Any]:
-        """``trials`` as `tuner.Trial` records, converting only those that changed."""
-        cache = self._record_cache
-        out = []
-        for t in trials:
-            hit = cache.get(t.number)
-            if hit is None or hit[0] != t:
-                hit = cache[t.number] = (t, _tuner_records([t])[0])
-            out.append(hit[1])
-        return out
-
     def surrogate(self, trials: Sequence[Any]) -> Any:
         """A new surrogate of the kind `StudySettings.surrogate` picks for ``trials`` (`tuner.Trial`
         records); None: the tuner's flat GP.
@@ -394,26 +385,10 @@ class Study:
         return self._make_surrogate(self._surrogate_mode(trials))
 
     def _surrogate_mode(self, trials: Sequence[Any]) -> str:
-        mode = self.settings.surrogate
-        if mode == "auto":
-            told = set(self._problem.constraint_metrics)
-            mode = (
-                "structured"
-                if any(set(t.metrics) - told for t in trials if t.state.value == "COMPLETE")
-                else "flat"
-            )
-        return mode
+        return surrogate_mode(self.settings.surrogate, self._problem.constraint_metrics, trials)
 
     def _make_surrogate(self, mode: str) -> Any:
-        if mode == "flat":
-            return None
-        if mode == "saas":
-            from tuner.surrogate import SaasSurrogate
-
-            return SaasSurrogate({"maxiter": self.settings.options().fit_maxiter or 150})
-        from structure import StructuredSurrogate
-
-        return StructuredSurrogate()
+        return make_surrogate(mode, self.settings)
 
     def allocate(
         self, worker: str, k: int, budget: int | None, heartbeat: bool = True
@@ -429,82 +404,21 @@ class Study:
         only as many as the budget still allows. Returns ``[]`` when nothing is left to run
         (or, rarely, when other processes kept adding trials on every attempt).
         """
-        sid = self._record.id
-        out: list[TrialRecord] = []
-        for _attempt in range(_PROPOSE_ATTEMPTS):
-            with self._storage.write() as conn:
-                self._storage.lock_study(conn, sid)
-                self._reap(conn, alive=worker)
-                while len(out) < k:
-                    claimed = self._storage.claim_waiting(conn, sid, worker, heartbeat)
-                    if claimed is None:
-                        break
-                    out.append(claimed)
-            trials = self._storage.trials(sid)
-            room = k - len(out)
-            if budget is not None:
-                room = min(room, budget - _used(trials))
-            if room <= 0:
-                return out
-            if any(t.state == "WAITING" for t in trials):
-                continue  # re-queued meanwhile: claim it first
-            proposed = self._propose(trials, room)
-            with self._storage.write() as conn:
-                self._storage.lock_study(conn, sid)
-                configs = self._still_new(conn, trials, proposed, budget)
-                if configs is None:
-                    continue  # another process proposed the same: propose again
-                for config in configs:
-                    out.append(
-                        self._storage.add_trial(
-                            conn, sid, config, worker=worker, heartbeat=heartbeat
-                        )
-                    )
-                return out
-        return out
-
-    def _still_new(
-        self,
-        conn: Connection,
-        trials: list[TrialRecord],
-        configs: list[dict[str, Any]],
-        budget: int | None,
-    ) -> list[dict[str, Any]] | None:
-        """The proposals made on the snapshot ``trials`` that may be inserted now (inside the
-        allocation transaction): all of them when no trial was added since; when other
-        processes added trials meanwhile, as many as the budget still allows, or ``None`` if one
-        of them equals a newcomer (two drivers proposed from the same snapshot: propose again,
-        with the newcomers pending)."""
-        if self._storage.count_trials(conn, self._record.id) == len(trials):
-            return configs
-        now = self._storage.trials(self._record.id, conn)
-        added = [t.config for t in now[len(trials) :]]
-        if any(c in added for c in configs):
-            return None
-        room = len(configs) if budget is None else min(len(configs), budget - _used(now))
-        return configs[: max(room, 0)]
+        return allocate(
+            self._storage, self.id, self.settings, self._propose, worker, k, budget, heartbeat
+        )
 
     def _propose(self, trials: list[TrialRecord], n: int) -> list[dict[str, Any]]:
-        from studies.quiet import numerical_warnings_to_log
-
         with numerical_warnings_to_log():
             tuner = self._tuner(trials)
             return [t.config for t in tuner.ask(n)]
-
-    def _reap(self, conn: Connection, alive: str | None = None) -> list[int]:
-        is_dead = _dead_local_worker if self.settings.reap_dead_local_workers else _never
-        grace = self.settings.grace_period
-        stale = self._storage.reap_stale(conn, self._record.id, grace, is_dead, alive=alive)
-        for number in stale:
-            logger.warning("Trial %d went stale (worker gone); its config was re-queued.", number)
-        return stale
 
     def reap_stale(self) -> list[int]:
         """Declare stale RUNNING trials FAILED and re-queue their configs now; returns their
         numbers. `optimize` and `ask` do this on their own."""
         with self._storage.write() as conn:
-            self._storage.lock_study(conn, self._record.id)
-            return self._reap(conn)
+            self._storage.lock_study(conn, self.id)
+            return reap(self._storage, conn, self.id, self.settings)
 
     # ------------------------------------------------------------------ ask / tell
     def ask(self) -> TrialRecord:
@@ -513,7 +427,7 @@ class Study:
         The trial carries no heartbeat, so it is never declared stale; finish it with `tell`.
         """
         while True:
-            got = self.allocate(_manual_worker(), 1, budget=None, heartbeat=False)
+            got = self.allocate(manual_worker_id(), 1, budget=None, heartbeat=False)
             if got:
                 return got[0]
 
@@ -554,7 +468,7 @@ class Study:
             vals, mets, msg = self._judge(values, metrics)
             state = "FAILED" if msg else "COMPLETE"
         if not self._storage.finish_trial(
-            self._record.id, number, state=state, values=vals, metrics=mets, error=msg
+            self.id, number, state=state, values=vals, metrics=mets, error=msg
         ):
             raise StudyError(
                 f"Trial {number} of {self.name!r} is not RUNNING (already finished, or re-queued "
@@ -593,7 +507,7 @@ class Study:
             vals, mets, msg = None, {}, str(outcome.get("error") or "failed")
         state = "FAILED" if msg else "COMPLETE"
         stored = self._storage.finish_trial(
-            self._record.id,
+            self.id,
             number,
             state=state,
             values=vals,
@@ -646,8 +560,6 @@ class Study:
         Raises:
             EvaluateError: If the study has no evaluate function.
         """
-        from studies.driver import run
-
         if self.evaluate is None:
             raise EvaluateError(
                 f"Study {self.name!r} has no evaluate function; pass evaluate= to Study(...) or "
@@ -659,60 +571,16 @@ class Study:
             raise StudyError(f"n_workers must be an int >= 1, got {n_workers!r}.")
         if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
             raise StudyError(f"timeout must be a positive number of seconds, got {timeout!r}.")
-        self._storage.update_study(self._record.id, budget=n_trials)
+        self._storage.update_study(self.id, budget=n_trials)
         run(self, n_trials, n_workers, executor, timeout, progress)
 
     def progress(self, trials: Sequence[TrialRecord] | None = None) -> dict[str, int]:
         """Counts toward the budget: ``finished`` (COMPLETE + FAILED, re-queued ones not
         counted), ``used`` (trials allocated, re-runs not counted), ``waiting``, ``running``."""
-        trials = self.trials if trials is None else trials
-        retries = sum(t.retry_of is not None for t in trials)
-        finished = sum(t.is_finished for t in trials) - retries
-        return {
-            "finished": finished,
-            "used": _used(trials),
-            "waiting": sum(t.state == "WAITING" for t in trials),
-            "running": sum(t.state == "RUNNING" for t in trials),
-        }
+        return progress_counts(self.trials if trials is None else trials)
 
 
 # ---------------------------------------------------------------------- helpers
-def _check_seed(seed: Any) -> int:
-    """``seed`` as an int in ``[0, MAX_SEED]`` (the tuner takes ints >= 0; the storage holds
-    signed 64-bit integers)."""
-    if (
-        isinstance(seed, bool)
-        or not isinstance(seed, numbers.Integral)
-        or not (0 <= int(seed) <= MAX_SEED)
-    ):
-        raise StudyError(
-            f"seed must be an int in [0, 2**63 - 1], got {seed!r}; pass e.g. seed=0 (a float or "
-            "a string is not rounded or parsed)."
-        )
-    return int(seed)
-
-
-def _used(trials: Sequence[TrialRecord]) -> int:
-    """Trials counted against the budget: a re-queued copy replaces its stale original."""
-    return len(trials) - sum(t.retry_of is not None for t in trials)
-
-
-def _flatten(obj: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in obj.items():
-        if isinstance(v, Mapping):
-            out.update(_flatten(v, f"{prefix}.{k}"))
-        else:
-            out[f"{prefix}.{k}"] = v
-    return out
-
-
-def _replace_record(record: StudyRecord, **changes: Any) -> StudyRecord:
-    from dataclasses import replace
-
-    return replace(record, **changes)
-
-
 def _log_finished(
     number: int,
     state: str,
@@ -726,102 +594,3 @@ def _log_finished(
         logger.info("Trial %d COMPLETE%s: %s", number, took, shown)
     else:
         logger.info("Trial %d FAILED%s: %s", number, took, error)
-
-
-def worker_id() -> str:
-    """``host:pid:token`` naming one driving process (one `optimize` call)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def _manual_worker() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:ask"
-
-
-def _never(worker: str) -> bool:
-    return False
-
-
-def _dead_local_worker(worker: str) -> bool:
-    """Whether ``worker`` ran on this host in a process that no longer exists (or is a zombie)."""
-    host, _, rest = worker.partition(":")
-    pid_text, _, _token = rest.partition(":")
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return False
-    pid = int(pid_text)
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def evaluate_reference(evaluate: Callable[..., Any]) -> str | None:
-    """``module:qualname`` (or ``file:PATH:qualname`` for a study file run by `tuner run`) of a
-    function `tuner resume` can import again, or ``None`` for lambdas, closures and
-    ``__main__`` functions."""
-    module = getattr(evaluate, "__module__", None)
-    qualname = getattr(evaluate, "__qualname__", None)
-    if not module or not qualname or "<" in qualname:
-        return None
-    if module.startswith("__tuner_study__"):
-        path = getattr(evaluate, "__globals__", {}).get("__file__")
-        return f"file:{path}:{qualname}" if path else None
-    if module == "__main__":
-        return None
-    return f"{module}:{qualname}"
-
-
-def _tuner_records(trials: Sequence[TrialRecord]) -> list[Any]:
-    """Stored trials as `tuner.Trial` records (what the tuner is rebuilt from)."""
-    from tuner.trial import Trial, TrialState
-
-    return [
-        Trial(
-            id=t.number,
-            config=t.config,
-            state=TrialState(t.state),
-            values=t.values,
-            metrics=t.metrics,
-            error=t.error,
-        )
-        for t in trials
-    ]
-
-
-def structure_report(study: Study, png: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """Fit the structured surrogate on a study's completed trials and describe what it learned.
-
-    Args:
-        study: The study.
-        png: Where to draw the learned DAG with its edge strengths (skipped when None, or when
-            there is no structure yet: fewer than `StructuredConfig.min_trials` completed
-            trials, or no tracking metrics).
-
-    Returns:
-        `structure.StructuredSurrogate.describe()` of the fit: the chosen model and why, both
-        models' scores and the edges; ``"png"`` holds the drawing's path when one was made.
-    """
-    from structure import StructuredSurrogate, draw_structure, explain
-
-    records = [r for r in _tuner_records(study.trials) if r.state.value == "COMPLETE"]
-    if not records:
-        raise StudyError(f"Study {study.name!r} has no completed trial to learn a structure from.")
-    data = study._problem.training_data(study.space, records, study.seed)
-    from studies.quiet import numerical_warnings_to_log
-
-    surrogate = StructuredSurrogate()
-    with numerical_warnings_to_log():
-        surrogate.fit(data)
-    desc = surrogate.describe()
-    if png is not None and desc.get("structure"):
-        note = explain(desc).splitlines()[0]
-        desc["png"] = str(draw_structure(desc["structure"], png, note=note))
-    return desc

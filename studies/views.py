@@ -1,0 +1,65 @@
+"""Read-only views of a study's trials: budget counts and the `Study.to_dataframe` table."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from studies.records import TrialRecord
+
+__all__ = ["progress_counts", "trials_dataframe", "used"]
+
+
+def used(trials: Sequence[TrialRecord]) -> int:
+    """Trials counted against the budget: a re-queued copy replaces its stale original."""
+    return len(trials) - sum(t.retry_of is not None for t in trials)
+
+
+def progress_counts(trials: Sequence[TrialRecord]) -> dict[str, int]:
+    """``finished``, ``used``, ``waiting`` and ``running`` counts of ``trials`` (see
+    `Study.progress`)."""
+    retries = sum(t.retry_of is not None for t in trials)
+    finished = sum(t.is_finished for t in trials) - retries
+    return {
+        "finished": finished,
+        "used": used(trials),
+        "waiting": sum(t.state == "WAITING" for t in trials),
+        "running": sum(t.state == "RUNNING" for t in trials),
+    }
+
+
+def trials_dataframe(trials: Sequence[TrialRecord], objectives: Collection[str]) -> pd.DataFrame:
+    """One row per trial (the columns `Study.to_dataframe` documents)."""
+    import pandas as pd
+
+    rows = []
+    for t in trials:
+        row: dict[str, Any] = {"number": t.number, "state": t.state}
+        row.update({f"values.{k}": (t.values or {}).get(k) for k in objectives})
+        row.update({f"metrics.{k}": v for k, v in sorted(t.metrics.items())})
+        row.update(flatten(t.config, "config"))
+        row.update(
+            error=t.error,
+            created=t.created,
+            started=t.started,
+            finished=t.finished,
+            duration=t.duration,
+            worker=t.worker,
+            retry_of=t.retry_of,
+        )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def flatten(obj: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """Nested mappings as one level of ``prefix.key.subkey`` keys."""
+    out: dict[str, Any] = {}
+    for k, v in obj.items():
+        if isinstance(v, Mapping):
+            out.update(flatten(v, f"{prefix}.{k}"))
+        else:
+            out[f"{prefix}.{k}"] = v
+    return out
