@@ -69,6 +69,11 @@ class Storage:
             `StorageLockedError`.
         create: Create the database (SQLite file and tables) when it does not exist. Read-only
             callers pass ``False`` so a mistyped path is reported, not created.
+        clock: Returns the time in Unix seconds, read for every time this object writes (trial
+            ``created``, ``started``, ``finished`` and ``heartbeat``) and for a heartbeat's age
+            when reaping stale trials (`Study` reads it for a new study's ``created`` too);
+            default `time.time`. Tests pass a fake clock to age heartbeats without sleeping. It
+            is not stored in the database: processes sharing one should use clocks that agree.
 
     Raises:
         StorageError: For a malformed URL or a missing driver.
@@ -98,9 +103,15 @@ class Storage:
     """
 
     def __init__(
-        self, url: str = DEFAULT_STORAGE, *, busy_timeout: float = 60.0, create: bool = True
+        self,
+        url: str = DEFAULT_STORAGE,
+        *,
+        busy_timeout: float = 60.0,
+        create: bool = True,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.url = str(url)
+        self.clock = clock
         self.busy_timeout = float(busy_timeout)
         self.create = bool(create)
         self.engine = make_engine(self.url, self.busy_timeout)
@@ -271,7 +282,7 @@ class Storage:
         retry_of: int | None = None,
     ) -> TrialRecord:
         """Insert a trial with the next number, inside the caller's write transaction."""
-        now = time.time()
+        now = self.clock()
         number = conn.execute(
             select(func.coalesce(func.max(_T.c.number) + 1, 0)).where(_T.c.study_id == study_id)
         ).scalar_one()
@@ -327,7 +338,7 @@ class Storage:
         row = conn.execute(query).first()
         if row is None:
             return None
-        now = time.time()
+        now = self.clock()
         fields = {
             "state": "RUNNING",
             "started": now,
@@ -353,7 +364,7 @@ class Storage:
         caller itself) are left alone; the caller's heartbeats are refreshed first. Runs inside
         the caller's write transaction. Returns the numbers of the trials declared stale.
         """
-        now = time.time()
+        now = self.clock()
         if alive is not None:
             conn.execute(
                 update(_T)
@@ -407,7 +418,7 @@ class Storage:
                 ).first()
                 if row is None:
                     continue
-                fields = {"state": "FAILED", "error": reason, "finished": time.time()}
+                fields = {"state": "FAILED", "error": reason, "finished": self.clock()}
                 conn.execute(update(_T).where(_T.c.id == row.id).values(**fields))
                 with self._decoding(study_id, conn):
                     config = decode(row._mapping, "config", dict, number)
@@ -447,7 +458,7 @@ class Storage:
             "values": None if values is None else dumps(values),
             "metrics": dumps(metrics or {}),
             "error": error,
-            "finished": time.time(),
+            "finished": self.clock(),
             "seconds": measured,
         }
         with self.write() as conn:
@@ -466,7 +477,7 @@ class Storage:
                     _T.c.state == "RUNNING",
                     _T.c.worker == worker,
                 )
-                .values(heartbeat=time.time())
+                .values(heartbeat=self.clock())
             )
 
     def integrity_check(self) -> str:

@@ -25,7 +25,6 @@ import dataclasses
 import logging
 import math
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
@@ -135,7 +134,7 @@ class Study:
             seed=seed,
             budget=None,
             evaluate_ref=None,
-            created=time.time(),
+            created=self._storage.clock(),
         )
         record = self._storage.create_study(new)
         self._attach(record, space, evaluate, settings)

@@ -27,6 +27,22 @@ def fast_settings(n_initial: int = 4, **kwargs: Any) -> StudySettings:
     return StudySettings(tuner_options=FAST_TUNER, **base)
 
 
+class FakeClock:
+    """A clock for `Storage(url, clock=...)` that moves only when told: ``clock.advance(1.2)``
+    ages every heartbeat by 1.2 s without sleeping. Starts at the real time, so stored times
+    stay plausible."""
+
+    def __init__(self, start: float | None = None) -> None:
+        self.now = time.time() if start is None else float(start)
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock ``seconds`` forward."""
+        self.now += seconds
+
+
 def flaky_evaluate(config: dict[str, Any]) -> dict[str, float]:
     """Fails in different ways depending on the population (4..64)."""
     pop = config["population"]

@@ -22,6 +22,7 @@ from studies.errors import (
 )
 from studies.records import StudyRecord
 from studies.storage import Storage
+from tests.studies.helpers import FakeClock
 
 
 def _record(name: str = "s", seed: int = 0, space: dict | None = None) -> StudyRecord:
@@ -73,12 +74,15 @@ def test_trial_lifecycle_and_numbers(storage_url: str) -> None:
 
 
 def test_reap_stale_requeues_once(storage_url: str) -> None:
-    store = Storage(storage_url)
+    clock = FakeClock()
+    store = Storage(storage_url, clock=clock)
     sid = store.create_study(_record()).id
     with store.write() as conn:
         store.add_trial(conn, sid, {"x": 0.3}, worker="dead")
         store.add_trial(conn, sid, {"x": 0.4}, worker="manual", heartbeat=False)
-    time.sleep(0.3)
+    with store.write() as conn:  # no time passed on the storage's clock: nothing is stale
+        assert store.reap_stale(conn, sid, grace_period=0.1) == []
+    clock.advance(0.3)
     with store.write() as conn:
         assert store.reap_stale(conn, sid, grace_period=0.1) == [0]
         assert store.reap_stale(conn, sid, grace_period=0.1) == []
@@ -90,6 +94,25 @@ def test_reap_stale_requeues_once(storage_url: str) -> None:
     with store.write() as conn:
         store.add_trial(conn, sid, {"x": 0.5}, worker="gone")
         assert store.reap_stale(conn, sid, 60.0, is_dead=lambda w: w == "gone") == [3]
+
+
+def test_times_come_from_the_storage_clock(storage_url: str) -> None:
+    clock = FakeClock(start=1000.0)
+    store = Storage(storage_url, clock=clock)
+    sid = store.create_study(_record()).id
+    with store.write() as conn:
+        store.add_trial(conn, sid, {"x": 0.1}, worker="me")
+        store.add_trial(conn, sid, {"x": 0.2}, worker="me")
+    clock.advance(2.0)
+    store.heartbeat(sid, [0], "me")
+    clock.advance(3.0)
+    assert store.finish_trial(sid, 1, state="COMPLETE", values={"f": 1.0}, worker="me")
+    t0, t1 = store.trials(sid)
+    assert (t0.created, t0.started, t0.heartbeat, t0.finished) == (1000.0, 1000.0, 1002.0, None)
+    assert (t1.created, t1.started, t1.heartbeat, t1.finished) == (1000.0, 1000.0, 1000.0, 1005.0)
+    assert store.requeue(sid, [0], "me", "Interrupted") == [0]
+    t0, _, t2 = store.trials(sid)
+    assert t0.finished == 1005.0 and t2.created == 1005.0 and t2.started is None
 
 
 def test_requeue_only_own_running(storage_url: str) -> None:

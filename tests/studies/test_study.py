@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -20,7 +19,7 @@ from tests.studies import helpers
 OBJ = {"latency": "minimize", "search_seconds": "minimize"}
 
 
-def make(url: str, evaluate=toy_evaluate, name: str = "s", **kw) -> Study:
+def make(url: str | Storage, evaluate=toy_evaluate, name: str = "s", **kw) -> Study:
     kw.setdefault("settings", helpers.fast_settings(n_initial=kw.pop("n_initial", 100)))
     return Study(name, toy_space(), OBJ, evaluate, storage=url, **kw)
 
@@ -158,13 +157,14 @@ def test_same_name_other_definition_is_refused(sqlite_url: str) -> None:
 
 
 def test_stale_trial_is_requeued_and_rerun(storage_url: str) -> None:
-    study = make(storage_url)
+    clock = helpers.FakeClock()
+    study = make(Storage(storage_url, clock=clock))
     store = study.storage
     # a RUNNING trial of a process that stopped beating (another host: no pid shortcut)
     with store.write() as conn:
-        store.add_trial(conn, study._record.id, toy_space().sample(1, 5)[0], worker="elsewhere:1:x")
-    time.sleep(1.2)  # past the 1 s grace period
-    loaded = Study.load("s", storage_url, evaluate=toy_evaluate)
+        store.add_trial(conn, study.id, toy_space().sample(1, 5)[0], worker="elsewhere:1:x")
+    clock.advance(1.2)  # past the 1 s grace period
+    loaded = Study.load("s", Storage(storage_url, clock=clock), evaluate=toy_evaluate)
     loaded.optimize(3, progress=False)
     trials = loaded.trials
     assert trials[0].state == "FAILED" and "StaleTrial" in trials[0].error
