@@ -256,7 +256,7 @@ def rewrite_space(
         default_rules,
         search_space,
     )
-    from rewrite.optimize.api import mesh_rules
+    from rewrite.optimize.runner import mesh_rules
     from spaces import Fixed, Space
 
     workloads = _check_workloads(workloads)

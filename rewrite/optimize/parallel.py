@@ -42,6 +42,14 @@ from rewrite.optimize.engine import Context, Engine, Entry
 from rewrite.optimize.matching import inherit_sites
 from rewrite.optimize.pareto import hypervolume, truncate_by_crowding
 from rewrite.optimize.result import RunStats, SearchResult, Step
+from rewrite.optimize.runner import (
+    build_result,
+    converged,
+    loop_deadline,
+    make_verifier,
+    mesh_rules,
+    rules_from_source,
+)
 from rewrite.rules.base import Rule
 
 __all__ = ["EntrySpec", "IslandReport", "IslandTask", "run_island", "run_parallel"]
@@ -127,7 +135,6 @@ class _Runtime:
     """Per-thread worker state of one run: context, rebuilt graphs, seen hashes."""
 
     def __init__(self, task: IslandTask) -> None:
-        from rewrite.optimize.api import make_verifier, mesh_rules, rules_from_source
         from rewrite.serialize import from_json
 
         cfg = SearchConfig.from_dict(task.config)
@@ -303,7 +310,6 @@ class _Driver:
     """Hands out work items and merges their reports (see the module docstring)."""
 
     def __init__(self, ctx: Context, pool: cf.Executor, base: dict[str, Any], t0: float) -> None:
-        from rewrite.optimize.api import loop_deadline
 
         cfg = ctx.config
         self.cfg, self.pool, self.base, self.t0 = cfg, pool, base, t0
@@ -343,7 +349,6 @@ class _Driver:
 
     def handle(self, i: int, rep: IslandReport) -> bool:
         """Merge a report; returns whether island ``i`` gets another work item."""
-        from rewrite.optimize.api import converged
 
         glob, cfg = self.glob, self.cfg
         glob.steps += rep.steps
@@ -399,7 +404,6 @@ def run_parallel(
     Raises:
         SearchError: If a work item fails in a worker.
     """
-    from rewrite.optimize.api import build_result, make_verifier
     from rewrite.serialize import to_json
 
     t0 = time.perf_counter() if t0 is None else t0
