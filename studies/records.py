@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tuner.trial import TrialState
+
 __all__ = ["StudyRecord", "TrialRecord"]
 
 
@@ -49,7 +51,8 @@ class TrialRecord:
 
     Attributes:
         number: Position in the study (0, 1, 2, ...), unique within the study.
-        state: ``"WAITING"``, ``"RUNNING"``, ``"COMPLETE"`` or ``"FAILED"``.
+        state: A `tuner.TrialState` (the tuner's own enum; a string such as ``"COMPLETE"`` is
+            converted, and compares equal to it).
         config: The configuration evaluated.
         values: Objective values by name when COMPLETE, else ``None``.
         metrics: Tracking and constraint metrics the evaluate function returned.
@@ -67,7 +70,7 @@ class TrialRecord:
     """
 
     number: int
-    state: str
+    state: TrialState
     config: dict[str, Any]
     values: dict[str, float] | None = None
     metrics: dict[str, float] = field(default_factory=dict)
@@ -79,6 +82,10 @@ class TrialRecord:
     worker: str | None = None
     retry_of: int | None = None
     seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.state, TrialState):
+            object.__setattr__(self, "state", TrialState(self.state))
 
     @property
     def duration(self) -> float | None:
@@ -93,4 +100,4 @@ class TrialRecord:
     @property
     def is_finished(self) -> bool:
         """Whether the trial is COMPLETE or FAILED."""
-        return self.state in ("COMPLETE", "FAILED")
+        return self.state.is_finished

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tuner.trial import TrialState
+
 if TYPE_CHECKING:
     from studies.records import TrialRecord
     from studies.settings import StudySettings
@@ -18,13 +20,13 @@ __all__ = ["cached_records", "make_surrogate", "surrogate_mode", "tuner_records"
 
 def tuner_records(trials: Sequence[TrialRecord]) -> list[Any]:
     """Stored trials as `tuner.Trial` records (what the tuner is rebuilt from)."""
-    from tuner.trial import Trial, TrialState
+    from tuner.trial import Trial
 
     return [
         Trial(
             id=t.number,
             config=t.config,
-            state=TrialState(t.state),
+            state=t.state,
             values=t.values,
             metrics=t.metrics,
             error=t.error,
@@ -55,7 +57,7 @@ def surrogate_mode(setting: str, constraint_metrics: Collection[str], trials: Se
     if setting != "auto":
         return setting
     told = set(constraint_metrics)
-    if any(set(t.metrics) - told for t in trials if t.state.value == "COMPLETE"):
+    if any(set(t.metrics) - told for t in trials if t.state == TrialState.COMPLETE):
         return "structured"
     return "flat"
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from tuner.errors import (
     InvalidArgumentError,
     InvalidConfigError,
@@ -15,10 +17,35 @@ from tuner.errors import (
     UnknownTrialError,
 )
 from tuner.options import TunerOptions
-from tuner.problem import OutcomeConstraint, parse_constraint
-from tuner.surrogate import FlatSurrogate, SaasSurrogate, Surrogate, TrainingData
 from tuner.trial import Trial, TrialState
-from tuner.tuner import Tuner
+
+if TYPE_CHECKING:
+    from tuner.problem import OutcomeConstraint, parse_constraint
+    from tuner.surrogate import FlatSurrogate, SaasSurrogate, Surrogate, TrainingData
+    from tuner.tuner import Tuner
+
+#: Names whose modules import torch and BoTorch (about 1.5 s), loaded on first use, so that
+#: `tuner.Trial` / `tuner.TrialState` (and the records of `studies`) stay cheap to import.
+_LAZY = {
+    "OutcomeConstraint": "tuner.problem",
+    "parse_constraint": "tuner.problem",
+    "FlatSurrogate": "tuner.surrogate",
+    "SaasSurrogate": "tuner.surrogate",
+    "Surrogate": "tuner.surrogate",
+    "TrainingData": "tuner.surrogate",
+    "Tuner": "tuner.tuner",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'tuner' has no attribute {name!r}")
+
 
 __all__ = [
     "FlatSurrogate",

@@ -105,7 +105,7 @@ def test_a_trial_reports_means_errors_and_its_fidelity(calibration: Calibration)
 
 
 def _enqueue(study: Any, configs: list[dict[str, Any]]) -> None:
-    sid = study._record.id
+    sid = study.id
     with study.storage.write() as conn:
         study.storage.lock_study(conn, sid)
         for config in configs:

@@ -321,7 +321,7 @@ def test_damaged_rows_are_reported_not_raised_raw(
 
     study = Study("s", toy_space(), {"f": "minimize"}, storage=storage_url)
     study.tell(study.ask(), {"f": 1.0})
-    store, sid = study.storage, study._record.id
+    store, sid = study.storage, study.id
     target = schema.trials if table == "trials" else schema.studies
     with store.write() as conn:
         conn.execute(update(target).values({column: raw}))

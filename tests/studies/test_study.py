@@ -187,7 +187,7 @@ def test_dead_local_worker_is_reaped_without_waiting(sqlite_url: str) -> None:
         sqlite_url, settings=helpers.fast_settings(100, grace_period=600.0, heartbeat_interval=0.2)
     )
     with study.storage.write() as conn:
-        study.storage.add_trial(conn, study._record.id, toy_space().sample(1, 5)[0], worker=dead)
+        study.storage.add_trial(conn, study.id, toy_space().sample(1, 5)[0], worker=dead)
     assert study.reap_stale() == [0]
 
 

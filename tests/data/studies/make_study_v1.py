@@ -38,9 +38,7 @@ def main() -> None:
     study.optimize(5, progress=False)  # trials 0-4 COMPLETE
     study.tell(study.ask(), error="RuntimeError: golden failure")  # trial 5 FAILED
     with study.storage.write() as conn:  # trial 6: RUNNING on a host that went away
-        study.storage.add_trial(
-            conn, study._record.id, toy_space().sample(7, 3)[6], worker="gone:1:x"
-        )
+        study.storage.add_trial(conn, study.id, toy_space().sample(7, 3)[6], worker="gone:1:x")
     time.sleep(5.5)
     study.reap_stale()  # trial 6 FAILED (stale), trial 7 WAITING retry
     study.ask()  # trial 7 claimed by hand: RUNNING without heartbeat
