@@ -50,7 +50,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 bench: $(PEERS_STAMP)
-	@for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+	@for f in benchmarks/bench_*.py; do m=benchmarks.$$(basename $$f .py); echo "== $$m"; $(PY) -m $$m || exit 1; done
 
 ## Refresh the lock: the newest versions pyproject.toml allows, installed in a scratch environment
 ## (torch is kept out of it). Run `make clean test` on the result before committing it.

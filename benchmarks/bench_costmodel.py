@@ -17,7 +17,7 @@ Prints tables and writes ``benchmarks/results/bench_costmodel.json`` (machine, v
 load average before and after, every case). Targets (issue 20): Spearman >= 0.9 and median error
 <= 25% for the calibrated profile; Pareto speedups within 25% (median).
 
-Usage: ``python benchmarks/bench_costmodel.py [--repeats 15] [--steps 300]``.
+Usage: ``python -m benchmarks.bench_costmodel [--repeats 15] [--steps 300]``.
 """
 
 from __future__ import annotations
@@ -29,17 +29,13 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import argparse  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
-from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import rewrite  # noqa: E402
 from benchmarks._common import write_results  # noqa: E402

@@ -15,7 +15,7 @@ Prints a table and writes ``benchmarks/results/bench_rewrite_ir.json`` with the 
 versions and seeds. Targets: full GPT-2 import < 10 s; >= 200 full evaluations/s; incremental
 >= 20x the full rate.
 
-Usage: ``python benchmarks/bench_rewrite_ir.py [--quick]`` (``--quick`` skips the full-size
+Usage: ``python -m benchmarks.bench_rewrite_ir [--quick]`` (``--quick`` skips the full-size
 LLaMA, whose export alone takes ~30 s).
 """
 

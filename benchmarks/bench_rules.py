@@ -22,24 +22,21 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
-from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np  # noqa: E402
-from _common import timeit, write_results  # noqa: E402
+import numpy as np
 
-from rewrite import zoo  # noqa: E402
-from rewrite.prove import prove_rule  # noqa: E402
-from rewrite.rules import RuleRegistry, catalogue  # noqa: E402
-from rewrite.verify import Verifier  # noqa: E402
-from rewrite.verify.region import region_graphs  # noqa: E402
+from benchmarks._common import timeit, write_results
+from rewrite import zoo
+from rewrite.prove import prove_rule
+from rewrite.rules import RuleRegistry, catalogue
+from rewrite.verify import Verifier
+from rewrite.verify.region import region_graphs
 
 
 def _all_sites(reg: RuleRegistry, g) -> list:  # noqa: ANN001

@@ -21,9 +21,9 @@ to 5,000 nodes) for seconds per step against node count, plotted to
 
 Usage::
 
-    python benchmarks/bench_search.py            # full: 4 models x 3 strategies x 3 seeds, targets
-    python benchmarks/bench_search.py --quick    # small models, short budgets, 1 seed
-    python benchmarks/bench_search.py --targets  # only the scale targets and the node sweep
+    python -m benchmarks.bench_search            # full: 4 models x 3 strategies x 3 seeds, targets
+    python -m benchmarks.bench_search --quick    # small models, short budgets, 1 seed
+    python -m benchmarks.bench_search --targets  # only the scale targets and the node sweep
 """
 
 from __future__ import annotations
@@ -39,15 +39,11 @@ import tempfile
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import RESULTS_DIR, write_results  # noqa: E402
-
-from rewrite.optimize.api import search  # noqa: E402
-from rewrite.optimize.config import SearchConfig  # noqa: E402
+from benchmarks._common import RESULTS_DIR, write_results
+from rewrite.optimize.api import search
+from rewrite.optimize.config import SearchConfig
 
 STRATEGIES = ("stochastic", "greedy", "best_first")
 MODELS: dict[str, dict[str, Any]] = {

@@ -9,14 +9,9 @@ user would wire it by hand for Optuna/Ax (a per-config Python loop), for a ratio
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import timeit, write_results  # noqa: E402
-
-from spaces import Bool, Choice, Float, Int, Simplex, Space  # noqa: E402
+from benchmarks._common import timeit, write_results
+from spaces import Bool, Choice, Float, Int, Simplex, Space
 
 
 def build_space() -> Space:

@@ -14,7 +14,7 @@ true DAG, model selection off: the BOFN-style GP network), ``ax`` (Ax 1.x ``Clie
 generation strategy, peer). Recorded per trial: dominated hypervolume of the observed objectives
 and the proposal wall and CPU time.
 
-Usage: ``python benchmarks/bench_structure.py [--quick] [--seeds N] [--trials T]``. Result files
+Usage: ``python -m benchmarks.bench_structure [--quick] [--seeds N] [--trials T]``. Result files
 hold compact per-seed summaries (`_structure_results`); ``--raw PATH`` keeps the raw traces.
 """
 
@@ -34,10 +34,8 @@ from typing import Any, get_type_hints
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from _structure_problems import PROBLEMS, Problem  # noqa: E402
-from _structure_results import (  # noqa: E402
+from benchmarks._structure_problems import PROBLEMS, Problem
+from benchmarks._structure_results import (
     add_ratios,
     compact_record,
     hv_curve,
@@ -45,8 +43,7 @@ from _structure_results import (  # noqa: E402
     summarize,
     write,
 )
-
-from structure import (  # noqa: E402
+from structure import (
     Edge,
     LearnConfig,
     NetworkConfig,
@@ -54,10 +51,10 @@ from structure import (  # noqa: E402
     StructuredConfig,
     StructuredSurrogate,
 )
-from structure.params import param_nodes  # noqa: E402
-from structure.select import SelectConfig  # noqa: E402
-from tuner import FlatSurrogate, Tuner  # noqa: E402
-from tuner.options import TunerOptions  # noqa: E402
+from structure.params import param_nodes
+from structure.select import SelectConfig
+from tuner import FlatSurrogate, Tuner
+from tuner.options import TunerOptions
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

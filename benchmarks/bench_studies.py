@@ -21,8 +21,8 @@ worker idle fraction ``1 - sum(trial finished - started) / (n_workers * wall)``.
 average is recorded next to every run; the machine is shared, so compare ratios within a run.
 
 Usage:
-    python benchmarks/bench_studies.py --quick     # 20 trials, flat and structured
-    python benchmarks/bench_studies.py             # 40 and 150 trials
+    python -m benchmarks.bench_studies --quick     # 20 trials, flat and structured
+    python -m benchmarks.bench_studies             # 40 and 150 trials
 """
 
 from __future__ import annotations
@@ -30,18 +30,15 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks._common import write_results  # noqa: E402
-from studies.examples import toy_evaluate, toy_space  # noqa: E402
-from studies.settings import StudySettings  # noqa: E402
-from studies.study import Study  # noqa: E402
+from benchmarks._common import write_results
+from studies.examples import toy_evaluate, toy_space
+from studies.settings import StudySettings
+from studies.study import Study
 
 OBJ = {"latency": "minimize", "search_seconds": "minimize"}
 

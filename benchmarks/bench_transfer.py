@@ -18,16 +18,15 @@ Three parts, each in this one run (so every ratio compares figures of the same m
 
 Usage::
 
-    python benchmarks/bench_transfer.py                         # 3 tuner seeds, 30 trials
-    python benchmarks/bench_transfer.py --quick                 # 1 tuner seed, 12 trials
-    python benchmarks/bench_transfer.py --no-transfer --surrogates flat,structured,saas,rules:flat,rules:saas --trials 40
+    python -m benchmarks.bench_transfer                         # 3 tuner seeds, 30 trials
+    python -m benchmarks.bench_transfer --quick                 # 1 tuner seed, 12 trials
+    python -m benchmarks.bench_transfer --no-transfer --surrogates flat,structured,saas,rules:flat,rules:saas --trials 40
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 import warnings
@@ -36,9 +35,7 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import write_results  # noqa: E402
+from benchmarks._common import write_results
 
 TRAIN: tuple[str, ...] = ("gpt2", "bert", "resnet", "t5")
 HELD_OUT = ("llama", "vit")

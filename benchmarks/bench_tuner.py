@@ -26,9 +26,9 @@ trials) at n = 25, 50, 100, 200, this tuner versus Ax, with the ratio. torch run
 for every method (``torch.set_num_threads(1)``).
 
 Usage:
-    python benchmarks/bench_tuner.py --quick           # 1 seed, budgets 10 20, n = 25 50
-    python benchmarks/bench_tuner.py                   # 5 seeds, budgets 10 20 40, all n
-    python benchmarks/bench_tuner.py --summarize benchmarks/results/bench_tuner.jsonl
+    python -m benchmarks.bench_tuner --quick           # 1 seed, budgets 10 20, n = 25 50
+    python -m benchmarks.bench_tuner                   # 5 seeds, budgets 10 20 40, all n
+    python -m benchmarks.bench_tuner --summarize benchmarks/results/bench_tuner.jsonl
 
 Every finished run is appended to ``benchmarks/results/<name>.jsonl`` as it completes, so a run
 cut short still leaves its data; the final table goes to ``<name>.json`` and ``<name>.csv``.
@@ -42,7 +42,6 @@ import json
 import logging
 import math
 import statistics
-import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -51,18 +50,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from _common import RESULTS_DIR, machine_info, write_results  # noqa: E402
-from botorch.test_functions.multi_objective import DTLZ2, BraninCurrin  # noqa: E402
-from botorch.utils.multi_objective.box_decompositions.dominated import (  # noqa: E402
+from botorch.test_functions.multi_objective import DTLZ2, BraninCurrin
+from botorch.utils.multi_objective.box_decompositions.dominated import (
     DominatedPartitioning,
 )
 
-from spaces import Float, Simplex, Space  # noqa: E402
-from tuner import Trial, TrialState, Tuner  # noqa: E402
+from benchmarks._common import RESULTS_DIR, machine_info, write_results
+from spaces import Float, Simplex, Space
+from tuner import Trial, TrialState, Tuner
 
 METHODS = ("tuner", "ax", "optuna_tpe", "optuna_nsga2", "sobol")
 OBJECTIVES = {"f1": "minimize", "f2": "minimize"}

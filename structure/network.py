@@ -21,11 +21,9 @@ points of a batch. `forward` uses that: rows shared by every batch element (the 
 qLogNEHVI concatenates to each candidate) are evaluated once.
 
 Measured and not kept: BOFN's noiseless node GPs (fixed noise ``1e-6`` of each node's variance
-instead of learned noise). On the true DAG in `benchmarks/bench_structure.py` (``--quick``, 50
-trials, 10 seeds, against the flat GP's stored runs) the trial at which the median hypervolume
-reaches flat's final median moved from 30 to 32 on Dropwave (paired 27 -> 28) and from 36 to 27
-on Ackley-6 (paired 44 -> 39, +2.5 with p 0.08): no halving on either, and learned noise is what
-a stochastic search's metrics need.
+instead of learned noise): no clear gain on the function networks, and learned noise is what a
+stochastic search's metrics need (figures: benchmarks/README.md, "bench_structure: design
+decisions").
 """
 
 from __future__ import annotations

@@ -25,23 +25,18 @@ then left out one at a time, which flatters larger sets. Small sets are flattere
 pure-noise target a GP on one random column beats the constant by ``min_gain`` plus the log of 4
 candidates in 12-15% of draws (n = 10 to 40; the MAP lengthscale, 0.002-0.01 of the range, fits
 coincident pairs). Starting from the base set, and checking that a chosen metric is itself
-predictable (`Selection.predictable`), guard against that (how well is not measured). Two
-variants were measured on the benchmarks (10 seeds) and not kept, since both lost the lead over
-flat on Ackley-6 (median hypervolume difference -0.9 and -1.4, instead of +2.6, p 0.03):
+predictable (`Selection.predictable`), guard against that (how well is not measured). Variants
+measured and not kept (figures: benchmarks/README.md, "bench_structure: design decisions"):
 
 - a second search from the empty set for objectives: finds Dropwave's radius earlier, but
-  chose the network on unstructured BraninCurrin in 20% of trials instead of 7%;
+  chooses the network on unstructured problems more often and lost the lead over flat on
+  Ackley-6;
 - charging each fitted lengthscale ``l`` its prior's shape term ``(ln l - loc)^2 / (2 sd^2)``:
-  cuts the chance tail to 1-3% of draws and keeps Dropwave's radius signal, but Dropwave and
-  Alpine2 ended weaker than with the plain score (+0.17, p 0.23 and +4.7, p 0.08 against
-  +0.14, p 0.05 and +5.8, p 0.02);
-- on search8 (`benchmarks/bench_structure.py`, whose gain has a window in the acceptance rate):
-  objectives selected sparsely, every metric tried at each forward step, plus a second search
-  from the empty set. It gives gain the acceptance rate at 20 trials where the search from all
-  12 parameter columns finds it only at about 30, but optimized no better: median paired
-  difference to flat at 40 trials -0.16 (p 0.81, 7 seeds; the default +0.10, p 0.63, 10
-  seeds), and on a pure-noise target with 12 parameters it found a "predictable" set of chance
-  inputs.
+  cuts the chance tail and keeps Dropwave's radius signal, but Dropwave and Alpine2 ended
+  weaker than with the plain score;
+- objectives selected sparsely (every metric tried at each forward step, plus a second search
+  from the empty set): finds search8's acceptance-rate window earlier but optimized no better,
+  and on a pure-noise target it found a "predictable" set of chance inputs.
 """
 
 from __future__ import annotations

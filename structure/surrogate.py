@@ -23,11 +23,11 @@ fresh instance recomputes the latest one). At a checkpoint the surrogate
 3. uses the network unless it predicts clearly worse: its advantage, held-out plus prequential
    (each summed over the scored points), divided by the number of scored points, must be above
    ``-tolerance`` nats; otherwise the flat GP. The network is preferred on a tie because a
-   structure's benefit to the optimizer shows before its predictions win: in
-   `benchmarks/bench_structure.py` the network on the true DAG loses the two scores by 0.3-0.8
-   nats per point on Ackley-6 and Alpine2 at 10-20 trials, yet reaches the flat GP's final
-   hypervolume in half the trials; where it predicted far worse (tens of nats per point, a
-   product chain extrapolated with too little data) it also optimized worse. Selection in
+   structure's benefit to the optimizer shows before its predictions win: on the function
+   networks the network on the true DAG loses both scores slightly at 10-20 trials yet reaches
+   the flat GP's final hypervolume sooner, while where it predicted far worse (tens of nats per
+   point) it also optimized worse (figures: benchmarks/README.md, "bench_structure: design
+   decisions"). Selection in
    `structure.learn` has already kept every metric that does not improve a GP's leave-one-out
    density out of the structure, so on problems without structure the network rarely exists.
 
@@ -85,12 +85,8 @@ class StructuredConfig:
         relearn_every: Trials between checkpoints (structure re-learned, scores recomputed).
         dense_until: Checkpoint at every trial up to this many trials, then every
             ``relearn_every``: a structure is adopted (or a fallback left) as soon as the data
-            shows it, while checkpoints are cheap. In `benchmarks/bench_structure.py` (50
-            trials, 10 seeds) 20 instead of 0 brought the trial at which the median
-            hypervolume reaches the flat GP's final value from 30 to 21 on Alpine2 and from
-            never to 23 on Ackley-6, raised Dropwave's (paired p 0.63 -> 0.05) and left
-            BraninCurrin with 30 nuisance metrics equal to flat, at 1.8-4.5 times flat's
-            proposal time. 0: no dense phase.
+            shows it, while checkpoints are cheap (20 was measured against 0 in
+            benchmarks/README.md, "bench_structure: design decisions"). 0: no dense phase.
         cv_folds: Folds of the held-out score.
         window: Trials scored prequentially at each checkpoint.
         tolerance: Nats per scored point by which the network may predict worse than the flat
