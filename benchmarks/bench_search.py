@@ -39,6 +39,7 @@ import tempfile
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from benchmarks._common import RESULTS_DIR, write_results
@@ -214,10 +215,11 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
 def run_child(spec: dict[str, Any]) -> dict[str, Any]:
     """`child` in a fresh interpreter (its peak RSS is its own)."""
     out = subprocess.run(
-        [sys.executable, __file__, "--child", json.dumps(spec)],
+        [sys.executable, "-m", "benchmarks.bench_search", "--child", json.dumps(spec)],
         capture_output=True,
         text=True,
         check=True,
+        cwd=Path(__file__).resolve().parents[1],  # the repository root: `benchmarks` importable
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
