@@ -42,7 +42,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import rewrite  # noqa: E402
-from rewrite import Graph, cost, zoo  # noqa: E402
+from rewrite import Graph, GraphEditor, cost, zoo  # noqa: E402
 
 SEED = 0
 DEVICE = "h100"
@@ -114,7 +114,7 @@ def bench_cost(g: Graph, n_full: int = 200, n_edit: int = 2000) -> dict[str, Any
 
     def one_edit(nid: int) -> Graph:
         node = g.node(nid)
-        ed = g.editor()
+        ed = GraphEditor(g)
         ed.replace(node.out(), ed.sigmoid(node.inputs[0]))
         return ed.finish()
 

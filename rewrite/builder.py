@@ -12,7 +12,7 @@ Example:
     >>> g = b.build([b.relu(b.linear(x, w))])
 
 Editing (what rewrite rules do):
-    >>> ed = g.editor()
+    >>> ed = GraphEditor(g)
     >>> old = g.outputs[0]
     >>> new = ed.gelu(ed.node(old.node).inputs[0])
     >>> ed.replace(old, new)
@@ -282,7 +282,8 @@ class GraphEditor(_NodeFactory):
         """
         if self._done:
             raise GraphError(
-                "a GraphEditor is single-use, but finish() was called twice; start graph.editor() again."
+                "a GraphEditor is single-use, but finish() was called twice; start "
+                "GraphEditor(graph) again."
             )
         self._done = True
         base = self.graph

@@ -2,7 +2,7 @@
 
 A `Graph` is a DAG of `Node`s. A node is ``(op, attrs, inputs)`` plus its inferred output
 types; it is identified inside its graph by an integer id, and its inputs are `Value`s
-``(node_id, output_index)``. Nodes are immutable and shared: an edit (`Graph.editor()`) copies
+``(node_id, output_index)``. Nodes are immutable and shared: an edit (`rewrite.GraphEditor`) copies
 the id -> node table (a flat dict copy) and replaces only the nodes it touches, so a rewritten
 graph shares every unchanged `Node` object with its parent and records the difference in
 `Graph.delta` (used by incremental costing).
@@ -30,13 +30,10 @@ import itertools
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from rewrite.errors import GraphError
 from rewrite.tensor import DTYPE_BYTES, ConstArray, TensorType, numpy_dtype
-
-if TYPE_CHECKING:
-    from rewrite.builder import GraphEditor
 
 __all__ = [
     "DTYPE_BYTES",
@@ -364,12 +361,6 @@ class Graph:
                 idx.setdefault(self._nodes[nid].op, []).append(nid)
             self._by_op = {k: tuple(v) for k, v in idx.items()}
         return self._by_op.get(op, ())
-
-    def editor(self) -> GraphEditor:
-        """A `GraphEditor` whose `finish()` returns an edited copy sharing unchanged nodes."""
-        from rewrite.builder import GraphEditor
-
-        return GraphEditor(self)
 
     # ------------------------------------------------------------------ order
     def topo_order(self) -> tuple[int, ...]:

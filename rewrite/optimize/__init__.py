@@ -21,10 +21,10 @@ from rewrite.optimize.config import (
     priors_from_params,
     search_space,
 )
-from rewrite.optimize.informed import PriorFamily, RuleEvidence, benchmark_rules
+from rewrite.optimize.informed import PriorFamily, RuleEvidence
 from rewrite.optimize.priors import PriorsFile, RulePriors, read_priors_file
 from rewrite.optimize.result import RULE_COUNTERS, RunStats, SearchResult, Solution, Step
-from rewrite.optimize.suite import SCORES, Baseline, SuiteResult, search_suite
+from rewrite.optimize.suite import SCORES, Baseline, SuiteResult, benchmark_rules, search_suite
 
 __all__ = [
     "DEFAULT_TUNED",

@@ -37,12 +37,10 @@ import numpy as np
 from rewrite.errors import PriorsError
 
 if TYPE_CHECKING:
-    from rewrite.ir import Graph
-    from rewrite.optimize.config import SearchConfig
     from rewrite.optimize.result import SearchResult
     from rewrite.rules.base import Rule
 
-__all__ = ["PriorFamily", "RuleEvidence", "benchmark_rules", "pattern_size"]
+__all__ = ["PriorFamily", "RuleEvidence", "pattern_size"]
 
 #: Pseudo-firings of the family rate (and of the global rate for a family) in a rule's rate.
 DEFAULT_SHRINKAGE = 20.0
@@ -248,31 +246,3 @@ class PriorFamily:
                 f"A prior family needs a family and a size for every rule: {missing}."
             )
         return cls(rules, families, sizes, evidence, shrinkage)
-
-
-def benchmark_rules(
-    workloads: Mapping[str, Graph],
-    config: SearchConfig,
-    seeds: Sequence[int],
-    device: Any = "h100",
-    rules: Sequence[Rule] | None = None,
-) -> tuple[RuleEvidence, dict[str, list[SearchResult]]]:
-    """Offline benchmarking of rules: search every workload with every seed, count the evidence.
-
-    Args:
-        workloads: Name -> graph of the training suite.
-        config: The search config (its ``seed`` is replaced by each of ``seeds``); uniform priors.
-        seeds: Search seeds.
-        device: Cost-model device.
-        rules: The rules (default: the verified catalogue).
-
-    Returns:
-        The evidence, and the results by workload (one per seed, in ``seeds`` order).
-    """
-    from rewrite.optimize.api import search
-
-    results = {
-        w: [search(g, config.replace(seed=int(s)), None, device, rules=rules) for s in seeds]
-        for w, g in workloads.items()
-    }
-    return RuleEvidence.from_results(r for rs in results.values() for r in rs), results

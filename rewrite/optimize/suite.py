@@ -31,11 +31,14 @@ import numpy as np
 
 from rewrite.errors import SearchError
 from rewrite.ir import Graph
+from rewrite.optimize.api import coerce_config, search
 from rewrite.optimize.config import SearchConfig
+from rewrite.optimize.informed import RuleEvidence
 from rewrite.optimize.priors import RulePriors
 from rewrite.optimize.result import SearchResult
+from rewrite.rules.base import Rule
 
-__all__ = ["SCORES", "Baseline", "SuiteResult", "search_suite"]
+__all__ = ["SCORES", "Baseline", "SuiteResult", "benchmark_rules", "search_suite"]
 
 _SUMMED = ("time.", "cache.", "dropped.", "rule.", "work.")
 
@@ -272,8 +275,6 @@ def search_suite(
     Raises:
         SearchError: If ``workloads`` or ``seeds`` is empty.
     """
-    from rewrite.optimize.api import coerce_config, search
-
     if not workloads:
         raise SearchError("search_suite needs at least one workload, but got none.")
     priors = RulePriors.coerce(priors)
@@ -290,3 +291,29 @@ def search_suite(
         seeds,
         config.max_steps,
     )
+
+
+def benchmark_rules(
+    workloads: Mapping[str, Graph],
+    config: SearchConfig,
+    seeds: Sequence[int],
+    device: Any = "h100",
+    rules: Sequence[Rule] | None = None,
+) -> tuple[RuleEvidence, dict[str, list[SearchResult]]]:
+    """Offline benchmarking of rules: search every workload with every seed, count the evidence.
+
+    Args:
+        workloads: Name -> graph of the training suite.
+        config: The search config (its ``seed`` is replaced by each of ``seeds``); uniform priors.
+        seeds: Search seeds.
+        device: Cost-model device.
+        rules: The rules (default: the verified catalogue).
+
+    Returns:
+        The evidence, and the results by workload (one per seed, in ``seeds`` order).
+    """
+    results = {
+        w: [search(g, config.replace(seed=int(s)), None, device, rules=rules) for s in seeds]
+        for w, g in workloads.items()
+    }
+    return RuleEvidence.from_results(r for rs in results.values() for r in rs), results

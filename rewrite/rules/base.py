@@ -23,16 +23,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rewrite.builder import GraphEditor
 from rewrite.errors import MatchError, RuleError
 from rewrite.ir import Graph, Value
 from rewrite.rules.pattern import Match, P, is_exclusive, match_roots, pattern_ops
-
-if TYPE_CHECKING:
-    from rewrite.builder import GraphEditor
 
 __all__ = ["FAMILIES", "OBJECTIVES", "Dims", "Rule", "Site"]
 
@@ -224,7 +221,7 @@ class Rule:
             RuleError: If the builder returns the wrong number of values.
         """
         m = self.match_of(graph, site)
-        ed = graph.editor()
+        ed = GraphEditor(graph)
         new = list(self.build(ed, m))
         olds = self.replaced_values(m)
         if len(new) != len(olds):

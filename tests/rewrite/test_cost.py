@@ -13,6 +13,7 @@ from rewrite import (
     DeviceProfile,
     Graph,
     GraphBuilder,
+    GraphEditor,
     cost,
     device_names,
     load_device,
@@ -101,7 +102,7 @@ def test_opaque_nodes_are_costed_conservatively() -> None:
 
 def _swap_op(g: Graph, op: str, new_op: str, k: int = 0) -> Graph:
     node = g.node(g.by_op(op)[k])
-    ed = g.editor()
+    ed = GraphEditor(g)
     ed.replace(node.out(), ed.add_node(new_op, node.inputs, dict(node.attrs)).out(0))
     return ed.finish()
 

@@ -13,6 +13,7 @@ import pytest
 from rewrite import (
     Graph,
     GraphBuilder,
+    GraphEditor,
     GraphError,
     SerializationError,
     evaluate,
@@ -113,7 +114,7 @@ def test_builder_dedupes_constants_and_prunes_dead_nodes() -> None:
 def test_edit_shares_unchanged_nodes_and_records_delta() -> None:
     g = mlp()
     relu = g.by_op("relu")[0]
-    ed = g.editor()
+    ed = GraphEditor(g)
     new = ed.gelu(g.node(relu).inputs[0])
     ed.replace(g.node(relu).out(), new)
     g2 = ed.finish()
@@ -134,11 +135,11 @@ def test_edit_shares_unchanged_nodes_and_records_delta() -> None:
 def test_edit_removes_dead_nodes_and_can_consume_the_replaced_value() -> None:
     g = mlp()
     relu = g.node(g.by_op("relu")[0])
-    ed = g.editor()
+    ed = GraphEditor(g)
     ed.replace(relu.out(), ed.relu(relu.out()))  # relu(relu(x)): new node reads the old one
     g2 = ed.finish()
     assert g2.op_counts()["relu"] == 2
-    ed = g2.editor()
+    ed = GraphEditor(g2)
     top = g2.node(g2.by_op("relu")[1])
     ed.replace(top.out(), top.inputs[0])  # drop it again
     assert ed.finish() == g
@@ -146,7 +147,7 @@ def test_edit_removes_dead_nodes_and_can_consume_the_replaced_value() -> None:
 
 def test_replace_rejects_type_changes() -> None:
     g = mlp()
-    ed = g.editor()
+    ed = GraphEditor(g)
     relu = g.node(g.by_op("relu")[0])
     with pytest.raises(GraphError, match="keep the type"):
         ed.replace(relu.out(), ed.sum(relu.out(), dims=(0,)))
@@ -217,7 +218,7 @@ def test_text_dump_lists_every_node() -> None:
 def test_edit_creating_a_cycle_is_reported_on_first_sort() -> None:
     g = mlp()
     relu = g.node(g.by_op("relu")[0])
-    ed = g.editor()
+    ed = GraphEditor(g)
     mul = g.node(g.users(relu.id)[0])  # relu -> mul; make relu read relu(mul): a cycle
     ed.replace(relu.out(), ed.add_node("relu", [mul.out()]).out(0))
     g2 = ed.finish()
@@ -230,7 +231,7 @@ def test_child_indexes_and_hashes_match_a_fresh_graph(zoo_gpt2: Graph) -> None:
     assert g.hash  # parent hashes computed, so the children inherit them
     for op, new_op in (("tanh", "sigmoid"), ("pow", "maximum"), ("sigmoid", "tanh")):
         node = g.node(g.by_op(op)[0])
-        ed = g.editor()
+        ed = GraphEditor(g)
         ed.replace(node.out(), ed.add_node(new_op, node.inputs, dict(node.attrs)).out(0))
         g = ed.finish()
         fresh = g.copy()

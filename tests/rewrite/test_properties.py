@@ -10,6 +10,7 @@ from rewrite import (
     COST_FIELDS,
     Graph,
     GraphBuilder,
+    GraphEditor,
     cost,
     evaluate,
     from_json,
@@ -65,7 +66,7 @@ def test_edits_cost_incrementally_and_hash_like_fresh_graphs(
         if not candidates:
             return
         node = candidates[pick % len(candidates)]
-        ed = g.editor()
+        ed = GraphEditor(g)
         ed.replace(node.out(), ed.add_node(new_op, node.inputs).out(0))
         g = ed.finish()
         c = cost(g, "a100", base=c)
