@@ -37,7 +37,7 @@ def trials_dataframe(trials: Sequence[TrialRecord], objectives: Collection[str])
 
     rows = []
     for t in trials:
-        row: dict[str, Any] = {"number": t.number, "state": t.state}
+        row: dict[str, Any] = {"number": t.number, "state": str(t.state)}
         row.update({f"values.{k}": (t.values or {}).get(k) for k in objectives})
         row.update({f"metrics.{k}": v for k, v in sorted(t.metrics.items())})
         row.update(flatten(t.config, "config"))
