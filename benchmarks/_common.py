@@ -1,4 +1,9 @@
-"""Shared helpers for benchmark scripts: machine/version metadata and result files."""
+"""Shared helpers for benchmark scripts: machine/version metadata and result files.
+
+Every script saves its results through `write_results`, so every results file carries the same
+``machine`` record (format version, commit, date, load average, platform, package versions); the
+script's payload (its settings, seeds and measurements) sits beside it.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -15,8 +21,10 @@ from typing import Any
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 #: Version of the results files' layout (``machine`` plus the script's payload); raise it when the
-#: layout of ``machine`` changes.
-FORMAT_VERSION = 2
+#: layout of ``machine`` changes. 3: every script writes through `write_results` (bench_rewrite_ir
+#: and bench_structure had records of their own); ``load_average_end`` when the machine record was
+#: taken at the start of the run.
+FORMAT_VERSION = 3
 
 _PACKAGES = (
     "rewrite-tuner",
@@ -29,6 +37,7 @@ _PACKAGES = (
     "optuna",
     "transformers",
     "z3-solver",
+    "causal-learn",
 )
 
 
@@ -73,12 +82,42 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-def write_results(name: str, payload: dict[str, Any]) -> Path:
-    """Write ``payload`` plus machine info as JSON to ``benchmarks/results/<name>.json``."""
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    path = RESULTS_DIR / f"{name}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"machine": machine_info(), **payload}, indent=2, default=str))
+def write_results(
+    name: str | Path,
+    payload: dict[str, Any],
+    *,
+    machine: dict[str, Any] | None = None,
+    dumps: Callable[[dict[str, Any]], str] | None = None,
+) -> Path:
+    """Write ``payload`` plus machine info as JSON and return the file's path.
+
+    Args:
+        name: A file stem, written to ``benchmarks/results/<name>.json``, or a `Path`, written
+            where it says.
+        payload: The script's record: its settings, seeds and measurements.
+        machine: A `machine_info` taken at the start of the run (its date and load average are
+            the start's; the load average now is added as ``load_average_end``); taken now when
+            None.
+        dumps: The record's JSON text (a script with a layout of its own); indented by 2 when
+            None.
+
+    The file is replaced atomically: a run saving as it goes never leaves half a file.
+    """
+    if "machine" in payload:
+        raise ValueError("payload has a 'machine' key of its own; write_results adds it")
+    if machine is None:
+        machine = machine_info()
+    elif hasattr(os, "getloadavg"):
+        machine = {**machine, "load_average_end": list(os.getloadavg())}
+    record = {"machine": machine, **payload}
+    path = name if isinstance(name, Path) else RESULTS_DIR / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = dumps(record) if dumps else json.dumps(record, indent=2, default=str)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w") as fh:
+        fh.write(text if text.endswith("\n") else text + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
     os.replace(tmp, path)
     return path
 

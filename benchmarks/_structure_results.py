@@ -16,8 +16,6 @@ the method).
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -218,13 +216,10 @@ def compact_record(record: dict[str, Any], refs: dict[str, tuple[float, ...]]) -
     return _rounded({**record, "cells": cells})
 
 
-def write(path: Path, record: dict[str, Any]) -> None:
-    """Write `record` as JSON, indented down to the runs and the summaries, each of which
-    takes one line."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(_dumps(record, 0) + "\n")
-    os.replace(tmp, path)
+def dumps(record: dict[str, Any]) -> str:
+    """`record` as JSON, indented down to the runs and the summaries, each of which takes one
+    line (the layout `benchmarks._common.write_results` writes result files in)."""
+    return _dumps(record, 0) + "\n"
 
 
 def _dumps(obj: Any, level: int) -> str:

@@ -27,26 +27,22 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+import argparse
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-import rewrite  # noqa: E402
-from rewrite import Graph, GraphEditor, cost, zoo  # noqa: E402
+import rewrite
+from benchmarks._common import write_results
+from rewrite import Graph, GraphEditor, cost, zoo
 
 SEED = 0
 DEVICE = "h100"
-RESULTS = Path(__file__).parent / "results" / "bench_rewrite_ir.json"
 _costmod = sys.modules["rewrite.cost"]
 
 
@@ -161,34 +157,6 @@ def bench_cost(g: Graph, n_full: int = 200, n_edit: int = 2000) -> dict[str, Any
     return out
 
 
-def machine() -> dict[str, Any]:
-    import transformers
-
-    return {
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "numpy": np.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "seed": SEED,
-        "device_profile": DEVICE,
-        "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-
-
-def write_json(data: dict[str, Any]) -> None:
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=RESULTS.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=2)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, RESULTS)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="skip the full-size LLaMA import")
@@ -227,8 +195,18 @@ def main() -> None:
         "no_opaque_nodes": all(r["opaque"] == 0 for r in imports),
     }
     print("  targets:", ", ".join(f"{k}={'PASS' if v else 'FAIL'}" for k, v in checks.items()))
-    write_json({"machine": machine(), "imports": imports, "cost": costs, "targets": checks})
-    print(f"wrote {RESULTS}")
+    path = write_results(
+        "bench_rewrite_ir",
+        {
+            "seed": SEED,
+            "device_profile": DEVICE,
+            "torch_threads": torch.get_num_threads(),
+            "imports": imports,
+            "cost": costs,
+            "targets": checks,
+        },
+    )
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from collections.abc import Mapping
@@ -34,14 +32,15 @@ from typing import Any, get_type_hints
 import numpy as np
 import torch
 
+from benchmarks._common import machine_info, write_results
 from benchmarks._structure_problems import PROBLEMS, Problem
 from benchmarks._structure_results import (
     add_ratios,
     compact_record,
+    dumps,
     hv_curve,
     merge_cells,
     summarize,
-    write,
 )
 from structure import (
     Edge,
@@ -184,53 +183,6 @@ def run_ax(problem: Problem, seed: int, trials: int) -> dict[str, Any]:
     return {"Y": Y, "times": times, "models": [], "final_describe": {}}
 
 
-def environment() -> dict[str, Any]:
-    import botorch
-    import gpytorch
-
-    versions = {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "botorch": botorch.__version__,
-        "gpytorch": gpytorch.__version__,
-    }
-    for mod in ("ax", "causallearn"):
-        try:
-            from importlib.metadata import version
-
-            versions[mod] = version({"ax": "ax-platform", "causallearn": "causal-learn"}[mod])
-        except Exception:  # noqa: BLE001 - optional peers
-            versions[mod] = None
-    return {
-        "machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
-        "load_avg_start": os.getloadavg(), "platform": platform.platform(), "versions": versions,
-        "commit": _commit(),
-    }  # fmt: skip
-
-
-def _commit() -> str | None:
-    """The checkout's commit (with ``+dirty`` when it has uncommitted changes), if known."""
-    import subprocess
-
-    root = Path(__file__).resolve().parents[1]
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--", "."],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return head + ("+dirty" if dirty else "")  # fmt: skip
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small budget: 2 problems, 20 trials")
@@ -328,8 +280,9 @@ def main(argv: list[str] | None = None) -> int:
     record: dict[str, Any] = {
         "benchmark": "bench_structure", "command": " ".join(["python", *sys.argv]),
         "started": datetime.now(UTC).isoformat(), "quick": quick,
-        "seeds": list(range(args.first_seed, args.first_seed + seeds)), "budget": budget, "config": overrides, "network": network, "select": select, "environment": environment(), "cells": [],
+        "seeds": list(range(args.first_seed, args.first_seed + seeds)), "budget": budget, "config": overrides, "network": network, "select": select, "cells": [],
     }  # fmt: skip
+    machine = machine_info()  # the start's load average; write_results adds the end's
     for name in problems:
         problem = PROBLEMS[name]
         # Only `learned` reads the metrics: flat, true (a fixed DAG over the problem's own
@@ -369,20 +322,21 @@ def main(argv: list[str] | None = None) -> int:
                     same_for_every_k[label] = cell["methods"][label]
             add_ratios(cell, budget, problem.ref)
             record["cells"].append(cell)
-            _save(record, out, args.raw)
+            _save(record, out, args.raw, machine)
     record["finished"] = datetime.now(UTC).isoformat()
-    record["environment"]["load_avg_end"] = os.getloadavg()
-    _save(record, out, args.raw)
+    _save(record, out, args.raw, machine)
     print_table(record)
     print(f"wrote {out}")
     return 0
 
 
-def _save(record: dict[str, Any], out: Path, raw: str | None) -> None:
-    """The compact summary to `out`, the raw traces to `raw` (when given)."""
+def _save(record: dict[str, Any], out: Path, raw: str | None, machine: dict[str, Any]) -> None:
+    """The compact summary to `out`, the raw traces to `raw` (when given), both with the
+    run's `machine` (`benchmarks._common.write_results`)."""
     if raw:
-        write(Path(raw), record)
-    write(out, compact_record(record, {name: p.ref for name, p in PROBLEMS.items()}))
+        write_results(Path(raw), record, machine=machine, dumps=dumps)
+    compact = compact_record(record, {name: p.ref for name, p in PROBLEMS.items()})
+    write_results(out, compact, machine=machine, dumps=dumps)
 
 
 def merge(paths: list[Path], out: Path, raw: Path | None = None) -> int:
@@ -394,22 +348,36 @@ def merge(paths: list[Path], out: Path, raw: Path | None = None) -> int:
             f"--merge needs files of one trial budget, got {[r['budget'] for r in records]}."
         )
     refs = {name: p.ref for name, p in PROBLEMS.items()}
-    record = dict(records[0], cells=merge_cells(records, refs))
+    # The merged file's machine is the merging process's; each source keeps its own in
+    # ``merged_from`` (``environment`` in files written before `write_results` wrote them all).
+    record = {
+        k: v
+        for k, v in dict(records[0], cells=merge_cells(records, refs)).items()
+        if k not in ("machine", "environment")
+    }
     record["seeds"] = sorted(
         {run["seed"] for c in record["cells"] for m in c["methods"].values() for run in m["runs"]}
     )
     # A merged file lists the files it was merged from.
-    record["merged_from"] = [
-        source
-        for p, r in zip(paths, records)
-        for source in r.get("merged_from") or [{"file": p.name, "command": r.get("command")}]
-    ]
+    record["merged_from"] = [source for p, r in zip(paths, records) for source in _sources(p, r)]
     if raw:
-        write(raw, record)
-    write(out, compact_record(record, refs))
+        write_results(raw, record, dumps=dumps)
+    write_results(out, compact_record(record, refs), dumps=dumps)
     print_table(record)
     print(f"wrote {out}")
     return 0
+
+
+def _sources(path: Path, record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The files `record` (read from `path`) holds the runs of, each with its command and
+    machine record (``environment`` in files written before `write_results` wrote them all)."""
+    machine = record.get("machine") or record.get("environment")
+    if not record.get("merged_from"):
+        return [{"file": path.name, "command": record.get("command"), "machine": machine}]
+    sources = [dict(source) for source in record["merged_from"]]
+    # A merged file written before its sources kept their machine carried its first source's.
+    sources[0].setdefault("machine", machine)
+    return sources
 
 
 def _method(spec: str) -> tuple[str, str]:

@@ -419,11 +419,19 @@ def print_tables(summary: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def write_all(name: str, args: argparse.Namespace, records: list[dict[str, Any]]) -> None:
+def write_all(
+    name: str,
+    args: argparse.Namespace,
+    records: list[dict[str, Any]],
+    machine: dict[str, Any] | None = None,
+) -> None:
+    """Tabulate `records` and save them (`machine`: the run's, taken at its start)."""
     summary = summarize(records)
     rows = print_tables(summary)
     path = write_results(
-        name, {"args": vars(args), "seeds": args.seeds, "summary": summary, "records": records}
+        name,
+        {"args": vars(args), "seeds": args.seeds, "summary": summary, "records": records},
+        machine=machine,
     )
     csv_path = RESULTS_DIR / f"{name}.csv"
     with csv_path.open("w", newline="") as fh:
@@ -482,13 +490,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     log = RESULTS_DIR / f"{args.name}.jsonl"
     log.write_text("")
-    _append(log, {"kind": "meta", "machine": machine_info(), "args": vars(args)})
+    machine = machine_info()
+    _append(log, {"kind": "meta", "machine": machine, "args": vars(args)})
     problems = make_problems()
     if not args.skip_quality:
         run_quality(args, problems, log)
     run_timing(args, problems, log)
     records = [json.loads(line) for line in log.read_text().splitlines() if line]
-    write_all(args.name, args, records)
+    write_all(args.name, args, records, machine)
 
 
 if __name__ == "__main__":
