@@ -31,9 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from rewrite.errors import PriorsError
-from rewrite.optimize import priors as _format  # the format's one owner
-from rewrite.optimize.priors import FORMAT_VERSION, KIND, PriorsFile, validate_document
-from rewrite.serialize import write_text_atomic
+from rewrite.optimize.priors import (  # the format's one owner
+    FORMAT_VERSION,
+    KIND,
+    PriorsFile,
+    validate_document,
+)
+from rewrite.optimize.priors import read_priors_file as _read_priors_file
 from studies.errors import ExportError, PriorsFileError
 from studies.pareto import PickRule, choose_trial
 from studies.records import TrialRecord
@@ -46,7 +50,6 @@ __all__ = [
     "priors_from_trial",
     "read_priors_file",
     "simplex_names",
-    "write_json_atomic",
 ]
 
 
@@ -267,11 +270,6 @@ def _not_priors_file(path: Path) -> str | None:
     return None
 
 
-def write_json_atomic(path: str | os.PathLike[str], doc: Mapping[str, Any]) -> None:
-    """Write strict JSON (no NaN) to ``path`` atomically (`rewrite.serialize.write_text_atomic`)."""
-    write_text_atomic(path, json.dumps(doc, indent=2, allow_nan=False) + "\n")
-
-
 def read_priors_file(
     path: str | os.PathLike[str], known_rules: Collection[str] | None = None
 ) -> PriorsFile:
@@ -289,6 +287,6 @@ def read_priors_file(
             probabilities.
     """
     try:
-        return _format.read_priors_file(path, known_rules)
+        return _read_priors_file(path, known_rules)
     except PriorsError as err:
         raise PriorsFileError(str(err)) from err

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tuner.trial import TrialState
+from tuner.trial import Trial, TrialState
 
 if TYPE_CHECKING:
     from studies.records import TrialRecord
@@ -20,8 +20,6 @@ __all__ = ["cached_records", "make_surrogate", "surrogate_mode", "tuner_records"
 
 def tuner_records(trials: Sequence[TrialRecord]) -> list[Any]:
     """Stored trials as `tuner.Trial` records (what the tuner is rebuilt from)."""
-    from tuner.trial import Trial
-
     return [
         Trial(
             id=t.number,

@@ -22,10 +22,9 @@ def progress_counts(trials: Sequence[TrialRecord]) -> dict[str, int]:
     """``finished``, ``used``, ``waiting`` and ``running`` counts of ``trials`` (see
     `Study.progress`)."""
     retries = sum(t.retry_of is not None for t in trials)
-    finished = sum(t.is_finished for t in trials) - retries
     return {
-        "finished": finished,
-        "used": used(trials),
+        "finished": sum(t.is_finished for t in trials) - retries,
+        "used": len(trials) - retries,
         "waiting": sum(t.state == "WAITING" for t in trials),
         "running": sum(t.state == "RUNNING" for t in trials),
     }

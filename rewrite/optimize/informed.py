@@ -1,7 +1,7 @@
 """Rule priors informed by search logs: offline benchmarking of rules, and the prior family the
 tuner explores instead of one free weight per rule.
 
-Offline benchmarking (`benchmark_rules`) runs the search on a training suite and counts, per
+Offline benchmarking (`rewrite.optimize.suite.benchmark_rules`) runs the search on a training suite and counts, per
 rule, how often it fired and how often it appears on the rewrite path of a final Pareto graph
 (so enabling rewrites count, not only the last one) into a `RuleEvidence`.
 

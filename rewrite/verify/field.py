@@ -13,7 +13,8 @@ and means have their own exact rules. Everything else has a field surrogate:
 
 * unary non-linear ops (exp, tanh, gelu, relu, sqrt, ...; `OpDef.random_map`) are *consistent
   random maps*: a keyed pseudo-random function ``F_p -> F_p`` (splitmix64), the same for both
-  graphs under test. That is sound for rules valid for every element-wise function. Surrogates keep the identities rules rely on: ``rsqrt = 1 / sqrt``,
+  graphs under test. That is sound for rules valid for every element-wise function. Surrogates
+  keep the identities rules rely on: ``rsqrt = 1 / sqrt``,
   ``silu(x) = x * sigmoid(x)``, ``reciprocal`` and ``div`` use the true field inverse;
 * softmax is ``E(x) / sum(E(x))``, layer/RMS/batch norm use the field mean, the ``sqrt`` map and
   the inverse, attention is ``softmax(q k^T * scale + mask) v``; amax/amin are symmetric
