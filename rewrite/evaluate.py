@@ -53,7 +53,10 @@ def evaluate(
             env[node.id] = (_source(node.op, node.attrs["name"], source, node.type, xp),)
             continue
         args = [env[v.node][v.index] for v in node.inputs]
-        outs = get_op(node.op).impl(xp, args, node.attrs)
+        if node.op == "fused":  # a group means its body
+            outs = evaluate(node.attrs["body"], args, xp=xp)
+        else:
+            outs = get_op(node.op).impl(xp, args, node.attrs)
         env[node.id] = tuple(
             xp.asarray(o).astype(numpy_dtype(t.dtype), copy=False) for o, t in zip(outs, node.types)
         )

@@ -66,7 +66,7 @@ def trial_record(row: Any) -> TrialRecord:
     m = row._mapping if hasattr(row, "_mapping") else row
     number = int(m["number"])
     return TrialRecord(
-        number=number,
+        id=number,
         state=m["state"],
         config=decode(m, "config", dict, number),
         values=decode(m, "values", dict, number),

@@ -114,7 +114,7 @@ def hypervolume_curve(
     import torch
     from botorch.utils.multi_objective.hypervolume import Hypervolume
 
-    finished = sorted((t for t in trials if t.is_finished), key=lambda t: t.number)
+    finished = sorted((t for t in trials if t.state.is_finished), key=lambda t: t.number)
     ok = {t.number for t in feasible(finished, constraints)}
     good = [t for t in finished if t.number in ok]
     if not good:

@@ -6,10 +6,10 @@ see them). Do not mutate the dicts they hold.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from tuner.trial import TrialState
+from tuner.trial import Trial, TrialState
 
 __all__ = ["StudyRecord", "TrialRecord"]
 
@@ -46,14 +46,17 @@ class StudyRecord:
 
 
 @dataclass(frozen=True)
-class TrialRecord:
-    """One row of the ``trials`` table.
+class TrialRecord(Trial):
+    """One row of the ``trials`` table: a `tuner.Trial` with what the storage knows about its run.
+
+    The study's trial records are the tuner's trials (``id`` is the trial's number in the study),
+    so a tuner is synced to stored trials without a conversion.
 
     Attributes:
-        number: Position in the study (0, 1, 2, ...), unique within the study.
-        state: A `tuner.TrialState` (the tuner's own enum; a string such as ``"COMPLETE"`` is
-            converted, and compares equal to it).
+        id: Position in the study (0, 1, 2, ...), unique within the study; also `number`.
         config: The configuration evaluated.
+        state: A `tuner.TrialState` (a string such as ``"COMPLETE"`` is converted, and compares
+            equal to it).
         values: Objective values by name when COMPLETE, else ``None``.
         metrics: Tracking and constraint metrics the evaluate function returned.
         error: Why the trial FAILED, else ``None``.
@@ -69,12 +72,6 @@ class TrialRecord:
             by hand, crashed workers, databases written before this was stored).
     """
 
-    number: int
-    state: TrialState
-    config: dict[str, Any]
-    values: dict[str, float] | None = None
-    metrics: dict[str, float] = field(default_factory=dict)
-    error: str | None = None
     created: float = 0.0
     started: float | None = None
     finished: float | None = None
@@ -88,6 +85,11 @@ class TrialRecord:
             object.__setattr__(self, "state", TrialState(self.state))
 
     @property
+    def number(self) -> int:
+        """The trial's position in the study (its `id`)."""
+        return self.id
+
+    @property
     def duration(self) -> float | None:
         """The evaluation's duration in seconds: ``seconds`` when the worker measured it, else
         ``finished - started``; ``None`` while unfinished."""
@@ -96,8 +98,3 @@ class TrialRecord:
         if self.started is None or self.finished is None:
             return None
         return self.finished - self.started
-
-    @property
-    def is_finished(self) -> bool:
-        """Whether the trial is COMPLETE or FAILED."""
-        return self.state.is_finished

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 from studies.errors import StudyError
 from studies.quiet import numerical_warnings_to_log
-from studies.tuning import tuner_records
 from tuner.trial import TrialState
 
 if TYPE_CHECKING:
@@ -31,7 +30,7 @@ def structure_report(study: Study, png: str | os.PathLike[str] | None = None) ->
     """
     from structure import StructuredSurrogate, draw_structure, explain
 
-    records = [r for r in tuner_records(study.trials) if r.state == TrialState.COMPLETE]
+    records = [r for r in study.trials if r.state == TrialState.COMPLETE]
     if not records:
         raise StudyError(f"Study {study.name!r} has no completed trial to learn a structure from.")
     data = study.problem.training_data(study.space, records, study.seed)

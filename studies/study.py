@@ -40,7 +40,7 @@ from studies.report import structure_report
 from studies.schema import MAX_SEED, check_seed  # noqa: F401 - MAX_SEED: importable here
 from studies.settings import StudySettings
 from studies.storage import DEFAULT_STORAGE, Storage
-from studies.tuning import cached_records, make_surrogate, surrogate_mode
+from studies.tuning import make_surrogate, surrogate_mode
 from studies.views import progress_counts, trials_dataframe
 from studies.workers_local import manual_worker_id, worker_id
 
@@ -160,7 +160,6 @@ class Study:
         self._record = record
         self.space = space
         self._tuners: dict[str, Any] = {}  # surrogate kind -> this process's tuner
-        self._record_cache: dict[int, tuple[TrialRecord, Any]] = {}
         self._settings_error: StudySettingsError | None = None
         try:
             self._settings: StudySettings | None = StudySettings.from_dict(record.settings)
@@ -358,8 +357,7 @@ class Study:
         """
         from tuner.tuner import Tuner
 
-        records = cached_records(self._record_cache, trials)
-        mode = self._surrogate_mode(records)
+        mode = self._surrogate_mode(trials)
         tuner = self._tuners.get(mode)
         if tuner is None:
             tuner = self._tuners[mode] = Tuner(
@@ -371,7 +369,7 @@ class Study:
                 options=self.settings.options(),
                 surrogate=self._make_surrogate(mode),
             )
-        tuner.sync(records)
+        tuner.sync(trials)
         return tuner
 
     def surrogate(self, trials: Sequence[Any]) -> Any:

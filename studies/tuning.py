@@ -1,4 +1,4 @@
-"""Surrogate choice and the conversion of stored trials to `tuner.Trial` records.
+"""Which surrogate a study's tuner uses.
 
 `Study` keeps one `tuner.Tuner` per surrogate kind for its life (see `Study._tuner`); these are
 the pieces it is built from, free of any `Study` state.
@@ -9,42 +9,12 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tuner.trial import Trial, TrialState
+from tuner.trial import TrialState
 
 if TYPE_CHECKING:
-    from studies.records import TrialRecord
     from studies.settings import StudySettings
 
-__all__ = ["cached_records", "make_surrogate", "surrogate_mode", "tuner_records"]
-
-
-def tuner_records(trials: Sequence[TrialRecord]) -> list[Any]:
-    """Stored trials as `tuner.Trial` records (what the tuner is rebuilt from)."""
-    return [
-        Trial(
-            id=t.number,
-            config=t.config,
-            state=t.state,
-            values=t.values,
-            metrics=t.metrics,
-            error=t.error,
-        )
-        for t in trials
-    ]
-
-
-def cached_records(
-    cache: dict[int, tuple[TrialRecord, Any]], trials: Sequence[TrialRecord]
-) -> list[Any]:
-    """``trials`` as `tuner.Trial` records, converting only those that changed since they were
-    last put in ``cache`` (trial number -> (stored trial, its record); updated in place)."""
-    out = []
-    for t in trials:
-        hit = cache.get(t.number)
-        if hit is None or hit[0] != t:
-            hit = cache[t.number] = (t, tuner_records([t])[0])
-        out.append(hit[1])
-    return out
+__all__ = ["make_surrogate", "surrogate_mode"]
 
 
 def surrogate_mode(setting: str, constraint_metrics: Collection[str], trials: Sequence[Any]) -> str:

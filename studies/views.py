@@ -23,7 +23,7 @@ def progress_counts(trials: Sequence[TrialRecord]) -> dict[str, int]:
     `Study.progress`)."""
     retries = sum(t.retry_of is not None for t in trials)
     return {
-        "finished": sum(t.is_finished for t in trials) - retries,
+        "finished": sum(t.state.is_finished for t in trials) - retries,
         "used": len(trials) - retries,
         "waiting": sum(t.state == "WAITING" for t in trials),
         "running": sum(t.state == "RUNNING" for t in trials),

@@ -10,7 +10,7 @@ returns a `Measurement`:
   the wall time the run would take on an idle machine, and it does not count the time other
   processes take the core away (wall times on a shared machine are inflated by that, often 2-3x
   in the tail). ``clock="wall"`` forces wall time. ``interval`` is a 95% bootstrap interval of
-  the median (`rewrite.optimize.compare.interval`: seeded resamples of the repeats); ``wall``
+  the median (`rewrite.stats.interval`: seeded resamples of the repeats); ``wall``
   and ``cpu_time`` are the medians of both clocks (``cpu_time`` 0 on CUDA).
 * ``peak_memory`` (bytes): CUDA: ``torch.cuda.max_memory_allocated`` over one run after
   resetting the peak (weights and inputs included). CPU: the peak, over the steps of one run, of
@@ -35,6 +35,7 @@ from rewrite.errors import MeasureError
 from rewrite.evaluate import random_inputs, random_params
 from rewrite.ir import Graph, Node
 from rewrite.measure.lower import Program, lower, torch_dtype
+from rewrite.stats import interval
 
 __all__ = ["Measurement", "default_device", "measure", "measure_nodes", "random_tensors"]
 
@@ -281,8 +282,6 @@ def measure(
     with torch.inference_mode():
         times, cpu = _time_runs(program, args, params, dev, warmup, repeats)
         peak = _peak_memory(program, args, params, dev)
-    from rewrite.optimize.compare import interval
-
     arr = np.asarray(cpu if clk == "cpu" else times)
     iv = interval(arr.tolist(), np.median, seed)
     return Measurement(

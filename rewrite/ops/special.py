@@ -9,7 +9,9 @@
   output bytes (one extra round trip), one kernel.
 * ``fused`` carries a body `Graph` in attr ``body`` whose inputs are the node's inputs in order
   and whose outputs are the node's outputs. It is one kernel: its FLOPs are the body's and its
-  bytes are only its external inputs and outputs.
+  bytes are only its external inputs and outputs. It has no kernel of its own: every
+  interpreter (`rewrite.evaluate`, the prover, the verifiers, the PyTorch lowering) recurses
+  into the body.
 """
 
 from __future__ import annotations
@@ -94,10 +96,12 @@ def _fused_infer(ins: Types, attrs: Mapping[str, Any]) -> Types:
 
 
 def _fused_impl(xp: Any, arrs: Sequence[Any], attrs: Mapping[str, Any]) -> tuple[Any, ...]:
-    from rewrite.evaluate import evaluate
-
-    body: Graph = attrs["body"]
-    return tuple(evaluate(body, dict(zip(body.input_names, arrs)), xp=xp))
+    # A group's meaning is its body's: every interpreter (rewrite.evaluate, the prover, the
+    # verifiers, the lowering to PyTorch) recurses into the body itself.
+    raise EvaluationError(
+        "op 'fused' has no kernel of its own: evaluate the graph holding it with "
+        "rewrite.evaluate, which runs the group's body."
+    )
 
 
 def _fused_flops(ins: Types, outs: Types, attrs: Mapping[str, Any]) -> int:

@@ -18,7 +18,7 @@ so a report repeats exactly.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,51 +29,9 @@ from rewrite.ir import Graph
 from rewrite.optimize.config import SearchConfig
 from rewrite.optimize.priors import RulePriors
 from rewrite.optimize.suite import Baseline, SuiteResult, search_suite
+from rewrite.stats import Interval, interval
 
 __all__ = ["Comparison", "Interval", "compare", "interval"]
-
-#: Bootstrap resamples of an interval.
-N_BOOT = 2000
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A point estimate with a 95% interval."""
-
-    value: float
-    low: float
-    high: float
-
-    def to_dict(self) -> dict[str, float]:
-        """JSON-able form."""
-        return {"value": self.value, "low": self.low, "high": self.high}
-
-    def __str__(self) -> str:
-        return f"{self.value:.3g} [{self.low:.3g}, {self.high:.3g}]"
-
-
-def interval(
-    values: Sequence[float] | np.ndarray,
-    stat: Callable[[np.ndarray], float] = np.mean,
-    seed: int = 0,
-) -> Interval:
-    """``stat`` of ``values`` with a 95% percentile-bootstrap interval over them.
-
-    Args:
-        values: Per-seed numbers (one per seed, or paired differences).
-        stat: Statistic of a 1-d array, e.g. `np.mean` or `np.median`.
-        seed: Seed of the resampling.
-    """
-    a = np.asarray(values, dtype=np.float64)
-    if a.size == 0:
-        raise SearchError("An interval needs at least one value, but got none.")
-    point = float(stat(a))
-    if a.size == 1:
-        return Interval(point, point, point)
-    rng = np.random.default_rng(seed)
-    boots = np.array([stat(a[rng.integers(0, a.size, a.size)]) for _ in range(N_BOOT)])
-    lo, hi = np.percentile(boots, [2.5, 97.5])
-    return Interval(point, float(lo), float(hi))
 
 
 @dataclass

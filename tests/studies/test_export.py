@@ -22,7 +22,7 @@ OBJ = {"a": "minimize", "b": "maximize"}
 
 def _t(number: int, a: float, b: float, state: str = "COMPLETE", **metrics: float) -> TrialRecord:
     return TrialRecord(
-        number=number,
+        id=number,
         state=state,
         config={"x": number},
         values={"a": a, "b": b} if state == "COMPLETE" else None,
@@ -200,7 +200,7 @@ def test_export_refuses_non_finite_and_keeps_old_file(tmp_path: Path) -> None:
     path = tmp_path / "priors.json"
     path.write_text("old\n")
     bad = TrialRecord(
-        number=9,
+        id=9,
         state="COMPLETE",
         values={"latency": 0.0, "search_seconds": 0.0},
         config={

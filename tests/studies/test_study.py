@@ -107,7 +107,7 @@ def test_worker_process_crash_is_a_failed_trial(sqlite_url: str) -> None:
     study = make(sqlite_url, helpers.crashing_worker)
     study.optimize(6, n_workers=1, progress=False)
     trials = study.trials
-    assert len(trials) == 6 and all(t.is_finished for t in trials)
+    assert len(trials) == 6 and all(t.state.is_finished for t in trials)
     for t in trials:
         if t.config["population"] < 10:
             assert t.state == "FAILED" and "WorkerCrashed" in t.error

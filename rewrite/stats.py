@@ -1,0 +1,59 @@
+"""Bootstrap intervals: a statistic of per-seed (or per-repeat) numbers with its 95% interval.
+
+One home for the resampling that `rewrite.optimize.compare` (search seeds) and
+`rewrite.measure` (timing repeats) both report; the generator is seeded, so a report repeats.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from rewrite.errors import SearchError
+
+__all__ = ["N_BOOT", "Interval", "interval"]
+
+#: Bootstrap resamples of an interval.
+N_BOOT = 2000
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with a 95% interval."""
+
+    value: float
+    low: float
+    high: float
+
+    def to_dict(self) -> dict[str, float]:
+        """JSON-able form."""
+        return {"value": self.value, "low": self.low, "high": self.high}
+
+    def __str__(self) -> str:
+        return f"{self.value:.3g} [{self.low:.3g}, {self.high:.3g}]"
+
+
+def interval(
+    values: Sequence[float] | np.ndarray,
+    stat: Callable[[np.ndarray], float] = np.mean,
+    seed: int = 0,
+) -> Interval:
+    """``stat`` of ``values`` with a 95% percentile-bootstrap interval over them.
+
+    Args:
+        values: Per-seed numbers (one per seed, or paired differences).
+        stat: Statistic of a 1-d array, e.g. `np.mean` or `np.median`.
+        seed: Seed of the resampling.
+    """
+    a = np.asarray(values, dtype=np.float64)
+    if a.size == 0:
+        raise SearchError("An interval needs at least one value, but got none.")
+    point = float(stat(a))
+    if a.size == 1:
+        return Interval(point, point, point)
+    rng = np.random.default_rng(seed)
+    boots = np.array([stat(a[rng.integers(0, a.size, a.size)]) for _ in range(N_BOOT)])
+    lo, hi = np.percentile(boots, [2.5, 97.5])
+    return Interval(point, float(lo), float(hi))
