@@ -30,14 +30,17 @@ Usage:
     python -m benchmarks.bench_tuner                   # 5 seeds, budgets 10 20 40, all n
     python -m benchmarks.bench_tuner --summarize benchmarks/results/bench_tuner.jsonl
 
-Every finished run is appended to ``benchmarks/results/<name>.jsonl`` as it completes, so a run
-cut short still leaves its data; the final table goes to ``<name>.json`` and ``<name>.csv``.
+Every finished run is appended to a journal, ``benchmarks/results/.journal/<name>.jsonl`` (not
+committed), as it completes, so a run cut short still leaves its data; the final table and every
+record go to ``benchmarks/results/<name>.json`` and the journal is removed. ``--summarize``
+re-tabulates journals or earlier results files together (e.g. runs made in parallel, one seed
+each). ``--tuner-options '{"num_restarts": 5}'`` runs this tuner with other `TunerOptions`
+(recorded with the results).
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import logging
 import math
@@ -57,7 +60,7 @@ from botorch.utils.multi_objective.box_decompositions.dominated import (
 
 from benchmarks._common import RESULTS_DIR, machine_info, write_results
 from spaces import Float, Simplex, Space
-from tuner import Trial, TrialState, Tuner
+from tuner import Trial, TrialState, Tuner, TunerOptions
 
 METHODS = ("tuner", "ax", "optuna_tpe", "optuna_nsga2", "sobol")
 OBJECTIVES = {"f1": "minimize", "f2": "minimize"}
@@ -124,8 +127,12 @@ def hypervolume(problem: Problem, Y: Sequence[dict[str, float]]) -> float:
 
 
 # ---------------------------------------------------------------------------- methods
+JOURNAL_DIR = RESULTS_DIR / ".journal"
+TUNER_OPTIONS = TunerOptions()  # replaced by --tuner-options
+
+
 def run_tuner(problem: Problem, budget: int, seed: int) -> list[dict[str, float]]:
-    tuner = Tuner(problem.space, OBJECTIVES, seed=seed)
+    tuner = Tuner(problem.space, OBJECTIVES, seed=seed, options=TUNER_OPTIONS)
     out = []
     for _ in range(budget):
         (trial,) = tuner.ask(1)
@@ -237,7 +244,7 @@ def time_tuner(
     trials = [
         Trial(id=i, config=c, state=TrialState.COMPLETE, values=y) for i, (c, y) in enumerate(data)
     ]
-    tuner = Tuner(problem.space, OBJECTIVES, seed=seed, trials=trials)
+    tuner = Tuner(problem.space, OBJECTIVES, seed=seed, trials=trials, options=TUNER_OPTIONS)
     t0, c0 = time.perf_counter(), time.process_time()
     tuner.ask(1)
     return time.perf_counter() - t0, time.process_time() - c0
@@ -274,6 +281,14 @@ def _append(path: Path, record: dict[str, Any]) -> None:
     with path.open("a") as fh:
         fh.write(json.dumps(record, default=str) + "\n")
         fh.flush()
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """Run records of a journal (one JSON object per line) or of a results file."""
+    if path.suffix == ".json":
+        return [r for r in json.loads(path.read_text())["records"] if r.get("kind") != "meta"]
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line]
+    return [r for r in rows if r.get("kind") != "meta"]
 
 
 def run_quality(args: argparse.Namespace, problems: dict[str, Problem], log: Path) -> None:
@@ -430,17 +445,16 @@ def write_all(
     rows = print_tables(summary)
     path = write_results(
         name,
-        {"args": vars(args), "seeds": args.seeds, "summary": summary, "records": records},
+        {
+            "args": vars(args),
+            "seeds": args.seeds,
+            "summary": summary,
+            "table": rows,
+            "records": records,
+        },
         machine=machine,
     )
-    csv_path = RESULTS_DIR / f"{name}.csv"
-    with csv_path.open("w", newline="") as fh:
-        writer = csv.DictWriter(
-            fh, ["table", "problem", "method", "budget", "median", "q25", "q75", "n"]
-        )
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"\nwrote {path} and {csv_path}")
+    print(f"\nwrote {path}")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -456,7 +470,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--skip-quality", action="store_true")
     ap.add_argument("--name", default=None, help="result file stem (default bench_tuner[_quick])")
     ap.add_argument(
-        "--summarize", type=Path, nargs="+", default=None, help="only tabulate these .jsonl files"
+        "--summarize",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="only tabulate these journals (.jsonl) or results files (.json)",
+    )
+    ap.add_argument(
+        "--tuner-options",
+        type=json.loads,
+        default={},
+        help="TunerOptions fields for this tuner, as JSON (default: its defaults)",
     )
     args = ap.parse_args(argv)
     q = args.quick
@@ -481,14 +505,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
+    global TUNER_OPTIONS  # noqa: PLW0603 - one run, one set of options
+    TUNER_OPTIONS = TunerOptions(**args.tuner_options)
     if args.summarize is not None:
-        records = [
-            json.loads(line) for f in args.summarize for line in f.read_text().splitlines() if line
-        ]
-        write_all(args.name, args, records)
+        write_all(args.name, args, [r for f in args.summarize for r in read_records(f)])
         return
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    log = RESULTS_DIR / f"{args.name}.jsonl"
+    log = JOURNAL_DIR / f"{args.name}.jsonl"
+    log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("")
     machine = machine_info()
     _append(log, {"kind": "meta", "machine": machine, "args": vars(args)})
@@ -496,8 +519,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not args.skip_quality:
         run_quality(args, problems, log)
     run_timing(args, problems, log)
-    records = [json.loads(line) for line in log.read_text().splitlines() if line]
-    write_all(args.name, args, records, machine)
+    write_all(args.name, args, read_records(log), machine)
+    log.unlink()
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ def evaluate(
             continue
         args = [env[v.node][v.index] for v in node.inputs]
         if node.op == "fused":  # a group means its body
-            outs = evaluate(node.attrs["body"], args, xp=xp)
+            outs: Sequence[Any] = evaluate(node.attrs["body"], args, xp=xp)
         else:
             outs = get_op(node.op).impl(xp, args, node.attrs)
         env[node.id] = tuple(

@@ -24,6 +24,10 @@ gets a usable noise level from few seeds):
 - ``effort`` (rewrites plus verifier checks over the default's), ``latency_reduction``,
   ``peak_memory_reduction`` and ``reach`` (steps to the default's final hypervolume), which a
   study may choose as objectives too;
+- with ``measure`` on, ``measured_latency_reduction``: the latency reduction of each run's
+  best-predicted graph as timed on the device (CUDA when present, else the CPU;
+  `rewrite.optimize.SearchResult.measured_ratio`), an objective grounded in the hardware rather
+  than the cost model (the calibration times the defaults' graphs too);
 - tracking metrics: the search's run metrics (per-rule counters, phase times, cache rates,
   sizes) averaged over seeds, wall seconds (``search_time``) and ``fidelity.seeds``.
 
@@ -35,10 +39,11 @@ recorded at that fidelity (``fidelity.seeds`` = 1, with the calibration's noise 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -82,8 +87,12 @@ OBJECTIVES: dict[str, str] = {
     "latency_reduction": "maximize",
     "peak_memory_reduction": "maximize",
     "reach": "minimize",
+    "measured_latency_reduction": "maximize",
 }
-"""Every objective a trial reports (each with a ``.sem``), with its direction."""
+"""Every objective a trial reports (each with a ``.sem``), with its direction
+(``measured_latency_reduction`` only in a study that measures: ``rewrite_study(measure=True)``)."""
+
+MEASURED = "measured_latency_reduction"
 
 DEFAULT_OBJECTIVES: dict[str, str] = {"anytime_hv": "maximize", "final_hv": "maximize"}
 """The study's objectives unless told otherwise: how fast and how far the search gets."""
@@ -149,8 +158,9 @@ class Calibration:
 
 
 def _per_seed_objectives(result: SuiteResult, baselines: Mapping[str, Baseline]) -> list[dict]:
-    """`OBJECTIVES` of each seed of ``result`` (means over workloads)."""
-    return [{k: row[k] for k in OBJECTIVES} for row in result.per_seed(baselines)]
+    """`OBJECTIVES` of each seed of ``result`` (means over workloads; the measured one only when
+    every run was measured)."""
+    return [{k: row[k] for k in OBJECTIVES if k in row} for row in result.per_seed(baselines)]
 
 
 def calibrate(
@@ -159,6 +169,7 @@ def calibrate(
     seeds: Sequence[int],
     device: str = "h100",
     devices: int = 1,
+    measure: bool | str = False,
 ) -> Calibration:
     """Run the default search on every workload and seed; see `Calibration`.
 
@@ -168,6 +179,8 @@ def calibrate(
         seeds: Calibration seeds (at least 2).
         device: Cost-model device profile.
         devices: Devices of the mesh (sharding rules only from 2 on).
+        measure: Also time every run's input and Pareto graphs (True: CUDA when present, else
+            the CPU; or a torch device name), so ``measured_latency_reduction`` is calibrated.
 
     Raises:
         StudyError: With fewer than two seeds.
@@ -179,13 +192,34 @@ def calibrate(
     config = SearchConfig(max_steps=int(max_steps), devices=int(devices))
     evidence, runs = benchmark_rules(graphs, config, seeds, device)
     baselines = {w: Baseline.of(rs) for w, rs in runs.items()}
+    if measure:
+        with timing_threads():
+            for rs in runs.values():
+                for r in rs:
+                    r.measure(None if measure is True else measure, seed=int(r.config["seed"]))
     from rewrite.optimize import SuiteResult
 
     suite = SuiteResult(runs, tuple(int(s) for s in seeds), int(max_steps))
     per_seed = _per_seed_objectives(suite, baselines)
-    default = {k: [row[k] for row in per_seed] for k in OBJECTIVES}
+    default = {k: [row[k] for row in per_seed] for k in per_seed[0]}
     noise = {k: float(np.std(v, ddof=1)) for k, v in default.items()}
     return Calibration(tuple(int(s) for s in seeds), baselines, evidence, default, noise)
+
+
+@contextlib.contextmanager
+def timing_threads() -> Iterator[None]:
+    """One torch CPU thread while a study times graphs (restored after). The CPU-time clock then
+    holds while other workers share the machine, and the driving process never starts an OpenMP
+    thread team: libgomp is not fork-safe, and a worker forked after one hangs at its first
+    parallel kernel."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 @functools.lru_cache(maxsize=8)
@@ -225,6 +259,7 @@ def rewrite_space(
     calibration_seeds: int = CALIBRATION_SEEDS,
     race: bool = True,
     objectives: Sequence[str] = tuple(DEFAULT_OBJECTIVES),
+    measure: bool | str = False,
 ) -> Space:
     """The space of the rewrite study: tunable knobs, the rule priors and the fixed suite.
 
@@ -245,9 +280,13 @@ def rewrite_space(
         calibration_seeds: Seeds of the calibration (at least ``max(seeds, 2)``).
         race: Race trials against the defaults on their first seed (module docstring).
         objectives: The objectives racing compares (the study's).
+        measure: Time each run's best graphs on the device (True: CUDA when present, else the
+            CPU; or a torch device name such as ``"cuda:1"``), which adds the objective
+            ``measured_latency_reduction``; needed when that is one of ``objectives``.
 
     Raises:
-        StudyError: For an unknown workload, an empty suite, or invalid counts.
+        StudyError: For an unknown workload, an empty suite, invalid counts, or the measured
+            objective without ``measure``.
     """
     from rewrite.optimize import (
         DEFAULT_TUNED,
@@ -265,6 +304,15 @@ def rewrite_space(
     for label, n in (("seeds", seeds), ("calibration_seeds", calibration_seeds)):
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise StudyError(f"{label} must be an int >= 1, but got {n!r}.")
+    if not isinstance(measure, bool | str):
+        raise StudyError(
+            f"measure must be True, False or a torch device name like 'cpu', got {measure!r}."
+        )
+    if MEASURED in objectives and not measure:
+        raise StudyError(
+            f"The objective {MEASURED!r} times the search's graphs on a device: pass "
+            "measure=True (CUDA when present, else the CPU) or a torch device name."
+        )
     if calibration_seeds < max(seeds, 2):
         raise StudyError(
             f"calibration_seeds must be at least max(seeds, 2) = {max(seeds, 2)} (the trials' "
@@ -272,7 +320,12 @@ def rewrite_space(
         )
     if calibration is None:
         calibration = calibrate(
-            _graphs(tuple(workloads)), max_steps, range(calibration_seeds), device, devices
+            _graphs(tuple(workloads)),
+            max_steps,
+            range(calibration_seeds),
+            device,
+            devices,
+            measure,
         )
     catalogue = mesh_rules(default_rules(), devices)
     if priors == "family":
@@ -287,6 +340,7 @@ def rewrite_space(
         "seeds": list(calibration.seeds[:seeds]),
         "race": bool(race),
         "objectives": list(objectives),
+        **({"measure": measure} if measure else {}),  # absent: studies from before it existed
         "calibration": calibration.to_dict(),
     }
     return Space(
@@ -337,16 +391,27 @@ def evaluate_rewrite(config: Mapping[str, Any]) -> dict[str, float]:
     search_config, priors = config_from_params({k: v for k, v in config.items() if k != _SUITE})
     graphs = _graphs(tuple(suite["workloads"]))
     seeds = list(suite["seeds"])
-    result = search_suite(graphs, search_config, priors, suite["device"], seeds[:1])
+    measure = suite.get("measure", False)
+
+    def timing() -> contextlib.AbstractContextManager[None]:
+        return timing_threads() if measure else contextlib.nullcontext()
+
+    with timing():
+        result = search_suite(
+            graphs, search_config, priors, suite["device"], seeds[:1], measure=measure
+        )
     first = _per_seed_objectives(result, cal.baselines)[0]
     objectives = [o for o in suite["objectives"] if o in OBJECTIVES]
     if len(seeds) > 1 and not (suite["race"] and _dominated(first, cal, objectives)):
-        rest = search_suite(graphs, search_config, priors, suite["device"], seeds[1:])
+        with timing():
+            rest = search_suite(
+                graphs, search_config, priors, suite["device"], seeds[1:], measure=measure
+            )
         result = result.extend(rest)
     per_seed = _per_seed_objectives(result, cal.baselines)
     out = {**result.metrics()}
     dof = len(cal.seeds) - 1
-    for name in OBJECTIVES:
+    for name in per_seed[0]:
         values = [row[name] for row in per_seed]
         out[name] = float(np.mean(values))
         out[f"{name}.sem"] = _pooled_sem(values, cal.noise[name], dof)
@@ -378,6 +443,7 @@ def rewrite_study(
     seed: int = 0,
     device: str = "h100",
     devices: int = 1,
+    measure: bool | str = False,
     seeds: int = DEFAULT_SEEDS,
     calibration_seeds: int = CALIBRATION_SEEDS,
     race: bool = True,
@@ -402,6 +468,8 @@ def rewrite_study(
         seed: The tuner's seed.
         device: Cost-model device profile.
         devices: Devices of the mesh (sharding rules only from 2 on).
+        measure: Time each run's best graphs on the device (see `rewrite_space`); required for
+            the objective ``measured_latency_reduction``.
         seeds: Search seeds per trial.
         calibration_seeds: Seeds of the calibration runs.
         race: Race trials against the defaults on their first seed.
@@ -440,6 +508,7 @@ def rewrite_study(
         "calibration_seeds": calibration_seeds,
         "race": race,
         "objectives": tuple(objectives),
+        "measure": measure,
     }
     existing = _stored(name, storage)
     if existing is not None:

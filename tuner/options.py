@@ -35,8 +35,8 @@ class TunerOptions:
             configuration (the hand-tuned baseline, or the center of the space).
     """
 
-    num_restarts: int = 10
-    raw_samples: int = 512
+    num_restarts: int = 5
+    raw_samples: int = 256
     maxiter: int = 200
     mc_samples: int = 128
     fit_maxiter: int | None = 150

@@ -22,6 +22,7 @@ Metric names (all floats):
 * ``hypervolume`` (final, of cost vectors normalized by the input's, reference point 1.1 per
   objective), ``hypervolume.input`` (the input graph's own), and
   ``best.<objective>.ratio`` (best frontier value over the input's, < 1 is an improvement);
+  ``best.latency.measured_ratio`` once measured (`SearchResult.measured_ratio`);
 * ``final_check.<level>``: reported graphs per `Solution.checked` level (``real``, ``reduced``,
   ``regions``), and ``final_check.failed``: graphs dropped because a whole-graph check failed.
 """
@@ -245,6 +246,19 @@ class SearchResult:
         self.measured = measure_front(self, device, repeats=repeats, seed=seed, compile=compile)
         return self.measured
 
+    def measured_ratio(self) -> float | None:
+        """Measured latency of the Pareto graph with the lowest predicted latency (the one a user
+        would deploy) over the input graph's measured latency: below 1, the search's best graph
+        is faster on the device. None until `measure` ran, or when latency is not an objective."""
+        if not self.measured or "latency" not in self.objectives:
+            return None
+        rows = {r.index: r for r in self.measured}
+        if not self.pareto:
+            return 1.0
+        j = self.objectives.index("latency")
+        best = min(range(len(self.pareto)), key=lambda i: self.pareto[i].objectives[j])
+        return float(rows[best].measured_latency / rows[-1].measured_latency)
+
     @property
     def hypervolume(self) -> float:
         """Final hypervolume (normalized costs, reference 1.1 per objective)."""
@@ -293,6 +307,9 @@ class SearchResult:
         for level in CHECK_LEVELS[1:]:
             out[f"final_check.{level}"] = float(sum(s.checked == level for s in self.pareto))
         out["final_check.failed"] = float(self.final_failed)
+        measured = self.measured_ratio()
+        if measured is not None:
+            out["best.latency.measured_ratio"] = measured
         return out
 
     def summary(self) -> dict[str, Any]:

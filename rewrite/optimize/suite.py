@@ -180,9 +180,11 @@ class SuiteResult:
         Returns:
             ``latency_reduction`` and ``peak_memory_reduction``: one minus the geometric mean over
             workloads of (best value / input value), when those are objectives of the search;
-            ``hypervolume``: mean normalized hypervolume; ``search_time``: wall seconds per seed
-            (all workloads). With ``baselines``, also ``anytime_hv``, ``final_hv``, ``effort``
-            and ``reach`` (see the module docstring), and ``<name>.sem`` for each objective.
+            ``measured_latency_reduction``: the same from measured latencies, when every run
+            was measured (``measure=True``; `SearchResult.measured_ratio`); ``hypervolume``:
+            mean normalized hypervolume; ``search_time``: wall seconds per seed (all workloads).
+            With ``baselines``, also ``anytime_hv``, ``final_hv``, ``effort`` and ``reach`` (see
+            the module docstring), and ``<name>.sem`` for each objective.
         """
         per_seed = self.per_seed(baselines)
         out: dict[str, float] = {}
@@ -203,6 +205,9 @@ class SuiteResult:
                 if all(name in r.objectives for r in rs):
                     ratios = [r.metrics()[f"best.{name}.ratio"] for r in rs]
                     row[f"{name}_reduction"] = 1.0 - _gmean(ratios)
+            measured = [r.measured_ratio() for r in rs]
+            if all(m is not None for m in measured):
+                row["measured_latency_reduction"] = 1.0 - _gmean(measured)  # type: ignore[arg-type]
             row["hypervolume"] = sum(r.hypervolume for r in rs) / len(rs)
             row["search_time"] = sum(r.wall_time for r in rs)
             per_seed.append(row)

@@ -18,6 +18,7 @@ from studies.errors import StudyConflictError
 from studies.plots import plot_study
 from studies.rewrite_study import (
     DEFAULT_OBJECTIVES,
+    MEASURED,
     OBJECTIVES,
     Calibration,
     _graphs,
@@ -40,7 +41,7 @@ def calibration() -> Calibration:
 def test_calibration_measures_the_defaults(calibration: Calibration) -> None:
     base = calibration.baselines["gpt2"]
     assert base.hv_input < base.hv_final and base.effort > 0
-    assert set(calibration.default) == set(OBJECTIVES) and calibration.seeds == (0, 1)
+    assert set(calibration.default) == set(OBJECTIVES) - {MEASURED} and calibration.seeds == (0, 1)
     assert all(len(v) == 2 for v in calibration.default.values())
     assert all(sd >= 0 for sd in calibration.noise.values())
     assert sum(calibration.evidence.fired.values()) > 0 < sum(calibration.evidence.used.values())
@@ -79,8 +80,9 @@ def test_family_space_is_small_and_its_default_is_the_search_default(
 def test_a_trial_reports_means_errors_and_its_fidelity(calibration: Calibration) -> None:
     space = rewrite_space(GPT2, **SMALL, calibration=calibration)
     out = evaluate_rewrite(space.default())
-    for name in OBJECTIVES:
+    for name in set(OBJECTIVES) - {MEASURED}:
         assert f"{name}.sem" in out and out[f"{name}.sem"] >= 0
+    assert MEASURED not in out  # nothing was timed
     assert out["fidelity.seeds"] == 2 and out["steps"] == 40  # metrics are per seed
     # the defaults on the calibration seeds score what the calibration measured
     assert out["anytime_hv"] == pytest.approx(sum(calibration.default["anytime_hv"]) / 2)
@@ -164,6 +166,29 @@ def test_only_a_configuration_that_beats_the_defaults_is_exported(tmp_path: Path
         "hypervolume.png",
         "priors.png",
     ]
+
+
+def test_a_measuring_study_times_the_best_graphs_on_the_device(tmp_path: Path) -> None:
+    """``measure=True``: the defaults' and every trial's best graphs are timed (here on the CPU),
+    and ``measured_latency_reduction`` is an objective like the others."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    objectives = {"final_hv": "maximize", MEASURED: "maximize"}
+    args = {"budget": 20, "seeds": 2, "calibration_seeds": 2, "storage": url, "name": "m"}
+    study = rewrite_study(GPT2, objectives, **args, measure="cpu")
+    spec = study.space.params["suite"].value
+    assert spec["measure"] == "cpu" and len(spec["calibration"]["default"][MEASURED]) == 2
+    study.optimize(1, progress=False)
+    (trial,) = study.trials
+    assert trial.state == "COMPLETE" and f"{MEASURED}.sem" in trial.metrics
+    # a reduction of the measured latency: below 1 (slower graphs are not reported as gains)
+    assert -1.0 < trial.values[MEASURED] < 1.0
+    assert rewrite_study(GPT2, objectives, **args, measure="cpu").space == study.space
+    with pytest.raises(StudyConflictError, match="other arguments"):
+        rewrite_study(GPT2, {"final_hv": "maximize"}, **args)
+    with pytest.raises(StudyError, match="measure=True"):
+        rewrite_space(GPT2, **SMALL, objectives=[MEASURED])
+    with pytest.raises(StudyError, match="measure must be"):
+        rewrite_space(GPT2, **SMALL, measure=1)  # type: ignore[arg-type]
 
 
 def test_bad_workload_and_objective_are_clear_errors(tmp_path: Path) -> None:
