@@ -190,13 +190,9 @@ def calibrate(
     if len(seeds) < 2:
         raise StudyError(f"Calibration needs at least 2 seeds to measure noise, got {list(seeds)}.")
     config = SearchConfig(max_steps=int(max_steps), devices=int(devices))
-    evidence, runs = benchmark_rules(graphs, config, seeds, device)
+    with timing_threads(bool(measure)):
+        evidence, runs = benchmark_rules(graphs, config, seeds, device, measure=measure)
     baselines = {w: Baseline.of(rs) for w, rs in runs.items()}
-    if measure:
-        with timing_threads():
-            for rs in runs.values():
-                for r in rs:
-                    r.measure(None if measure is True else measure, seed=int(r.config["seed"]))
     from rewrite.optimize import SuiteResult
 
     suite = SuiteResult(runs, tuple(int(s) for s in seeds), int(max_steps))
@@ -207,11 +203,14 @@ def calibrate(
 
 
 @contextlib.contextmanager
-def timing_threads() -> Iterator[None]:
-    """One torch CPU thread while a study times graphs (restored after). The CPU-time clock then
-    holds while other workers share the machine, and the driving process never starts an OpenMP
-    thread team: libgomp is not fork-safe, and a worker forked after one hangs at its first
-    parallel kernel."""
+def timing_threads(on: bool = True) -> Iterator[None]:
+    """One torch CPU thread while a study times graphs (restored after; ``on`` False: nothing
+    changes). The CPU-time clock then holds while other workers share the machine, and the
+    driving process never starts an OpenMP thread team: libgomp is not fork-safe, and a worker
+    forked after one hangs at its first parallel kernel."""
+    if not on:
+        yield
+        return
     import torch
 
     before = torch.get_num_threads()
@@ -393,17 +392,14 @@ def evaluate_rewrite(config: Mapping[str, Any]) -> dict[str, float]:
     seeds = list(suite["seeds"])
     measure = suite.get("measure", False)
 
-    def timing() -> contextlib.AbstractContextManager[None]:
-        return timing_threads() if measure else contextlib.nullcontext()
-
-    with timing():
+    with timing_threads(bool(measure)):
         result = search_suite(
             graphs, search_config, priors, suite["device"], seeds[:1], measure=measure
         )
     first = _per_seed_objectives(result, cal.baselines)[0]
     objectives = [o for o in suite["objectives"] if o in OBJECTIVES]
     if len(seeds) > 1 and not (suite["race"] and _dominated(first, cal, objectives)):
-        with timing():
+        with timing_threads(bool(measure)):
             rest = search_suite(
                 graphs, search_config, priors, suite["device"], seeds[1:], measure=measure
             )

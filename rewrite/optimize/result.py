@@ -252,12 +252,12 @@ class SearchResult:
         is faster on the device. None until `measure` ran, or when latency is not an objective."""
         if not self.measured or "latency" not in self.objectives:
             return None
-        rows = {r.index: r for r in self.measured}
         if not self.pareto:
             return 1.0
         j = self.objectives.index("latency")
         best = min(range(len(self.pareto)), key=lambda i: self.pareto[i].objectives[j])
-        return float(rows[best].measured_latency / rows[-1].measured_latency)
+        rows = {r.index: r.measured_latency for r in self.measured}
+        return float(rows[best] / rows[-1])
 
     @property
     def hypervolume(self) -> float:

@@ -304,6 +304,7 @@ def benchmark_rules(
     seeds: Sequence[int],
     device: Any = "h100",
     rules: Sequence[Rule] | None = None,
+    measure: bool | str = False,
 ) -> tuple[RuleEvidence, dict[str, list[SearchResult]]]:
     """Offline benchmarking of rules: search every workload with every seed, count the evidence.
 
@@ -313,12 +314,16 @@ def benchmark_rules(
         seeds: Search seeds.
         device: Cost-model device.
         rules: The rules (default: the verified catalogue).
+        measure: Re-time every result's Pareto graphs (`rewrite.search`'s ``measure``).
 
     Returns:
         The evidence, and the results by workload (one per seed, in ``seeds`` order).
     """
     results = {
-        w: [search(g, config.replace(seed=int(s)), None, device, rules=rules) for s in seeds]
+        w: [
+            search(g, config.replace(seed=int(s)), None, device, rules=rules, measure=measure)
+            for s in seeds
+        ]
         for w, g in workloads.items()
     }
     return RuleEvidence.from_results(r for rs in results.values() for r in rs), results
