@@ -72,6 +72,8 @@ class Problem:
         metrics: The metric nodes of the true DAG.
         ax: Whether the Ax peer can run it (range parameters only).
         noisy: Whether `evaluate` draws noise (runs then also record noise-free values).
+        hand_edges: A hand-written structure (what a user could write down from the metrics'
+            meaning, coarser than the true DAG); empty: the problem has none.
     """
 
     name: str
@@ -83,6 +85,13 @@ class Problem:
     metrics: tuple[str, ...]
     ax: bool = True
     noisy: bool = False
+    hand_edges: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def hand_metrics(self) -> tuple[str, ...]:
+        """The metric nodes of the hand-written structure."""
+        nodes = {n for edge in self.hand_edges for n in edge}
+        return tuple(m for m in self.metrics if m in nodes)
 
     def maximized(self, values: Mapping[str, float]) -> list[float]:
         """The objective values in the maximization convention, in objective order."""
@@ -234,6 +243,14 @@ def _search_edges() -> tuple[tuple[str, str], ...]:
     return tuple(edges)
 
 
+def _search_hand_edges() -> tuple[tuple[str, str], ...]:
+    """search8's structure as a user would write it from the four search metrics' meaning,
+    without the per-rule counters: verification seconds from the priors and the search's size."""
+    edges = [e for e in _search_edges() if not any(n.startswith("rule.") for n in e)]
+    sources = [f"priors.{r}" for r in RULES] + ["population", "mutations"]
+    return tuple(edges + [(s, "time.verify_seconds") for s in sources])
+
+
 def _search_problem() -> Problem:
     space = Space(
         {
@@ -252,7 +269,7 @@ def _search_problem() -> Problem:
     objectives = {"gain": "maximize", "search_seconds": "minimize"}
     return Problem(
         "search8", space, objectives, (0.0, -5.0), _search, _search_edges(), metrics,
-        ax=False, noisy=True,
+        ax=False, noisy=True, hand_edges=_search_hand_edges(),
     )  # fmt: skip
 
 

@@ -10,7 +10,8 @@ half random smooth functions of ``x`` that do not reach an objective.
 
 Methods: ``flat`` (the tuner's default `FlatSurrogate`), ``learned`` (`StructuredSurrogate`,
 structure learned from the metrics, model selection on), ``true`` (`StructuredSurrogate` with the
-true DAG, model selection off: the BOFN-style GP network), ``ax`` (Ax 1.x ``Client`` default
+true DAG, model selection off: the BOFN-style GP network), ``hand`` (the same on the problem's
+hand-written structure, `Problem.hand_edges`, where it has one), ``ax`` (Ax 1.x ``Client`` default
 generation strategy, peer). Recorded per trial: dominated hypervolume of the observed objectives
 and the proposal wall and CPU time.
 
@@ -56,6 +57,7 @@ from tuner import FlatSurrogate, Tuner
 from tuner.options import TunerOptions
 
 RESULTS = Path(__file__).resolve().parent / "results"
+METHODS = ("flat", "learned", "true", "hand", "ax")
 
 
 def nuisance(x: np.ndarray, k: int, seed: int, rng: np.random.Generator) -> dict[str, float]:
@@ -70,11 +72,17 @@ def nuisance(x: np.ndarray, k: int, seed: int, rng: np.random.Generator) -> dict
     return out
 
 
-def true_structure(problem: Problem) -> Structure:
-    """The problem's true DAG over the space's parameter nodes."""
+def true_structure(problem: Problem, hand: bool = False) -> Structure:
+    """The problem's true DAG (or its hand-written structure) over the space's parameter
+    nodes."""
+    edges, metrics = (
+        (problem.hand_edges, problem.hand_metrics)
+        if hand
+        else (problem.true_edges, problem.metrics)
+    )
     return Structure(
-        tuple(param_nodes(problem.space)), problem.metrics, tuple(problem.objectives),
-        tuple(Edge(s, t, 1.0, "required") for s, t in problem.true_edges),
+        tuple(param_nodes(problem.space)), metrics, tuple(problem.objectives),
+        tuple(Edge(s, t, 1.0, "required") for s, t in edges),
     )  # fmt: skip
 
 
@@ -99,7 +107,8 @@ def make_surrogate(
         config = StructuredConfig(learn=learn, network=network, **(overrides or {}))
         return StructuredSurrogate(config=config, flat=flat)
     config = StructuredConfig(selection=False, min_trials=4, learn=learn, network=network)
-    return StructuredSurrogate(config=config, flat=flat, structure=true_structure(problem))
+    structure = true_structure(problem, hand=method == "hand")
+    return StructuredSurrogate(config=config, flat=flat, structure=structure)
 
 
 def run_tuner(
@@ -205,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--methods",
         default="flat,learned,true,ax",
-        help="comma-separated methods (flat, learned, true, ax); LABEL=METHOD stores a variant "
+        help="comma-separated methods (flat, learned, true, hand, ax); LABEL=METHOD stores a variant "
         "(--config, --network) under its own name, to --merge with another file's runs",
     )
     parser.add_argument(
@@ -292,8 +301,10 @@ def main(argv: list[str] | None = None) -> int:
         for k in [k for k in ks if k > 0 or problem.metrics] or ks[:1]:
             cell: dict[str, Any] = {"problem": name, "nuisance": k, "methods": {}}
             for label, method in methods:
-                if (method == "true" and not problem.metrics) or (
-                    method == "ax" and not problem.ax
+                if (
+                    (method == "true" and not problem.metrics)
+                    or (method == "hand" and not problem.hand_edges)
+                    or (method == "ax" and not problem.ax)
                 ):
                     continue
                 if label in same_for_every_k:
@@ -383,8 +394,8 @@ def _sources(path: Path, record: dict[str, Any]) -> list[dict[str, Any]]:
 def _method(spec: str) -> tuple[str, str]:
     """``"flat"`` -> ``("flat", "flat")``; ``"LABEL=METHOD"`` -> ``(LABEL, METHOD)``."""
     label, _, method = spec.rpartition("=")
-    if method not in ("flat", "learned", "true", "ax"):
-        raise SystemExit(f"--methods takes flat, learned, true, ax or LABEL=METHOD, got {spec!r}.")
+    if method not in METHODS:
+        raise SystemExit(f"--methods takes {', '.join(METHODS)} or LABEL=METHOD, got {spec!r}.")
     return label or method, method
 
 

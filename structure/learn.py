@@ -251,11 +251,13 @@ def _select(
         for key in [k for k, e in out.items() if k[1] == node and e.origin != "required"]:
             del out[key]
             graph.remove_edge(*key)
+        # A base input kept without a gain of its own (selection did not test it:
+        # `SelectConfig.keep_base`) is a direct edge, as the base set's are.
         for parent in sel.parents:
             if (parent, node) not in out:
                 out[(parent, node)] = (
                     Edge(parent, node, 0.0, "direct")
-                    if sel.used_base
+                    if sel.used_base or parent not in sel.gains
                     else Edge(parent, node, sel.strength(parent), "learned")
                 )
                 graph.add_edge(parent, node)

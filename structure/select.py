@@ -16,7 +16,8 @@ hyper-parameters fitted by maximum a posteriori for each candidate set:
    chance); stop after ``max_parents`` additions or when nothing gains;
 3. backward: drop inputs, least relevant lengthscale first, whose removal costs less than a nat
    (an added metric that interacts with a parameter, as in Alpine2's ``y_k = g(x_k) y_(k-1)``,
-   is only found while the parameters are still in the set);
+   is only found while the parameters are still in the set); with ``keep_base`` the base
+   inputs stay;
 4. keep the result only if it beats the base set by ``min_gain`` nats; otherwise the base set.
 
 The score is in standardized units of the node, so all sets compete on the same footing, less
@@ -79,6 +80,13 @@ class SelectConfig:
             ``sparse=True``: the parameters that do not help are dropped, and per-rule
             counters start from their own rule's weight), instead of all of them unless a
             metric parent is found.
+        keep_base: Never drop a base input (all parameters, for an objective) in the backward
+            step of a dense selection: metric parents are added to the parameters, so an
+            effect that the chosen metrics do not carry (a noisy metric, a summary of many
+            parameters such as a usefulness score over rule priors) is not lost, at the price
+            of a node GP as wide as the flat GP. Off by default: it helped on the noisy
+            search-shaped benchmark and hurt on a noiseless function network (figures:
+            benchmarks/README.md, "bench_structure: design decisions").
     """
 
     max_parents: int = 4
@@ -89,6 +97,7 @@ class SelectConfig:
     recurse: bool = True
     max_depth: int = 4
     sparse_metrics: bool = True
+    keep_base: bool = False
 
     def __post_init__(self) -> None:
         if self.max_parents < 1 or self.beam < 1 or self.fit_maxiter < 1 or self.min_gain < 0:
@@ -169,7 +178,8 @@ def select_parents(
     missing = [n for n in (*base, *required, *hints) if n not in blocks]
     if missing:
         raise StructureLearningError(f"Inputs {missing} are not among the candidates.")
-    search = _Search(y, blocks, config, required, prefer, hints)
+    keep = () if sparse or not config.keep_base else base
+    search = _Search(y, blocks, config, [*required, *keep], prefer, hints)
     # 1. Start from the base set (what the flat GP reads) plus the required inputs.
     base_set = list(dict.fromkeys([*required, *base]))
     base_fit = search.score(base_set)

@@ -33,6 +33,14 @@ def test_recovers_a_known_chain_and_ignores_nuisance_metrics(select: bool) -> No
         assert all(0.5 <= e.strength <= 1.0 for e in s.edges if e.origin == "learned")
 
 
+def test_keep_base_gives_the_objective_its_metric_parent_and_every_parameter() -> None:
+    config = LearnConfig(bootstrap=6, select=SelectConfig(fit_maxiter=60, keep_base=True))
+    s = learn_structure(**chain_table(n=80, seed=1), config=config)
+    assert set(s.parents("o")) == {"m2", "x0", "x1", "x2", "x3"}
+    assert ("m2", "o") in _learned(s)  # the selected metric: learned, with its strength
+    assert {("x0", "o"), ("x3", "o")} <= _learned(s, "direct")  # kept, not tested
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_tier_rules_and_paths_hold_on_random_tables(seed: int) -> None:
     table = chain_table(n=30, seed=seed, nuisance=3)

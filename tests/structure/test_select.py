@@ -167,3 +167,18 @@ def test_forbidden_parameter_edges_stay_out_of_the_selection() -> None:
         LearnConfig(bootstrap=2, select=FAST),
     )
     assert "x1" not in s.parents("o")
+
+
+def test_keep_base_adds_metric_parents_to_the_parameters() -> None:
+    rng = np.random.default_rng(1)
+    X = rng.random((30, 4))
+    radius = np.sqrt(X[:, 0] ** 2 + X[:, 1] ** 2)
+    y = np.cos(9.0 * radius)
+    candidates = {**_params(X), "radius": radius, "noise": rng.standard_normal(30)}
+    config = SelectConfig(fit_maxiter=60, keep_base=True)
+    sel = select_parents(y, candidates, base=list(_params(X)), config=config)
+    assert not sel.used_base and set(sel.parents) == {"x0", "x1", "x2", "x3", "radius"}
+    assert sel.gains.keys() == {"radius"} and sel.strength("radius") == 1.0
+    # A sparse selection (a metric's parameters) still drops the ones that do not help.
+    sparse = select_parents(y, candidates, base=list(_params(X)), config=config, sparse=True)
+    assert "x3" not in sparse.parents
