@@ -113,13 +113,9 @@ def write_results(
     path = name if isinstance(name, Path) else RESULTS_DIR / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     text = dumps(record) if dumps else json.dumps(record, indent=2, default=str)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w") as fh:
-        fh.write(text if text.endswith("\n") else text + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    return path
+    from rewrite.serialize import write_text_atomic  # the project's one atomic writer
+
+    return write_text_atomic(path, text if text.endswith("\n") else text + "\n")
 
 
 def timeit(fn, repeat: int = 5) -> float:

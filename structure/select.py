@@ -178,8 +178,8 @@ def select_parents(
     missing = [n for n in (*base, *required, *hints) if n not in blocks]
     if missing:
         raise StructureLearningError(f"Inputs {missing} are not among the candidates.")
-    keep = () if sparse or not config.keep_base else base
-    search = _Search(y, blocks, config, [*required, *keep], prefer, hints)
+    kept = [*required, *(base if config.keep_base and not sparse else ())]
+    search = _Search(y, blocks, config, kept, prefer, hints)
     # 1. Start from the base set (what the flat GP reads) plus the required inputs.
     base_set = list(dict.fromkeys([*required, *base]))
     base_fit = search.score(base_set)
@@ -211,12 +211,14 @@ class _Search:
         y: np.ndarray,
         blocks: Mapping[str, np.ndarray],
         config: SelectConfig,
-        required: Sequence[str],
+        kept: Sequence[str],
         prefer: Sequence[str],
         hints: Sequence[str],
     ) -> None:
         self.y, self.blocks, self.config = y, blocks, config
-        self.required, self.prefer, self.hints = set(required), list(prefer), set(hints)
+        # Inputs the backward step never drops: the required ones (and, with
+        # `SelectConfig.keep_base`, the base set).
+        self.kept, self.prefer, self.hints = set(kept), list(prefer), set(hints)
         self._cache: dict[tuple[str, ...], _Fit] = {}
 
     def score(self, names: Sequence[str]) -> _Fit:
@@ -271,7 +273,7 @@ class _Search:
         parameters still in the set. Records what removing a kept input would cost."""
         order = np.argsort(-_input_relevance(fit, [self.blocks[n].shape[1] for n in chosen]))
         for name in [chosen[i] for i in order[::-1]]:
-            if name in self.required or len(chosen) == 1:
+            if name in self.kept or len(chosen) == 1:
                 continue
             smaller = [n for n in chosen if n != name]
             new = self.score(smaller)

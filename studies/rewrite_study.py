@@ -392,18 +392,17 @@ def evaluate_rewrite(config: Mapping[str, Any]) -> dict[str, float]:
     seeds = list(suite["seeds"])
     measure = suite.get("measure", False)
 
+    objectives = [o for o in suite["objectives"] if o in OBJECTIVES]
     with timing_threads(bool(measure)):
         result = search_suite(
             graphs, search_config, priors, suite["device"], seeds[:1], measure=measure
         )
-    first = _per_seed_objectives(result, cal.baselines)[0]
-    objectives = [o for o in suite["objectives"] if o in OBJECTIVES]
-    if len(seeds) > 1 and not (suite["race"] and _dominated(first, cal, objectives)):
-        with timing_threads(bool(measure)):
+        first = _per_seed_objectives(result, cal.baselines)[0]
+        if len(seeds) > 1 and not (suite["race"] and _dominated(first, cal, objectives)):
             rest = search_suite(
                 graphs, search_config, priors, suite["device"], seeds[1:], measure=measure
             )
-        result = result.extend(rest)
+            result = result.extend(rest)
     per_seed = _per_seed_objectives(result, cal.baselines)
     out = {**result.metrics()}
     dof = len(cal.seeds) - 1
