@@ -4,6 +4,9 @@ Problems (`_structure_problems.PROBLEMS`): the function networks of Astudillo & 
 (``ackley6``, ``alpine2``, ``dropwave``, ``rosenbrock5``), unstructured BoTorch problems
 (``branincurrin``, ``vehiclesafety``) and a search-shaped problem (``search8``: search knobs, a
 simplex of 8 rule priors, per-rule counters and noisy search metrics, a time-like objective).
+``rewrite`` is the built-in rewrite study itself (real searches on four model graphs, every run
+metric reported; no true DAG, a hand-written structure); it runs only when named in
+``--problems``.
 
 Each problem also reports ``k`` nuisance metric columns (``--nuisance``): half independent noise,
 half random smooth functions of ``x`` that do not reach an objective.
@@ -209,7 +212,10 @@ def main(argv: list[str] | None = None) -> int:
         "--trials", type=int, default=None, help="trials per run (default 50, quick 20)"
     )
     parser.add_argument(
-        "--problems", default=None, help="comma-separated subset of " + ",".join(PROBLEMS)
+        "--problems",
+        default=None,
+        help="comma-separated subset of " + ",".join(PROBLEMS) + " (default: all but rewrite, "
+        "the rewrite study itself, which runs real searches: about an hour for 10 seeds)",
     )
     parser.add_argument(
         "--methods",
@@ -278,9 +284,11 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--first-seed must be >= 0, got {args.first_seed}.")
     seeds = args.seeds or (2 if quick else 10)
     budget = args.trials or (20 if quick else 50)
-    problems = (args.problems or ("ackley6,branincurrin" if quick else ",".join(PROBLEMS))).split(
-        ","
-    )
+    default = "ackley6,branincurrin" if quick else ",".join(p for p in PROBLEMS if p != "rewrite")
+    problems = (args.problems or default).split(",")
+    unknown = [p for p in problems if p not in PROBLEMS]
+    if unknown:
+        raise SystemExit(f"--problems takes {', '.join(PROBLEMS)}, got {', '.join(unknown)}.")
     ks = [int(k) for k in (args.nuisance or ("10" if quick else "0,10,30")).split(",")]
     methods = [_method(spec) for spec in args.methods.split(",")]
     out = (
@@ -302,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
             cell: dict[str, Any] = {"problem": name, "nuisance": k, "methods": {}}
             for label, method in methods:
                 if (
-                    (method == "true" and not problem.metrics)
+                    (method == "true" and not problem.true_edges)
                     or (method == "hand" and not problem.hand_edges)
                     or (method == "ax" and not problem.ax)
                 ):
@@ -346,8 +354,13 @@ def _save(record: dict[str, Any], out: Path, raw: str | None, machine: dict[str,
     run's `machine` (`benchmarks._common.write_results`)."""
     if raw:
         write_results(Path(raw), record, machine=machine, dumps=dumps)
-    compact = compact_record(record, {name: p.ref for name, p in PROBLEMS.items()})
+    compact = compact_record(record, _refs(record))
     write_results(out, compact, machine=machine, dumps=dumps)
+
+
+def _refs(record: dict[str, Any]) -> dict[str, tuple[float, ...]]:
+    """Problem -> hypervolume reference point, for the problems `record` has cells of."""
+    return {c["problem"]: PROBLEMS[c["problem"]].ref for c in record["cells"]}
 
 
 def merge(paths: list[Path], out: Path, raw: Path | None = None) -> int:
@@ -358,7 +371,7 @@ def merge(paths: list[Path], out: Path, raw: Path | None = None) -> int:
         raise SystemExit(
             f"--merge needs files of one trial budget, got {[r['budget'] for r in records]}."
         )
-    refs = {name: p.ref for name, p in PROBLEMS.items()}
+    refs = {name: ref for r in records for name, ref in _refs(r).items()}
     # The merged file's machine is the merging process's; each source keeps its own in
     # ``merged_from`` (``environment`` in files written before `write_results` wrote them all).
     record = {
