@@ -14,7 +14,9 @@ half random smooth functions of ``x`` that do not reach an objective.
 Methods: ``flat`` (the tuner's default `FlatSurrogate`), ``learned`` (`StructuredSurrogate`,
 structure learned from the metrics, model selection on), ``true`` (`StructuredSurrogate` with the
 true DAG, model selection off: the BOFN-style GP network), ``hand`` (the same on the problem's
-hand-written structure, `Problem.hand_edges`, where it has one), ``ax`` (Ax 1.x ``Client`` default
+hand-written structure, `Problem.hand_edges`, where it has one), ``guided`` (``learned`` told the
+hand-written structure's metric -> objective edges as required `Knowledge`: what a user knows
+about which metrics the objectives read; the rest is learned), ``ax`` (Ax 1.x ``Client`` default
 generation strategy, peer). Recorded per trial: dominated hypervolume of the observed objectives
 and the proposal wall and CPU time.
 
@@ -48,6 +50,7 @@ from benchmarks._structure_results import (
 )
 from structure import (
     Edge,
+    Knowledge,
     LearnConfig,
     NetworkConfig,
     Structure,
@@ -60,7 +63,7 @@ from tuner import FlatSurrogate, Tuner
 from tuner.options import TunerOptions
 
 RESULTS = Path(__file__).resolve().parent / "results"
-METHODS = ("flat", "learned", "true", "hand", "ax")
+METHODS = ("flat", "learned", "guided", "true", "hand", "ax")
 
 
 def nuisance(x: np.ndarray, k: int, seed: int, rng: np.random.Generator) -> dict[str, float]:
@@ -89,6 +92,13 @@ def true_structure(problem: Problem, hand: bool = False) -> Structure:
     )  # fmt: skip
 
 
+def objective_inputs(problem: Problem) -> tuple[tuple[str, str], ...]:
+    """The metric -> objective edges of the problem's hand-written structure: what `guided`
+    is told (which metrics the objectives read), leaving the rest to structure learning."""
+    metrics = set(problem.hand_metrics)
+    return tuple((s, t) for s, t in problem.hand_edges if s in metrics and t in problem.objectives)
+
+
 def make_surrogate(
     method: str,
     problem: Problem,
@@ -106,9 +116,10 @@ def make_surrogate(
         bootstrap=6 if quick else 12, select=SelectConfig(**(select_overrides or {}))
     )
     network = NetworkConfig(64, 256, fit_options=fit, **(network_overrides or {}))
-    if method == "learned":
+    if method in ("learned", "guided"):
         config = StructuredConfig(learn=learn, network=network, **(overrides or {}))
-        return StructuredSurrogate(config=config, flat=flat)
+        knowledge = Knowledge(required=objective_inputs(problem)) if method == "guided" else None
+        return StructuredSurrogate(knowledge, config=config, flat=flat)
     config = StructuredConfig(selection=False, min_trials=4, learn=learn, network=network)
     structure = true_structure(problem, hand=method == "hand")
     return StructuredSurrogate(config=config, flat=flat, structure=structure)
@@ -220,8 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--methods",
         default="flat,learned,true,ax",
-        help="comma-separated methods (flat, learned, true, hand, ax); LABEL=METHOD stores a variant "
-        "(--config, --network) under its own name, to --merge with another file's runs",
+        help="comma-separated methods (flat, learned, guided, true, hand, ax); LABEL=METHOD "
+        "stores a variant (--config, --network) under its own name, to --merge with another "
+        "file's runs",
     )
     parser.add_argument(
         "--nuisance", default=None, help="comma-separated k values (default 0,10,30; quick 10)"
@@ -231,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         default=[],
         metavar="FIELD=VALUE",
-        help="numeric `StructuredConfig` fields of `learned`, e.g. tolerance=2 relearn_every=1",
+        help="numeric `StructuredConfig` fields of `learned` and `guided`, e.g. tolerance=2 "
+        "relearn_every=1",
     )
     parser.add_argument(
         "--network",
@@ -246,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         default=[],
         metavar="FIELD=VALUE",
-        help="numeric or bool `SelectConfig` fields of `learned`, e.g. max_parents=6 recurse=false",
+        help="numeric or bool `SelectConfig` fields of `learned` and `guided`, e.g. max_parents=6 "
+        "recurse=false",
     )
     parser.add_argument(
         "--ax-seeds", type=int, default=None, help="run Ax on the first N seeds only (slow)"
@@ -311,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
             for label, method in methods:
                 if (
                     (method == "true" and not problem.true_edges)
-                    or (method == "hand" and not problem.hand_edges)
+                    or (method in ("hand", "guided") and not problem.hand_edges)
                     or (method == "ax" and not problem.ax)
                 ):
                     continue
@@ -337,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
                     "summary": summarize(runs, problem.ref, budget),
                     "runs": runs,
                 }
-                if method != "learned":
+                if method not in ("learned", "guided"):
                     same_for_every_k[label] = cell["methods"][label]
             add_ratios(cell, budget, problem.ref)
             record["cells"].append(cell)
