@@ -85,6 +85,9 @@ class Problem:
         noisy: Whether `evaluate` draws noise (runs then also record noise-free values).
         hand_edges: A hand-written structure (what a user could write down from the metrics'
             meaning, coarser than the true DAG); empty: the problem has none.
+        ignore_metrics: Metrics the structured surrogates never read
+            (`structure.StructuredConfig.ignore_metrics`; the rewrite study's
+            machine-dependent ones, as its `Study` does).
     """
 
     name: str
@@ -97,6 +100,7 @@ class Problem:
     ax: bool = True
     noisy: bool = False
     hand_edges: tuple[tuple[str, str], ...] = ()
+    ignore_metrics: tuple[str, ...] = ()
 
     @property
     def hand_metrics(self) -> tuple[str, ...]:
@@ -309,7 +313,12 @@ def _rewrite_hand_edges(params: list[str]) -> tuple[tuple[str, str], ...]:
 
 def _rewrite_problem() -> Problem:
     from structure.params import param_nodes
-    from studies.rewrite_study import DEFAULT_OBJECTIVES, evaluate_rewrite, rewrite_space
+    from studies.rewrite_study import (
+        DEFAULT_OBJECTIVES,
+        evaluate_rewrite,
+        rewrite_space,
+        unmodeled_metrics,
+    )
 
     space = rewrite_space(REWRITE_WORKLOADS, max_steps=150)
 
@@ -322,7 +331,7 @@ def _rewrite_problem() -> Problem:
     metrics = tuple(dict.fromkeys(t for _, t in hand if t not in DEFAULT_OBJECTIVES))
     return Problem(
         "rewrite", space, dict(DEFAULT_OBJECTIVES), (0.0, 0.0), evaluate, (), metrics,
-        ax=False, hand_edges=hand,
+        ax=False, hand_edges=hand, ignore_metrics=unmodeled_metrics(),
     )  # fmt: skip
 
 

@@ -116,11 +116,16 @@ def make_surrogate(
         bootstrap=6 if quick else 12, select=SelectConfig(**(select_overrides or {}))
     )
     network = NetworkConfig(64, 256, fit_options=fit, **(network_overrides or {}))
+    ignore = problem.ignore_metrics
     if method in ("learned", "guided"):
-        config = StructuredConfig(learn=learn, network=network, **(overrides or {}))
+        config = StructuredConfig(
+            learn=learn, network=network, ignore_metrics=ignore, **(overrides or {})
+        )
         knowledge = Knowledge(required=objective_inputs(problem)) if method == "guided" else None
         return StructuredSurrogate(knowledge, config=config, flat=flat)
-    config = StructuredConfig(selection=False, min_trials=4, learn=learn, network=network)
+    config = StructuredConfig(
+        selection=False, min_trials=4, learn=learn, network=network, ignore_metrics=ignore
+    )
     structure = true_structure(problem, hand=method == "hand")
     return StructuredSurrogate(config=config, flat=flat, structure=structure)
 

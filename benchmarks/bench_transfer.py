@@ -131,10 +131,11 @@ def transfer(tuner_seed: int, trials: int, steps: int, held_seeds: int) -> dict[
 
 
 def _surrogate(name: str) -> Any:
-    if name == "structured":
-        from structure import StructuredSurrogate
+    if name == "structured":  # as the study makes it (machine-dependent metrics not read)
+        from structure import StructuredConfig, StructuredSurrogate
+        from studies.rewrite_study import unmodeled_metrics
 
-        return StructuredSurrogate()
+        return StructuredSurrogate(config=StructuredConfig(ignore_metrics=unmodeled_metrics()))
     if name == "saas":
         from tuner import SaasSurrogate
 

@@ -47,6 +47,7 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -98,6 +99,10 @@ class StructuredConfig:
             (`GPNetwork.predict`).
         selection: Score and choose between the models; False uses the network whenever a
             structure with a metric on a path to an objective exists (benchmarks of a known DAG).
+        ignore_metrics: `fnmatch` patterns of tracking metrics the surrogate never reads, such
+            as wall-clock times (`rewrite.optimize.MACHINE_METRICS`): a metric that changes from
+            run to run of one configuration would carry the machine's state into the model and
+            make seeded runs differ. They are still stored and plotted.
     """
 
     min_trials: int = 8
@@ -113,8 +118,10 @@ class StructuredConfig:
     )
     score_samples: int = 256
     selection: bool = True
+    ignore_metrics: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "ignore_metrics", metric_patterns(self.ignore_metrics))
         if (
             self.min_trials < 4
             or self.relearn_every < 1
@@ -192,6 +199,7 @@ class StructuredSurrogate(Surrogate):
         """
         self.check(data.space, data.outcome_names, data.n_objectives)
         cfg = self.config
+        data = _without_metrics(data, cfg.ignore_metrics)
         if data.n < cfg.min_trials:
             ck = _Checkpoint("", 0, "flat", f"{data.n} trials < min_trials={cfg.min_trials}")
         else:
@@ -375,6 +383,29 @@ def _raw_metrics(data: TrainingData) -> dict[str, Any]:
     like a parameter (it would only echo the parameter, and a node has one name)."""
     skip = {*data.outcome_names, *data.space.names}
     return {k: v for k, v in data.metrics.items() if k not in skip}
+
+
+def metric_patterns(value: Any) -> tuple[str, ...]:
+    """`value` checked as metric-name patterns (`StructuredConfig.ignore_metrics`).
+
+    Raises:
+        StructureError: `value` is not a list or tuple of strings.
+    """
+    if not isinstance(value, list | tuple) or not all(isinstance(p, str) for p in value):
+        raise StructureError(
+            "ignore_metrics must be a list of metric-name patterns, e.g. ['time.*'], got "
+            f"{value!r}."
+        )
+    return tuple(value)
+
+
+def _without_metrics(data: TrainingData, patterns: Sequence[str]) -> TrainingData:
+    """`data` without the tracking metrics matching `patterns` (`StructuredConfig.ignore_metrics`):
+    not learned from, not part of a checkpoint's key or seed."""
+    if not patterns:
+        return data
+    kept = {k: v for k, v in data.metrics.items() if not any(fnmatchcase(k, p) for p in patterns)}
+    return dataclasses.replace(data, metrics=kept)
 
 
 def _prefix(data: TrainingData, n: int) -> TrainingData:

@@ -28,13 +28,14 @@ def structure_report(study: Study, png: str | os.PathLike[str] | None = None) ->
         `structure.StructuredSurrogate.describe()` of the fit: the chosen model and why, both
         models' scores and the edges; ``"png"`` holds the drawing's path when one was made.
     """
-    from structure import StructuredSurrogate, draw_structure, explain
+    from structure import draw_structure, explain
+    from studies.tuning import make_surrogate
 
     records = [r for r in study.trials if r.state == TrialState.COMPLETE]
     if not records:
         raise StudyError(f"Study {study.name!r} has no completed trial to learn a structure from.")
     data = study.problem.training_data(study.space, records, study.seed)
-    surrogate = StructuredSurrogate()
+    surrogate = make_surrogate("structured", study.settings)  # the study's own options
     with numerical_warnings_to_log():
         surrogate.fit(data)
     desc = surrogate.describe()

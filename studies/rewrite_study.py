@@ -40,6 +40,7 @@ recorded at that fidelity (``fidelity.seeds`` = 1, with the calibration's noise 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
 import math
@@ -67,6 +68,7 @@ __all__ = [
     "evaluate_rewrite",
     "rewrite_space",
     "rewrite_study",
+    "unmodeled_metrics",
 ]
 
 logger = logging.getLogger(__name__)
@@ -472,7 +474,8 @@ def rewrite_study(
         constraints: Outcome constraints on objectives or run metrics, e.g. ``"effort <= 1.2"``.
         tune: Search knobs to tune.
         rules: Rules whose priors are tuned with ``priors="rules"``.
-        settings: `studies.StudySettings` (defaults when None).
+        settings: `studies.StudySettings` (defaults when None); the search's
+            machine-dependent metrics (`unmodeled_metrics`) are added to its ``ignore_metrics``.
         on_calibrate: Called before a new study's calibration starts (to tell the user).
 
     Returns:
@@ -535,8 +538,30 @@ def rewrite_study(
         constraints=tuple(constraints),
         storage=storage,
         seed=seed,
-        settings=settings,
+        settings=_ignoring_machine_metrics(settings),
     )
+
+
+def unmodeled_metrics() -> tuple[str, ...]:
+    """Patterns of the rewrite study's metrics that depend on the machine (wall-clock times,
+    the machine-wide verdict cache's hits: `rewrite.optimize.MACHINE_METRICS`, and
+    ``search_time``): stored and plotted, never read by the structured surrogate, so what a
+    seeded study proposes does not depend on the machine's load or on what ran on it before."""
+    from rewrite.optimize import MACHINE_METRICS
+
+    return (*MACHINE_METRICS, "search_time")
+
+
+def _ignoring_machine_metrics(settings: Any) -> Any:
+    """`settings` (defaults when None) with `unmodeled_metrics` added to ``ignore_metrics``;
+    anything but a `StudySettings` is passed on for `Study` to refuse."""
+    from studies.settings import StudySettings
+
+    base = StudySettings() if settings is None else settings
+    if not isinstance(base, StudySettings):
+        return settings
+    patterns = tuple(dict.fromkeys((*base.ignore_metrics, *unmodeled_metrics())))
+    return dataclasses.replace(base, ignore_metrics=patterns)
 
 
 def _stored(name: str, storage: str) -> Study | None:

@@ -39,6 +39,10 @@ class StudySettings:
             many trials in a row failed with the same error (numbers in the message aside): a
             broken evaluate, or a constraint metric it never returns, should not burn the
             budget. 0 never stops.
+        ignore_metrics: `fnmatch` patterns of tracking metrics the structured surrogate never
+            reads (`structure.StructuredConfig.ignore_metrics`); they are still stored and
+            plotted. For metrics that change from run to run of one configuration, such as wall
+            seconds: `studies.rewrite_study` adds the search's (`unmodeled_metrics`).
     """
 
     heartbeat_interval: float = 10.0
@@ -48,8 +52,16 @@ class StudySettings:
     tuner_options: Mapping[str, Any] = field(default_factory=dict)
     surrogate: str = "auto"
     max_repeated_failures: int = 5
+    ignore_metrics: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        from structure.errors import StructureError
+        from structure.surrogate import metric_patterns
+
+        try:
+            object.__setattr__(self, "ignore_metrics", metric_patterns(self.ignore_metrics))
+        except StructureError as err:
+            raise StudySettingsError(f"StudySettings.{err}") from err
         if not isinstance(self.surrogate, str) or self.surrogate not in SURROGATES:
             raise StudySettingsError(
                 f"StudySettings.surrogate must be one of {SURROGATES}, got {self.surrogate!r}."
@@ -118,6 +130,7 @@ class StudySettings:
         """JSON-able copy; read back by `StudySettings.from_dict`."""
         d = asdict(self)
         d["tuner_options"] = dict(self.tuner_options)
+        d["ignore_metrics"] = list(self.ignore_metrics)
         return d
 
     @classmethod

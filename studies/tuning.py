@@ -38,6 +38,6 @@ def make_surrogate(mode: str, settings: StudySettings) -> Any:
         from tuner.surrogate import SaasSurrogate
 
         return SaasSurrogate({"maxiter": settings.options().fit_maxiter or 150})
-    from structure import StructuredSurrogate
+    from structure import StructuredConfig, StructuredSurrogate
 
-    return StructuredSurrogate()
+    return StructuredSurrogate(config=StructuredConfig(ignore_metrics=settings.ignore_metrics))

@@ -23,7 +23,14 @@ from rewrite.optimize.config import (
 )
 from rewrite.optimize.informed import PriorFamily, RuleEvidence
 from rewrite.optimize.priors import PriorsFile, RulePriors, read_priors_file
-from rewrite.optimize.result import RULE_COUNTERS, RunStats, SearchResult, Solution, Step
+from rewrite.optimize.result import (
+    MACHINE_METRICS,
+    RULE_COUNTERS,
+    RunStats,
+    SearchResult,
+    Solution,
+    Step,
+)
 from rewrite.optimize.suite import SCORES, Baseline, SuiteResult, benchmark_rules, search_suite
 
 __all__ = [
@@ -35,6 +42,7 @@ __all__ = [
     "PriorFamily",
     "RuleEvidence",
     "RULE_COUNTERS",
+    "MACHINE_METRICS",
     "STRATEGIES",
     "PriorsError",
     "PriorsFile",

@@ -11,9 +11,12 @@ Metric names (all floats):
   had a site), ``fired`` (the rule was chosen and applied), ``verified`` / ``rejected`` (a
   random-testing check of one of its rewrites passed / failed), ``accepted`` (a child holding one
   of its rewrites joined the population) and ``improved`` (such a child entered the frontier);
-* ``time.<phase>`` seconds for phases ``match``, ``apply``, ``verify``, ``cost`` and ``total``;
+* ``time.<phase>`` seconds for phases ``match``, ``apply``, ``verify``, ``cost`` and ``total``
+  (wall clock, as is ``steps_per_s``; these and the verdict cache's counters depend on the
+  machine, `MACHINE_METRICS`; every other metric repeats for a seeded run);
 * ``cache.<name>.hits``, ``cache.<name>.misses`` and ``cache.<name>.hit_rate`` for the caches
-  ``dedupe`` (graph hashes already seen), ``verify`` (verdicts reused) and ``match`` (a hit is a
+  ``dedupe`` (graph hashes already seen), ``verify`` (verdicts reused, from the machine-wide
+  verdict cache: earlier runs on the machine count) and ``match`` (a hit is a
   site table inherited from the parent graph and updated near the edit, a miss a full pass);
 * ``work.rewrites`` (rewrites applied) and ``work.checks`` (verifier region checks): the
   run's effort in deterministic units;
@@ -39,12 +42,24 @@ import numpy as np
 from rewrite.ir import Graph
 from rewrite.rules.base import Site
 
-__all__ = ["CHECK_LEVELS", "RULE_COUNTERS", "RunStats", "SearchResult", "Solution", "Step"]
+__all__ = [
+    "CHECK_LEVELS",
+    "RULE_COUNTERS",
+    "MACHINE_METRICS",
+    "RunStats",
+    "SearchResult",
+    "Solution",
+    "Step",
+]
 
 RULE_COUNTERS = ("applicable", "fired", "verified", "rejected", "accepted", "improved")
 """Per-rule counters, in metric-name order."""
 
 PHASES = ("match", "apply", "verify", "cost")
+MACHINE_METRICS = ("time.*", "steps_per_s", "cache.verify.*")
+"""`fnmatch` patterns of the metrics that depend on the machine, not on the seeded run: wall-clock
+times (and the machine's load) and the hits of the machine-wide verdict cache (what earlier runs
+verified). Every other metric repeats for a seeded search."""
 CHECK_LEVELS = ("input", "real", "reduced", "regions")
 """What a reported graph was checked by, strongest first (see `Solution.checked`)."""
 CACHES = ("dedupe", "verify", "match")

@@ -203,3 +203,30 @@ def test_a_metric_named_like_a_parameter_is_left_out() -> None:
     info = s.describe()
     assert "failed" not in info["reason"]
     assert "x0" not in [f["name"] for f in info["features"]["features"]]
+
+
+def test_ignored_metrics_are_not_read_so_their_values_change_nothing() -> None:
+    def with_clock(seed: int) -> object:
+        data = sum_sine_data(14, seed=0)
+        noise = torch.rand(
+            data.n, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)
+        )
+        return dataclasses.replace(data, metrics={**data.metrics, "time.total": noise})
+
+    ignoring = dataclasses.replace(FAST, ignore_metrics=("time.*",))
+    runs = []
+    for seed in (1, 2):
+        s = StructuredSurrogate(config=ignoring, flat=FlatSurrogate({"maxiter": 30}))
+        s.fit(with_clock(seed))
+        runs.append(s.describe())
+    assert "time.total" not in [f["name"] for f in runs[0]["features"]["features"]]
+    assert runs[0]["edges"] == runs[1]["edges"] and runs[0]["scores"] == runs[1]["scores"]
+    reading = _surrogate()
+    reading.fit(with_clock(1))
+    assert "time.total" in [f["name"] for f in reading.describe()["features"]["features"]]
+
+
+def test_ignore_metrics_must_be_name_patterns() -> None:
+    with pytest.raises(StructureError, match="ignore_metrics.*'time.\\*'"):
+        StructuredConfig(ignore_metrics="time.*")  # type: ignore[arg-type]
+    assert StructuredConfig(ignore_metrics=["time.*"]).ignore_metrics == ("time.*",)  # type: ignore[arg-type]

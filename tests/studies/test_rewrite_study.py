@@ -26,8 +26,10 @@ from studies.rewrite_study import (
     evaluate_rewrite,
     rewrite_space,
     rewrite_study,
+    unmodeled_metrics,
 )
 from studies.transfer import export_tuned, validate
+from studies.tuning import make_surrogate
 
 GPT2 = ("gpt2",)
 SMALL = {"max_steps": 40, "seeds": 2, "calibration_seeds": 2}
@@ -123,6 +125,10 @@ def test_resume_skips_calibration_and_other_arguments_conflict(tmp_path: Path) -
     again = rewrite_study(GPT2, **args, on_calibrate=lambda: calls.append(1))
     assert calls == [1] and again.space == study.space and len(again.trials) == 2
     assert again.objectives == DEFAULT_OBJECTIVES
+    # The machine-dependent metrics are stored but never reach the structured surrogate.
+    assert "time.total" in study.trials[0].metrics and "search_time" in study.trials[0].metrics
+    surrogate = make_surrogate("structured", again.settings)
+    assert surrogate.config.ignore_metrics == unmodeled_metrics()
     with pytest.raises(StudyConflictError, match="other arguments"):
         rewrite_study(GPT2, **{**args, "budget": 30})
 

@@ -295,6 +295,9 @@ def test_settings_are_stored_and_validated(sqlite_url: str) -> None:
     with pytest.raises(ValueError, match="Unknown TunerOptions keys"):
         helpers.StudySettings(tuner_options={"bogus": 1})
     assert Storage(sqlite_url).get_study("s").evaluate_ref == "studies.examples:toy_evaluate"
+    ignoring = helpers.StudySettings(ignore_metrics=["time.*"])
+    assert ignoring.ignore_metrics == ("time.*",)
+    assert helpers.StudySettings.from_dict(json.loads(json.dumps(ignoring.to_dict()))) == ignoring
 
 
 def test_exhausted_space_stops_cleanly(sqlite_url: str, caplog) -> None:
@@ -341,6 +344,8 @@ def test_largest_seed_is_stored(sqlite_url: str) -> None:
         ({"surrogate": ["flat"]}, "surrogate must be one of"),
         ({"tuner_options": None}, "tuner_options must be a dict"),
         ({"tuner_options": {"num_restarts": -1}}, "num_restarts must be an int >= 1"),
+        ({"ignore_metrics": "time.*"}, "ignore_metrics must be a list of metric-name patterns"),
+        ({"ignore_metrics": [3]}, "ignore_metrics must be a list of metric-name patterns"),
     ],
 )
 def test_invalid_settings_are_refused(kwargs: dict, message: str) -> None:
