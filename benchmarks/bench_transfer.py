@@ -131,16 +131,13 @@ def transfer(tuner_seed: int, trials: int, steps: int, held_seeds: int) -> dict[
 
 
 def _surrogate(name: str) -> Any:
-    if name == "structured":  # as the study makes it (machine-dependent metrics not read)
-        from structure import StructuredConfig, StructuredSurrogate
-        from studies.rewrite_study import unmodeled_metrics
+    """The surrogate the rewrite study makes for mode `name` (machine-dependent metrics not
+    read; None for ``"flat"``, the tuner's own GP)."""
+    from studies.rewrite_study import unmodeled_metrics
+    from studies.settings import StudySettings
+    from studies.tuning import make_surrogate
 
-        return StructuredSurrogate(config=StructuredConfig(ignore_metrics=unmodeled_metrics()))
-    if name == "saas":
-        from tuner import SaasSurrogate
-
-        return SaasSurrogate({"maxiter": 150})
-    return None
+    return make_surrogate(name, StudySettings(ignore_metrics=unmodeled_metrics()))
 
 
 def surrogates(names: list[str], tuner_seed: int, trials: int, steps: int) -> dict[str, Any]:

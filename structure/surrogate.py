@@ -63,8 +63,10 @@ from structure.features import FeatureConfig, FeatureMap, fit_features, outcome_
 from structure.learn import LearnConfig, check_knowledge, learn_structure
 from structure.network import GPNetwork, NetworkConfig, fit_gp_network
 from structure.params import expand_knowledge, name_hints, node_columns, param_nodes
+from tuner.errors import InvalidArgumentError
 from tuner.options import TunerOptions
 from tuner.surrogate import FlatSurrogate, Surrogate, TrainingData
+from tuner.trial import metric_patterns
 
 if TYPE_CHECKING:
     from spaces import Space
@@ -121,7 +123,11 @@ class StructuredConfig:
     ignore_metrics: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "ignore_metrics", metric_patterns(self.ignore_metrics))
+        try:
+            patterns = metric_patterns(self.ignore_metrics, "StructuredConfig.ignore_metrics")
+        except InvalidArgumentError as err:
+            raise StructureError(str(err)) from None
+        object.__setattr__(self, "ignore_metrics", patterns)
         if (
             self.min_trials < 4
             or self.relearn_every < 1
@@ -383,20 +389,6 @@ def _raw_metrics(data: TrainingData) -> dict[str, Any]:
     like a parameter (it would only echo the parameter, and a node has one name)."""
     skip = {*data.outcome_names, *data.space.names}
     return {k: v for k, v in data.metrics.items() if k not in skip}
-
-
-def metric_patterns(value: Any) -> tuple[str, ...]:
-    """`value` checked as metric-name patterns (`StructuredConfig.ignore_metrics`).
-
-    Raises:
-        StructureError: `value` is not a list or tuple of strings.
-    """
-    if not isinstance(value, list | tuple) or not all(isinstance(p, str) for p in value):
-        raise StructureError(
-            "ignore_metrics must be a list of metric-name patterns, e.g. ['time.*'], got "
-            f"{value!r}."
-        )
-    return tuple(value)
 
 
 def _without_metrics(data: TrainingData, patterns: Sequence[str]) -> TrainingData:

@@ -55,13 +55,14 @@ class StudySettings:
     ignore_metrics: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        from structure.errors import StructureError
-        from structure.surrogate import metric_patterns
+        from tuner.errors import InvalidArgumentError
+        from tuner.trial import metric_patterns
 
         try:
-            object.__setattr__(self, "ignore_metrics", metric_patterns(self.ignore_metrics))
-        except StructureError as err:
-            raise StudySettingsError(f"StudySettings.{err}") from err
+            patterns = metric_patterns(self.ignore_metrics, "StudySettings.ignore_metrics")
+        except InvalidArgumentError as err:
+            raise StudySettingsError(str(err)) from None
+        object.__setattr__(self, "ignore_metrics", patterns)
         if not isinstance(self.surrogate, str) or self.surrogate not in SURROGATES:
             raise StudySettingsError(
                 f"StudySettings.surrogate must be one of {SURROGATES}, got {self.surrogate!r}."

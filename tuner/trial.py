@@ -14,9 +14,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuner.errors import InvalidTrialRecordError
+from tuner.errors import InvalidArgumentError, InvalidTrialRecordError
 
-__all__ = ["Trial", "TrialState"]
+__all__ = ["Trial", "TrialState", "metric_patterns"]
+
+
+def metric_patterns(value: Any, owner: str) -> tuple[str, ...]:
+    """`value` checked as `fnmatch` patterns of metric names (``ignore_metrics`` of
+    `structure.StructuredConfig` and `studies.StudySettings`; `owner` names the field).
+
+    Raises:
+        InvalidArgumentError: `value` is not a list or tuple of strings.
+    """
+    if not isinstance(value, list | tuple) or not all(isinstance(p, str) for p in value):
+        raise InvalidArgumentError(
+            f"{owner} must be a list of metric-name patterns, e.g. ['time.*'], got {value!r}."
+        )
+    return tuple(value)
 
 
 class TrialState(enum.StrEnum):
