@@ -3,7 +3,9 @@
 Each non-parameter node with parents gets one `SingleTaskGP` on its parameter parents' columns
 and its parent nodes' values (float64, learned noise, `Normalize` with fixed bounds: the unit cube
 for parameter columns, the observed range plus a 10% margin for node values, `Standardize` on the
-output). Formula nodes are deterministic (`structure.Formula`), optionally plus a GP on the
+output; hyper-parameters by MAP under BoTorch's default priors, solved in numpy by
+`structure.gp.map_hyperparameters`, or by `fit_gpytorch_mll` for a linear mean). Formula nodes
+are deterministic (`structure.Formula`), optionally plus a GP on the
 residual. The joint posterior is represented by ``num_paths`` posterior sample paths per node
 (Matheron's rule with random Fourier features, `botorch.sampling.pathwise`), composed through the
 DAG in topological order: sample ``s`` of a child reads sample ``s`` of its parents, so the
@@ -34,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from botorch.acquisition.objective import PosteriorTransform
 from botorch.fit import fit_gpytorch_mll
@@ -50,9 +53,13 @@ from torch.nn import ModuleDict
 
 from structure.dag import Structure, raw_moments, to_model, to_raw
 from structure.errors import StructureError
-from structure.paths import fast_paths
+from structure.gp import MIN_LENGTHSCALE, MIN_NOISE, map_hyperparameters
+from structure.paths import FastPaths, fast_paths
 
-__all__ = ["GPNetwork", "NetworkConfig", "PathPosterior", "fit_gp_network"]
+__all__ = ["ConditionedNetwork", "GPNetwork", "NetworkConfig", "PathPosterior", "fit_gp_network"]
+
+_DEFAULT_MAXITER = 15000  # `fit_gpytorch_mll`'s L-BFGS-B default
+_CHECK_POINTS = 4  # inputs on which `fast_paths` is checked against BoTorch's paths
 
 
 @dataclass(frozen=True)
@@ -124,7 +131,127 @@ class PathPosterior(EnsemblePosterior):
         return super().rsample_from_base_samples(sample_shape, base_samples)
 
 
-class GPNetwork(EnsembleModel):
+class _Pointwise:
+    """Pointwise predictions of a GP network (`predictive_mixture`, `predict`), shared by
+    `GPNetwork` and the lighter `ConditionedNetwork`. Needs ``structure``, ``specs``,
+    ``outputs``, ``config``, ``seed``, `noise_variance` and `_gp_moments`."""
+
+    structure: Structure
+    specs: list[_NodeSpec]
+    outputs: list[str]
+    config: NetworkConfig
+    seed: int
+
+    def noise_variance(self, node: str) -> float:
+        raise NotImplementedError
+
+    def _gp_moments(self, node: str, inputs: Tensor) -> tuple[Tensor, Tensor] | None:
+        """The node GP's predictive mean and variance (observation noise included) at
+        ``... x c`` inputs, ``...`` each; None for a node without a GP."""
+        raise NotImplementedError
+
+    def _node_moments(
+        self, spec: _NodeSpec, Xe: Tensor, values: Mapping[str, Tensor]
+    ) -> tuple[Tensor, Tensor]:
+        """Model-space mean and variance (observation noise included) of one node at each
+        point given its parents' sampled values: ``S x n`` each."""
+        shape = Xe.shape[:-1]
+        if self._reads_parameters_only(spec):  # the same for every sample: computed once
+            moments = self._gp_moments(spec.name, Xe[0, :, spec.columns])
+            moments = (
+                None if moments is None else (moments[0].expand(shape), moments[1].expand(shape))
+            )
+        else:
+            moments = self._gp_moments(spec.name, self._gp_inputs(spec, Xe, values))
+        if moments is None:
+            zero = torch.zeros(shape, dtype=Xe.dtype)
+            moments = (zero, zero)
+        return self._with_formula(spec, moments[0], values), moments[1]
+
+    def _propagated_sd(self, node: str) -> float:
+        """Standard deviation of the observation noise that `node`'s children read."""
+        if node in self.outputs or not self.config.propagate_noise:
+            return 0.0
+        return math.sqrt(self.noise_variance(node))
+
+    def _gp_inputs(self, spec: _NodeSpec, Xe: Tensor, values: Mapping[str, Tensor]) -> Tensor:
+        """What the node's GP reads: its parameter columns, then (no formula) its parents."""
+        inputs = [Xe[..., spec.columns]]
+        if self.structure.formula_for(spec.name) is None:
+            inputs += [values[p].unsqueeze(-1) for p in spec.parents]
+        return torch.cat(inputs, dim=-1)
+
+    def predictive_mixture(self, X: Tensor, num_samples: int = 256) -> tuple[Tensor, Tensor]:
+        """Each output's predictive at each point of `X` as a Gaussian mixture, observation
+        noise included.
+
+        Pointwise predictions need no joint sample paths: per point, the nodes are sampled in
+        topological order from their GPs' exact posterior marginals given sampled parent values
+        (with the observation noise children read, as in `forward`), and each output keeps its
+        exact Gaussian given its sampled parents. An output whose GP reads only parameters gets
+        its exact predictive (all components equal); no random-feature approximation enters.
+
+        Args:
+            X: An ``n x d``-dim Tensor.
+            num_samples: Mixture components (samples of the parent values).
+
+        Returns:
+            ``(means, variances)``, each ``num_samples x n x m`` (raw units).
+        """
+        gen = torch.Generator().manual_seed(self.seed)
+        Xe = X.unsqueeze(0).expand(num_samples, *X.shape)
+        values: dict[str, Tensor] = {}  # node -> S x n sampled values (model units)
+        moments: dict[str, tuple[Tensor, Tensor]] = {}
+        with torch.no_grad():
+            for spec in self.specs:
+                mean, var = self._node_moments(spec, Xe, values)
+                moments[spec.name] = (mean, var)
+                sd = (var.clamp_min(0.0) + self._propagated_sd(spec.name) ** 2).sqrt()
+                eps = torch.randn(mean.shape, generator=gen, dtype=mean.dtype)
+                values[spec.name] = mean + sd * eps
+        raw = [raw_moments(self.structure.transforms.get(o), *moments[o]) for o in self.outputs]
+        means = torch.stack([m for m, _ in raw], dim=-1)
+        variances = torch.stack([v for _, v in raw], dim=-1)
+        return means, variances
+
+    def predict(self, X: Tensor, num_samples: int = 256) -> tuple[Tensor, Tensor]:
+        """Moment-matched predictive distribution of the outputs, observation noise included
+        (from `predictive_mixture`).
+
+        Args:
+            X: An ``n x d``-dim Tensor.
+            num_samples: Mixture components.
+
+        Returns:
+            ``(mean, variance)``, each ``n x m``.
+        """
+        means, variances = self.predictive_mixture(X, num_samples)
+        return means.mean(0), variances.mean(0) + means.var(0, unbiased=False)
+
+    def _reads_parameters_only(self, spec: _NodeSpec) -> bool:
+        """Whether the node's GP reads parameter columns alone (the same input on every path)."""
+        return not spec.parents or self.structure.formula_for(spec.name) is not None
+
+    def _with_formula(
+        self, spec: _NodeSpec, gp_term: Tensor | float, values: Mapping[str, Tensor]
+    ) -> Tensor:
+        """A node's model-space value from its GP term: the term itself, or (a formula node)
+        the formula of its raw inputs plus the term (a residual GP's, else 0)."""
+        formula = self.structure.formula_for(spec.name)
+        if formula is None:
+            assert isinstance(gp_term, Tensor), f"node {spec.name!r} has neither GP nor formula"
+            return gp_term
+        raw = formula.evaluate([self._to_raw(p, values[p]) for p in formula.inputs])
+        return self._to_model(spec.name, raw + gp_term)
+
+    def _to_raw(self, node: str, value: Tensor) -> Tensor:
+        return to_raw(self.structure.transforms.get(node), value)
+
+    def _to_model(self, node: str, raw: Tensor) -> Tensor:
+        return to_model(self.structure.transforms.get(node), raw)
+
+
+class GPNetwork(_Pointwise, EnsembleModel):
     """A GP network: composed posterior sample paths through a DAG (see module docstring).
 
     Build it with `fit_gp_network`. ``posterior(X)`` for a ``batch x q x d`` input returns an
@@ -196,16 +323,12 @@ class GPNetwork(EnsembleModel):
             p.requires_grad_(False)
         for key, path in list(paths.items()):
             gp: Any = self.gps[key]
-            fast = fast_paths(gp, path, gp.train_inputs[0])
+            # Checked on a few training inputs: evaluating BoTorch's tree costs more than
+            # drawing it, and a wrong read of its tensors shows on any point.
+            fast = fast_paths(gp, path, gp.train_inputs[0][:_CHECK_POINTS])
             if fast is not None:  # the same paths in a few tensor operations
                 paths[key] = fast
         return paths, draws[:, : len(self.specs)] * scale.to(draws)
-
-    def _propagated_sd(self, node: str) -> float:
-        """Standard deviation of the observation noise that `node`'s children read."""
-        if node in self.outputs or not self.config.propagate_noise:
-            return 0.0
-        return math.sqrt(self.noise_variance(node))
 
     def posterior(  # type: ignore[override]
         self,
@@ -270,35 +393,29 @@ class GPNetwork(EnsembleModel):
         values: dict[str, Tensor] = {}
         for i, spec in enumerate(self.specs):
             offset = offsets[:, i].to(Xe).unsqueeze(-1)  # S x 1
-            values[spec.name] = self._node_value(spec, Xe, values, paths) + offset
+            values[spec.name] = self._node_value(spec, X, Xe, values, paths) + offset
         outs = [self._to_raw(name, values[name]) for name in self.outputs]
         return torch.stack(outs, dim=-1)
 
     def _node_value(
-        self, spec: _NodeSpec, Xe: Tensor, values: Mapping[str, Tensor], paths: ModuleDict
+        self,
+        spec: _NodeSpec,
+        X: Tensor,
+        Xe: Tensor,
+        values: Mapping[str, Tensor],
+        paths: ModuleDict,
     ) -> Tensor:
-        """Model-space value of one node on its sample paths: ``... x S x q``."""
+        """Model-space value of one node on its sample paths: ``... x S x q`` (`X` is
+        ``... x q x d``, `Xe` the same repeated for each of the ``S`` paths)."""
         key = _mkey(spec.name)
-        gp_value = paths[key](self._gp_inputs(spec, Xe, values)) if key in paths else 0.0
+        path = paths[key] if key in paths else None  # noqa: SIM401 (ModuleDict has no get)
+        if path is None:
+            gp_value: Tensor | float = 0.0
+        elif isinstance(path, FastPaths) and self._reads_parameters_only(spec):
+            gp_value = path.shared(X[..., spec.columns])
+        else:
+            gp_value = path(self._gp_inputs(spec, Xe, values))
         return self._with_formula(spec, gp_value, values)
-
-    def _with_formula(
-        self, spec: _NodeSpec, gp_term: Tensor | float, values: Mapping[str, Tensor]
-    ) -> Tensor:
-        """A node's model-space value from its GP term: the term itself, or (a formula node)
-        the formula of its raw inputs plus the term (a residual GP's, else 0)."""
-        formula = self.structure.formula_for(spec.name)
-        if formula is None:
-            assert isinstance(gp_term, Tensor), f"node {spec.name!r} has neither GP nor formula"
-            return gp_term
-        raw = formula.evaluate([self._to_raw(p, values[p]) for p in formula.inputs])
-        return self._to_model(spec.name, raw + gp_term)
-
-    def _to_raw(self, node: str, value: Tensor) -> Tensor:
-        return to_raw(self.structure.transforms.get(node), value)
-
-    def _to_model(self, node: str, raw: Tensor) -> Tensor:
-        return to_model(self.structure.transforms.get(node), raw)
 
     def noise_variance(self, node: str) -> float:
         """Fitted observation-noise variance of `node` in its model units (0 without a GP)."""
@@ -308,73 +425,35 @@ class GPNetwork(EnsembleModel):
         noise = float(gp.likelihood.noise.detach().reshape(-1)[0])
         return noise * float(gp.outcome_transform.stdvs.detach().reshape(-1)[0]) ** 2
 
-    def _gp_inputs(self, spec: _NodeSpec, Xe: Tensor, values: Mapping[str, Tensor]) -> Tensor:
-        """What the node's GP reads: its parameter columns, then (no formula) its parents."""
-        inputs = [Xe[..., spec.columns]]
-        if self.structure.formula_for(spec.name) is None:
-            inputs += [values[p].unsqueeze(-1) for p in spec.parents]
-        return torch.cat(inputs, dim=-1)
+    def _gp_moments(self, node: str, inputs: Tensor) -> tuple[Tensor, Tensor] | None:
+        key = _mkey(node)
+        if key not in self.gps:
+            return None
+        gp: Any = self.gps[key]
+        post = gp.posterior(inputs.unsqueeze(-2), observation_noise=True)
+        return post.mean[..., 0, 0], post.variance[..., 0, 0]
 
-    def predictive_mixture(self, X: Tensor, num_samples: int = 256) -> tuple[Tensor, Tensor]:
-        """Each output's predictive at each point of `X` as a Gaussian mixture, observation
-        noise included.
-
-        Pointwise predictions need no joint sample paths: per point, the nodes are sampled in
-        topological order from their GPs' exact posterior marginals given sampled parent values
-        (with the observation noise children read, as in `forward`), and each output keeps its
-        exact Gaussian given its sampled parents. An output whose GP reads only parameters gets
-        its exact predictive (all components equal); no random-feature approximation enters.
+    def conditioned(self, X: Tensor, values: Mapping[str, Tensor]) -> ConditionedNetwork:
+        """This network's node GPs, hyper-parameters kept, conditioned on other trials, for
+        pointwise prediction: what `fit_gp_network` with `hyperparameters` on those trials
+        would predict (`predict`, `predictive_mixture`), without building its models (see
+        `ConditionedNetwork`).
 
         Args:
-            X: An ``n x d``-dim Tensor.
-            num_samples: Mixture components (samples of the parent values).
-
-        Returns:
-            ``(means, variances)``, each ``num_samples x n x m`` (raw units).
+            X: ``n x d``-dim unit-cube inputs.
+            values: Node name -> ``n``-dim observed values in model units (as for
+                `fit_gp_network`).
         """
-        gen = torch.Generator().manual_seed(self.seed)
-        Xe = X.unsqueeze(0).expand(num_samples, *X.shape)
-        values: dict[str, Tensor] = {}  # node -> S x n sampled values (model units)
-        moments: dict[str, tuple[Tensor, Tensor]] = {}
-        with torch.no_grad():
-            for spec in self.specs:
-                mean, var = self._node_moments(spec, Xe, values)
-                moments[spec.name] = (mean, var)
-                sd = (var.clamp_min(0.0) + self._propagated_sd(spec.name) ** 2).sqrt()
-                eps = torch.randn(mean.shape, generator=gen, dtype=mean.dtype)
-                values[spec.name] = mean + sd * eps
-        raw = [raw_moments(self.structure.transforms.get(o), *moments[o]) for o in self.outputs]
-        means = torch.stack([m for m, _ in raw], dim=-1)
-        variances = torch.stack([v for _, v in raw], dim=-1)
-        return means, variances
-
-    def _node_moments(
-        self, spec: _NodeSpec, Xe: Tensor, values: Mapping[str, Tensor]
-    ) -> tuple[Tensor, Tensor]:
-        """Model-space mean and variance (observation noise included) of one node at each
-        point given its parents' sampled values: ``S x n`` each."""
-        key = _mkey(spec.name)
-        mean = var = torch.zeros(Xe.shape[:-1], dtype=Xe.dtype)
-        if key in self.gps:
-            inputs = self._gp_inputs(spec, Xe, values)  # S x n x c
-            gp: Any = self.gps[key]
-            post = gp.posterior(inputs.unsqueeze(-2), observation_noise=True)
-            mean, var = post.mean[..., 0, 0], post.variance[..., 0, 0]
-        return self._with_formula(spec, mean, values), var
-
-    def predict(self, X: Tensor, num_samples: int = 256) -> tuple[Tensor, Tensor]:
-        """Moment-matched predictive distribution of the outputs, observation noise included
-        (from `predictive_mixture`).
-
-        Args:
-            X: An ``n x d``-dim Tensor.
-            num_samples: Mixture components.
-
-        Returns:
-            ``(mean, variance)``, each ``n x m``.
-        """
-        means, variances = self.predictive_mixture(X, num_samples)
-        return means.mean(0), variances.mean(0) + means.var(0, unbiased=False)
+        nodes = {}
+        for spec in self.specs:
+            key = _mkey(spec.name)
+            if key not in self.gps:
+                continue
+            target = _target(self.structure, spec, values)
+            assert target is not None  # a node with a GP has a target
+            train_X = _node_inputs(self.structure, spec, X, values)
+            nodes[spec.name] = _ExactGP(self.gps[key], train_X, target)
+        return ConditionedNetwork(self, nodes)
 
     def hyperparameters(self) -> dict[str, dict[str, Tensor]]:
         """Node -> GP state dict without the outcome transform (to refit with fixed hypers)."""
@@ -432,16 +511,117 @@ def fit_gp_network(
             target = _target(structure, spec, values)
             if target is None:
                 continue
-            columns = [X[:, spec.columns]]
-            if structure.formula_for(spec.name) is None:
-                columns += [values[p].unsqueeze(-1) for p in spec.parents]
-            train_X = torch.cat(columns, dim=-1)
+            train_X = _node_inputs(structure, spec, X, values)
             bounds = _bounds(train_X, len(spec.columns))
             state = None if hyperparameters is None else hyperparameters.get(spec.name)
             gps[spec.name] = _fit_gp(train_X, target, bounds, config, state)
     model = GPNetwork(structure, specs, gps, outputs, config, seed)
     model.eval()
     return model
+
+
+def _node_inputs(
+    structure: Structure, spec: _NodeSpec, X: Tensor, values: Mapping[str, Tensor]
+) -> Tensor:
+    """A node GP's training inputs: its parameter columns, then (no formula) its parents."""
+    columns = [X[:, spec.columns]]
+    if structure.formula_for(spec.name) is None:
+        columns += [values[p].unsqueeze(-1) for p in spec.parents]
+    return torch.cat(columns, dim=-1)
+
+
+class ConditionedNetwork(_Pointwise):
+    """A fitted `GPNetwork`'s node GPs conditioned on other trials under the same
+    hyper-parameters, for pointwise prediction only (`predict`, `predictive_mixture`; no
+    sample paths, not a BoTorch model). Model selection scores the network on each
+    cross-validation fold and prequential step (`structure.surrogate`); each node here is a
+    Cholesky factor and a few tensor products (`_ExactGP`) where a `SingleTaskGP` would cost
+    milliseconds of construction and posterior bookkeeping per node and step. Build it with
+    `GPNetwork.conditioned`."""
+
+    def __init__(self, network: GPNetwork, nodes: Mapping[str, _ExactGP]) -> None:
+        self.structure = network.structure
+        self.specs = network.specs
+        self.outputs = network.outputs
+        self.config = network.config
+        self.seed = network.seed
+        self._nodes = dict(nodes)
+
+    def noise_variance(self, node: str) -> float:
+        """Observation-noise variance of `node` in its model units (0 without a GP)."""
+        gp = self._nodes.get(node)
+        return 0.0 if gp is None else gp.noise_variance
+
+    def _gp_moments(self, node: str, inputs: Tensor) -> tuple[Tensor, Tensor] | None:
+        gp = self._nodes.get(node)
+        return None if gp is None else gp.moments(inputs)
+
+
+class _ExactGP:
+    """A fitted node GP conditioned on other training data ``(train_X, y)``: the predictive
+    of a `SingleTaskGP` on them with `gp`'s state loaded (hyper-parameters and input
+    normalization; the outcome standardization is the new data's), in plain tensor algebra
+    (RBF kernel, constant or linear mean)."""
+
+    def __init__(self, gp: Any, train_X: Tensor, y: Tensor) -> None:
+        self.lo = gp.input_transform.offset.detach().reshape(-1)
+        self.span = gp.input_transform.coefficient.detach().reshape(-1)
+        self.lengthscale = gp.covar_module.lengthscale.detach().reshape(-1)
+        self.noise = float(gp.likelihood.noise.detach().reshape(-1)[0])
+        mean_module = gp.mean_module
+        if isinstance(mean_module, LinearMean):
+            self.weights = mean_module.weights.detach().reshape(-1)
+            self.constant = float(mean_module.bias.detach().reshape(-1)[0])
+        else:
+            self.weights = None
+            self.constant = float(mean_module.constant.detach().reshape(-1)[0])
+        sd = float(y.std()) if y.numel() > 1 else 1.0
+        self.y_mean, self.y_sd = float(y.mean()), (sd if sd >= 1e-8 else 1.0)
+        self.points = self._unit(train_X)
+        K = self._kernel(self.points, self.points)
+        self.L = _cholesky(K + self.noise * torch.eye(K.shape[-1], dtype=K.dtype))
+        resid = (y - self.y_mean) / self.y_sd - self._prior_mean(self.points)
+        self.alpha = torch.cholesky_solve(resid.unsqueeze(-1), self.L).squeeze(-1)
+        self.noise_variance = self.noise * self.y_sd**2
+
+    def _unit(self, X: Tensor) -> Tensor:
+        return (X - self.lo) / self.span
+
+    def _kernel(self, A: Tensor, B: Tensor) -> Tensor:
+        a, b = A / self.lengthscale, B / self.lengthscale
+        sq = a.pow(2).sum(-1, keepdim=True) - 2.0 * a @ b.T + b.pow(2).sum(-1)
+        return torch.exp(-0.5 * sq.clamp_min(0.0))
+
+    def _prior_mean(self, U: Tensor) -> Tensor:
+        base = torch.full(U.shape[:-1], self.constant, dtype=U.dtype)
+        return base if self.weights is None else base + U @ self.weights
+
+    def moments(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        """Predictive mean and variance (observation noise included), raw units of the
+        node's target, at ``... x c`` inputs: ``...`` each."""
+        U = self._unit(X)
+        Ks = self._kernel(U.reshape(-1, U.shape[-1]), self.points)  # N x n
+        mean = self._prior_mean(U).reshape(-1) + Ks @ self.alpha
+        v = torch.linalg.solve_triangular(self.L, Ks.T, upper=False)
+        var = (1.0 - v.pow(2).sum(0)).clamp_min(0.0) + self.noise
+        shape = U.shape[:-1]
+        return (
+            (mean * self.y_sd + self.y_mean).reshape(shape),
+            (var * self.y_sd**2).reshape(shape),
+        )
+
+
+def _cholesky(K: Tensor) -> Tensor:
+    """Cholesky factor of `K`, with GPyTorch's remedy when rounding makes it fail: 1e-8 of
+    jitter on the diagonal, ten times more on each of three retries."""
+    L, info = torch.linalg.cholesky_ex(K)
+    jitter = 1e-8
+    while int(info) != 0 and jitter <= 1e-6:
+        L, info = torch.linalg.cholesky_ex(K + jitter * torch.eye(K.shape[-1], dtype=K.dtype))
+        jitter *= 10
+    if int(info) != 0:
+        raise ValueError("A node GP's kernel matrix is not positive definite.")
+    return L
 
 
 def _node_specs(
@@ -523,9 +703,28 @@ def _fit_gp(
     )
     if state is not None:
         gp.load_state_dict(dict(state), strict=False)
-    else:
+    elif config.linear_mean:
         mll = ExactMarginalLogLikelihood(gp.likelihood, gp)
         options = {"options": dict(config.fit_options)} if config.fit_options else None
         fit_gpytorch_mll(mll, optimizer_kwargs=options)
+    else:
+        _fit_map(gp, (train_X - bounds[0]) / (bounds[1] - bounds[0]), config)
     gp.eval()
     return gp
+
+
+def _fit_map(gp: SingleTaskGP, X_unit: Tensor, config: NetworkConfig) -> None:
+    """Set `gp`'s hyper-parameters to their MAP estimate under its own priors, solved by
+    `structure.gp.map_hyperparameters` on the normalized inputs and standardized targets (the
+    same problem `fit_gpytorch_mll` solves, at a tenth of the cost for the network's small
+    node GPs; measured in benchmarks/README.md, "bench_structure: proposal time")."""
+    options = dict(config.fit_options or {})
+    maxiter = int(options.get("maxiter", _DEFAULT_MAXITER))
+    X = X_unit.detach().numpy()
+    y = gp.train_targets.detach().numpy()
+    theta = map_hyperparameters(X, y, maxiter, min_lengthscale=MIN_LENGTHSCALE)
+    d = X.shape[1]
+    with torch.no_grad():
+        gp.covar_module.lengthscale = torch.as_tensor(np.exp(theta[:d])).reshape(1, d)
+        gp.likelihood.noise = torch.tensor([MIN_NOISE + math.exp(float(theta[d]))])
+        gp.mean_module.constant.fill_(float(theta[d + 1]))

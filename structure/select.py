@@ -45,18 +45,18 @@ measured and not kept (figures: benchmarks/README.md, "bench_structure: design d
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from structure.errors import StructureLearningError
+from structure.gp import loo_log_density
 
 __all__ = [
     "SelectConfig",
     "Selection",
     "distance_correlation",
-    "loo_log_density",
     "select_parents",
 ]
 
@@ -303,134 +303,6 @@ def _input_relevance(fit: _Fit, widths: Sequence[int]) -> np.ndarray:
     inv = 1.0 / np.maximum(fit.lengthscales, 1e-12)
     edges = np.cumsum([0, *widths])
     return np.array([inv[a:b].max() if b > a else 0.0 for a, b in zip(edges[:-1], edges[1:])])
-
-
-def loo_log_density(
-    X: np.ndarray, y: np.ndarray, fit_maxiter: int = 100
-) -> tuple[float, np.ndarray, np.ndarray]:
-    """Exact leave-one-out log predictive density of a GP on ``(X, y)``.
-
-    The GP is BoTorch's default `SingleTaskGP` without outcome transform (constant mean, RBF
-    kernel with one lengthscale per column under the dimension-scaled LogNormal prior,
-    Gaussian noise above 1e-4 under a LogNormal(-4, 1) prior), written out in numpy with its
-    analytic gradient: selection scores hundreds of input sets of a few dozen points, where
-    the general model's (and autograd's) per-call overhead would dominate. The
-    hyper-parameters are the MAP estimate on all points (L-BFGS-B from the prior modes, as
-    BoTorch starts); the leave-one-out predictive of point ``i`` is then
-    ``N(y_i - a_i / c_ii, 1 / c_ii)`` with ``C = (K + s^2 I)^-1`` and ``a = C (y - m)``
-    (Rasmussen & Williams 2006, eq. 5.12).
-
-    Args:
-        X: ``n x d``-dim inputs in the unit cube.
-        y: ``n``-dim standardized targets.
-        fit_maxiter: Iteration cap of the hyper-parameter fit.
-
-    Returns:
-        The summed log density, the ``n`` leave-one-out means and the fitted lengthscales.
-    """
-    X = np.asarray(X, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    d = X.shape[-1]
-    theta = _map_hyperparameters(X, y, fit_maxiter)
-    try:
-        C = _cho_inverse(np.linalg.cholesky(_kernel(_sq_dists(X), theta)))
-    except np.linalg.LinAlgError:
-        return -math.inf, np.zeros_like(y), np.ones(d)
-    c = np.diagonal(C)
-    err = (C @ (y - theta[d + 1])) / c
-    var = 1.0 / c
-    ll = -0.5 * (np.log(2 * math.pi * var) + err**2 / var)
-    return float(ll.sum()), y - err, np.exp(theta[:d])
-
-
-_MIN_NOISE = 1e-4
-
-
-def _sq_dists(X: np.ndarray) -> np.ndarray:
-    """``d x n x n`` squared differences per column."""
-    diff = X.T[:, :, None] - X.T[:, None, :]
-    return diff * diff
-
-
-def _rbf(D: np.ndarray, log_lengthscales: np.ndarray) -> np.ndarray:
-    """RBF kernel matrix from per-column squared differences `D`."""
-    return np.exp(-0.5 * np.tensordot(np.exp(-2.0 * log_lengthscales), D, axes=1))
-
-
-def _kernel(D: np.ndarray, theta: np.ndarray) -> np.ndarray:
-    """``K + s^2 I`` for per-column squared differences `D` and
-    ``theta = (log lengthscales, log(s^2 - 1e-4), mean)``."""
-    d = D.shape[0]
-    return _with_noise(_rbf(D, theta[:d]), float(theta[d]))
-
-
-def _with_noise(rbf: np.ndarray, t: float) -> np.ndarray:
-    """``rbf + (1e-4 + e^t) I`` plus a 1e-8 jitter on the diagonal."""
-    return rbf + (_MIN_NOISE + math.exp(t) + 1e-8) * np.eye(rbf.shape[-1])
-
-
-def _cho_inverse(L: np.ndarray) -> np.ndarray:
-    """``K^-1`` from the Cholesky factor ``L`` of ``K``."""
-    L_inv = np.linalg.inv(L)
-    return L_inv.T @ L_inv
-
-
-def _lengthscale_prior(d: int) -> tuple[float, float]:
-    """``(loc, scale)`` of BoTorch's dimension-scaled LogNormal lengthscale prior."""
-    return math.sqrt(2) + 0.5 * math.log(d), math.sqrt(3)
-
-
-def _map_hyperparameters(X: np.ndarray, y: np.ndarray, maxiter: int) -> np.ndarray:
-    """MAP hyper-parameters ``(log lengthscales, log(noise - 1e-4), mean)`` of the GP."""
-    from scipy.optimize import minimize
-
-    d = X.shape[1]
-    loc, scale = _lengthscale_prior(d)
-    x0 = np.r_[np.full(d, loc - scale**2), math.log(math.exp(-5.0) - _MIN_NOISE), float(y.mean())]
-    bounds = [(-7.0, 7.0)] * d + [(-25.0, 3.0), (None, None)]
-    result = minimize(
-        _map_objective(X, y), x0, jac=True, method="L-BFGS-B", bounds=bounds,
-        options={"maxiter": maxiter},
-    )  # fmt: skip
-    return np.asarray(result.x, dtype=np.float64)
-
-
-def _map_objective(
-    X: np.ndarray, y: np.ndarray
-) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
-    """The negative log posterior of `_map_hyperparameters` and its gradient, as one function
-    of ``theta``."""
-    n, d = X.shape
-    D = _sq_dists(X)
-    loc, scale = _lengthscale_prior(d)
-
-    def value_and_grad(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        """Negative log posterior and its gradient (R&W eq. 5.9 for the kernel terms)."""
-        log_ls, t = theta[:d], float(theta[d])
-        noise = _MIN_NOISE + math.exp(t)
-        rbf = _rbf(D, log_ls)
-        try:
-            L = np.linalg.cholesky(_with_noise(rbf, t))
-        except np.linalg.LinAlgError:  # not positive definite: push the optimizer away
-            return 1e10, np.zeros_like(theta)
-        K_inv = _cho_inverse(L)
-        r = y - theta[d + 1]
-        alpha = K_inv @ r
-        log_noise = math.log(noise)
-        value = 0.5 * r @ alpha + np.log(np.diagonal(L)).sum()
-        value += (log_ls + (log_ls - loc) ** 2 / (2 * scale**2)).sum()  # LogNormal(loc, scale)
-        value += log_noise + (log_noise + 4.0) ** 2 / 2  # LogNormal(-4, 1) on the noise
-        W = K_inv - np.outer(alpha, alpha)  # d(data term)/dK = W / 2
-        grad = np.empty_like(theta)
-        # dK/d log l_j = rbf * D_j / l_j^2
-        grad[:d] = 0.5 * np.tensordot(D, W * rbf, axes=2) * np.exp(-2.0 * log_ls)
-        grad[:d] += 1.0 + (log_ls - loc) / scale**2
-        # dK/dt = e^t I; the prior is on log(noise) = log(1e-4 + e^t)
-        grad[d] = math.exp(t) * (0.5 * np.trace(W) + (5.0 + log_noise) / noise)
-        grad[d + 1] = -alpha.sum()
-        return float(value), grad
-
-    return value_and_grad
 
 
 def _constant_loo(y: np.ndarray) -> tuple[float, np.ndarray]:

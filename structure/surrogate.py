@@ -18,8 +18,8 @@ fresh instance recomputes the latest one). At a checkpoint the surrogate
    range of the metric would veto any structure on one outlying held-out point):
    *held-out*: ``cv_folds``-fold cross-validation; *prequential*: each of the last ``window``
    trials scored by the models conditioned on the trials before it. Both use the hyper-parameters
-   fitted on the ``n_j`` trials (only conditioning is redone), which keeps scoring cheap and
-   treats both models alike;
+   fitted on the ``n_j`` trials (only conditioning is redone, `GPNetwork.conditioned`), which
+   keeps scoring cheap and treats both models alike;
 3. uses the network unless it predicts clearly worse: its advantage, held-out plus prequential
    (each summed over the scored points), divided by the number of scored points, must be above
    ``-tolerance`` nats; otherwise the flat GP. The network is preferred on a tie because a
@@ -447,16 +447,12 @@ def _fit_network(
     config: NetworkConfig,
     seed: int,
     hyperparameters: Mapping[str, Mapping[str, Tensor]] | None = None,
-    rows: Tensor | None = None,
 ) -> GPNetwork:
-    """Fit the network on `data` (or on its `rows`)."""
+    """Fit the network on `data` (only condition it, given `hyperparameters`)."""
     values = _node_values(data, fmap, structure)
-    X = data.X
-    if rows is not None:
-        X, values = X[rows], {k: v[rows] for k, v in values.items()}
     columns = {name: node_columns(data.space, name) for name in structure.params}
     return fit_gp_network(
-        structure, X, values, columns, data.outcome_names, config, seed, hyperparameters
+        structure, data.X, values, columns, data.outcome_names, config, seed, hyperparameters
     )
 
 
@@ -472,7 +468,7 @@ def _score(
     both models fitted on all of `data` (keys ``"flat"``, ``"network"``)."""
     flat_model = flat.fit(data)
     net = _fit_network(data, structure, fmap, config.network, seed)
-    net_hypers = net.hyperparameters()
+    values = _node_values(data, fmap, structure)
     flat_state = {
         k: v for k, v in flat_model.state_dict().items() if not k.startswith("outcome_transform")
     }
@@ -493,7 +489,7 @@ def _score(
             y = data.Y[test]
             m, v = _flat_predict(data.X[train], data.Y[train], flat_state, data.X[test])
             ll_flat += _gauss_ll(y, m, v)
-            sub = _fit_network(data, structure, fmap, config.network, seed, net_hypers, train)
+            sub = net.conditioned(data.X[train], {k: v[train] for k, v in values.items()})
             m, v = sub.predict(data.X[test], config.score_samples)
             ll_net += _gauss_ll(y, m, v)
         out[kind] = {

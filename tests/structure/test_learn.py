@@ -130,3 +130,28 @@ def test_bad_input_is_a_clear_error() -> None:
     short = {**table["metrics"], "m1": table["metrics"]["m1"][:20]}
     with pytest.raises(StructureLearningError, match="one value per trial"):
         learn_structure(table["params"], short, table["objectives"], config=FAST)
+
+
+def test_our_fisher_z_test_is_causal_learns() -> None:
+    # `structure.pc` runs PC with its own registration of the Fisher-z test (a cheaper p-value
+    # and no data hashing); its p-values and PC's graphs must be causal-learn's own.
+    from causallearn.search.ConstraintBased.PC import pc
+    from causallearn.utils.cit import CIT
+
+    from structure.pc import _fisher_z_test
+
+    rng = np.random.default_rng(1)
+    for trial in range(5):
+        data = rng.standard_normal((25, 8))
+        data[:, 3] += data[:, 1]
+        data[:, 5] += 0.7 * data[:, 3] - 0.5 * data[:, 2]
+        data[:, 7] += 0.6 * data[:, 5]
+        ours, theirs = CIT(data, _fisher_z_test()), CIT(data, "fisherz")
+        for _ in range(200):
+            x, y = (int(v) for v in rng.choice(8, 2, replace=False))
+            cond = [int(c) for c in rng.choice(8, int(rng.integers(0, 5)), replace=False)]
+            cond = [c for c in cond if c not in (x, y)]
+            assert ours(x, y, cond) == pytest.approx(theirs(x, y, cond), abs=1e-12)
+        a = pc(data, 0.05, _fisher_z_test(), show_progress=False).G.graph
+        b = pc(data, 0.05, "fisherz", show_progress=False).G.graph
+        assert (a == b).all(), trial

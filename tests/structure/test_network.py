@@ -184,3 +184,63 @@ def test_pointwise_predictive_agrees_with_the_composed_sample_paths() -> None:
     assert 0.5 < float((path_var / var).median()) < 2.0
     # Seeded: the same call gives the same mixture.
     torch.testing.assert_close(net.predict(Xt, num_samples=2048)[0], mean)
+
+
+@pytest.mark.parametrize("linear", [False, True])
+def test_conditioned_network_predicts_as_the_network_refitted_with_its_hypers(linear) -> None:
+    # Scoring conditions the fitted network on each fold: `conditioned` must predict what
+    # `fit_gp_network(..., hyperparameters=...)` on those rows predicts, without its models.
+    s, X, values, cols = _ackley_like(n=18, seed=2)
+    s = Structure(
+        s.params, s.metrics, (*s.objectives, "total"), (*s.edges, Edge("f1", "total")),
+        (Formula("total", ("f1",), scale=2.0, residual=True),),
+    )  # fmt: skip
+    values = {**values, "total": 2.0 * values["f1"] + 0.1 * X[:, 0]}
+    cfg = NetworkConfig(32, 128, {"maxiter": 25}, linear_mean=linear)
+    outputs = ["o1", "o2", "f1", "total"]
+    net = fit_gp_network(s, X, values, cols, outputs, cfg, seed=0)
+    rows = torch.arange(18)[torch.arange(18) % 3 != 0]
+    sub_values = {k: v[rows] for k, v in values.items()}
+    refit = fit_gp_network(
+        s, X[rows], sub_values, cols, outputs, cfg, seed=0, hyperparameters=net.hyperparameters()
+    )
+    fast = net.conditioned(X[rows], sub_values)
+    Xt = torch.rand(7, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    for want, got in zip(refit.predict(Xt, 64), fast.predict(Xt, 64)):
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-8)
+    assert fast.noise_variance("f1") == pytest.approx(refit.noise_variance("f1"))
+
+
+def test_node_gps_get_botorchs_map_fit() -> None:
+    # Node GPs are fitted by `structure.gp.map_hyperparameters` on the model's own transforms:
+    # the same optimum `fit_gpytorch_mll` finds for the same `SingleTaskGP`.
+    from botorch.fit import fit_gpytorch_mll
+    from botorch.models.transforms.input import Normalize
+    from botorch.models.transforms.outcome import Standardize
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+
+    from structure.network import _bounds, _fit_gp
+
+    gen = torch.Generator().manual_seed(4)
+    X = torch.rand(25, 3, generator=gen, dtype=torch.float64)
+    y = 3.0 + torch.sin(5 * X[:, 0]) * X[:, 1] + 0.05 * torch.randn(25, generator=gen).double()
+    bounds = _bounds(X, 2)  # two parameter columns, one node value
+    ours = _fit_gp(X, y, bounds, NetworkConfig(), None)
+    theirs = SingleTaskGP(
+        X, y.unsqueeze(-1), input_transform=Normalize(3, bounds=bounds), outcome_transform=Standardize(1)
+    )  # fmt: skip
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(theirs.likelihood, theirs))
+
+    def mll(gp: SingleTaskGP) -> float:
+        gp.train()
+        with torch.no_grad():
+            return float(
+                ExactMarginalLogLikelihood(gp.likelihood, gp)(
+                    gp(*gp.train_inputs), gp.train_targets
+                )
+            )
+
+    assert mll(ours) == pytest.approx(mll(theirs), abs=1e-3)
+    torch.testing.assert_close(
+        ours.covar_module.lengthscale, theirs.covar_module.lengthscale, rtol=0.02, atol=0.0
+    )

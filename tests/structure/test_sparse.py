@@ -104,3 +104,10 @@ def test_fast_paths_equal_botorchs_matheron_paths(linear: bool) -> None:
     assert fast is not None
     Z = torch.rand(4, 7, 3, dtype=torch.float64)
     torch.testing.assert_close(fast(Z), path(Z), rtol=1e-6, atol=1e-8)
+    # Inputs shared by the 4 paths (a node reading parameters only), with a batch dimension.
+    shared = torch.rand(5, 7, 3, dtype=torch.float64)
+    repeated = shared.unsqueeze(-3).expand(5, 4, 7, 3)
+    torch.testing.assert_close(fast.shared(shared), path(repeated), rtol=1e-6, atol=1e-8)
+    # The hand-written gradient of the per-path evaluation is the function's.
+    Zg = torch.rand(2, 4, 3, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(fast, (Zg,))
