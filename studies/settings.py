@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -13,6 +14,7 @@ __all__ = ["StudySettings"]
 
 
 SURROGATES = ("auto", "structured", "flat", "saas")
+KNOWLEDGE_KEYS = ("required", "forbidden", "formulas", "phase_order")  # `Knowledge.to_dict`'s
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,13 @@ class StudySettings:
             reads (`structure.StructuredConfig.ignore_metrics`); they are still stored and
             plotted. For metrics that change from run to run of one configuration, such as wall
             seconds: `studies.rewrite_study` adds the search's (`unmodeled_metrics`).
+        knowledge: Expert knowledge for the structured surrogate's structure learning
+            (`structure.Knowledge`), as a `Knowledge` or its dict form (`Knowledge.to_dict`:
+            ``required`` and ``forbidden`` ``[source, target]`` edges, ``formulas``,
+            ``phase_order``), e.g. ``{"required": [["acceptance_rate", "gain"]]}``: edges the
+            learned structure must or must not have. Stored as that dict; its names are checked
+            against the space, the objectives and the reported metrics when the tuner is
+            built and at each structure checkpoint.
     """
 
     heartbeat_interval: float = 10.0
@@ -53,8 +62,10 @@ class StudySettings:
     surrogate: str = "auto"
     max_repeated_failures: int = 5
     ignore_metrics: tuple[str, ...] = ()
+    knowledge: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "knowledge", _knowledge_dict(self.knowledge))
         from tuner.errors import InvalidArgumentError
         from tuner.trial import metric_patterns
 
@@ -145,3 +156,50 @@ class StudySettings:
             raise StudySettingsError(f"Stored StudySettings must be a dict, got {d!r}.")
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
+
+
+def _knowledge_dict(value: Any) -> dict[str, Any] | None:
+    """`StudySettings.knowledge` as a plain JSON dict (a `structure.Knowledge` through its
+    `to_dict`); the full check, which needs the study's names, is the surrogate's."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) and callable(getattr(value, "to_dict", None)):
+        value = value.to_dict()
+    unknown = sorted(set(value) - set(KNOWLEDGE_KEYS)) if isinstance(value, Mapping) else None
+    if unknown is None or unknown:
+        raise StudySettingsError(
+            "StudySettings.knowledge must be a structure.Knowledge or its dict form with keys "
+            f"among {list(KNOWLEDGE_KEYS)}, e.g. {{'required': [['metric', 'objective']]}}; got "
+            f"{value!r}" + (f" (unknown keys {unknown})." if unknown else ".")
+        )
+    for key in ("required", "forbidden"):
+        pairs = value.get(key, [])
+        ok = not isinstance(pairs, str | bytes | Mapping) and isinstance(pairs, list | tuple)
+        if not ok or not all(
+            isinstance(p, list | tuple) and len(p) == 2 and all(isinstance(n, str) for n in p)
+            for p in pairs
+        ):
+            raise StudySettingsError(
+                f"StudySettings.knowledge[{key!r}] must be a list of [source, target] name "
+                f"pairs, e.g. [['acceptance_rate', 'gain']]; got {pairs!r}."
+            )
+    formulas = value.get("formulas", [])
+    if not isinstance(formulas, list | tuple) or not all(isinstance(f, Mapping) for f in formulas):
+        raise StudySettingsError(
+            "StudySettings.knowledge['formulas'] must be a list of formula dicts "
+            "(`structure.Formula` fields, e.g. {'node': 'search_time', 'inputs': ['time.match', "
+            f"'time.verify']}}); got {formulas!r}."
+        )
+    phases = value.get("phase_order", [])
+    if not isinstance(phases, list | tuple) or not all(isinstance(p, str) for p in phases):
+        raise StudySettingsError(
+            "StudySettings.knowledge['phase_order'] must be a list of metric-name prefixes, "
+            f"earliest phase first; got {phases!r}."
+        )
+    try:  # every key present, so the object and its dict forms compare equal
+        return json.loads(json.dumps({k: list(value.get(k, [])) for k in KNOWLEDGE_KEYS}))
+    except (TypeError, ValueError) as err:
+        raise StudySettingsError(
+            f"StudySettings.knowledge must hold names and numbers only (it is stored as JSON); "
+            f"got {value!r} ({err})."
+        ) from None

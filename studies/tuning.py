@@ -38,6 +38,8 @@ def make_surrogate(mode: str, settings: StudySettings) -> Any:
         from tuner.surrogate import SaasSurrogate
 
         return SaasSurrogate({"maxiter": settings.options().fit_maxiter or 150})
-    from structure import StructuredConfig, StructuredSurrogate
+    from structure import Knowledge, StructuredConfig, StructuredSurrogate
 
-    return StructuredSurrogate(config=StructuredConfig(ignore_metrics=settings.ignore_metrics))
+    knowledge = Knowledge.from_dict(settings.knowledge) if settings.knowledge else None
+    config = StructuredConfig(ignore_metrics=settings.ignore_metrics)
+    return StructuredSurrogate(knowledge, config=config)

@@ -300,6 +300,27 @@ def test_settings_are_stored_and_validated(sqlite_url: str) -> None:
     assert helpers.StudySettings.from_dict(json.loads(json.dumps(ignoring.to_dict()))) == ignoring
 
 
+def test_expert_knowledge_reaches_the_structured_surrogate(sqlite_url: str) -> None:
+    from structure import Knowledge, KnowledgeError
+    from studies.tuning import make_surrogate
+
+    knowledge = Knowledge(required=(("m", "latency"),), forbidden=(("x", "m"),))
+    settings = helpers.fast_settings(knowledge=knowledge)
+    assert settings.knowledge == knowledge.to_dict()  # stored as its JSON form
+    assert helpers.fast_settings(knowledge=knowledge.to_dict()) == settings
+    partial = {"required": [["m", "latency"]], "forbidden": [["x", "m"]]}
+    assert helpers.fast_settings(knowledge=partial) == settings
+    make(sqlite_url, settings=settings)
+    stored = Study.load("s", sqlite_url).settings
+    assert stored == settings
+    assert make_surrogate("structured", stored).knowledge == knowledge
+    # Names are checked against the study when its tuner is built: an edge out of an
+    # objective breaks the tiers.
+    bad = helpers.fast_settings(knowledge={"required": [["latency", "m"]]})
+    with pytest.raises(KnowledgeError, match="breaks the tier rules"):
+        make_surrogate("structured", bad).check(toy_space(), list(OBJ), len(OBJ))
+
+
 def test_exhausted_space_stops_cleanly(sqlite_url: str, caplog) -> None:
     from spaces import Int, Space
 
@@ -346,6 +367,13 @@ def test_largest_seed_is_stored(sqlite_url: str) -> None:
         ({"tuner_options": {"num_restarts": -1}}, "num_restarts must be an int >= 1"),
         ({"ignore_metrics": "time.*"}, "ignore_metrics must be a list of metric-name patterns"),
         ({"ignore_metrics": [3]}, "ignore_metrics must be a list of metric-name patterns"),
+        ({"knowledge": {"requird": []}}, r"unknown keys \['requird'\]"),
+        ({"knowledge": "reach -> gain"}, "knowledge must be a structure.Knowledge or its dict"),
+        ({"knowledge": {"required": ["ab"]}}, "must be a list of \\[source, target\\] name"),
+        ({"knowledge": {"forbidden": [["a", 1]]}}, "must be a list of \\[source, target\\]"),
+        ({"knowledge": {"phase_order": "match"}}, "phase_order'\\] must be a list of metric"),
+        ({"knowledge": {"formulas": [{"node": object()}]}}, "stored as JSON"),
+        ({"knowledge": {"formulas": {"node": "t"}}}, "must be a list of formula dicts"),
     ],
 )
 def test_invalid_settings_are_refused(kwargs: dict, message: str) -> None:
