@@ -23,8 +23,8 @@ def draw_structure(
     note: str | None = None,
 ) -> Path:
     """Draw the DAG to a PNG: tiers as columns (parameters, metrics, objectives), edge width and
-    label by strength (bootstrap frequency), dashed edges for required/repaired/direct ones, and
-    a legend.
+    label by strength (`Edge.strength`: share of the selection gain, or bootstrap frequency),
+    dashed edges for required/repaired/direct ones, and a legend.
 
     Nodes without any edge are left out. Within-metric edges bend so they stay visible.
 
@@ -69,7 +69,10 @@ def draw_structure(
             graph, pos, labels=names, ax=ax, font_size=7,
             bbox={"boxstyle": "round,pad=0.35", "fc": color, "ec": "#555"},
         )  # fmt: skip
-    title = f"Learned structure ({structure.n_trials} trials): edge label = bootstrap strength"
+    title = (
+        f"Learned structure ({structure.n_trials} trials): edge label = strength (share of the "
+        "node's selection gain, or PC's bootstrap frequency)"
+    )
     ax.set_title(title + (f"\n{note}" if note else ""), fontsize=11)
     ax.legend(handles=_legend_handles(), loc="lower right", fontsize=7, framealpha=0.9)
     ax.axis("off")
