@@ -33,17 +33,12 @@ import torch
 
 from benchmarks._common import machine_info, write_results
 from benchmarks._structure_problems import PROBLEMS
-from benchmarks.bench_structure import _config_overrides, _method, make_surrogate
+from benchmarks.bench_structure import QUICK_OPTIONS, _config_overrides, _method, make_surrogate
 from tuner import Trial, TrialState, Tuner
-from tuner.options import TunerOptions
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TRACES = [RESULTS / f"trace_rewrite_seed{s}.json.gz" for s in (0, 5)]
 FIRST = 10  # proposals before this trial come from the Sobol design
-# `bench_structure --quick`'s optimizer settings.
-OPTIONS = TunerOptions(
-    num_restarts=4, raw_samples=128, maxiter=50, mc_samples=64, start_with_default=False
-)
 
 
 def record(path: Path, seed: int, trials: int) -> None:
@@ -51,7 +46,11 @@ def record(path: Path, seed: int, trials: int) -> None:
     problem = PROBLEMS["rewrite"]
     surrogate = make_surrogate("learned", problem, quick=True)
     tuner = Tuner(
-        problem.space, dict(problem.objectives), seed=seed, surrogate=surrogate, options=OPTIONS
+        problem.space,
+        dict(problem.objectives),
+        seed=seed,
+        surrogate=surrogate,
+        options=QUICK_OPTIONS,
     )
     rng = np.random.default_rng(seed)
     rows = []
@@ -81,7 +80,7 @@ def replay(
         surrogates[label] = make_surrogate(method, problem, True, (overrides or {}).get(label))
         tuners[label] = Tuner(
             problem.space, dict(problem.objectives), seed=seed, surrogate=surrogates[label],
-            options=OPTIONS,
+            options=QUICK_OPTIONS,
         )  # fmt: skip
     records = [
         Trial(id=i, config=row["config"], state=TrialState.COMPLETE, values=row["values"],

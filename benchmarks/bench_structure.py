@@ -64,6 +64,10 @@ from tuner.options import TunerOptions
 
 RESULTS = Path(__file__).resolve().parent / "results"
 METHODS = ("flat", "learned", "guided", "true", "hand", "ax")
+# ``--quick``'s acquisition budget, starting from a Sobol design (see `run_tuner`).
+QUICK_OPTIONS = TunerOptions(
+    num_restarts=4, raw_samples=128, maxiter=50, mc_samples=64, start_with_default=False
+)
 
 
 def nuisance(x: np.ndarray, k: int, seed: int, rng: np.random.Generator) -> dict[str, float]:
@@ -144,13 +148,7 @@ def run_tuner(
     """One tuner run; ``Y`` holds the objectives in the maximization convention."""
     # The problems' optima sit near the center of the cube (the space's default): start from a
     # Sobol design instead, as the function-network papers do.
-    options = (
-        TunerOptions(
-            num_restarts=4, raw_samples=128, maxiter=50, mc_samples=64, start_with_default=False
-        )
-        if quick
-        else TunerOptions(start_with_default=False)
-    )
+    options = QUICK_OPTIONS if quick else TunerOptions(start_with_default=False)
     surrogate = make_surrogate(
         method, problem, quick, overrides, network_overrides, select_overrides
     )

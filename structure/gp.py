@@ -52,10 +52,10 @@ def loo_log_density(
     y = np.asarray(y, dtype=np.float64)
     d = X.shape[-1]
     theta = map_hyperparameters(X, y, fit_maxiter)
-    try:
-        C = _cho_inverse(np.linalg.cholesky(kernel(sq_dists(X), theta)))
-    except np.linalg.LinAlgError:
+    factored = _log_det_and_inverse(kernel(sq_dists(X), theta))
+    if factored is None:
         return -math.inf, np.zeros_like(y), np.ones(d)
+    C = factored[1]
     c = np.diagonal(C)
     err = (C @ (y - theta[d + 1])) / c
     var = 1.0 / c
@@ -89,12 +89,6 @@ def _with_noise(rbf: np.ndarray, t: float) -> np.ndarray:
     K = rbf.copy()
     K.flat[:: K.shape[-1] + 1] += MIN_NOISE + math.exp(t) + 1e-8
     return K
-
-
-def _cho_inverse(L: np.ndarray) -> np.ndarray:
-    """``K^-1`` from the Cholesky factor ``L`` of ``K``."""
-    L_inv = np.linalg.inv(L)
-    return L_inv.T @ L_inv
 
 
 def _log_det_and_inverse(K: np.ndarray) -> tuple[float, np.ndarray] | None:

@@ -54,7 +54,7 @@ from torch.nn import ModuleDict
 from structure.dag import Structure, raw_moments, to_model, to_raw
 from structure.errors import StructureError
 from structure.gp import MIN_LENGTHSCALE, MIN_NOISE, map_hyperparameters
-from structure.paths import FastPaths, fast_paths
+from structure.paths import FastPaths, fast_paths, rbf_kernel
 
 __all__ = ["ConditionedNetwork", "GPNetwork", "NetworkConfig", "PathPosterior", "fit_gp_network"]
 
@@ -578,7 +578,9 @@ class _ExactGP:
         sd = float(y.std()) if y.numel() > 1 else 1.0
         self.y_mean, self.y_sd = float(y.mean()), (sd if sd >= 1e-8 else 1.0)
         self.points = self._unit(train_X)
-        K = self._kernel(self.points, self.points)
+        self.scaled = self.points / self.lengthscale
+        self.scaled_sq = self.scaled.pow(2).sum(-1)
+        K = self._kernel(self.points)
         self.L = _cholesky(K + self.noise * torch.eye(K.shape[-1], dtype=K.dtype))
         resid = (y - self.y_mean) / self.y_sd - self._prior_mean(self.points)
         self.alpha = torch.cholesky_solve(resid.unsqueeze(-1), self.L).squeeze(-1)
@@ -587,10 +589,9 @@ class _ExactGP:
     def _unit(self, X: Tensor) -> Tensor:
         return (X - self.lo) / self.span
 
-    def _kernel(self, A: Tensor, B: Tensor) -> Tensor:
-        a, b = A / self.lengthscale, B / self.lengthscale
-        sq = a.pow(2).sum(-1, keepdim=True) - 2.0 * a @ b.T + b.pow(2).sum(-1)
-        return torch.exp(-0.5 * sq.clamp_min(0.0))
+    def _kernel(self, U: Tensor) -> Tensor:
+        """``k(U, points)`` for normalized inputs ``U``."""
+        return rbf_kernel(U / self.lengthscale, self.scaled, self.scaled_sq)
 
     def _prior_mean(self, U: Tensor) -> Tensor:
         base = torch.full(U.shape[:-1], self.constant, dtype=U.dtype)
@@ -600,7 +601,7 @@ class _ExactGP:
         """Predictive mean and variance (observation noise included), raw units of the
         node's target, at ``... x c`` inputs: ``...`` each."""
         U = self._unit(X)
-        Ks = self._kernel(U.reshape(-1, U.shape[-1]), self.points)  # N x n
+        Ks = self._kernel(U.reshape(-1, U.shape[-1]))  # N x n
         mean = self._prior_mean(U).reshape(-1) + Ks @ self.alpha
         v = torch.linalg.solve_triangular(self.L, Ks.T, upper=False)
         var = (1.0 - v.pow(2).sum(0)).clamp_min(0.0) + self.noise

@@ -29,7 +29,7 @@ from gpytorch.kernels import RBFKernel
 from gpytorch.means import ConstantMean, LinearMean
 from torch import Tensor
 
-__all__ = ["FastPaths", "fast_paths"]
+__all__ = ["FastPaths", "fast_paths", "rbf_kernel"]
 
 _log = logging.getLogger(__name__)
 
@@ -112,12 +112,12 @@ class FastPaths(torch.nn.Module):
         paths = (
             proj.sin() @ self.w_sin.squeeze(-1).T
             + proj.cos() @ self.w_cos.squeeze(-1).T
-            + _kernel(u, self.points, self.points_sq) @ self.w_update.squeeze(-1).T
+            + rbf_kernel(u, self.points, self.points_sq) @ self.w_update.squeeze(-1).T
         )  # ... x q x S
         return (self.shift + paths + (u @ self.mean_u).unsqueeze(-1)).transpose(-1, -2)
 
 
-def _kernel(u: Tensor, points: Tensor, points_sq: Tensor) -> Tensor:
+def rbf_kernel(u: Tensor, points: Tensor, points_sq: Tensor) -> Tensor:
     """``k(u, U)`` of the scaled inputs and training points: ``... x q x c`` -> ``... x q x n``."""
     sq = u.pow(2).sum(-1, keepdim=True) - 2.0 * u @ points.T + points_sq
     return torch.exp(-0.5 * sq.clamp_min(0.0))
@@ -143,7 +143,7 @@ class _PathValues(torch.autograd.Function):
     ) -> Tensor:
         proj = u @ frequencies.T  # ... x S x q x F/2
         sin, cos = proj.sin(), proj.cos()
-        k = _kernel(u, points, points_sq)  # ... x S x q x n
+        k = rbf_kernel(u, points, points_sq)  # ... x S x q x n
         values = (sin @ w_sin + cos @ w_cos + k @ w_update).squeeze(-1) + u @ mean_u
         if ctx.needs_input_grad[0]:  # else the large intermediates are freed at once
             saved = (u, sin, cos, k, frequencies, w_sin, w_cos, points, w_update, mean_u)

@@ -447,9 +447,11 @@ def _fit_network(
     config: NetworkConfig,
     seed: int,
     hyperparameters: Mapping[str, Mapping[str, Tensor]] | None = None,
+    values: Mapping[str, Tensor] | None = None,
 ) -> GPNetwork:
-    """Fit the network on `data` (only condition it, given `hyperparameters`)."""
-    values = _node_values(data, fmap, structure)
+    """Fit the network on `data` (only condition it, given `hyperparameters`); `values` are
+    its nodes' values (`_node_values`) when the caller has them."""
+    values = _node_values(data, fmap, structure) if values is None else values
     columns = {name: node_columns(data.space, name) for name in structure.params}
     return fit_gp_network(
         structure, data.X, values, columns, data.outcome_names, config, seed, hyperparameters
@@ -467,8 +469,8 @@ def _score(
     """Held-out and prequential log-likelihoods of the flat GP and the network on `data`, and
     both models fitted on all of `data` (keys ``"flat"``, ``"network"``)."""
     flat_model = flat.fit(data)
-    net = _fit_network(data, structure, fmap, config.network, seed)
     values = _node_values(data, fmap, structure)
+    net = _fit_network(data, structure, fmap, config.network, seed, values=values)
     flat_state = {
         k: v for k, v in flat_model.state_dict().items() if not k.startswith("outcome_transform")
     }
