@@ -1,23 +1,30 @@
 """Benchmark of the cost model against measurements: predicted vs measured latency and speedup.
 
-Part 1, zoo models x shapes: every small zoo model (gpt2, bert, llama, t5, vit, resnet) at four
-shapes, each measured with `rewrite.measure.measure` (eager PyTorch, one thread, median of
-``--repeats`` runs after warm-up). A profile is calibrated in this run on two of the shapes
-(`rewrite.calibrate`), and the other two are held out. Columns: the datasheet ``cpu`` profile
-(uncalibrated), the profile fitted here, and the shipped ``cpu-xeon-2core`` profile. Per column:
-Spearman rank correlation, median error factor ``max(p/m, m/p)``, median relative error
-``|p - m| / m`` and the worst factor, over the fitted shapes, the held-out shapes, and all.
+Part 1, zoo models x shapes: every zoo model at four shapes, each measured with
+`rewrite.measure.measure` (eager PyTorch, median of ``--repeats`` runs after warm-up; one CPU
+thread on a CPU, CUDA events on a GPU). A profile is calibrated in this run on two of the shapes
+(`rewrite.calibrate`), and the other two are held out. Columns: the datasheet profile
+(uncalibrated: ``cpu``, or the GPU's own, e.g. ``h100``), the profile fitted here, and the shipped
+measured profile of this kind of device when there is one. Per column: Spearman rank correlation,
+median error factor ``max(p/m, m/p)``, median relative error ``|p - m| / m`` and the worst factor,
+over the fitted shapes, the held-out shapes, and all.
 
-Part 2, search fronts: `rewrite.search` on the six models (held-out shape) with the fitted
-profile and, for contrast, with the datasheet profile; `SearchResult.measure` re-times the input
-and every Pareto graph. Per graph, the predicted speedup (input latency / graph latency) under
-each profile is set beside the measured one; the error is ``|predicted / measured - 1|``.
+Part 2, search fronts: `rewrite.search` on every model (first held-out shape, one-device mesh)
+with the fitted profile and, for contrast, with the datasheet profile; `SearchResult.measure`
+re-times the input and every Pareto graph. Per graph, the predicted speedup (input latency /
+graph latency) under each profile is set beside the measured one; the error is
+``|predicted / measured - 1|`` over the graphs with at least one rewrite.
 
-Prints tables and writes ``benchmarks/results/bench_costmodel.json`` (machine, versions, seeds,
-load average before and after, every case). Targets (issue 20): Spearman >= 0.9 and median error
-<= 25% for the calibrated profile; Pareto speedups within 25% (median).
+``--size small`` (default) measures the small zoo models at CPU-sized shapes; ``--size full`` the
+full-size ones (GPT-2 124M, BERT-base, T5, ViT-B/16, ResNet-50; not the 8B Llama) at GPU-sized
+shapes. Prints tables and writes ``benchmarks/results/bench_costmodel[_<device>].json``
+(machine, versions, seeds, load average before and after, every case; ``--profile-out`` also
+writes the fitted profile, as shipped under ``rewrite/devices/measured/``). Targets (issue 20):
+Spearman >= 0.9 and median error <= 25% for the calibrated profile; Pareto speedups within 25%
+(median).
 
-Usage: ``python -m benchmarks.bench_costmodel [--repeats 15] [--steps 300]``.
+Usage: ``python -m benchmarks.bench_costmodel [--device cuda --size full] [--repeats 15]
+[--steps 300] [--profile-out PATH]``.
 """
 
 from __future__ import annotations
@@ -29,8 +36,11 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import argparse  # noqa: E402
+import gzip  # noqa: E402
+import json  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -39,28 +49,79 @@ from scipy.stats import spearmanr  # noqa: E402
 
 import rewrite  # noqa: E402
 from benchmarks._common import write_results  # noqa: E402
-from rewrite import cost, zoo  # noqa: E402
-from rewrite.measure import calibrate, format_front, measure  # noqa: E402
-from rewrite.measure.calibrate import zoo_overrides  # noqa: E402
+from rewrite import cost, serialize, zoo  # noqa: E402
+from rewrite.devices import load_device  # noqa: E402
+from rewrite.errors import CostModelError  # noqa: E402
+from rewrite.measure import calibrate, format_front, measure, write_profile  # noqa: E402
+from rewrite.measure.calibrate import datasheet_profile, zoo_overrides  # noqa: E402
+from rewrite.measure.timing import _device  # noqa: E402
 
 SEED = 0
-MODELS = ("gpt2", "bert", "llama", "t5", "vit", "resnet")
-FIT_SHAPES = (
-    {"batch": 1, "seq_len": 16, "image_size": 32},
-    {"batch": 8, "seq_len": 128, "image_size": 96},
-)
-HELD_OUT_SHAPES = (
-    {"batch": 4, "seq_len": 64, "image_size": 64},
-    {"batch": 16, "seq_len": 32, "image_size": 48},
-)
-SEARCH_MODELS = MODELS
-SHIPPED = "cpu-xeon-2core"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one size measures: models, the shapes a profile is fitted on and the held-out ones."""
+
+    models: tuple[str, ...]
+    fit_shapes: tuple[dict[str, int], ...]
+    held_out_shapes: tuple[dict[str, int], ...]
+
+
+PLANS = {
+    "small": Plan(
+        ("gpt2", "bert", "llama", "t5", "vit", "resnet"),
+        (
+            {"batch": 1, "seq_len": 16, "image_size": 32},
+            {"batch": 8, "seq_len": 128, "image_size": 96},
+        ),
+        (
+            {"batch": 4, "seq_len": 64, "image_size": 64},
+            {"batch": 16, "seq_len": 32, "image_size": 48},
+        ),
+    ),
+    # Full sizes at the shapes issue 20 measured on an H100 (images stay 224 px, the size ViT-B/16's
+    # position embeddings and ResNet-50 were made for); Llama's full size (8B) is left out.
+    "full": Plan(
+        ("gpt2-full", "bert-full", "t5-full", "vit-full", "resnet-full"),
+        (
+            {"batch": 1, "seq_len": 128, "image_size": 224},
+            {"batch": 8, "seq_len": 512, "image_size": 224},
+        ),
+        (
+            {"batch": 4, "seq_len": 256, "image_size": 224},
+            {"batch": 16, "seq_len": 64, "image_size": 224},
+        ),
+    ),
+}
+#: Shipped measured profile per datasheet profile (the column "shipped").
+SHIPPED = {"cpu": "cpu-xeon-2core"}
 
 
 def _label(name: str, shape: dict[str, int]) -> str:
     kw = zoo_overrides(name, shape)
     size = kw.get("seq_len", kw.get("image_size"))
     return f"{name} b{kw['batch']} {'s' if 'seq_len' in kw else 'i'}{size}"
+
+
+def _sample_record(smp: Any, sheet: str) -> dict[str, Any]:
+    """A calibration sample as data to refit from: per timed node its op, kind, unit, family,
+    tile-padded FLOPs, bytes, dtype and times (``--dump``)."""
+    from rewrite.cost import kernel_terms
+    from rewrite.ops import get_op
+
+    p, nodes = load_device(sheet), []
+    for nid, t in smp.node_times.items():
+        node = smp.graph.node(nid)
+        kind = get_op(node.op).kind
+        rec = {"op": node.op, "kind": kind, "t": t, "host": smp.host_times.get(nid)}
+        if kind == "kernel":
+            unit, family, work, _, nbytes = kernel_terms(node, p)
+            dtype = node.types[0].dtype if node.types else "float32"
+            rec |= {"unit": unit, "family": family, "bytes": nbytes, "dtype": dtype}
+            rec["padded_flops"] = work * p.peak(unit, dtype)
+        nodes.append(rec)
+    return {"name": smp.name, "latency": smp.latency, "nodes": nodes}
 
 
 def _build(name: str, shape: dict[str, int]) -> rewrite.Graph:
@@ -80,31 +141,34 @@ def stats(pred: np.ndarray, meas: np.ndarray) -> dict[str, float]:
     }
 
 
-def bench_shapes(repeats: int) -> tuple[list[dict[str, Any]], Any]:
+def bench_shapes(
+    plan: Plan, dev: Any, sheet: str, shipped: str | None, repeats: int, dump: dict | None = None
+) -> tuple[list[dict[str, Any]], Any]:
     t0 = time.perf_counter()
-    fitted = calibrate(
-        "cpu", MODELS, FIT_SHAPES, name="cpu-bench-fit", repeats=repeats, seed=SEED
-    ).profile
-    print(
-        f"calibrated on {len(MODELS) * len(FIT_SHAPES)} graphs in {time.perf_counter() - t0:.0f} s"
-    )
+    name = "cpu-bench-fit" if dev.type == "cpu" else f"{sheet}-measured"
+    cal = calibrate(dev, plan.models, plan.fit_shapes, name=name, repeats=repeats, seed=SEED)
+    fitted = cal.profile
+    if dump is not None:
+        dump["samples"] = [_sample_record(smp, sheet) for smp in cal.samples]
+    n_fit = len(plan.models) * len(plan.fit_shapes)
+    print(f"calibrated on {n_fit} graphs in {time.perf_counter() - t0:.0f} s")
     rows = []
-    for split, shapes in (("fit", FIT_SHAPES), ("held_out", HELD_OUT_SHAPES)):
-        for name in MODELS:
+    for split, shapes in (("fit", plan.fit_shapes), ("held_out", plan.held_out_shapes)):
+        for model in plan.models:
             for shape in shapes:
-                g = _build(name, shape)
-                m = measure(g, "cpu", repeats=repeats, seed=SEED)
+                g = _build(model, shape)
+                m = measure(g, dev, repeats=repeats, seed=SEED)
                 rows.append(
                     {
-                        "case": _label(name, shape),
+                        "case": _label(model, shape),
                         "split": split,
                         "nodes": len(g),
                         "measured": m.latency,
                         "interval": list(m.interval),
                         "cpu_time": m.cpu_time,
-                        "datasheet": cost(g, "cpu").latency,
+                        "datasheet": cost(g, sheet).latency,
                         "calibrated": cost(g, fitted).latency,
-                        "shipped": cost(g, SHIPPED).latency,
+                        **({"shipped": cost(g, shipped).latency} if shipped else {}),
                         "measured_peak_memory": m.peak_memory,
                         "predicted_peak_memory": cost(g, fitted).peak_memory,
                     }
@@ -114,18 +178,18 @@ def bench_shapes(repeats: int) -> tuple[list[dict[str, Any]], Any]:
 
 def summarize_shapes(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    print(
-        f"\n{'case':<20} {'split':<9} {'meas ms':>8} {'sheet ms':>9} {'calib ms':>9} {'ship ms':>8}"
-    )
+    cols = [c for c in ("datasheet", "calibrated", "shipped") if c in rows[0]]
+    heads = {"datasheet": "sheet ms", "calibrated": "calib ms", "shipped": "ship ms"}
+    print(f"\n{'case':<26} {'split':<9} {'meas ms':>8} " + " ".join(f"{heads[c]:>9}" for c in cols))
     for r in rows:
         print(
-            f"{r['case']:<20} {r['split']:<9} {r['measured'] * 1e3:>8.3f} "
-            f"{r['datasheet'] * 1e3:>9.3f} {r['calibrated'] * 1e3:>9.3f} {r['shipped'] * 1e3:>8.3f}"
+            f"{r['case']:<26} {r['split']:<9} {r['measured'] * 1e3:>8.3f} "
+            + " ".join(f"{r[c] * 1e3:>9.3f}" for c in cols)
         )
     print(
         f"\n{'profile':<11} {'cases':<9} {'spearman':>8} {'med x':>6} {'med err':>8} {'worst x':>8}"
     )
-    for col in ("datasheet", "calibrated", "shipped"):
+    for col in cols:
         for split in ("fit", "held_out", "all"):
             sel = [r for r in rows if split == "all" or r["split"] == split]
             s = stats(np.array([r[col] for r in sel]), np.array([r["measured"] for r in sel]))
@@ -147,38 +211,54 @@ def summarize_shapes(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def bench_fronts(profile: Any, steps: int, repeats: int) -> tuple[list[dict[str, Any]], dict]:
+def bench_fronts(
+    plan: Plan,
+    dev: Any,
+    sheet: str,
+    profile: Any,
+    steps: int,
+    repeats: int,
+    dump: dict | None = None,
+) -> tuple[list[dict[str, Any]], dict]:
     """Search each model with the fitted and with the datasheet profile; measure both fronts and
     set every Pareto graph's predicted speedup under both profiles beside the measured one."""
     fronts: list[dict[str, Any]] = []
     errors: dict[str, list[float]] = {}
-    for name in SEARCH_MODELS:
-        g = _build(name, HELD_OUT_SHAPES[0])
-        base = {"calibrated": cost(g, profile).latency, "datasheet": cost(g, "cpu").latency}
-        for searched in ("calibrated", "datasheet"):
-            dev = profile if searched == "calibrated" else "cpu"
-            res = rewrite.search(g, {"max_steps": steps, "seed": SEED}, device=dev)
-            rows = res.measure("cpu", repeats=repeats, seed=SEED)
-            print(f"\n{_label(name, HELD_OUT_SHAPES[0])}, searched with the {searched} profile:")
+    profiles = {"calibrated": profile, "datasheet": sheet}
+    shape = plan.held_out_shapes[0]
+    for name in plan.models:
+        g = _build(name, shape)
+        base = {k: cost(g, p).latency for k, p in profiles.items()}
+        for searched, prof in profiles.items():
+            res = rewrite.search(g, {"max_steps": steps, "seed": SEED}, device=prof)
+            rows = res.measure(dev, repeats=repeats, seed=SEED)
+            print(f"\n{_label(name, shape)}, searched with the {searched} profile:")
             print(format_front(rows))
             out = []
             for r in rows[1:]:
                 sol = res.pareto[r.index]
-                pred = {
-                    k: base[k] / cost(sol.graph, profile if k == "calibrated" else "cpu").latency
-                    for k in base
-                }
+                pred = {k: base[k] / cost(sol.graph, p).latency for k, p in profiles.items()}
                 for k, v in pred.items():
+                    if not sol.steps:  # the input itself: its speedup is 1 by definition
+                        continue
                     errors.setdefault(f"{searched}_search.{k}_prediction", []).append(
                         abs(v / r.measured_speedup - 1)
                     )
                 out.append({**r.as_dict(), "rules": sol.rules, "predicted": pred})
             fronts.append({"model": name, "searched_with": searched, "rows": out})
+            if dump is not None:
+                dump.setdefault("fronts", []).append(
+                    {
+                        "model": name,
+                        "searched_with": searched,
+                        "graphs": [serialize.to_dict(res.pareto[r.index].graph) for r in rows[1:]],
+                    }
+                )
     summary = {
         k: {"graphs": len(v), "median_speedup_error": float(np.median(v))}
         for k, v in errors.items()
     }
-    print("\nPareto graphs: median |predicted / measured speedup - 1|")
+    print("\nRewritten Pareto graphs: median |predicted / measured speedup - 1|")
     for k, v in summary.items():
         print(f"  {k:<45} {v['median_speedup_error']:>7.1%}  ({v['graphs']} graphs)")
     return fronts, summary
@@ -186,32 +266,60 @@ def bench_fronts(profile: Any, steps: int, repeats: int) -> tuple[list[dict[str,
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu", help="torch device to measure on (cpu, cuda)")
+    ap.add_argument("--size", choices=sorted(PLANS), default="small", help="zoo model size")
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--profile-out", default=None, help="also write the fitted profile here")
+    ap.add_argument(
+        "--dump", default=None, help="write the calibration samples and Pareto graphs (.json.gz)"
+    )
     args = ap.parse_args()
     torch.set_num_threads(1)
+    dev, plan = _device(args.device), PLANS[args.size]
+    sheet = datasheet_profile(dev)
+    shipped = SHIPPED.get(sheet)
+    if shipped is None and dev.type == "cuda":
+        shipped = f"{sheet}-measured" if _known(f"{sheet}-measured") else None
     load0 = os.getloadavg()
     t0, c0 = time.perf_counter(), time.process_time()
-    rows, fitted = bench_shapes(args.repeats)
+    dump: dict[str, Any] | None = {} if args.dump else None
+    rows, fitted = bench_shapes(plan, dev, sheet, shipped, args.repeats, dump)
+    if args.dump:  # written now and again with the fronts, so a cut run keeps its samples
+        with gzip.open(args.dump, "wt") as f:
+            json.dump(dump, f)
     summary = summarize_shapes(rows)
-    fronts, front_summary = bench_fronts(fitted, args.steps, args.repeats)
+    fronts, front_summary = bench_fronts(plan, dev, sheet, fitted, args.steps, args.repeats, dump)
+    if args.dump:
+        with gzip.open(args.dump, "wt") as f:
+            json.dump(dump, f)
     load1 = os.getloadavg()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     print(f"\nwall {wall:.0f} s, cpu {cpu:.0f} s, load average {load0[0]:.2f} -> {load1[0]:.2f}")
+    if args.profile_out:
+        print(f"wrote {write_profile(fitted, args.profile_out)}")
+    where = "1 CPU thread" if dev.type == "cpu" else torch.cuda.get_device_name(dev)
     path = write_results(
-        "bench_costmodel",
+        "bench_costmodel"
+        if dev.type == "cpu" and args.size == "small"
+        else f"bench_costmodel_{sheet}",
         {
-            "device": "cpu (1 thread, eager PyTorch; fused groups eager)",
+            "device": f"{dev.type} ({where}, eager PyTorch; fused groups eager)",
             "mesh": "1 device",
+            "size": args.size,
+            "datasheet_profile": sheet,
+            "shipped_profile": shipped,
             "seed": SEED,
             "repeats": args.repeats,
             "steps": args.steps,
             "threads": torch.get_num_threads(),
+            "cuda": torch.version.cuda,
             "load_average": {"before": list(load0), "after": list(load1)},
             "wall_s": wall,
             "cpu_s": cpu,
-            "fit_shapes": list(FIT_SHAPES),
-            "held_out_shapes": list(HELD_OUT_SHAPES),
+            "models": list(plan.models),
+            "fit_shapes": list(plan.fit_shapes),
+            "held_out_shapes": list(plan.held_out_shapes),
             "fitted_profile": fitted.to_dict(),
             "summary": summary,
             "cases": rows,
@@ -220,6 +328,14 @@ def main() -> None:
         },
     )
     print(f"wrote {path}")
+
+
+def _known(profile: str) -> bool:
+    try:
+        load_device(profile)
+    except CostModelError:
+        return False
+    return True
 
 
 if __name__ == "__main__":

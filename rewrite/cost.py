@@ -8,9 +8,11 @@
   moves only its external inputs and outputs; an embedding reads only the gathered rows; an
   opaque node is charged twice its input and output bytes.
 * ``kernels``: number of kernel launches (every node except sources and views).
-* ``latency`` (seconds): a single-stream schedule, so the sum over kernels of::
+* ``latency`` (seconds): a single-stream schedule. On a profile with ``dispatch: "serial"`` (the
+  default, a CPU) it is the sum over kernels of::
 
-      t = max(F' / (eta_f * phi * peak_f(dtype)), B / (eta_m * phi * bandwidth)) + launch_overhead
+      t = max(F' / (eta_f * phi * peak_f(dtype)), B / (eta_m * phi * bandwidth))
+          + launch_overhead + device_overhead
 
   where ``F'`` is the kernel's FLOPs with GEMM dims rounded up to the profile's
   ``matmul_tile`` (``F' = F`` for other ops), ``peak_f`` is the ``matmul`` unit for GEMMs,
@@ -22,7 +24,11 @@
   of its body's family with the most FLOPs. On a profile with ``fusion: "eager"`` (a backend
   that runs a fused group's body op by op, e.g. eager PyTorch) a fused group costs the sum of its
   body's nodes plus one launch. `kernel_time` is this formula, the
-  only copy of it.
+  only copy of it. On a profile with ``dispatch: "async"`` (a GPU, whose host queues launches
+  while the device runs earlier kernels) the host's and the device's seconds are summed apart,
+  ``host_time`` (``launch_overhead`` per kernel, ``view_overhead`` per view) and ``device_time``
+  (``t`` without ``launch_overhead``), and ``latency = max(host_time, device_time)``: a graph of many
+  small kernels is bound by its launches, one of large kernels by the device.
 * ``peak_memory`` (bytes): liveness over the deterministic topological order: parameters and
   constants resident for the whole run; each kernel output allocated when its node runs and freed
   after its last reader (graph outputs live to the end); a view aliases its input's buffer and
@@ -61,10 +67,11 @@ __all__ = [
 #: Names of the cost vector's entries, in `CostVector.as_tuple` order.
 COST_FIELDS = ("latency", "peak_memory", "flops", "bytes", "kernels", "communication")
 
-#: Per-node cost: ``(latency seconds, flops, bytes, kernels)``.
-NodeCost = tuple[float, int, int, int]
+#: Per-node cost: ``(device seconds, flops, bytes, kernels, host seconds)``; on a serial profile
+#: the device seconds hold the launch and view overheads and the host seconds are 0.
+NodeCost = tuple[float, int, int, int, float]
 
-_ZERO: NodeCost = (0.0, 0, 0, 0)
+_ZERO: NodeCost = (0.0, 0, 0, 0, 0.0)
 _MATMUL_OPS = frozenset({"mm", "bmm", "matmul", "linear", "addmm"})
 _MATMUL_FAMILIES = frozenset({"matmul", "attention", "conv"})
 _PROFILES: dict[int, DeviceProfile] = {}  # keeps profiles alive so id() keys stay unique
@@ -76,7 +83,10 @@ class CostVector:
     """Named cost vector of one graph on one device (see the module docstring).
 
     Attributes:
-        latency: Estimated seconds on one stream.
+        latency: Estimated seconds on one stream: ``max(host_time, device_time)``.
+        device_time: Seconds of the kernels (launch and view overheads included on a serial
+            profile).
+        host_time: Seconds of the host's launches and views on an async profile (else 0).
         flops: Total FLOPs.
         bytes: Total bytes moved.
         kernels: Kernel launches.
@@ -91,15 +101,17 @@ class CostVector:
         "bytes",
         "communication",
         "device",
+        "device_time",
         "flops",
         "graph_uid",
+        "host_time",
         "kernels",
         "latency",
     )
 
     def __init__(
         self,
-        latency: float,
+        device_time: float,
         flops: int,
         bytes: int,
         kernels: int,
@@ -107,8 +119,11 @@ class CostVector:
         device: str,
         graph: Graph,
         peak: int | None = None,
+        host_time: float = 0.0,
     ) -> None:
-        self.latency, self.flops, self.bytes, self.kernels = latency, flops, bytes, kernels
+        self.device_time, self.host_time = device_time, host_time
+        self.latency = max(device_time, host_time)
+        self.flops, self.bytes, self.kernels = flops, bytes, kernels
         self.communication, self.device, self.graph_uid = communication, device, graph.uid
         self._peak = peak
         self._graph: Graph | None = graph if peak is None else None
@@ -230,14 +245,19 @@ def _compute_node_cost(node: Node, p: DeviceProfile) -> NodeCost:
     kind = get_op(node.op).kind
     if kind == "source":
         return _ZERO
+    serial = p.dispatch == "serial"
     if kind == "view":
-        return (p.view_overhead, 0, 0, 0) if p.view_overhead else _ZERO
-    if node.op == "fused" and p.fusion == "eager":
-        lat, fl, by, ke = p.launch_overhead, 0, 0, 0
+        if not p.view_overhead:
+            return _ZERO
+        return (p.view_overhead, 0, 0, 0, 0.0) if serial else (0.0, 0, 0, 0, p.view_overhead)
+    launch = p.launch_overhead if serial else 0.0
+    host = 0.0 if serial else p.launch_overhead
+    if node.op == "fused" and p.fusion == "eager":  # the group's call, then its body's kernels
+        lat, fl, by, ke = launch, 0, 0, 0
         for n in node.attrs["body"].nodes.values():
             c = _compute_node_cost(n, p)
-            lat, fl, by, ke = lat + c[0], fl + c[1], by + c[2], ke + c[3]
-        return (lat, fl, by, ke)
+            lat, fl, by, ke, host = lat + c[0], fl + c[1], by + c[2], ke + c[3], host + c[4]
+        return (lat, fl, by, ke, host)
     unit, family, work, flops, nbytes = kernel_terms(node, p)
     f = p.family_efficiency.get(family, 1.0)
     t = kernel_time(
@@ -246,13 +266,14 @@ def _compute_node_cost(node: Node, p: DeviceProfile) -> NodeCost:
         p.efficiency[unit] * f,
         p.efficiency["memory"] * f,
         p.memory_bandwidth,
-        p.launch_overhead,
+        launch + p.device_overhead,
     )
-    return (t, flops, nbytes, 1)
+    return (t, flops, nbytes, 1, host)
 
 
 def node_cost(node: Node, device: str | Path | DeviceProfile = "h100") -> NodeCost:
-    """``(latency, flops, bytes, kernels)`` of one node on ``device`` (cached)."""
+    """`NodeCost` ``(device seconds, flops, bytes, kernels, host seconds)`` of one node on
+    ``device`` (cached)."""
     p = load_device(device)
     return _cached_node_cost(node, p, _profile_key(p))
 
@@ -276,15 +297,16 @@ def _cached_node_cost(node: Node, p: DeviceProfile, pkey: int) -> NodeCost:
     return c
 
 
-def _sum_costs(nodes: Iterable[Node], p: DeviceProfile, pkey: int) -> tuple[float, int, int, int]:
-    lat, fl, by, ke = 0.0, 0, 0, 0
+def _sum_costs(nodes: Iterable[Node], p: DeviceProfile, pkey: int) -> NodeCost:
+    lat, fl, by, ke, host = 0.0, 0, 0, 0, 0.0
     for n in nodes:
         c = _cached_node_cost(n, p, pkey)
         lat += c[0]
         fl += c[1]
         by += c[2]
         ke += c[3]
-    return lat, fl, by, ke
+        host += c[4]
+    return lat, fl, by, ke, host
 
 
 def cost(
@@ -315,19 +337,20 @@ def cost(
         and delta.parent_uid == base.graph_uid
         and base.device == p.name
     ):
-        rl, rf, rb, rk = _sum_costs(delta.removed, p, pkey)
-        al, af, ab, ak = _sum_costs(delta.added, p, pkey)
+        rl, rf, rb, rk, rh = _sum_costs(delta.removed, p, pkey)
+        al, af, ab, ak, ah = _sum_costs(delta.added, p, pkey)
         return CostVector(
-            base.latency - rl + al,
+            base.device_time - rl + al,
             base.flops - rf + af,
             base.bytes - rb + ab,
             base.kernels - rk + ak,
             base.communication,
             p.name,
             graph,
+            host_time=base.host_time - rh + ah,
         )
-    lat, fl, by, ke = _sum_costs(graph._nodes.values(), p, pkey)
-    return CostVector(lat, fl, by, ke, 0.0, p.name, graph, peak=peak_memory(graph))
+    lat, fl, by, ke, host = _sum_costs(graph._nodes.values(), p, pkey)
+    return CostVector(lat, fl, by, ke, 0.0, p.name, graph, peak=peak_memory(graph), host_time=host)
 
 
 _ALLOC, _VIEW, _RESIDENT = 0, 1, 2

@@ -130,7 +130,7 @@ def shard_cost(graph: Graph, device: str | Path | DeviceProfile = "h100") -> Sha
     p = load_device(device)
     where = placement(graph)
     n = _n_devices(graph, where)
-    lat = [0.0] * n
+    lat, host = [0.0] * n, [0.0] * n
     comm, comm_bytes = 0.0, 0
     for node in graph:
         if node.op in COLLECTIVES:
@@ -138,9 +138,11 @@ def shard_cost(graph: Graph, device: str | Path | DeviceProfile = "h100") -> Sha
             comm += collective_time(node.op, size, len(node.inputs), p)
             comm_bytes += size
             continue
-        t = node_cost(node, p)[0]
+        c = node_cost(node, p)
         d = where[node.outs[0]] if node.types else _REPL
         for k in range(n) if d == _REPL else (d,):
-            lat[k] += t
+            lat[k] += c[0]
+            host[k] += c[4]
+    lat = [max(t, h) for t, h in zip(lat, host)]  # each device's own host (see rewrite.cost)
     peaks = tuple(_peak(graph, where, d, n) for d in range(n))
     return ShardedCost(max(lat) + comm, tuple(lat), peaks, comm, comm_bytes, n)

@@ -13,6 +13,9 @@ much as the export itself.)
   constants with known values become constants;
 * every node whose tensor inputs are all constants (causal-mask building, position ids, rotary
   tables) is evaluated once with torch on the CPU and folded into a ``const``;
+* a ``torch.no_grad()``/``enable_grad()`` region (``wrap_with_set_grad_enabled``) is inlined, and
+  a ``torch.autocast`` region (``wrap_with_autocast``) is imported from the decomposed program,
+  whose casts are explicit;
 * an ATen op without a converter becomes an ``opaque`` node with the shapes torch inferred, and
   the import emits one `OpaqueOpWarning` listing such ops.
 
@@ -225,6 +228,8 @@ def from_torch(
             conv = _Converter(ep, name, dict(constants or {}))
             graph = conv.run()
             direct = not conv.opaque
+        except _AutocastRegion:
+            direct = False  # decomposition makes an autocast region's casts explicit
         except TorchImportError:
             raise
         except Exception:
@@ -293,7 +298,7 @@ class _Converter:
             s.arg.name: s for s in self.ep.graph_signature.input_specs if hasattr(s.arg, "name")
         }
         outputs: list[Value] = []
-        for node in self.ep.graph.nodes:
+        for node in _inline_grad_regions(self.ep.graph_module).nodes:
             if node.op == "placeholder":
                 self.placeholder(node, specs.get(node.name))
             elif node.op == "call_function":
@@ -343,6 +348,13 @@ class _Converter:
             return
         if key in IGNORED:
             return
+        if key == "wrap_with_autocast":
+            raise _AutocastRegion(
+                f"model {self.name!r}: a torch.autocast region (op {key}){_at(node)} is left after "
+                "decomposition, and the IR cannot honour its dtype casts. Fix: run the model "
+                "without torch.autocast (cast it with module.to(dtype)), or make the casts "
+                "explicit with .to(dtype) in forward."
+            )
         if self.try_fold(node):
             return
         self.check_static(node, key)
@@ -478,6 +490,39 @@ class _Converter:
         if not outs:
             raise TorchImportError(f"model {self.name!r} has no tensor outputs to import.")
         return outs
+
+
+class _AutocastRegion(TorchImportError):
+    """A ``wrap_with_autocast`` region: the decomposed program has its casts explicit."""
+
+
+#: Higher-order ops that run a subgraph under a grad mode (``torch.no_grad()`` blocks, e.g. the
+#: rotary embedding of transformers < 5.24), as ``op(enabled, submodule, *operands)``.
+_GRAD_REGIONS = frozenset({"wrap_with_set_grad_enabled"})
+
+
+def _inline_grad_regions(gm: Any) -> Any:
+    """``gm``'s graph with each grad-mode region replaced by its subgraph, recursively (grad mode
+    does not matter for inference); the graph itself when it has none. The nodes outside the
+    regions keep their names, and the region's ``getitem`` users become its outputs."""
+    import torch.fx
+
+    if not any(str(n.target) in _GRAD_REGIONS for n in gm.graph.nodes):
+        return gm.graph
+    graph = torch.fx.Graph()
+    env: dict[Any, Any] = {}
+    for node in gm.graph.nodes:
+        if str(node.target) in _GRAD_REGIONS:
+            _, sub, *operands = node.args
+            body = _inline_grad_regions(getattr(gm, sub.target))
+            ins = [n for n in body.nodes if n.op == "placeholder"]
+            bound = dict(zip(ins, torch.fx.node.map_arg(operands, env.__getitem__)))
+            env[node] = tuple(graph.graph_copy(body, bound))  # type: ignore[arg-type]
+        elif node.target is _getitem() and isinstance(env.get(node.args[0]), tuple):
+            env[node] = env[node.args[0]][node.args[1]]
+        else:
+            env[node] = graph.node_copy(node, env.__getitem__)
+    return graph
 
 
 #: Ops that read a tensor's value into a Python number.

@@ -1,12 +1,12 @@
 """Hardware profiles for the cost model, stored as documented JSON files beside this module.
 
-A profile (``format_version`` 2; version 1 files, which lack the optional fields, still load)
-holds:
+A profile (``format_version`` 3; files of versions 1 and 2, which lack some optional fields,
+still load) holds:
 
 * ``peak_flops``: FLOP/s by unit (``matmul``: tensor cores / GEMM, ``vector``: everything
   else) and dtype; a dtype missing from a table uses that table's ``float32`` entry.
 * ``memory_bandwidth`` (bytes/s), ``memory_capacity`` (bytes).
-* ``launch_overhead`` (seconds added to every kernel).
+* ``launch_overhead`` (seconds of host work per kernel launch).
 * ``efficiency``: achievable fraction of peak for ``matmul``, ``vector`` and ``memory``.
 * ``matmul_tile``: ``[tm, tn, tk]``; GEMM work is counted on dims rounded up to these
   multiples (tile quantization penalty for small or odd shapes).
@@ -18,6 +18,12 @@ holds:
 * ``fusion`` (optional, version 2): ``"kernel"`` (default: a fused group is one kernel) or
   ``"eager"`` (the backend runs a fused group's body op by op, as eager PyTorch does; fitted
   profiles of uncompiled measurements say so).
+* ``device_overhead`` (optional, version 3): seconds the device spends per kernel beyond its
+  roofline time (start-up and drain of a small kernel), default 0.
+* ``dispatch`` (optional, version 3): ``"serial"`` (default: the host's launch and view overheads
+  add to the kernels' times, as on a CPU) or ``"async"`` (the host queues launches while the
+  device runs earlier kernels, as on a GPU: a graph takes the longer of the host's time, launches
+  and views, and the device's, its kernels; `rewrite.cost`).
 * ``provenance`` (optional): how the profile was made (device name, torch version, date, fit
   quality); informational.
 * ``interconnect`` (required): ``bandwidth`` (bytes/s per direction, > 0) and ``latency``
@@ -44,10 +50,12 @@ from typing import Any, TypeGuard
 
 from rewrite.errors import CostModelError
 
-__all__ = ["DEVICE_FORMAT_VERSION", "DeviceProfile", "device_names", "load_device"]
+__all__ = ["DEVICE_FORMAT_VERSION", "DISPATCH", "DeviceProfile", "device_names", "load_device"]
 
-DEVICE_FORMAT_VERSION = 2
+DEVICE_FORMAT_VERSION = 3
 _DIR = Path(__file__).parent
+#: How the host's launch work and the device's kernels combine (see the module docstring).
+DISPATCH = ("serial", "async")
 
 
 @dataclass(frozen=True)
@@ -66,7 +74,9 @@ class DeviceProfile:
     aliases: tuple[str, ...] = ()
     family_efficiency: Mapping[str, float] = field(default_factory=dict)
     view_overhead: float = 0.0
+    device_overhead: float = 0.0
     fusion: str = "kernel"
+    dispatch: str = "serial"
     provenance: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -93,6 +103,7 @@ class DeviceProfile:
             ("memory_capacity", self.memory_capacity, "> 0"),
             ("launch_overhead", self.launch_overhead, ">= 0"),
             ("view_overhead", self.view_overhead, ">= 0"),
+            ("device_overhead", self.device_overhead, ">= 0"),
         ):
             if not (_is_number(v) and (v > 0 if low == "> 0" else v >= 0)):
                 raise CostModelError(
@@ -101,6 +112,11 @@ class DeviceProfile:
         if self.fusion not in ("kernel", "eager"):
             raise CostModelError(
                 f"device {self.name!r}: fusion must be 'kernel' or 'eager', but got {self.fusion!r}."
+            )
+        if self.dispatch not in DISPATCH:
+            raise CostModelError(
+                f"device {self.name!r}: dispatch must be one of {DISPATCH}, but got "
+                f"{self.dispatch!r}."
             )
         fam = self.family_efficiency if isinstance(self.family_efficiency, Mapping) else None
         if fam is None or not all(
@@ -161,7 +177,9 @@ class DeviceProfile:
                 aliases=tuple(d.get("aliases", ())),
                 family_efficiency=dict(d.get("family_efficiency", {})),
                 view_overhead=_number(d, "view_overhead") if "view_overhead" in d else 0.0,
+                device_overhead=(_number(d, "device_overhead") if "device_overhead" in d else 0.0),
                 fusion=d.get("fusion", "kernel"),
+                dispatch=d.get("dispatch", "serial"),
                 provenance=dict(d.get("provenance", {})),
             )
         except KeyError as e:
@@ -190,9 +208,11 @@ class DeviceProfile:
             "memory_capacity": self.memory_capacity,
             "launch_overhead": self.launch_overhead,
             "view_overhead": self.view_overhead,
+            "device_overhead": self.device_overhead,
             "efficiency": dict(self.efficiency),
             "family_efficiency": dict(self.family_efficiency),
             "fusion": self.fusion,
+            "dispatch": self.dispatch,
             "matmul_tile": list(self.matmul_tile),
             "interconnect": dict(self.interconnect),
             "provenance": dict(self.provenance),

@@ -2,7 +2,7 @@
 
 * `lower` turns a `Graph` into a PyTorch `Program` (every registered op but ``opaque``).
 * `measure` times a graph on CUDA when present, else the CPU, and reports its peak memory.
-* `measure_nodes` times every node on its own.
+* `node_times` times every node on its own (on CUDA: device and host time apart).
 * `measure_front` pairs predicted with measured speedups of a search's Pareto graphs.
 * `calibrate` fits a device profile's free constants to such measurements of zoo graphs and
   writes a versioned profile JSON that `rewrite.cost` loads.
@@ -17,9 +17,10 @@ from rewrite.measure.front import MeasuredSolution, format_front, measure_front
 from rewrite.measure.lower import TORCH_KERNELS, Program, lower
 from rewrite.measure.timing import (
     Measurement,
+    NodeTimes,
     default_device,
     measure,
-    measure_nodes,
+    node_times,
     random_tensors,
 )
 
@@ -32,10 +33,11 @@ __all__ = [
     "measure_front",
     "write_profile",
     "Measurement",
+    "NodeTimes",
     "Program",
     "default_device",
     "lower",
     "measure",
-    "measure_nodes",
+    "node_times",
     "random_tensors",
 ]

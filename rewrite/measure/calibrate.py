@@ -1,21 +1,28 @@
 """Fit a device profile's free constants to measurements of zoo graphs.
 
 `calibrate(device)` builds each workload (a zoo model name, or a `Graph`) at each shape, times
-every node on its own and the whole graph (`rewrite.measure.measure_nodes`, `measure`), and fits
+every node on its own and the whole graph (`rewrite.measure.node_times`, `measure`), and fits
 the constants of the cost model's roofline (`rewrite.cost.kernel_time`, the one formula):
 
 * the peaks: a GEMM, a large copy and an element-wise ``tanh`` are timed first and set the
   matmul and vector FLOP/s and the bandwidth (other dtypes keep the base profile's ratios to
-  float32); a fitted efficiency above 1 raises the peak instead, so efficiencies stay in (0, 1];
-* ``launch_overhead``, ``efficiency`` (``matmul``, ``vector``, ``memory``) and
+  float32; on a GPU the vector peak is the base profile's, since an element-wise kernel there is
+  bound by memory); a fitted efficiency above 1 raises the peak instead, so efficiencies stay in
+  (0, 1];
+* the per-kernel constant (``launch_overhead`` on a CPU, ``device_overhead`` on CUDA),
+  ``efficiency`` (``matmul``, ``vector``, ``memory``) and
   ``family_efficiency`` for every op family with at least `MIN_FAMILY_SAMPLES` kernels (the
   ``matmul`` and ``elementwise`` families are the references, fixed at 1): robust least squares
   (``scipy.optimize.least_squares``, soft-L1 loss) on the log error of every kernel's time and of
   every whole graph's latency (weighted `GRAPH_WEIGHT`);
 * ``view_overhead``: the median time of the view nodes;
-* ``fusion``: ``"eager"``, since the measurements run fused groups op by op (eager PyTorch).
+* ``fusion``: ``"eager"``, since the measurements run fused groups op by op (eager PyTorch);
+* ``dispatch``: ``"serial"`` on a CPU; ``"async"`` on CUDA, where the host queues launches while
+  the device runs: there the kernel times are the device's alone, ``launch_overhead`` and
+  ``view_overhead`` are the median host times to issue a kernel node and a view, and a whole
+  graph's latency is fitted as ``max(host, device)`` (`rewrite.cost`).
 
-The result is a `DeviceProfile` (``format_version`` 2) whose ``provenance`` names the device,
+The result is a `DeviceProfile` (``format_version`` 3) whose ``provenance`` names the device,
 driver, torch version, date, CPU count, threads, load average, workloads, shapes, seed and the fit
 quality; `write_profile` stores it, and ``cost(graph, "profile.json")`` loads it. Communication
 constants are kept from the base profile (no multi-device measurement here).
@@ -39,7 +46,7 @@ from rewrite.cost import kernel_terms, kernel_time
 from rewrite.devices import DeviceProfile, load_device
 from rewrite.errors import MeasureError
 from rewrite.ir import Graph
-from rewrite.measure.timing import _device, measure, measure_nodes
+from rewrite.measure.timing import _device, measure, node_times
 from rewrite.ops import get_op
 
 __all__ = [
@@ -49,6 +56,7 @@ __all__ = [
     "Sample",
     "calibrate",
     "collect",
+    "datasheet_profile",
     "fit_profile",
     "write_profile",
     "zoo_overrides",
@@ -77,13 +85,15 @@ class Sample:
         name: Workload and shape, e.g. ``"gpt2 batch=1 seq_len=16"``.
         graph: The graph.
         latency: Its measured median latency, seconds.
-        node_times: Node id -> median seconds of that node alone.
+        node_times: Node id -> median seconds of that node alone (on CUDA: the device's).
+        host_times: Node id -> median seconds the host takes to issue it (CUDA only).
     """
 
     name: str
     graph: Graph
     latency: float
     node_times: Mapping[int, float]
+    host_times: Mapping[int, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -130,51 +140,64 @@ def collect(
                 label = " ".join([w, *(f"{k}={v}" for k, v in kw.items())])
                 jobs.append((label, zoo.build(w, **kw)))
         for label, g in jobs:
-            nodes = measure_nodes(g, device, repeats=repeats, seed=seed)
+            nodes = node_times(g, device, repeats=repeats, seed=seed)
             m = measure(g, device, repeats=repeats, seed=seed)
-            samples.append(Sample(label, g, m.latency, nodes))
+            samples.append(Sample(label, g, m.latency, nodes.kernel, nodes.host))
     return samples
 
 
 def _timeit(fn: Any, dev: Any, repeats: int = 7) -> float:
+    """Median seconds of one call of ``fn``: on CUDA, CUDA events around 10 calls queued back
+    to back (the device's time, not the launches')."""
     import torch
 
     fn()
     ts = []
     for _ in range(repeats):
         if dev.type == "cuda":
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             torch.cuda.synchronize(dev)
-        t0 = time.perf_counter()
-        fn()
-        if dev.type == "cuda":
+            a.record()
+            for _ in range(10):
+                fn()
+            b.record()
             torch.cuda.synchronize(dev)
-        ts.append(time.perf_counter() - t0)
+            ts.append(a.elapsed_time(b) / 1e4)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
     return float(np.median(ts))
 
 
 def measure_peaks(device: Any = None) -> dict[str, float]:
-    """Achieved float32 GEMM and ``tanh`` FLOP/s and copy bandwidth on ``device``.
+    """Achieved float32 GEMM FLOP/s and copy bandwidth on ``device``, and on a CPU the ``tanh``
+    FLOP/s (on a GPU an element-wise kernel is bound by memory, so its FLOP/s say nothing of the
+    vector peak: the base profile's is kept and the fit scales it).
 
     Returns:
-        ``{"matmul": FLOP/s, "vector": FLOP/s, "memory_bandwidth": bytes/s}``.
+        ``{"matmul": FLOP/s, "memory_bandwidth": bytes/s}``, and ``"vector"`` (FLOP/s) on a CPU.
     """
     import torch
 
     dev = _device(device)
-    n = 1024 if dev.type == "cuda" else 384
+    cuda = dev.type == "cuda"
+    n = 4096 if cuda else 384
     a = torch.randn(n, n, device=dev)
-    mm = 2 * n**3 / _timeit(lambda: torch.mm(a, a), dev)
-    big = torch.empty(2**24, device=dev)
+    peaks = {"matmul": 2 * n**3 / _timeit(lambda: torch.mm(a, a), dev)}
+    big = torch.empty(2**26 if cuda else 2**24, device=dev)
     dst = torch.empty_like(big)
-    bw = 2 * big.numel() * 4 / _timeit(lambda: dst.copy_(big), dev)
-    x = torch.randn(2**18, device=dev)
-    vec = 4 * x.numel() / _timeit(lambda: torch.tanh(x, out=dst[: x.numel()]), dev)
-    return {"matmul": mm, "vector": vec, "memory_bandwidth": bw}
+    peaks["memory_bandwidth"] = 2 * big.numel() * 4 / _timeit(lambda: dst.copy_(big), dev)
+    if not cuda:
+        x = torch.randn(2**18, device=dev)
+        peaks["vector"] = 4 * x.numel() / _timeit(lambda: torch.tanh(x, out=dst[: x.numel()]), dev)
+    return peaks
 
 
 def _with_peaks(base: DeviceProfile, peaks: Mapping[str, float]) -> DeviceProfile:
+    """``base`` with the measured peaks (a unit not measured keeps the base's)."""
     table = {
-        unit: {dt: peaks[unit] * v / base.peak_flops[unit]["float32"] for dt, v in t.items()}
+        unit: {dt: peaks.get(unit, t["float32"]) * v / t["float32"] for dt, v in t.items()}
         for unit, t in base.peak_flops.items()
     }
     return replace(base, peak_flops=table, memory_bandwidth=peaks["memory_bandwidth"])
@@ -189,27 +212,37 @@ class _Data:
     t: np.ndarray
     graph: np.ndarray  # kernel -> sample index
     views: np.ndarray  # sample -> number of view nodes
-    view_times: list[float]
+    view_times: list[float]  # per view node: its step time (serial) or host time (async)
+    launch_times: list[float]  # per kernel node: its host time (async only)
     latency: np.ndarray  # sample -> measured seconds
+
+    @property
+    def kernels(self) -> np.ndarray:
+        """Sample -> number of kernel nodes."""
+        return np.bincount(self.graph, minlength=len(self.latency)).astype(np.float64)
 
 
 def _gather(samples: Sequence[Sample], ref: DeviceProfile) -> tuple[_Data, list[str]]:
     rows: list[tuple[str, str, float, int, float, int]] = []
     views: list[int] = []
     view_times: list[float] = []
+    launch_times: list[float] = []
     counts: dict[str, int] = {}
     for si, s in enumerate(samples):
         nv = 0
         for nid, t in s.node_times.items():
             node = s.graph.node(nid)
             kind = get_op(node.op).kind
+            host = s.host_times.get(nid)
             if kind == "view":
                 nv += 1
-                view_times.append(t)
+                view_times.append(t if host is None else host)
             elif kind != "source":
                 unit, family, work, _, nbytes = kernel_terms(node, ref)
                 rows.append((unit, family, work, nbytes, t, si))
                 counts[family] = counts.get(family, 0) + 1
+                if host is not None:
+                    launch_times.append(host)
         views.append(nv)
     if not rows:
         raise MeasureError("calibration needs measured kernels, but the samples have none.")
@@ -226,21 +259,29 @@ def _gather(samples: Sequence[Sample], ref: DeviceProfile) -> tuple[_Data, list[
         graph=np.array([r[5] for r in rows], dtype=np.int64),
         views=np.array(views, dtype=np.float64),
         view_times=view_times,
+        launch_times=launch_times,
         latency=np.array([s.latency for s in samples]),
     )
     return data, families
 
 
-def _predict(x: np.ndarray, d: _Data, bandwidth: float) -> np.ndarray:
-    launch, eta_mm, eta_vec, eta_mem = np.exp(x[:4])
-    fam = np.concatenate([np.exp(x[4:]), [1.0]])[d.fam]  # index -1: the reference, 1
+def _predict(x: np.ndarray, d: _Data, bandwidth: float, launch: float) -> np.ndarray:
+    eta_mm, eta_vec, eta_mem = np.exp(x[:3])
+    fam = np.concatenate([np.exp(x[3:]), [1.0]])[d.fam]  # index -1: the reference, 1
     eta_c = np.where(d.unit == 0, eta_mm, eta_vec) * fam
     return kernel_time(d.work, d.nbytes, eta_c, eta_mem * fam, bandwidth, launch, np.maximum)
 
 
-def _residuals(x: np.ndarray, d: _Data, bandwidth: float, view: float) -> np.ndarray:
-    pred = _predict(x, d, bandwidth)
-    total = np.bincount(d.graph, weights=pred, minlength=len(d.latency)) + d.views * view
+def _residuals(
+    x: np.ndarray, d: _Data, bandwidth: float, view: float, host: np.ndarray | None
+) -> np.ndarray:
+    """Log errors of every kernel and (weighted) every graph. ``x``: the logs of the per-kernel
+    constant (the launch overhead when serial, the device overhead when async), the three
+    efficiencies and the family factors; ``host``: per sample, the host's seconds on an async
+    device (a graph then takes the longer of its host and device times), None when serial."""
+    pred = _predict(x[1:], d, bandwidth, float(np.exp(x[0])))
+    device = np.bincount(d.graph, weights=pred, minlength=len(d.latency))
+    total = device + d.views * view if host is None else np.maximum(device, host)
     return np.concatenate(
         [np.log(pred / d.t), GRAPH_WEIGHT * np.log(np.maximum(total, 1e-12) / d.latency)]
     )
@@ -269,13 +310,19 @@ def fit_profile(
 
     ref = _with_peaks(base, peaks)
     d, families = _gather(samples, ref)
+    dispatch = "async" if d.launch_times else "serial"
     view = float(np.median(d.view_times)) if d.view_times else 0.0
+    host = None
+    if dispatch == "async":  # launches are measured on the host; the device side is fitted
+        launch = float(np.median(d.launch_times))
+        host = d.kernels * launch + d.views * view
     x0 = np.log([max(float(np.percentile(d.t, 10)), 1e-7), 0.5, 0.5, 0.5, *[1.0] * len(families)])
-    sol = least_squares(
-        _residuals, x0, args=(d, ref.memory_bandwidth, view), loss="soft_l1", f_scale=0.2
-    )
-    launch, eta_mm, eta_vec, eta_mem = (float(v) for v in np.exp(sol.x[:4]))
-    res = _residuals(sol.x, d, ref.memory_bandwidth, view)
+    args = (d, ref.memory_bandwidth, view, host)
+    sol = least_squares(_residuals, x0, args=args, loss="soft_l1", f_scale=0.2)
+    per_kernel, eta_mm, eta_vec, eta_mem = (float(v) for v in np.exp(sol.x[:4]))
+    if dispatch == "serial":
+        launch = per_kernel
+    res = _residuals(sol.x, *args)
     n = len(d.t)
     etas = {"matmul": eta_mm, "vector": eta_vec}
     table = {
@@ -293,11 +340,13 @@ def fit_profile(
         ref,
         name=name,
         aliases=(),
-        description=f"measured and fitted by rewrite.measure.calibrate on {_device_name(None)}",
+        description="measured and fitted by rewrite.measure.calibrate on "
+        + str((provenance or {}).get("device_name") or _device_name(None)),
         peak_flops=table,
         memory_bandwidth=ref.memory_bandwidth * max(eta_mem, 1.0),
         launch_overhead=launch,
         view_overhead=view,
+        device_overhead=per_kernel if dispatch == "async" else 0.0,
         efficiency={
             "matmul": min(eta_mm, 1.0),
             "vector": min(eta_vec, 1.0),
@@ -305,8 +354,21 @@ def fit_profile(
         },
         family_efficiency={f: float(np.exp(v)) for f, v in zip(families, sol.x[4:])},
         fusion="eager",  # measured eagerly: a fused group runs its body op by op
+        dispatch=dispatch,
         provenance={**(provenance or {}), "fit": quality},
     )
+
+
+def datasheet_profile(device: Any = None) -> str:
+    """The built-in datasheet profile of a torch device: ``"cpu"``, or the GPU's by its name
+    (``"h200"``, ``"h100"``, ``"a100"``; ``"h100"`` for another GPU)."""
+    import torch
+
+    dev = _device(device)
+    if dev.type != "cuda":
+        return "cpu"
+    gpu = torch.cuda.get_device_name(dev).lower()
+    return next((name for name in ("h200", "h100", "a100") if name in gpu), "h100")
 
 
 def _device_name(dev: Any) -> str:
@@ -379,7 +441,7 @@ def calibrate(
         workloads: Zoo model names (their small sizes) or graphs.
         shapes: Dicts of ``batch``, ``seq_len`` (token models) and ``image_size`` (image
             models); a key that does not apply to a model is ignored.
-        base: The profile to start from (default ``"cpu"`` on a CPU, ``"h100"`` on CUDA).
+        base: The profile to start from (default: `datasheet_profile` of the device).
         name: The new profile's name (default ``"<device type>-measured"``).
         out: Write the profile JSON here.
         repeats: Timed runs per graph.
@@ -397,7 +459,7 @@ def calibrate(
             f"calibrate needs workloads and shapes, but got workloads={workloads!r}, "
             f"shapes={shapes!r}; e.g. workloads=('gpt2',), shapes=({{'batch': 1, 'seq_len': 16}},)."
         )
-    prof_base = load_device(base if base is not None else ("h100" if dev.type == "cuda" else "cpu"))
+    prof_base = load_device(base if base is not None else datasheet_profile(dev))
     prof_base = replace(prof_base, memory_capacity=_capacity(dev))
     peaks = measure_peaks(dev)
     samples = collect(workloads, shapes, dev, repeats=repeats, seed=seed)

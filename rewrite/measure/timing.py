@@ -18,8 +18,8 @@ returns a `Measurement`:
   value some later step still reads), the same liveness the cost model's ``peak_memory`` uses;
   scratch memory inside a kernel or a fused region is not seen.
 
-`measure_nodes(graph)` times every node on its own (the step's wall time, synchronized on CUDA),
-the data `rewrite.calibrate` fits profiles to.
+`node_times(graph)` times every node on its own (on CUDA the device's time apart from the host's
+time to issue it), the data `rewrite.calibrate` fits profiles to.
 """
 
 from __future__ import annotations
@@ -37,7 +37,14 @@ from rewrite.ir import Graph, Node
 from rewrite.measure.lower import Program, lower, torch_dtype
 from rewrite.stats import interval
 
-__all__ = ["Measurement", "default_device", "measure", "measure_nodes", "random_tensors"]
+__all__ = [
+    "Measurement",
+    "NodeTimes",
+    "default_device",
+    "measure",
+    "node_times",
+    "random_tensors",
+]
 
 
 @dataclass(frozen=True)
@@ -299,7 +306,23 @@ def measure(
     )
 
 
-def measure_nodes(
+@dataclass(frozen=True)
+class NodeTimes:
+    """Median seconds of every node of a graph run step by step (see `node_times`).
+
+    Attributes:
+        kernel: Node id -> seconds of the node's work: on a CPU the whole step (its dispatch
+            included); on CUDA the device's time alone (CUDA events around a launch queued
+            behind a spin kernel, so the host's launch work is not counted).
+        host: Node id -> seconds the host spends issuing the node (CUDA only; empty on a CPU,
+            where the host's work is in ``kernel``).
+    """
+
+    kernel: dict[int, float]
+    host: dict[int, float]
+
+
+def node_times(
     graph: Graph,
     device: Any = None,
     *,
@@ -307,11 +330,15 @@ def measure_nodes(
     warmup: int = 2,
     seed: int = 0,
     clock: str = "auto",
-) -> dict[int, float]:
-    """Median seconds of every node of ``graph`` run on its own step by step.
+) -> NodeTimes:
+    """Time every node of ``graph`` on its own, step by step (what `rewrite.calibrate` fits).
 
-    Each step is timed from the end of the previous one (synchronized on CUDA), so a node's time
-    includes its dispatch. Sources take (about) no time and are left out.
+    On a CPU each step is timed from the end of the previous one, so a node's time includes its
+    dispatch. On CUDA the device is synchronized before each node and held by a spin kernel
+    (``torch.cuda._sleep``) longer than the host needs to issue the node, with CUDA events
+    recorded around the node's launches: the events time the node's kernels alone, and the host's
+    wall time to issue them is kept apart (`NodeTimes.host`). Sources take no time and are left
+    out.
 
     Args:
         graph: The graph.
@@ -319,35 +346,107 @@ def measure_nodes(
         repeats: Timed runs of the whole graph.
         warmup: Untimed runs first.
         seed: Seed of the random inputs and weights.
-        clock: As for `measure` (CUDA runs are timed on the wall clock after a synchronize).
+        clock: As for `measure` (on a CPU).
 
     Returns:
-        ``{node id: median seconds}`` for every node that is not an ``input``, ``param`` or
-        ``const``.
+        `NodeTimes` for every node that is not an ``input``, ``param`` or ``const``.
     """
     import torch
 
     _check_counts(repeats, warmup)
     dev = _device(device)
-    now = time.process_time if _clock(dev, clock) == "cpu" else time.perf_counter
     program = lower(graph, dev)
     args, params = _bind(graph, dev, None, seed)
-    samples: dict[int, list[float]] = {}
-    last = 0.0
-
-    def hook(i: int, node: Node, env: list[tuple[Any, ...] | None]) -> None:
-        nonlocal last
-        _sync(dev)
-        t = now()
-        if node.op not in ("input", "param", "const"):
-            samples.setdefault(node.id, []).append(t - last)
-        last = now()
-
+    timer = _CudaSteps(program, dev) if dev.type == "cuda" else _HostSteps(program, dev, clock)
     with torch.inference_mode():
-        for _ in range(warmup):
-            program.run(args, params)
-        samples.clear()
-        for _ in range(repeats):
-            last = now()
-            program.run(args, params, hook)
-    return {nid: float(np.median(ts)) for nid, ts in samples.items()}
+        for r in range(warmup + repeats):
+            timer.run(args, params, keep=r >= warmup)
+    med = lambda d: {nid: float(np.median(ts)) for nid, ts in d.items()}  # noqa: E731
+    return NodeTimes(med(timer.kernel), med(timer.host))
+
+
+def _timed(node: Node) -> bool:
+    return node.op not in ("input", "param", "const")
+
+
+class _HostSteps:
+    """Step times on the host's clock, each from the end of the previous step."""
+
+    def __init__(self, program: Program, dev: Any, clock: str) -> None:
+        self.program, self.dev = program, dev
+        self.now = time.process_time if _clock(dev, clock) == "cpu" else time.perf_counter
+        self.kernel: dict[int, list[float]] = {}
+        self.host: dict[int, list[float]] = {}
+
+    def run(self, args: list[Any], params: dict[str, Any], keep: bool) -> None:
+        last = self.now()
+
+        def hook(i: int, node: Node, env: list[tuple[Any, ...] | None]) -> None:
+            nonlocal last
+            t = self.now()
+            if keep and _timed(node):
+                self.kernel.setdefault(node.id, []).append(t - last)
+            last = self.now()
+
+        self.program.run(args, params, hook)
+
+
+class _CudaSteps:
+    """Device time of each step's kernels (events behind a spin kernel) and its host time."""
+
+    #: Spin this many times the step's last host time, plus `SPIN_MARGIN` seconds.
+    SPIN_FACTOR, SPIN_MARGIN = 3.0, 50e-6
+
+    def __init__(self, program: Program, dev: Any) -> None:
+        self.program, self.dev = program, dev
+        self.cycles = _spin_cycles_per_second(dev)
+        self.last_host = {i: 200e-6 for i, step in enumerate(program.steps) if _timed(step.node)}
+        self.kernel: dict[int, list[float]] = {}
+        self.host: dict[int, list[float]] = {}
+
+    def run(self, args: list[Any], params: dict[str, Any], keep: bool) -> None:
+        import torch
+
+        steps, events = self.program.steps, {}
+        t0 = 0.0
+
+        def start(i: int) -> None:
+            nonlocal t0
+            if i not in self.last_host:
+                return
+            torch.cuda.synchronize(self.dev)
+            spin = self.SPIN_FACTOR * self.last_host[i] + self.SPIN_MARGIN
+            torch.cuda._sleep(int(spin * self.cycles))
+            events[i] = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            events[i][0].record()
+            t0 = time.perf_counter()
+
+        def hook(i: int, node: Node, env: list[tuple[Any, ...] | None]) -> None:
+            if i in events:
+                self.last_host[i] = host = time.perf_counter() - t0
+                events[i][1].record()
+                if keep:
+                    self.host.setdefault(node.id, []).append(host)
+            if i + 1 < len(steps):
+                start(i + 1)
+
+        start(0)
+        self.program.run(args, params, hook)
+        torch.cuda.synchronize(self.dev)
+        if keep:
+            for i, (a, b) in events.items():
+                self.kernel.setdefault(steps[i].node.id, []).append(a.elapsed_time(b) / 1e3)
+
+
+def _spin_cycles_per_second(dev: Any) -> float:
+    """Clock cycles per second of ``torch.cuda._sleep`` on ``dev``, read after a warm-up spin
+    (so the clock has left its idle level)."""
+    import torch
+
+    torch.cuda._sleep(20_000_000)
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    torch.cuda._sleep(2_000_000)
+    b.record()
+    torch.cuda.synchronize(dev)
+    return 2_000_000 / (a.elapsed_time(b) / 1e3)

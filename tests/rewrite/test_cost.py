@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -33,6 +34,12 @@ UNIT = DeviceProfile(
 )
 
 
+#: UNIT with the host's launches overlapping the device's kernels (a GPU).
+ASYNC = dataclasses.replace(
+    UNIT, name="unit-async", dispatch="async", launch_overhead=1e-5, view_overhead=3e-7
+)
+
+
 def linear_relu(m: int = 128, view: bool = False) -> Graph:
     b = GraphBuilder("lr")
     x = b.input("x", (m, 256))
@@ -56,6 +63,18 @@ def test_latency_flops_bytes_kernels_by_hand() -> None:
     assert set(c.as_dict()) == set(COST_FIELDS)
 
 
+@pytest.mark.parametrize("m", [1, 4096])
+def test_async_dispatch_takes_the_longer_of_host_and_device(m: int) -> None:
+    g = linear_relu(m, view=True)
+    serial, c = cost(g, UNIT), cost(g, ASYNC)
+    device = serial.latency - 2 * 1e-6  # the serial latency less its two launches
+    assert c.device_time == pytest.approx(device, rel=1e-12)
+    assert c.host_time == pytest.approx(2 * 1e-5 + 3e-7, rel=1e-12)  # 2 launches, 1 view
+    assert c.latency == max(c.device_time, c.host_time)
+    assert (c.latency == c.host_time) == (m == 1)  # tiny: launch-bound; large: device-bound
+    assert (serial.host_time, serial.latency) == (0.0, serial.device_time)
+
+
 @pytest.mark.parametrize("view", [False, True])
 def test_peak_memory_by_hand(view: bool) -> None:
     # weights 512x256 resident; x (128x256) is freed after linear; y and relu(y) coexist.
@@ -75,7 +94,7 @@ def test_tile_quantization_penalty() -> None:
         }
     )
     lin = next(n for n in linear_relu(m=100) if n.op == "linear")
-    t, flops, _, _ = node_cost(lin, tiled)
+    t, flops, *_ = node_cost(lin, tiled)
     assert flops == 2 * 100 * 512 * 256
     assert t == pytest.approx(flops * 128 / 100 / (0.5 * 1e12) + 1e-6, rel=1e-12)
 
@@ -107,14 +126,14 @@ def _swap_op(g: Graph, op: str, new_op: str, k: int = 0) -> Graph:
     return ed.finish()
 
 
-@pytest.mark.parametrize("device", ["h100", "cpu"])
-def test_incremental_cost_equals_full_pass(zoo_gpt2: Graph, device: str) -> None:
+@pytest.mark.parametrize("device", ["h100", "cpu", ASYNC])
+def test_incremental_cost_equals_full_pass(zoo_gpt2: Graph, device: str | DeviceProfile) -> None:
     g, c = zoo_gpt2, cost(zoo_gpt2, device)
     for _ in range(2):  # a chain of edits, each costed incrementally from its parent
         g2 = _swap_op(g, "tanh", "sigmoid")
         c2 = cost(g2, device, base=c)
         full = cost(g2.copy(), device)
-        for f in COST_FIELDS:
+        for f in (*COST_FIELDS, "device_time", "host_time"):
             assert getattr(c2, f) == pytest.approx(getattr(full, f), rel=1e-12), f
         g, c = g2, c2
 
@@ -180,5 +199,5 @@ def test_pooling_runs_on_the_vector_unit() -> None:
     x = b.input("x", (8, 64, 64, 64))
     y = b.avg_pool2d(x, kernel=(15, 15), stride=(1, 1), padding=(7, 7))
     node = b.build([y]).node(y.node)
-    t, flops, nbytes, _ = node_cost(node, UNIT)
+    t, flops, nbytes, *_ = node_cost(node, UNIT)
     assert t == pytest.approx(max(flops / 1e11, nbytes / 1e11) + 1e-6, rel=1e-12)

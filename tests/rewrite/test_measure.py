@@ -11,20 +11,33 @@ import torch
 
 import rewrite
 from rewrite import GraphBuilder, MeasureError, SearchConfigError, cost, evaluate, ops, zoo
-from rewrite.devices import DeviceProfile, load_device
+from rewrite.devices import DEVICE_FORMAT_VERSION, DeviceProfile, load_device
 from rewrite.measure import (
     TORCH_KERNELS,
     calibrate,
     format_front,
     lower,
     measure,
-    measure_nodes,
+    node_times,
     random_tensors,
 )
 from rewrite.measure.lower import _reference_kernel
 from tests.rewrite.test_ops import CASES, _arrays
 
 ZOO = ("gpt2", "bert", "llama", "t5", "vit", "resnet")
+#: Torch devices to run on (CUDA skipped without a device).
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda",
+        marks=[
+            pytest.mark.gpu,
+            pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA"),
+        ],
+    ),
+]
+#: Agreement with the float64 numpy reference per device (CUDA convolutions run in TF32).
+TOLERANCE = {"cpu": 1e-4, "cuda": 5e-3}
 
 
 def _one_op(case: tuple) -> tuple[rewrite.Graph, list[np.ndarray]]:
@@ -41,7 +54,7 @@ def _close(got: list[torch.Tensor], ref: list[np.ndarray], what: str, tol: float
         assert tuple(g.shape) == r.shape, what
         assert str(g.dtype) == f"torch.{r.dtype}", f"{what}: {g.dtype} vs {r.dtype}"
         np.testing.assert_allclose(
-            g.double().numpy(), r.astype(np.float64), rtol=tol, atol=tol, err_msg=what
+            g.double().cpu().numpy(), r.astype(np.float64), rtol=tol, atol=tol, err_msg=what
         )
 
 
@@ -92,25 +105,32 @@ def test_collectives_lower_to_their_sums_and_concatenations() -> None:
     _close(lower(g).run([torch.from_numpy(arr)]), evaluate(g, [arr]), "collectives")
 
 
+def _reference(g: rewrite.Graph, args: list, params: dict) -> list[np.ndarray]:
+    return evaluate(
+        g, [a.cpu().numpy() for a in args], {k: v.cpu().numpy() for k, v in params.items()}
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", ZOO)
-def test_zoo_models_match_the_reference(name: str) -> None:
+def test_zoo_models_match_the_reference(name: str, device: str) -> None:
     g = zoo.build(name)
-    args, params = random_tensors(g)
+    args, params = random_tensors(g, device)
     with torch.inference_mode():
-        got = lower(g).run(args, params)
-    ref = evaluate(g, [a.numpy() for a in args], {k: v.numpy() for k, v in params.items()})
-    _close(got, ref, name, tol=1e-4)
+        got = lower(g, device).run(args, params)
+    _close(got, _reference(g, args, params), f"{name} on {device}", tol=TOLERANCE[device])
 
 
-def test_fused_groups_run_as_regions_and_match(zoo_gpt2: rewrite.Graph) -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_fused_groups_run_as_regions_and_match(zoo_gpt2: rewrite.Graph, device: str) -> None:
     res = rewrite.search(zoo_gpt2, {"max_steps": 150, "seed": 0}, device="cpu")
     fused = [s.graph for s in res.pareto if any(n.op == "fused" for n in s.graph)]
     assert fused, "the search should fuse something in 150 steps"
     g = fused[0]
-    args, params = random_tensors(g)
-    got = lower(g).run(args, params)
-    ref = evaluate(g, [a.numpy() for a in args], {k: v.numpy() for k, v in params.items()})
-    _close(got, ref, "fused", tol=1e-4)
+    args, params = random_tensors(g, device)
+    with torch.inference_mode():
+        got = lower(g, device).run(args, params)
+    _close(got, _reference(g, args, params), f"fused on {device}", tol=TOLERANCE[device])
 
 
 def test_opaque_nodes_fail_naming_the_op() -> None:
@@ -124,9 +144,11 @@ def test_opaque_nodes_fail_naming_the_op() -> None:
         lower(g)
 
 
-def test_measure_reports_median_interval_and_memory(zoo_gpt2: rewrite.Graph) -> None:
-    m = measure(zoo_gpt2, "cpu", repeats=5, warmup=1)
-    assert m.device == "cpu" and m.repeats == len(m.times) == 5
+@pytest.mark.parametrize("device", DEVICES)
+def test_measure_reports_median_interval_and_memory(zoo_gpt2: rewrite.Graph, device: str) -> None:
+    m = measure(zoo_gpt2, device, repeats=5, warmup=1)
+    assert m.device.startswith(device) and m.repeats == len(m.times) == 5
+    assert (m.clock == "cuda") == (device == "cuda")
     lo, hi = m.interval
     assert lo <= m.latency <= hi and m.latency > 0
     weights = sum(n.types[0].nbytes for n in zoo_gpt2.params())
@@ -152,19 +174,24 @@ def test_random_tensors_are_seeded_and_ids_index_the_vocabulary(zoo_gpt2: rewrit
     assert int(a[0].max()) < 1000 and a[0].dtype == torch.int64
 
 
-def test_measure_nodes_times_every_kernel(zoo_gpt2: rewrite.Graph) -> None:
-    times = measure_nodes(zoo_gpt2, "cpu", repeats=2, warmup=1)
+@pytest.mark.parametrize("device", DEVICES)
+def test_node_times_time_every_kernel(zoo_gpt2: rewrite.Graph, device: str) -> None:
+    times = node_times(zoo_gpt2, device, repeats=2, warmup=1)
     kernels = {n.id for n in zoo_gpt2 if n.op not in ("input", "param", "const")}
-    assert set(times) == kernels and all(t > 0 for t in times.values())
+    assert set(times.kernel) == kernels and all(t > 0 for t in times.kernel.values())
+    assert set(times.host) == (kernels if device == "cuda" else set())  # apart on CUDA only
 
 
-def test_calibrate_writes_a_profile_cost_loads(tmp_path) -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_calibrate_writes_a_profile_cost_loads(tmp_path, device: str) -> None:
     out = tmp_path / "prof.json"
-    c = calibrate("cpu", ("gpt2",), ({"batch": 1, "seq_len": 8},), out=out, repeats=2, name="tiny")
+    c = calibrate(device, ("gpt2",), ({"batch": 1, "seq_len": 8},), out=out, repeats=2, name="tiny")
     d = json.loads(out.read_text())
-    assert d["format_version"] == 2 and d["name"] == "tiny"
+    assert d["format_version"] == DEVICE_FORMAT_VERSION and d["name"] == "tiny"
+    assert d["dispatch"] == ("async" if device == "cuda" else "serial")
     for key in ("device_name", "torch", "date", "cpu_count", "load_average", "fit"):
         assert key in d["provenance"]
+    assert d["provenance"]["device_name"] in d["description"]
     prof = load_device(out)
     assert prof == c.profile.__class__.from_dict(d)
     assert all(0 < v <= 1 for v in prof.efficiency.values())
@@ -174,11 +201,12 @@ def test_calibrate_writes_a_profile_cost_loads(tmp_path) -> None:
 
 def test_version_1_profiles_still_load_and_newer_ones_do_not() -> None:
     d = load_device("cpu").to_dict()
-    for k in ("family_efficiency", "view_overhead", "provenance"):
+    for k in ("family_efficiency", "view_overhead", "provenance", "dispatch"):
         d.pop(k)
     d["format_version"] = 1
-    assert DeviceProfile.from_dict(d).family_efficiency == {}
-    d["format_version"] = 3
+    old = DeviceProfile.from_dict(d)
+    assert old.family_efficiency == {} and old.dispatch == "serial"
+    d["format_version"] = DEVICE_FORMAT_VERSION + 1
     with pytest.raises(rewrite.CostModelError, match="upgrade"):
         DeviceProfile.from_dict(d)
     d["format_version"] = 2
@@ -206,6 +234,15 @@ def test_shipped_measured_cpu_profile_loads(zoo_gpt2: rewrite.Graph) -> None:
     assert cost(zoo_gpt2, "cpu-xeon-2core").latency > 0
 
 
+def test_shipped_measured_h200_profile_is_async() -> None:
+    prof = load_device("h200-measured")
+    assert prof.provenance["device_name"] == "NVIDIA H200" and prof.dispatch == "async"
+    small = cost(zoo.build("gpt2", size="full", seq_len=128), prof)
+    large = cost(zoo.build("gpt2", size="full", batch=8, seq_len=512), prof)
+    assert small.latency == small.host_time > small.device_time  # bound by its launches
+    assert large.latency == large.device_time > large.host_time  # bound by the device
+
+
 def test_search_measure_pairs_predicted_and_measured_speedups(zoo_gpt2: rewrite.Graph) -> None:
     res = rewrite.search(zoo_gpt2, {"max_steps": 40, "seed": 0}, device="cpu", measure="cpu")
     rows = res.measured
@@ -229,12 +266,13 @@ def test_bfloat16_graphs_run_in_bfloat16() -> None:
 
 
 @pytest.mark.slow
-def test_compiled_fused_groups_match_eager(zoo_gpt2: rewrite.Graph) -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_compiled_fused_groups_match_eager(zoo_gpt2: rewrite.Graph, device: str) -> None:
     res = rewrite.search(zoo_gpt2, {"max_steps": 150, "seed": 0}, device="cpu")
     g = next(s.graph for s in res.pareto if any(n.op == "fused" for n in s.graph))
-    args, params = random_tensors(g)
-    eager = lower(g).run(args, params)
-    compiled = lower(g, compile=True).run(args, params)
+    args, params = random_tensors(g, device)
+    eager = lower(g, device).run(args, params)
+    compiled = lower(g, device, compile=True).run(args, params)
     for a, b in zip(eager, compiled):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
 
@@ -268,3 +306,43 @@ def test_fit_recovers_a_known_profile_from_its_own_times() -> None:
     for s in samples:
         assert cost(s.graph, fitted).latency == pytest.approx(s.latency, rel=0.02)
     assert fitted.provenance["fit"]["graph_median_error_factor"] < 1.02
+
+
+def test_async_fit_takes_launches_from_the_host_and_fits_the_device() -> None:
+    from rewrite.cost import node_cost
+    from rewrite.measure.calibrate import Sample, fit_profile
+
+    d = load_device("cpu").to_dict()
+    d.update(
+        name="truth",
+        dispatch="async",
+        launch_overhead=20e-6,
+        view_overhead=3e-6,
+        device_overhead=2e-6,
+        efficiency={"matmul": 0.6, "vector": 0.3, "memory": 0.8},
+        family_efficiency={"norm": 0.5},
+    )
+    truth = DeviceProfile.from_dict(d)
+    samples, bound = [], set()
+    for kw in ({}, {"batch": 64, "seq_len": 256}, {"batch": 8, "seq_len": 128}):
+        g = zoo.build("gpt2", **kw)
+        kernels = {n.id: node_cost(n, truth) for n in g if n.op not in ("input", "param", "const")}
+        c = cost(g, truth)
+        bound.add(c.latency == c.host_time)
+        samples.append(
+            Sample(
+                str(kw),
+                g,
+                c.latency,
+                {i: k[0] or 1e-7 for i, k in kernels.items()},  # a view's device time: ~0
+                {i: k[4] for i, k in kernels.items()},
+            )
+        )
+    assert bound == {True, False}  # launch-bound and device-bound graphs both in the data
+    peaks = {"matmul": 2e12, "vector": 1e12, "memory_bandwidth": 150e9}  # the cpu profile's
+    fitted = fit_profile(samples, load_device("cpu"), peaks, "fitted")
+    assert fitted.dispatch == "async"
+    assert (fitted.launch_overhead, fitted.view_overhead) == (20e-6, 3e-6)
+    assert fitted.device_overhead == pytest.approx(2e-6, rel=0.05)
+    for s in samples:
+        assert cost(s.graph, fitted).latency == pytest.approx(s.latency, rel=0.02)
