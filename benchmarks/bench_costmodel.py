@@ -94,7 +94,8 @@ PLANS = {
         ),
     ),
 }
-#: Shipped measured profile per datasheet profile (the column "shipped").
+#: Shipped measured profile per datasheet profile (the column "shipped"; default
+#: ``<datasheet>-measured``, e.g. ``h200-measured``, when it exists).
 SHIPPED = {"cpu": "cpu-xeon-2core"}
 
 
@@ -278,9 +279,8 @@ def main() -> None:
     torch.set_num_threads(1)
     dev, plan = _device(args.device), PLANS[args.size]
     sheet = datasheet_profile(dev)
-    shipped = SHIPPED.get(sheet)
-    if shipped is None and dev.type == "cuda":
-        shipped = f"{sheet}-measured" if _known(f"{sheet}-measured") else None
+    named = SHIPPED.get(sheet, f"{sheet}-measured")
+    shipped = named if _known(named) else None
     load0 = os.getloadavg()
     t0, c0 = time.perf_counter(), time.process_time()
     dump: dict[str, Any] | None = {} if args.dump else None
