@@ -106,8 +106,8 @@ def _label(name: str, shape: dict[str, int]) -> str:
 
 
 def _sample_record(smp: Any, sheet: str) -> dict[str, Any]:
-    """A calibration sample as data to refit from: per timed node its op, kind, unit, family,
-    tile-padded FLOPs, bytes, dtype and times (``--dump``)."""
+    """A calibration sample as data to refit from: per timed node its op, kind, input and output
+    shapes, unit, family, tile-padded FLOPs, bytes, dtype and times (``--dump``)."""
     from rewrite.cost import kernel_terms
     from rewrite.ops import get_op
 
@@ -116,6 +116,7 @@ def _sample_record(smp: Any, sheet: str) -> dict[str, Any]:
         node = smp.graph.node(nid)
         kind = get_op(node.op).kind
         rec = {"op": node.op, "kind": kind, "t": t, "host": smp.host_times.get(nid)}
+        rec["shapes"] = [list(x.shape) for x in (*node.in_types, *node.types)]
         if kind == "kernel":
             unit, family, work, _, nbytes = kernel_terms(node, p)
             dtype = node.types[0].dtype if node.types else "float32"
