@@ -15,6 +15,9 @@ the constants of the cost model's roofline (`rewrite.cost.kernel_time`, the one 
   ``matmul`` and ``elementwise`` families are the references, fixed at 1): robust least squares
   (``scipy.optimize.least_squares``, soft-L1 loss) on the log error of every kernel's time and of
   every whole graph's latency (weighted `GRAPH_WEIGHT`);
+* ``matmul_tile``: the base profile's, or a smaller one of `tile_candidates` when it fits the
+  data better by `TILE_MARGIN` (a GPU library runs small products on smaller tiles; data
+  without a dimension under the base tile cannot tell them apart and keeps the base's);
 * ``view_overhead``: the median time of the view nodes;
 * ``fusion``: ``"eager"``, since the measurements run fused groups op by op (eager PyTorch);
 * ``dispatch``: ``"serial"`` on a CPU; ``"async"`` on CUDA, where the host queues launches while
@@ -74,6 +77,8 @@ DEFAULT_SHAPES: tuple[dict[str, int], ...] = (
 MIN_FAMILY_SAMPLES = 8
 #: Weight of a whole graph's log error against one kernel's.
 GRAPH_WEIGHT = 4.0
+#: Share of the fit's loss a smaller GEMM tile must save to replace the base profile's.
+TILE_MARGIN = 0.02
 _REFERENCE_FAMILIES = ("matmul", "elementwise")
 
 
@@ -308,17 +313,34 @@ def fit_profile(
     """
     from scipy.optimize import least_squares
 
-    ref = _with_peaks(base, peaks)
-    d, families = _gather(samples, ref)
+    # The kernels' terms under each candidate GEMM tile (the rest does not depend on it).
+    data = {}
+    for t in tile_candidates(base.matmul_tile):
+        ref = _with_peaks(replace(base, matmul_tile=t), peaks)
+        data[t] = (ref, *_gather(samples, ref))
+    d = data[base.matmul_tile][1]
     dispatch = "async" if d.launch_times else "serial"
     view = float(np.median(d.view_times)) if d.view_times else 0.0
     host = None
     if dispatch == "async":  # launches are measured on the host; the device side is fitted
         launch = float(np.median(d.launch_times))
         host = d.kernels * launch + d.views * view
-    x0 = np.log([max(float(np.percentile(d.t, 10)), 1e-7), 0.5, 0.5, 0.5, *[1.0] * len(families)])
+    fits = {}
+    for t, (ref, d, families) in data.items():
+        x0 = np.log(
+            [max(float(np.percentile(d.t, 10)), 1e-7), 0.5, 0.5, 0.5, *[1.0] * len(families)]
+        )
+        args = (d, ref.memory_bandwidth, view, host)
+        fits[t] = least_squares(_residuals, x0, args=args, loss="soft_l1", f_scale=0.2)
+    # The base profile's tile unless a smaller one fits clearly better (`TILE_MARGIN`).
+    best = min(fits, key=lambda t: fits[t].cost)
+    tile = (
+        best
+        if fits[best].cost < fits[base.matmul_tile].cost * (1 - TILE_MARGIN)
+        else base.matmul_tile
+    )
+    (ref, d, families), sol = data[tile], fits[tile]
     args = (d, ref.memory_bandwidth, view, host)
-    sol = least_squares(_residuals, x0, args=args, loss="soft_l1", f_scale=0.2)
     per_kernel, eta_mm, eta_vec, eta_mem = (float(v) for v in np.exp(sol.x[:4]))
     if dispatch == "serial":
         launch = per_kernel
@@ -335,6 +357,7 @@ def fit_profile(
         "kernel_median_error_factor": float(np.exp(np.median(np.abs(res[:n])))),
         "graph_median_error_factor": float(np.exp(np.median(np.abs(res[n:] / GRAPH_WEIGHT)))),
         "measured_peaks": dict(peaks),
+        "matmul_tile_losses": {"x".join(map(str, t)): float(f.cost) for t, f in fits.items()},
     }
     return replace(
         ref,
@@ -357,6 +380,13 @@ def fit_profile(
         dispatch=dispatch,
         provenance={**(provenance or {}), "fit": quality},
     )
+
+
+def tile_candidates(tile: tuple[int, int, int]) -> list[tuple[int, int, int]]:
+    """The GEMM tiles a fit tries: the base profile's, then it halved and quartered (a GPU
+    library picks smaller tiles for small products; `fit_profile` keeps the one that fits)."""
+    out = [tile, *(tuple(max(1, d // f) for d in tile) for f in (2, 4))]
+    return list(dict.fromkeys(out))  # type: ignore[arg-type]
 
 
 def datasheet_profile(device: Any = None) -> str:

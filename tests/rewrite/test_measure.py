@@ -3,6 +3,7 @@ and measured search fronts. No timing assertions: only shapes, invariants and ag
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -346,3 +347,29 @@ def test_async_fit_takes_launches_from_the_host_and_fits_the_device() -> None:
     assert fitted.device_overhead == pytest.approx(2e-6, rel=0.05)
     for s in samples:
         assert cost(s.graph, fitted).latency == pytest.approx(s.latency, rel=0.02)
+
+
+def test_fit_picks_the_gemm_tile_the_times_were_made_with() -> None:
+    from rewrite.cost import node_cost
+    from rewrite.measure.calibrate import Sample, fit_profile
+
+    base = DeviceProfile.from_dict({**load_device("cpu").to_dict(), "matmul_tile": [128, 128, 64]})
+    for tile in ((128, 128, 64), (32, 32, 16)):
+        truth = dataclasses.replace(base, name="truth", matmul_tile=tile, launch_overhead=2e-6)
+        samples = []
+        for kw in ({"seq_len": 16}, {"batch": 4, "seq_len": 64}, {"batch": 8, "seq_len": 128}):
+            g = zoo.build("gpt2", **kw)
+            times = {
+                n.id: node_cost(n, truth)[0] or 1e-7
+                for n in g
+                if n.op not in ("input", "param", "const")
+            }
+            samples.append(Sample(str(kw), g, cost(g, truth).latency, times))
+        peaks = {"matmul": 2e12, "vector": 1e12, "memory_bandwidth": 150e9}  # the cpu profile's
+        fitted = fit_profile(samples, base, peaks, "fitted")
+        assert fitted.matmul_tile == tile
+        assert set(fitted.provenance["fit"]["matmul_tile_losses"]) == {
+            "128x128x64",
+            "64x64x32",
+            "32x32x16",
+        }
