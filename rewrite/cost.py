@@ -146,8 +146,14 @@ class CostVector:
         return tuple(float(getattr(self, k)) for k in COST_FIELDS)
 
     def __repr__(self) -> str:
+        split = (
+            f" (host {self.host_time * 1e3:.4f}, device {self.device_time * 1e3:.4f})"
+            if self.host_time
+            else ""
+        )
         return (
-            f"CostVector(latency={self.latency * 1e3:.4f} ms, peak_memory={self.peak_memory / 2**20:.2f} MiB, "
+            f"CostVector(latency={self.latency * 1e3:.4f} ms{split}, "
+            f"peak_memory={self.peak_memory / 2**20:.2f} MiB, "
             f"flops={self.flops:.4g}, bytes={self.bytes:.4g}, kernels={self.kernels}, "
             f"communication={self.communication}, device={self.device!r})"
         )

@@ -505,7 +505,7 @@ def calibrate(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m rewrite.measure.calibrate --out profile.json [--name N] [--threads T]``."""
+    """``python -m rewrite.measure --out profile.json [--name N] [--threads T]``."""
     import argparse
 
     import torch

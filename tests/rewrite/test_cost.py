@@ -73,6 +73,7 @@ def test_async_dispatch_takes_the_longer_of_host_and_device(m: int) -> None:
     assert c.latency == max(c.device_time, c.host_time)
     assert (c.latency == c.host_time) == (m == 1)  # tiny: launch-bound; large: device-bound
     assert (serial.host_time, serial.latency) == (0.0, serial.device_time)
+    assert "host" in repr(c) and "host" not in repr(serial)
 
 
 @pytest.mark.parametrize("view", [False, True])
