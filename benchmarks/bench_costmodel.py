@@ -50,11 +50,13 @@ from scipy.stats import spearmanr  # noqa: E402
 import rewrite  # noqa: E402
 from benchmarks._common import write_results  # noqa: E402
 from rewrite import cost, serialize, zoo  # noqa: E402
+from rewrite.cost import kernel_terms  # noqa: E402
 from rewrite.devices import load_device  # noqa: E402
 from rewrite.errors import CostModelError  # noqa: E402
 from rewrite.measure import calibrate, format_front, measure, write_profile  # noqa: E402
 from rewrite.measure.calibrate import datasheet_profile, zoo_overrides  # noqa: E402
 from rewrite.measure.timing import _device  # noqa: E402
+from rewrite.ops import get_op  # noqa: E402
 
 SEED = 0
 
@@ -112,9 +114,6 @@ def _label(name: str, shape: dict[str, int]) -> str:
 def _sample_record(smp: Any, sheet: str) -> dict[str, Any]:
     """A calibration sample as data to refit from: per timed node its op, kind, input and output
     shapes, unit, family, tile-padded FLOPs, bytes, dtype and times (``--dump``)."""
-    from rewrite.cost import kernel_terms
-    from rewrite.ops import get_op
-
     p, nodes = load_device(sheet), []
     for nid, t in smp.node_times.items():
         node = smp.graph.node(nid)

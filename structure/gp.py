@@ -28,6 +28,7 @@ __all__ = [
 ]
 
 MIN_LENGTHSCALE = 2.5e-2  # BoTorch's lower bound of `SingleTaskGP`'s lengthscales
+MIN_NOISE = 1e-4  # BoTorch's lower bound of the noise variance (`MIN_INFERRED_NOISE_LEVEL`)
 
 
 def loo_log_density(
@@ -61,9 +62,6 @@ def loo_log_density(
     var = 1.0 / c
     ll = -0.5 * (np.log(2 * math.pi * var) + err**2 / var)
     return float(ll.sum()), y - err, np.exp(theta[:d])
-
-
-MIN_NOISE = 1e-4  # BoTorch's lower bound of the noise variance (`MIN_INFERRED_NOISE_LEVEL`)
 
 
 def sq_dists(X: np.ndarray) -> np.ndarray:

@@ -175,11 +175,8 @@ class _Pointwise:
         return math.sqrt(self.noise_variance(node))
 
     def _gp_inputs(self, spec: _NodeSpec, Xe: Tensor, values: Mapping[str, Tensor]) -> Tensor:
-        """What the node's GP reads: its parameter columns, then (no formula) its parents."""
-        inputs = [Xe[..., spec.columns]]
-        if self.structure.formula_for(spec.name) is None:
-            inputs += [values[p].unsqueeze(-1) for p in spec.parents]
-        return torch.cat(inputs, dim=-1)
+        """What the node's GP reads (`_node_inputs`)."""
+        return _node_inputs(self.structure, spec, Xe, values)
 
     def predictive_mixture(self, X: Tensor, num_samples: int = 256) -> tuple[Tensor, Tensor]:
         """Each output's predictive at each point of `X` as a Gaussian mixture, observation
@@ -523,8 +520,9 @@ def fit_gp_network(
 def _node_inputs(
     structure: Structure, spec: _NodeSpec, X: Tensor, values: Mapping[str, Tensor]
 ) -> Tensor:
-    """A node GP's training inputs: its parameter columns, then (no formula) its parents."""
-    columns = [X[:, spec.columns]]
+    """What a node's GP reads, at training or sampled inputs (``... x d`` with parent values
+    ``...``): its parameter columns, then (no formula) its parents."""
+    columns = [X[..., spec.columns]]
     if structure.formula_for(spec.name) is None:
         columns += [values[p].unsqueeze(-1) for p in spec.parents]
     return torch.cat(columns, dim=-1)

@@ -373,7 +373,7 @@ class _HostSteps:
     """Step times on the host's clock, each from the end of the previous step."""
 
     def __init__(self, program: Program, dev: Any, clock: str) -> None:
-        self.program, self.dev = program, dev
+        self.program = program
         self.now = time.process_time if _clock(dev, clock) == "cpu" else time.perf_counter
         self.kernel: dict[int, list[float]] = {}
         self.host: dict[int, list[float]] = {}

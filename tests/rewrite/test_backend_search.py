@@ -16,7 +16,6 @@ import rewrite
 from rewrite import zoo
 from rewrite.rules import catalogue
 from rewrite.verify import Verifier
-from rewrite.verify.checker import Verifier as CheckerVerifier
 from tests.rewrite.rule_fixtures import BACKENDS
 
 #: Issue 20's failing configuration (population 20, tau 1.74, m 4, verify_rate 0.35,
@@ -41,7 +40,7 @@ def test_search_verdicts_match_numpy(
 ) -> None:
     monkeypatch.setenv("REWRITE_BACKEND", backend)
     checks: list[tuple[Any, Any, bool, bool, int, int]] = []
-    check = CheckerVerifier.check
+    check = Verifier.check
 
     def recording(self: Verifier, a: Any, b: Any, **kw: Any) -> Any:
         res = check(self, a, b, **kw)
@@ -49,7 +48,7 @@ def test_search_verdicts_match_numpy(
             checks.append((a, b, bool(kw.get("reduce")), res.ok, self.tests, self.seed))
         return res
 
-    monkeypatch.setattr(CheckerVerifier, "check", recording)
+    monkeypatch.setattr(Verifier, "check", recording)
     g = zoo.build(model)
     res = rewrite.search(g, {**CONFIG, "seed": 0}, device="h100", verify_cache=None)
     metrics = res.metrics()
@@ -59,7 +58,7 @@ def test_search_verdicts_match_numpy(
     sharded = [r for r in sharding if metrics.get(f"rule.{r}.fired", 0) > 0]
     assert sharded, "no sharding rule fired on the 2-device mesh"
     assert len(checks) >= 10
-    monkeypatch.setattr(CheckerVerifier, "check", check)
+    monkeypatch.setattr(Verifier, "check", check)
     disagree = []
     for a, b, reduce, ok, tests, seed in checks:
         fresh = Verifier(tests=tests, seed=seed, backend="numpy", cache=None, memo_bytes=0)

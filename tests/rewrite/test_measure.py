@@ -278,9 +278,27 @@ def test_compiled_fused_groups_match_eager(zoo_gpt2: rewrite.Graph, device: str)
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
 
 
-def test_fit_recovers_a_known_profile_from_its_own_times() -> None:
+#: The cpu profile's peaks, as `measure_peaks` would report them, for fits to synthetic times.
+CPU_PEAKS = {"matmul": 2e12, "vector": 1e12, "memory_bandwidth": 150e9}
+
+
+def _samples_from(truth: DeviceProfile, graphs: list, floor: float) -> list:
+    """Calibration samples whose times are ``truth``'s predictions: each timed node's device
+    time (at least ``floor``), its host time on an async profile, each graph's latency."""
     from rewrite.cost import node_cost
-    from rewrite.measure.calibrate import Sample, fit_profile
+    from rewrite.measure.calibrate import Sample
+
+    samples = []
+    for name, g in graphs:
+        nodes = {n.id: node_cost(n, truth) for n in g if n.op not in ("input", "param", "const")}
+        host = {i: c[4] for i, c in nodes.items()} if truth.dispatch == "async" else {}
+        times = {i: c[0] or floor for i, c in nodes.items()}
+        samples.append(Sample(name, g, cost(g, truth).latency, times, host))
+    return samples
+
+
+def test_fit_recovers_a_known_profile_from_its_own_times() -> None:
+    from rewrite.measure.calibrate import fit_profile
 
     d = load_device("cpu").to_dict()
     d.update(
@@ -291,17 +309,12 @@ def test_fit_recovers_a_known_profile_from_its_own_times() -> None:
         family_efficiency={"norm": 0.5, "attention": 0.25},
     )
     truth = DeviceProfile.from_dict(d)
-    samples = []
-    for name, kw in (("gpt2", {}), ("gpt2", {"batch": 4}), ("bert", {"seq_len": 64})):
-        g = zoo.build(name, **kw)
-        times = {
-            n.id: node_cost(n, truth)[0] or 2e-6
-            for n in g
-            if n.op not in ("input", "param", "const")
-        }
-        samples.append(Sample(name, g, cost(g, truth).latency, times))
-    peaks = {"matmul": 2e12, "vector": 1e12, "memory_bandwidth": 150e9}  # the cpu profile's
-    fitted = fit_profile(samples, load_device("cpu"), peaks, "fitted")
+    graphs = [
+        (n, zoo.build(n, **kw))
+        for n, kw in (("gpt2", {}), ("gpt2", {"batch": 4}), ("bert", {"seq_len": 64}))
+    ]
+    samples = _samples_from(truth, graphs, floor=2e-6)
+    fitted = fit_profile(samples, load_device("cpu"), CPU_PEAKS, "fitted")
     assert fitted.launch_overhead == pytest.approx(5e-6, rel=0.05)
     assert fitted.view_overhead == pytest.approx(2e-6)
     for s in samples:
@@ -310,8 +323,7 @@ def test_fit_recovers_a_known_profile_from_its_own_times() -> None:
 
 
 def test_async_fit_takes_launches_from_the_host_and_fits_the_device() -> None:
-    from rewrite.cost import node_cost
-    from rewrite.measure.calibrate import Sample, fit_profile
+    from rewrite.measure.calibrate import fit_profile
 
     d = load_device("cpu").to_dict()
     d.update(
@@ -324,24 +336,12 @@ def test_async_fit_takes_launches_from_the_host_and_fits_the_device() -> None:
         family_efficiency={"norm": 0.5},
     )
     truth = DeviceProfile.from_dict(d)
-    samples, bound = [], set()
-    for kw in ({}, {"batch": 64, "seq_len": 256}, {"batch": 8, "seq_len": 128}):
-        g = zoo.build("gpt2", **kw)
-        kernels = {n.id: node_cost(n, truth) for n in g if n.op not in ("input", "param", "const")}
-        c = cost(g, truth)
-        bound.add(c.latency == c.host_time)
-        samples.append(
-            Sample(
-                str(kw),
-                g,
-                c.latency,
-                {i: k[0] or 1e-7 for i, k in kernels.items()},  # a view's device time: ~0
-                {i: k[4] for i, k in kernels.items()},
-            )
-        )
+    shapes = ({}, {"batch": 64, "seq_len": 256}, {"batch": 8, "seq_len": 128})
+    graphs = [(str(kw), zoo.build("gpt2", **kw)) for kw in shapes]
+    samples = _samples_from(truth, graphs, floor=1e-7)  # a view's device time: ~0
+    bound = {s.latency == cost(s.graph, truth).host_time for s in samples}
     assert bound == {True, False}  # launch-bound and device-bound graphs both in the data
-    peaks = {"matmul": 2e12, "vector": 1e12, "memory_bandwidth": 150e9}  # the cpu profile's
-    fitted = fit_profile(samples, load_device("cpu"), peaks, "fitted")
+    fitted = fit_profile(samples, load_device("cpu"), CPU_PEAKS, "fitted")
     assert fitted.dispatch == "async"
     assert (fitted.launch_overhead, fitted.view_overhead) == (20e-6, 3e-6)
     assert fitted.device_overhead == pytest.approx(2e-6, rel=0.05)
@@ -350,23 +350,14 @@ def test_async_fit_takes_launches_from_the_host_and_fits_the_device() -> None:
 
 
 def test_fit_picks_the_gemm_tile_the_times_were_made_with() -> None:
-    from rewrite.cost import node_cost
-    from rewrite.measure.calibrate import Sample, fit_profile
+    from rewrite.measure.calibrate import fit_profile
 
     base = DeviceProfile.from_dict({**load_device("cpu").to_dict(), "matmul_tile": [128, 128, 64]})
     for tile in ((128, 128, 64), (32, 32, 16)):
         truth = dataclasses.replace(base, name="truth", matmul_tile=tile, launch_overhead=2e-6)
-        samples = []
-        for kw in ({"seq_len": 16}, {"batch": 4, "seq_len": 64}, {"batch": 8, "seq_len": 128}):
-            g = zoo.build("gpt2", **kw)
-            times = {
-                n.id: node_cost(n, truth)[0] or 1e-7
-                for n in g
-                if n.op not in ("input", "param", "const")
-            }
-            samples.append(Sample(str(kw), g, cost(g, truth).latency, times))
-        peaks = {"matmul": 2e12, "vector": 1e12, "memory_bandwidth": 150e9}  # the cpu profile's
-        fitted = fit_profile(samples, base, peaks, "fitted")
+        shapes = ({"seq_len": 16}, {"batch": 4, "seq_len": 64}, {"batch": 8, "seq_len": 128})
+        graphs = [(str(kw), zoo.build("gpt2", **kw)) for kw in shapes]
+        fitted = fit_profile(_samples_from(truth, graphs, floor=1e-7), base, CPU_PEAKS, "fitted")
         assert fitted.matmul_tile == tile
         assert set(fitted.provenance["fit"]["matmul_tile_losses"]) == {
             "128x128x64",
