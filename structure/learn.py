@@ -1,14 +1,15 @@
 """Tiered structure learning: parameters -> metrics -> objectives.
 
-`learn_structure` runs causal-learn's PC algorithm (Fisher-z conditional-independence tests)
-with background knowledge (tiers; no edges within the parameter or objective tier; expert
-forbidden edges) on bootstrap resamples of the trials table, keeps the adjacencies found in at
-least ``stability`` of them (their frequency is the edge strength), orients them (across tiers by
-tier; within the metric tier by the data's majority vote, else by the search's phase order, else
-by column order), breaks any cycle by dropping the weakest edge, adds required and formula edges,
-and post-processes: caps each node's in-degree, drops metrics that no parameter drives or that
-reach no objective, gives parentless metrics every parameter as parent, and connects every
-parameter that has no path to an objective directly to it.
+`learn_structure` runs the PC algorithm as causal-learn runs it (Fisher-z conditional-
+independence tests; `structure._pc_fast`) with background knowledge (tiers; no edges within the
+parameter or objective tier; expert forbidden edges) on bootstrap resamples of the trials table,
+keeps the adjacencies found in at least ``stability`` of them (their frequency is the edge
+strength), orients them (across tiers by tier; within the metric tier by the data's majority
+vote, else by the search's phase order, else by column order), breaks any cycle by dropping the
+weakest edge, adds required and formula edges, and post-processes: caps each node's in-degree,
+drops metrics that no parameter drives or that reach no objective, gives parentless metrics
+every parameter as parent, and connects every parameter that has no path to an objective
+directly to it.
 
 PC proposes; GP evidence decides the parents that the network's GPs read. By default
 (``LearnConfig.select``) each objective's parents are chosen by `structure.select`: greedy

@@ -133,12 +133,13 @@ def test_bad_input_is_a_clear_error() -> None:
 
 
 def test_our_fisher_z_test_is_causal_learns() -> None:
-    # `structure.pc` runs PC with its own registration of the Fisher-z test (a cheaper p-value
-    # and no data hashing); its p-values and PC's graphs must be causal-learn's own.
+    # The reference PC of tests/structure/test_pc_fast.py runs causal-learn with our Fisher-z
+    # test (`structure._pc_fast.fisher_z_p`'s p-value); its p-values and PC's graphs must be
+    # causal-learn's own.
     from causallearn.search.ConstraintBased.PC import pc
     from causallearn.utils.cit import CIT
 
-    from structure.pc import _fisher_z_test
+    from tests.structure.causal_learn_ref import fisher_z_test
 
     rng = np.random.default_rng(1)
     for trial in range(5):
@@ -146,12 +147,12 @@ def test_our_fisher_z_test_is_causal_learns() -> None:
         data[:, 3] += data[:, 1]
         data[:, 5] += 0.7 * data[:, 3] - 0.5 * data[:, 2]
         data[:, 7] += 0.6 * data[:, 5]
-        ours, theirs = CIT(data, _fisher_z_test()), CIT(data, "fisherz")
+        ours, theirs = CIT(data, fisher_z_test()), CIT(data, "fisherz")
         for _ in range(200):
             x, y = (int(v) for v in rng.choice(8, 2, replace=False))
             cond = [int(c) for c in rng.choice(8, int(rng.integers(0, 5)), replace=False)]
             cond = [c for c in cond if c not in (x, y)]
             assert ours(x, y, cond) == pytest.approx(theirs(x, y, cond), abs=1e-12)
-        a = pc(data, 0.05, _fisher_z_test(), show_progress=False).G.graph
+        a = pc(data, 0.05, fisher_z_test(), show_progress=False).G.graph
         b = pc(data, 0.05, "fisherz", show_progress=False).G.graph
         assert (a == b).all(), trial
