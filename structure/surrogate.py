@@ -57,7 +57,7 @@ from botorch.models.model import Model
 from botorch.models.transforms.outcome import Standardize
 from torch import Tensor
 
-from structure.dag import Knowledge, Structure, to_model
+from structure.dag import Edge, Knowledge, Structure, to_model
 from structure.errors import KnowledgeError, StructureError
 from structure.features import FeatureConfig, FeatureMap, fit_features, outcome_transforms
 from structure.learn import LearnConfig, check_knowledge, learn_structure
@@ -171,8 +171,11 @@ class StructuredSurrogate(Surrogate):
         config: Options; defaults when None.
         flat: The flat surrogate kept alongside; when None, `tuner.FlatSurrogate` under the
             tuner's default fit cap (`TunerOptions.fit_maxiter`).
-        structure: A fixed structure to use instead of learning one (e.g. a known DAG); its
-            metric nodes must be featurized metric names or constraint outcomes.
+        structure: A fixed structure to use instead of learning one (e.g. a known DAG): a
+            `Structure`, or its edges as ``(source, target)`` name pairs, made into one against
+            the space and outcomes at the first fit (names of the space's parameters or columns
+            are parameter nodes, the objectives objective nodes, every other name a metric
+            node). Its metric nodes must be featurized metric names or constraint outcomes.
     """
 
     def __init__(
@@ -180,12 +183,13 @@ class StructuredSurrogate(Surrogate):
         knowledge: Knowledge | None = None,
         config: StructuredConfig | None = None,
         flat: Surrogate | None = None,
-        structure: Structure | None = None,
+        structure: Structure | Sequence[tuple[str, str]] | None = None,
     ) -> None:
         self.knowledge = knowledge or Knowledge()
         self.config = config or StructuredConfig()
         self.flat = flat or FlatSurrogate(_FIT_OPTIONS)
-        self.fixed_structure = structure
+        self._edges = None if structure is None else _edge_pairs(structure)
+        self.fixed_structure = structure if isinstance(structure, Structure) else None
         self._checkpoint: _Checkpoint | None = None
         self._last: dict[str, Any] = {}
         self.history: list[dict[str, Any]] = []
@@ -200,7 +204,8 @@ class StructuredSurrogate(Surrogate):
 
         Raises:
             KnowledgeError: The knowledge does not fit the space, the outcomes or the reported
-                metrics (an unknown name, an edge against the tiers, a cycle).
+                metrics (an unknown name, an edge against the tiers, a cycle), or a fixed
+                structure names a metric that is not reported.
             StructureError: A fixed structure does not fit the space or the outcomes.
         """
         self.check(data.space, data.outcome_names, data.n_objectives)
@@ -245,6 +250,10 @@ class StructuredSurrogate(Surrogate):
         tier.update(dict.fromkeys(outcome_names[n_objectives:], "metric"))
         tier.update(dict.fromkeys(outcome_names[:n_objectives], "objective"))
         check_knowledge(expand_knowledge(self.knowledge, space), tier, unknown_tier="metric")
+        if self._edges is not None:
+            self.fixed_structure = _structure_from_edges(
+                self._edges, space, outcome_names, n_objectives
+            )
         fixed = self.fixed_structure
         if fixed is None:
             return
@@ -365,6 +374,14 @@ class StructuredSurrogate(Surrogate):
         outcome = outcome_transforms(data.outcome_names, data.Y.numpy())
         if self.fixed_structure is not None:
             fixed = self.fixed_structure
+            names = {f.name for f in fmap.features} | set(data.outcome_names)
+            missing = [m for m in fixed.metrics if m not in names]
+            if missing:  # the user's input: a fallback to the flat GP would hide it
+                raise KnowledgeError(
+                    f"The fixed structure's metric nodes {missing} are not reported metrics "
+                    f"(reported and modelled: {sorted(names)}); a name that is not a parameter "
+                    f"of the space ({data.space.names}) is taken for a metric. Check its spelling."
+                )
             outcome = {k: v for k, v in outcome.items() if k in fixed.nodes}
             return fmap, dataclasses.replace(fixed, transforms={**outcome, **fixed.transforms})
         feats = fmap.transform(raw, data.n)
@@ -389,6 +406,49 @@ def _raw_metrics(data: TrainingData) -> dict[str, Any]:
     like a parameter (it would only echo the parameter, and a node has one name)."""
     skip = {*data.outcome_names, *data.space.names}
     return {k: v for k, v in data.metrics.items() if k not in skip}
+
+
+def _edge_pairs(
+    structure: Structure | Sequence[tuple[str, str]],
+) -> tuple[tuple[str, str], ...] | None:
+    """The edges of `StructuredSurrogate`'s ``structure`` argument as name pairs, None for a
+    `Structure` (used as it is)."""
+    if isinstance(structure, Structure):
+        return None
+    pairs = [] if isinstance(structure, str | bytes | Mapping) else list(structure)
+    if not pairs or not all(
+        isinstance(p, Sequence) and not isinstance(p, str) and len(p) == 2
+        and all(isinstance(n, str) for n in p)
+        for p in pairs
+    ):  # fmt: skip
+        raise StructureError(
+            "A fixed structure must be a structure.Structure or a non-empty list of "
+            f"(source, target) name pairs, e.g. [('temperature', 'acceptance_rate'), "
+            f"('acceptance_rate', 'gain')]; got {structure!r}."
+        )
+    return tuple((str(a), str(b)) for a, b in pairs)
+
+
+def _structure_from_edges(
+    edges: Sequence[tuple[str, str]], space: Space, outcome_names: Sequence[str], n_objectives: int
+) -> Structure:
+    """The `Structure` that `edges` describe over `space` and the outcomes (see
+    `StructuredSurrogate`'s ``structure``)."""
+    known = {*space.names, *space.columns}
+    objectives = tuple(outcome_names[:n_objectives])
+    names = list(dict.fromkeys(n for pair in edges for n in pair))
+    orphans = [o for o in objectives if all(t != o for _, t in edges)]
+    if orphans:
+        raise StructureError(
+            f"The fixed structure's edges give the objectives {orphans} no parents; add edges "
+            "into each objective from the metrics (or parameters) it reads."
+        )
+    return Structure(
+        params=tuple(n for n in names if n in known),
+        metrics=tuple(n for n in names if n not in known and n not in objectives),
+        objectives=objectives,
+        edges=tuple(Edge(a, b, 1.0, "required") for a, b in dict.fromkeys(edges)),
+    )
 
 
 def _without_metrics(data: TrainingData, patterns: Sequence[str]) -> TrainingData:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -52,6 +52,13 @@ class StudySettings:
             learned structure must or must not have. Stored as that dict; its names are checked
             against the space, the objectives and the reported metrics when the tuner is
             built and at each structure checkpoint.
+        structure: A known structure for the structured surrogate to use instead of learning
+            one, as ``[source, target]`` edges, e.g. ``[["temperature", "acceptance_rate"],
+            ["acceptance_rate", "gain"], ["mutations", "gain"]]``: names of the space's
+            parameters (or a `Simplex`'s columns, ``"priors.fuse"``) are parameter nodes, the
+            objectives objective nodes, any other name a reported metric; every objective
+            needs an edge into it. The surrogate still falls back to the flat GP while the
+            network predicts clearly worse. Give either this or ``knowledge``.
     """
 
     heartbeat_interval: float = 10.0
@@ -63,9 +70,24 @@ class StudySettings:
     max_repeated_failures: int = 5
     ignore_metrics: tuple[str, ...] = ()
     knowledge: Mapping[str, Any] | None = None
+    structure: Sequence[Sequence[str]] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "knowledge", _knowledge_dict(self.knowledge))
+        if self.structure is not None:
+            edges = _name_pairs(self.structure, "structure")
+            if not edges:
+                raise StudySettingsError(
+                    "StudySettings.structure must hold at least one [source, target] edge "
+                    "(None: learn the structure)."
+                )
+            if self.knowledge is not None:
+                raise StudySettingsError(
+                    "Give StudySettings.knowledge (edges the learned structure must or must not "
+                    "have) or StudySettings.structure (a fixed structure, nothing learned), not "
+                    "both."
+                )
+            object.__setattr__(self, "structure", edges)
         from tuner.errors import InvalidArgumentError
         from tuner.trial import metric_patterns
 
@@ -173,16 +195,7 @@ def _knowledge_dict(value: Any) -> dict[str, Any] | None:
             f"{value!r}" + (f" (unknown keys {unknown})." if unknown else ".")
         )
     for key in ("required", "forbidden"):
-        pairs = value.get(key, [])
-        ok = not isinstance(pairs, str | bytes | Mapping) and isinstance(pairs, list | tuple)
-        if not ok or not all(
-            isinstance(p, list | tuple) and len(p) == 2 and all(isinstance(n, str) for n in p)
-            for p in pairs
-        ):
-            raise StudySettingsError(
-                f"StudySettings.knowledge[{key!r}] must be a list of [source, target] name "
-                f"pairs, e.g. [['acceptance_rate', 'gain']]; got {pairs!r}."
-            )
+        _name_pairs(value.get(key, []), f"knowledge[{key!r}]")
     formulas = value.get("formulas", [])
     if not isinstance(formulas, list | tuple) or not all(isinstance(f, Mapping) for f in formulas):
         raise StudySettingsError(
@@ -203,3 +216,21 @@ def _knowledge_dict(value: Any) -> dict[str, Any] | None:
             f"StudySettings.knowledge must hold names and numbers only (it is stored as JSON); "
             f"got {value!r} ({err})."
         ) from None
+
+
+def _name_pairs(pairs: Any, what: str) -> list[list[str]]:
+    """`pairs` as a JSON list of ``[source, target]`` name pairs.
+
+    Raises:
+        StudySettingsError: `pairs` is not a list of pairs of strings (`what` names the field).
+    """
+    ok = not isinstance(pairs, str | bytes | Mapping) and isinstance(pairs, list | tuple)
+    if not ok or not all(
+        isinstance(p, list | tuple) and len(p) == 2 and all(isinstance(n, str) for n in p)
+        for p in pairs
+    ):
+        raise StudySettingsError(
+            f"StudySettings.{what} must be a list of [source, target] name pairs, e.g. "
+            f"[['acceptance_rate', 'gain']]; got {pairs!r}."
+        )
+    return [[str(a), str(b)] for a, b in pairs]

@@ -42,4 +42,5 @@ def make_surrogate(mode: str, settings: StudySettings) -> Any:
 
     knowledge = Knowledge.from_dict(settings.knowledge) if settings.knowledge else None
     config = StructuredConfig(ignore_metrics=settings.ignore_metrics)
-    return StructuredSurrogate(knowledge, config=config)
+    edges = [(a, b) for a, b in settings.structure] if settings.structure else None
+    return StructuredSurrogate(knowledge, config=config, structure=edges)

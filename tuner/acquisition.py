@@ -1,6 +1,14 @@
 """Acquisition functions: reference point rule and qLogNEHVI / qLogNEI construction.
 
 Pure functions of their inputs; the caller fixes torch's seed.
+
+BoTorch's qLogNEHVI (0.18) compiles a fused C++ kernel with ``-march=native`` the first time one
+is built in a process, under a lock file in torch's extension cache. Importing this module turns
+that off (`_no_fused_kernel`): a process killed while compiling, as a study's worker may be, leaves
+the lock behind and every later process waits on it forever (seen here: a test run and a CI run
+hung in torch's ``FileBaton.wait``); the first proposal of a fresh machine would also wait for a
+compiler, and results would depend on having one. The Python path gives the same acquisition
+values (equal to the last bit on 32 candidates) and gradients within 7e-14.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from collections.abc import Mapping, Sequence
 import torch
 from botorch.acquisition import AcquisitionFunction
 from botorch.acquisition.logei import qLogNoisyExpectedImprovement
+from botorch.acquisition.multi_objective import logei as _logei
 from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolumeImprovement
 from botorch.acquisition.multi_objective.objective import IdentityMCMultiOutputObjective
 from botorch.acquisition.objective import GenericMCObjective
@@ -27,6 +36,16 @@ from tuner.problem import Problem
 from tuner.trial import Trial
 
 __all__ = ["build_acquisition", "check_reference_point", "infer_reference", "pareto_mask"]
+
+
+def _no_fused_kernel() -> None:
+    """Mark BoTorch's fused qLogNEHVI kernel as already tried (and not loaded), so it is never
+    compiled (see the module docstring). A no-op on a BoTorch without it."""
+    if getattr(_logei, "_C", None) is None and hasattr(_logei, "_load_attempted"):
+        _logei._load_attempted = True
+
+
+_no_fused_kernel()
 
 
 def check_reference_point(

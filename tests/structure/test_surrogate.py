@@ -55,6 +55,30 @@ def test_picks_the_network_on_strongly_structured_data() -> None:
     assert "GP network" in text and "heldout" in text
 
 
+def test_a_fixed_structure_given_as_edges_is_that_structure() -> None:
+    data = sum_sine_data(20, seed=0)
+    structure = sum_sine_structure()
+    by_edges = _surrogate([(e.source, e.target) for e in structure.edges])
+    assert by_edges.fixed_structure is None  # made against the space at the first fit
+    model, reference = by_edges.fit(data), _surrogate(structure).fit(data)
+    assert by_edges.fixed_structure is not None
+    assert by_edges.fixed_structure.nodes == structure.nodes
+    assert isinstance(model, GPNetwork) and by_edges.describe()["model"] == "network"
+    X = torch.rand(
+        7, data.X.shape[1], dtype=data.X.dtype, generator=torch.Generator().manual_seed(0)
+    )
+    assert torch.equal(model.posterior(X).mean, reference.posterior(X).mean)
+    # A name that is not a parameter is a metric: misspelled, it is reported, not hidden by a
+    # fallback to the flat GP.
+    typo = _surrogate([("x0", "m"), ("x9", "m"), ("m", "o")])
+    with pytest.raises(KnowledgeError, match=r"metric nodes \['x9'\] are not reported"):
+        typo.fit(data)
+    with pytest.raises(StructureError, match=r"objectives \['o'\] no parents"):
+        _surrogate([("x0", "m")]).fit(data)
+    with pytest.raises(StructureError, match="non-empty list of \\(source, target\\) name pairs"):
+        _surrogate("x0 -> m")  # type: ignore[arg-type]
+
+
 def test_falls_back_to_flat_when_the_structure_predicts_worse() -> None:
     wrong = Structure(
         tuple(f"x{i}" for i in range(6)), ("m",), ("o",),

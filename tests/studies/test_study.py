@@ -321,6 +321,47 @@ def test_expert_knowledge_reaches_the_structured_surrogate(sqlite_url: str) -> N
         make_surrogate("structured", bad).check(toy_space(), list(OBJ), len(OBJ))
 
 
+_TOY_EDGES = [
+    ["population", "steps"], ["steps", "search_seconds"], ["priors", "search_seconds"],
+    ["priors", "latency"], ["population", "latency"], ["tau", "latency"],
+]  # fmt: skip
+
+
+def test_a_known_structure_reaches_the_structured_surrogate(sqlite_url: str) -> None:
+    from structure import StructureError
+    from studies.tuning import make_surrogate
+
+    settings = helpers.fast_settings(structure=_TOY_EDGES)
+    make(sqlite_url, settings=settings)
+    stored = Study.load("s", sqlite_url).settings
+    assert stored == settings and stored.structure == _TOY_EDGES  # stored as JSON pairs
+    # The edges become a structure against the study when its tuner is built.
+    surrogate = make_surrogate("structured", stored)
+    surrogate.check(toy_space(), list(OBJ), len(OBJ))
+    fixed = surrogate.fixed_structure
+    assert (fixed.params, fixed.metrics, fixed.objectives) == (
+        ("population", "priors", "tau"), ("steps",), tuple(OBJ)
+    )  # fmt: skip
+    assert {(e.source, e.target) for e in fixed.edges} == {tuple(e) for e in _TOY_EDGES}
+    # An objective without parents is refused there (misspelled names, at the first fit:
+    # tests/structure/test_surrogate.py).
+    orphan = helpers.fast_settings(structure=[["population", "steps"], ["steps", "latency"]])
+    with pytest.raises(StructureError, match=r"objectives \['search_seconds'\] no parents"):
+        make_surrogate("structured", orphan).check(toy_space(), list(OBJ), len(OBJ))
+
+
+def test_a_study_proposes_from_a_known_structure(sqlite_url: str) -> None:
+    settings = helpers.fast_settings(n_initial=8, surrogate="structured", structure=_TOY_EDGES)
+    study = make(sqlite_url, settings=settings)
+    for _ in range(9):  # 8 Sobol trials, then one proposal from the network
+        trial = study.ask()
+        out = toy_evaluate(trial.config)
+        study.tell(trial, {k: out[k] for k in OBJ}, metrics={"steps": out["steps"]})
+    surrogate = study._tuners["structured"].surrogate
+    assert surrogate.fixed_structure.metrics == ("steps",)
+    assert surrogate.describe()["model"] == "network"
+
+
 def test_exhausted_space_stops_cleanly(sqlite_url: str, caplog) -> None:
     from spaces import Int, Space
 
@@ -374,6 +415,13 @@ def test_largest_seed_is_stored(sqlite_url: str) -> None:
         ({"knowledge": {"phase_order": "match"}}, "phase_order'\\] must be a list of metric"),
         ({"knowledge": {"formulas": [{"node": object()}]}}, "stored as JSON"),
         ({"knowledge": {"formulas": {"node": "t"}}}, "must be a list of formula dicts"),
+        ({"structure": "tau -> latency"}, "structure must be a list of \\[source, target\\]"),
+        ({"structure": [["tau", "latency", "x"]]}, "structure must be a list of \\[source"),
+        ({"structure": []}, "structure must hold at least one"),
+        (
+            {"structure": [["m", "latency"]], "knowledge": {"required": [["m", "latency"]]}},
+            "knowledge .* or StudySettings.structure .*, not both",
+        ),
     ],
 )
 def test_invalid_settings_are_refused(kwargs: dict, message: str) -> None:

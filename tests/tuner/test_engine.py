@@ -268,3 +268,20 @@ def test_pending_point_discounts_the_acquisition_there(space: Space) -> None:
     pending = build_acquisition(model, problem, data.X, x, ref, 32, 0)
     with torch.no_grad():
         assert pending(x.unsqueeze(0)) < free(x.unsqueeze(0))
+
+
+def test_botorchs_fused_kernel_is_never_compiled(space: Space) -> None:
+    """Building qLogNEHVI compiles nothing (`tuner.acquisition._no_fused_kernel`): a process
+    killed while BoTorch compiled it would leave a lock that hangs every later one."""
+    from botorch.acquisition.multi_objective import logei
+
+    from tuner.acquisition import build_acquisition
+
+    tuner = make_tuner(space, n_initial=6)
+    run(tuner, 6)
+    problem = Problem(OBJECTIVES)
+    data = problem.training_data(space, tuner.trials, seed=0)
+    model = FlatSurrogate({"maxiter": 15}).fit(data)
+    ref = infer_reference(problem, tuner.trials, None, 0.1)
+    build_acquisition(model, problem, data.X, None, ref, 32, 0)
+    assert logei._load_attempted and logei._C is None
