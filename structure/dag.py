@@ -269,7 +269,8 @@ class Structure:
         transforms: Node -> ``"identity"``, ``"log1p"`` or ``"neglog1p"`` (`to_model`): how
             the node's modelled value
             relates to its raw value (formulas read raw values); identity when absent.
-        n_trials: Number of trials the structure was learned from.
+        n_trials: Number of trials the structure was learned from (0: a given structure,
+            not learned).
         format_version: Version of the stored layout.
     """
 

@@ -72,9 +72,15 @@ def draw_structure(
     title = (
         f"Learned structure ({structure.n_trials} trials): edge label = strength (share of the "
         "node's selection gain, or PC's bootstrap frequency)"
+        if structure.n_trials
+        else "Given structure (not learned: every edge required)"
     )
     ax.set_title(title + (f"\n{note}" if note else ""), fontsize=11)
-    ax.legend(handles=_legend_handles(), loc="lower right", fontsize=7, framealpha=0.9)
+    # Below the axes: inside, it covered the lowest node of the objective column.
+    ax.legend(
+        handles=_legend_handles(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=5,
+        fontsize=7, frameon=False,
+    )  # fmt: skip
     ax.axis("off")
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -139,8 +145,10 @@ def explain(description: Mapping[str, Any]) -> str:
         name = description.get("model", "unknown model")
         return f"Surrogate in use: {name} (flat; no structure is learned by this surrogate)."
     model = description.get("model", "flat")
+    given = (description.get("structure") or {}).get("n_trials", 1) == 0
+    network = f"GP network over the {'given' if given else 'learned'} structure"
     lines = [
-        f"Surrogate in use: {'GP network over the learned structure' if model == 'network' else 'flat GP'}"
+        f"Surrogate in use: {network if model == 'network' else 'flat GP'}"
         f" (after {description.get('n_train', 0)} trials; structure from the first "
         f"{description.get('checkpoint', 0)}).",
         f"Why: {description.get('reason', 'n/a')}.",

@@ -12,6 +12,7 @@ from botorch.posteriors.ensemble import EnsemblePosterior
 from botorch.sampling.index_sampler import IndexSampler
 from botorch.sampling.normal import SobolQMCNormalSampler
 
+import tuner.acquisition  # noqa: F401  its import keeps BoTorch from compiling a fused kernel
 from structure import Edge, Formula, NetworkConfig, Structure, StructureError, fit_gp_network
 
 FAST = NetworkConfig(num_paths=32, num_features=128, fit_options={"maxiter": 25})

@@ -45,3 +45,6 @@ def test_explain_covers_every_case() -> None:
     assert "t1->t2 (0.70)" in text and "a->speed" not in text
     assert "1 of 2 fits" in text
     assert "+0.20 nats per scored point" in text
+    assert "over the learned structure" in text
+    given = {**info, "structure": {"n_trials": 0}}  # `StudySettings(structure=...)`'s
+    assert "GP network over the given structure" in explain(given)
