@@ -42,6 +42,7 @@ from spaces.errors import SpaceError
 
 __all__ = [
     "MAX_DISCRETE_VALUES",
+    "MAX_INT_MAGNITUDE",
     "SIMPLEX_TOL",
     "Bool",
     "Choice",
@@ -54,6 +55,10 @@ __all__ = [
 
 MAX_DISCRETE_VALUES = 256
 """Int ranges with at most this many values are reported as discrete columns."""
+
+MAX_INT_MAGNITUDE = 2**53
+"""`Int` bounds lie in ``[-2**53, 2**53]``: the integers float64 (the unit-cube encoding)
+represents exactly, and that decode back to int64."""
 
 SIMPLEX_TOL = 1e-6
 """A simplex value must sum to 1 within this absolute tolerance."""
@@ -183,6 +188,12 @@ class Int(_Range):
             if isinstance(v, bool) or not isinstance(v, int | np.integer):
                 raise SpaceError(
                     f"Int.{attr} must be an integer, but got {v!r}. Use Float for real ranges."
+                )
+            if abs(int(v)) > MAX_INT_MAGNITUDE:
+                raise SpaceError(
+                    f"Int.{attr} must lie in [-2**53, 2**53] (the integers the float64 unit-cube "
+                    f"encoding holds exactly), but got {attr}={int(v)!r}. Use "
+                    "Float(low, high, log=True) for a wider range."
                 )
             object.__setattr__(self, attr, int(v))
         _check_bounds("Int", self.low, self.high, self.log)

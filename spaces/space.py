@@ -239,17 +239,30 @@ class Space:
     def from_unit(self, X: Tensor | np.ndarray) -> list[dict[str, Any]]:
         """Decode unit-cube points into configurations.
 
-        Any real-valued point decodes to a valid configuration: values are clipped to [0, 1],
+        Any finite point decodes to a valid configuration: values are clipped to [0, 1],
         ints and ordered choices rounded, one-hot groups resolved by argmax, simplex blocks
         clipped at zero and renormalized (an all-zero block becomes uniform).
 
         Args:
-            X: ``n x d`` tensor or array.
+            X: ``n x d`` tensor or array of finite numbers.
 
         Returns:
             ``n`` valid configurations.
+
+        Raises:
+            SpaceError: If ``X`` is not ``n x d`` or holds a NaN or an infinity (no configuration
+                is meant by it; it used to decode silently to the middle of the range).
         """
         A = self._as_array(X)
+        bad = np.argwhere(~np.isfinite(A))
+        if bad.size:
+            row, col = (int(i) for i in bad[0])
+            raise SpaceError(
+                f"from_unit needs finite coordinates, but X[{row}, {col}] (column "
+                f"{self.columns[col]!r}) is {A[row, col]!r} ({len(bad)} non-finite entries in "
+                "all). Drop or repair those rows before decoding; a NaN usually means a failed "
+                "optimization upstream."
+            )
         columns = {n: p.decode(A[:, self._slices[n]]) for n, p in self._params.items()}
         names = self.names
         return [dict(zip(names, row)) for row in zip(*(columns[n] for n in names))]

@@ -126,7 +126,9 @@ def optimize_candidate(
         return_best_only=False,
         retry_on_optimization_warning=False,
     )
-    pool = torch.cat([space.project(X.reshape(-1, space.dim)), ics.reshape(-1, space.dim)])
+    X = X.reshape(-1, space.dim)
+    X = X[torch.isfinite(X).all(dim=-1)]  # a diverged restart: its start point stays in the pool
+    pool = torch.cat([space.project(X), ics.reshape(-1, space.dim)])
     values = evaluate(acqf, pool)
     for i in torch.argsort(values, descending=True, stable=True).tolist():
         if pool[i] not in taken:
