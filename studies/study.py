@@ -462,7 +462,7 @@ class Study:
             msg = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else error
             state, vals, mets = "FAILED", None, dict(metrics or {})
         else:
-            vals, mets, msg = self._judge(values, metrics)
+            vals, mets, msg = self._judge(values, metrics, number=number)
             state = "FAILED" if msg else "COMPLETE"
         if not self._storage.finish_trial(
             self.id, number, state=state, values=vals, metrics=mets, error=msg
@@ -475,14 +475,29 @@ class Study:
         return next(t for t in self.trials if t.number == number)
 
     def _judge(
-        self, values: Any, metrics: Any, *, from_evaluate: bool = False
+        self, values: Any, metrics: Any, *, from_evaluate: bool = False, number: int = -1
     ) -> tuple[dict[str, float] | None, dict[str, float], str | None]:
         """Told values and metrics judged by the one validator, `tuner.Problem.outcome` (`tell`
         and `record` both come here): ``(values or None, metrics, error or None)``. A missing
         outcome raises from `tell` and is FAILED from `record` (``from_evaluate``); non-finite
-        tracking metrics are dropped (stored JSON holds finite numbers only)."""
+        tracking metrics, and ones beyond ``±MAX_OUTCOME_MAGNITUDE``, are dropped with a warning
+        (stored JSON holds finite numbers only, and the model could not use the huge ones)."""
+        from tuner.problem import MAX_OUTCOME_MAGNITUDE
+
         vals, mets, msg = self._problem.outcome(values, metrics, from_evaluate=from_evaluate)
-        return vals, {k: v for k, v in mets.items() if math.isfinite(v)}, msg
+        dropped = {k: v for k, v in mets.items() if not _storable(v, MAX_OUTCOME_MAGNITUDE)}
+        if dropped:
+            logger.warning(
+                "Metrics %s of trial %d of study %r are not stored (%s): the database holds "
+                "finite numbers within ±%g only, so they are missing from the trial's metrics and "
+                "to_dataframe(). Return a finite number, or leave the metric out.",
+                dropped,
+                number,
+                self.name,
+                "not finite" if any(not math.isfinite(v) for v in dropped.values()) else "too big",
+                MAX_OUTCOME_MAGNITUDE,
+            )
+        return vals, {k: v for k, v in mets.items() if k not in dropped}, msg
 
     def record(
         self, number: int, outcome: Mapping[str, Any], worker: str
@@ -498,7 +513,8 @@ class Study:
         missing: list[str] = []
         if outcome.get("ok"):
             result = outcome["result"]
-            vals, mets, msg = self._judge(*self._problem.split_result(result), from_evaluate=True)
+            told = self._problem.split_result(result)
+            vals, mets, msg = self._judge(*told, from_evaluate=True, number=number)
             missing = [m for m in self._problem.constraint_metrics if m not in result]
         else:
             vals, mets, msg = None, {}, str(outcome.get("error") or "failed")
@@ -578,6 +594,10 @@ class Study:
 
 
 # ---------------------------------------------------------------------- helpers
+def _storable(value: float, limit: float) -> bool:
+    return math.isfinite(value) and abs(value) <= limit
+
+
 def _log_finished(
     number: int,
     state: str,

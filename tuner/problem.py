@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DIRECTIONS",
+    "MAX_OUTCOME_MAGNITUDE",
+    "OUTLIER_SPREAD",
     "SEM_SUFFIX",
     "Outcome",
     "OutcomeConstraint",
@@ -43,6 +45,18 @@ SEM_SUFFIX = ".sem"
 """A metric named ``<outcome>.sem`` is the standard error of that outcome's value."""
 
 DIRECTIONS = ("minimize", "maximize")
+
+MAX_OUTCOME_MAGNITUDE = 1e100
+"""Objective and constraint values beyond ``±1e100`` FAIL the trial (``"UnusableOutcome"``):
+hypervolumes (products over objectives), variances (squares) and standardization overflow or lose
+every other value's digits at such magnitudes, and no measured quantity reaches them (they are
+sentinels such as ``1e308`` or ``sys.float_info.max``)."""
+
+OUTLIER_SPREAD = 1e4
+"""A modeled outcome further than this many robust spreads (median absolute deviation) from the
+median of its column is clipped there before fitting (`Problem.training_data`): the surrogate
+standardizes each outcome, and one value ``1e15`` times further out than the rest squeezes the
+others onto one number and breaks the acquisition (its values all underflow)."""
 _CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_][\w.\-/]*)\s*(<=|>=)\s*(\S+)\s*$")
 
 
@@ -115,7 +129,8 @@ class Outcome(NamedTuple):
     Attributes:
         values: Objective values as floats, by objective name; None for a FAILED outcome.
         metrics: The metrics as floats (non-finite tracking metrics included).
-        error: ``"NonFiniteOutcome: name=value, ..."`` or ``"MissingOutcome: ..."``, or None.
+        error: ``"NonFiniteOutcome: name=value, ..."``, ``"UnusableOutcome: ..."`` or
+            ``"MissingOutcome: ..."``, or None.
     """
 
     values: dict[str, float] | None
@@ -252,7 +267,8 @@ class Problem:
         ``Study.record`` all call it).
 
         A NaN or infinite objective or constraint-metric value does not raise: the outcome is
-        FAILED (``"NonFiniteOutcome: name=value, ..."``) and never enters the model.
+        FAILED (``"NonFiniteOutcome: name=value, ..."``) and never enters the model; so is one
+        beyond ``±MAX_OUTCOME_MAGNITUDE`` (``"UnusableOutcome: ..."``).
 
         Args:
             values: One real number per objective, by name.
@@ -290,7 +306,26 @@ class Problem:
             told = {**extra, **checked}
             error = "NonFiniteOutcome: " + ", ".join(f"{k}={told[k]!r}" for k in bad)
             return Outcome(None, extra, error)
+        huge = self.unusable(checked, extra)
+        if huge:
+            return Outcome(None, extra, self.unusable_message(huge, {**extra, **checked}))
         return Outcome(checked, extra, None)
+
+    def unusable(self, values: Mapping[str, float], metrics: Mapping[str, float]) -> list[str]:
+        """Names of objectives and constraint metrics whose (finite) told value lies beyond
+        ``±MAX_OUTCOME_MAGNITUDE``: the surrogate cannot model them (see that constant)."""
+        told = {**metrics, **values}
+        return [k for k in self.outcome_names if abs(told[k]) > MAX_OUTCOME_MAGNITUDE]
+
+    @staticmethod
+    def unusable_message(names: Sequence[str], told: Mapping[str, float]) -> str:
+        """``"UnusableOutcome: name=value, ... ; the fix"`` for values beyond the magnitude."""
+        shown = ", ".join(f"{k}={told[k]!r}" for k in names)
+        return (
+            f"UnusableOutcome: {shown} lies beyond ±{MAX_OUTCOME_MAGNITUDE:g}, the magnitude the "
+            "surrogate can model; report it in a smaller unit or as a log, or raise from "
+            "evaluate to mark the trial failed"
+        )
 
     def split_result(self, result: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """An evaluate function's flat result as ``(values, metrics)``: the objectives it names,
@@ -320,17 +355,23 @@ class Problem:
         return self.maximized(trial.values) + [trial.metrics[k] for k in self.constraint_metrics]
 
     def training_data(self, space: Space, completed: Sequence[Trial], seed: int) -> TrainingData:
-        """Encode COMPLETE trials for a surrogate (see `TrainingData`)."""
+        """Encode COMPLETE trials for a surrogate (see `TrainingData`).
+
+        Outcomes (and tracking metrics) further out than `OUTLIER_SPREAD` robust spreads are
+        clipped there (`clip_outliers`; `outliers` names them).
+        """
         X = space.to_unit([t.config for t in completed])
         Y = torch.tensor([self.outcomes(t) for t in completed], dtype=torch.float64)
-        Y = Y.reshape(len(completed), len(self.outcome_names))
+        Y = clip_outliers(Y.reshape(len(completed), len(self.outcome_names)))
         names = sorted(
             k
             for k in {k for t in completed for k in t.metrics} - set(self.constraint_metrics)
             if not k.endswith(SEM_SUFFIX)  # errors of measurements, not tracking metrics
         )
         metrics = {
-            k: torch.tensor([t.metrics.get(k, math.nan) for t in completed], dtype=torch.float64)
+            k: clip_outliers(
+                torch.tensor([t.metrics.get(k, math.nan) for t in completed], dtype=torch.float64)
+            )
             for k in names
         }
         return TrainingData(
@@ -343,6 +384,21 @@ class Problem:
             n_objectives=self.n_objectives,
             Yvar=self.observed_noise(completed),
         )
+
+    def outliers(self, completed: Sequence[Trial]) -> list[tuple[int, str, float, float]]:
+        """The modeled outcomes `training_data` clips: ``(trial id, outcome name, told value,
+        value modeled)`` for each (objectives in their own direction)."""
+        if not completed:
+            return []
+        Y = torch.tensor([self.outcomes(t) for t in completed], dtype=torch.float64)
+        Y = Y.reshape(len(completed), len(self.outcome_names))
+        C = clip_outliers(Y)
+        out = []
+        for i, j in torch.nonzero(C != Y).tolist():
+            sign = -1.0 if self.objectives.get(self.outcome_names[j]) == "minimize" else 1.0
+            name = self.outcome_names[j]
+            out.append((completed[i].id, name, sign * float(Y[i, j]), sign * float(C[i, j])))
+        return out
 
     def observed_noise(self, completed: Sequence[Trial]) -> Tensor | None:
         """``n x m`` variances of the outcomes from their ``<outcome>.sem`` metrics, or None
@@ -382,6 +438,37 @@ class _Constraint:
 
     def __call__(self, Z: Tensor) -> Tensor:
         return self.sign * Z[..., self.column] - self.bound
+
+
+def clip_outliers(Y: Tensor) -> Tensor:
+    """Clip each column of ``Y`` (``n x m`` or ``n``-dim Tensor; NaN entries ignored and kept) to
+    its median ± `OUTLIER_SPREAD` robust spreads.
+
+    The spread is the median absolute deviation from the median, or, where over half the values
+    are equal, the smallest non-zero deviation (so a column of ones with one 5 keeps its 5). A
+    column whose values all agree, or with fewer than 3 values, is returned as it is. Values
+    within the bounds are returned unchanged to the last bit.
+    """
+    one = Y.dim() == 1
+    cols = Y.unsqueeze(-1) if one else Y
+    out = cols.clone()
+    for j in range(cols.shape[-1]):
+        col = cols[:, j]
+        ok = ~torch.isnan(col)
+        vals = col[ok]
+        if vals.numel() < 3:
+            continue
+        median = vals.median()
+        dev = (vals - median).abs()
+        spread = dev.median()
+        if spread <= 0:
+            nonzero = dev[dev > 0]
+            if nonzero.numel() == 0:
+                continue
+            spread = nonzero.min()
+        lo, hi = median - OUTLIER_SPREAD * spread, median + OUTLIER_SPREAD * spread
+        out[ok, j] = vals.clamp(lo, hi)
+    return out.squeeze(-1) if one else out
 
 
 def _is_real(value: Any) -> bool:

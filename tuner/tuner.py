@@ -28,7 +28,7 @@ from tuner.errors import (
     UnknownTrialError,
 )
 from tuner.options import TunerOptions
-from tuner.problem import OutcomeConstraint, Problem
+from tuner.problem import OUTLIER_SPREAD, OutcomeConstraint, Problem
 from tuner.surrogate import FlatSurrogate, Surrogate
 from tuner.trial import Trial, TrialState
 
@@ -112,6 +112,7 @@ class Tuner:
         )
         self._raw: list[Trial] = []  # the records as given, to skip re-validating them
         self._trials: list[Trial] = []
+        self._warned: set[tuple[int, str]] = set()  # outliers already reported
         self.sync(trials)
 
     # ------------------------------------------------------------------ read-only views
@@ -210,9 +211,11 @@ class Tuner:
         """
         n = _check_int("n", n, 1, error=InvalidArgumentError)
         waiting = [t for t in self._trials if t.state is TrialState.WAITING][:n]
-        configs = (
-            propose(self._settings, self._trials, n - len(waiting)) if n > len(waiting) else []
-        )
+        if n > len(waiting):
+            self._report_outliers()
+            configs = propose(self._settings, self._trials, n - len(waiting))
+        else:
+            configs = []
         started = [_replace(t, state=TrialState.RUNNING) for t in waiting]
         for t in started:
             self._set(t)
@@ -319,6 +322,24 @@ class Tuner:
             logger.info("Trial %d failed: %s", trial.id, error)
         return done
 
+    def _report_outliers(self) -> None:
+        """Warn once per trial and outcome that the model clips (`Problem.outliers`)."""
+        done = [t for t in self._trials if t.state is TrialState.COMPLETE]
+        for tid, name, told, modeled in self._problem.outliers(done):
+            if (tid, name) in self._warned:
+                continue
+            self._warned.add((tid, name))
+            logger.warning(
+                "Trial %d's %s=%r lies far outside the other trials' values; the model uses "
+                "%.6g instead (clipped %g robust spreads from their median) so the other values "
+                "keep their digits. If it marks a failure, raise from evaluate instead.",
+                tid,
+                name,
+                told,
+                modeled,
+                OUTLIER_SPREAD,
+            )
+
     def _set(self, trial: Trial) -> None:
         """Replace a trial's record; `sync` re-validates records from that id on."""
         self._trials[trial.id] = trial
@@ -376,6 +397,15 @@ class Tuner:
                 raise InvalidTrialRecordError(f"A {trial.state.value} trial has no values.")
             return {"metrics": dict(trial.metrics)}
         values, metrics, error = self._problem.outcome(trial.values, trial.metrics)
+        if error is not None and error.startswith("UnusableOutcome"):
+            # stored COMPLETE by a rewrite-tuner that did not refuse it: not modeled, so the
+            # study still proposes (and resumes)
+            logger.warning(
+                "Trial %d is stored COMPLETE, but %s. It is treated as FAILED (not modeled).",
+                trial.id,
+                error,
+            )
+            return {"state": TrialState.FAILED, "values": None, "metrics": metrics, "error": error}
         if error is not None:
             raise InvalidTrialRecordError(f"A COMPLETE trial must have finite outcomes ({error}).")
         return {"values": values, "metrics": metrics}
