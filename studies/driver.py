@@ -7,6 +7,15 @@ results and records each in its own transaction, (4) fails trials past their tim
 (5) refreshes the heartbeat of the trials still running. It stops when the study holds its budget
 of trials, none is WAITING and no other live process is running one. On an exception (Ctrl-C
 included) the trials in flight are failed and re-queued before the exception propagates.
+
+Timeouts: a worker of the default process pool stops its trial with ``SIGALRM``. A trial still
+running ``_TIMEOUT_SLACK`` seconds past its timeout (an evaluate that blocks or replaces
+``SIGALRM``, or one stuck in C code) is FAILED and its pool is stopped: every worker gets
+``SIGTERM``, then ``SIGKILL`` after ``_KILL_GRACE`` seconds, and is reaped; the other trials in
+flight are re-queued and a new pool takes over, so no process outlives `run` (the interpreter can
+exit). On an executor passed in (Dask, threads) a trial cannot be stopped: it is FAILED at its
+timeout but keeps its slot until its future returns (its result is then dropped), so no more than
+``n_workers`` trials ever run at once.
 """
 
 from __future__ import annotations
@@ -34,12 +43,38 @@ __all__ = ["run"]
 logger = logging.getLogger(__name__)
 
 _TIMEOUT_SLACK = 2.0  # seconds the driver allows beyond a worker-side SIGALRM timeout
+_KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL when a process pool is stopped
 
 
 @dataclass
 class _Slot:
     number: int
     started: float  # time.monotonic() at submission
+    expired: bool = False  # failed at its timeout, still running (an executor's; slot kept)
+
+
+class _Pool(ProcessPoolExecutor):
+    """The default process pool, which can be stopped with its trials in flight (`kill`)."""
+
+    def kill(self, grace: float = _KILL_GRACE) -> None:
+        """Stop every worker: ``SIGTERM``, ``SIGKILL`` after ``grace`` seconds, then reap them.
+
+        `ProcessPoolExecutor.shutdown` never stops a running task, and the interpreter joins the
+        pool's processes at exit, so a hung evaluate would keep the program from ending.
+        """
+        processes = list((self._processes or {}).values())  # private, stable since 3.8
+        self.shutdown(wait=False, cancel_futures=True)
+        for p in processes:
+            if p.is_alive():
+                p.terminate()
+        deadline = time.monotonic() + grace
+        for p in processes:
+            p.join(max(0.0, deadline - time.monotonic()))
+        for p in processes:
+            if p.is_alive():
+                logger.warning("Worker process %s ignored SIGTERM; killing it.", p.pid)
+                p.kill()
+                p.join(5.0)
 
 
 def run(
@@ -71,12 +106,15 @@ def run(
                 except SpaceExhaustedError as err:
                     exhausted = True
                     logger.warning("%s Finishing the trials in flight, then stopping.", err)
-                if not running:
+                active = [s.number for s in running.values() if not s.expired]
+                if not active:
+                    # trials past their timeout that an executor cannot stop are not waited for
                     if exhausted or _finished(study, n_trials):
                         break
-                    view.update()
-                    time.sleep(min(interval, 0.5))
-                    continue
+                    if not running:
+                        view.update()
+                        time.sleep(min(interval, 0.5))
+                        continue
                 done, _ = wait(
                     list(running), timeout=min(interval, 1.0), return_when=FIRST_COMPLETED
                 )
@@ -84,11 +122,14 @@ def run(
                 # trials that finished while those were stored: recorded before the next
                 # proposal, which then fills their slots in one batch (one model fit)
                 broken |= _collect(rec, running, {f for f in running if f.done()})
-                _expire(rec, running, timeout)
-                if broken and executor is None:
+                hung = _expire(rec, running, timeout)
+                if hung and executor is None:
+                    pool = _restart_pool(pool, running, rec, n_workers)
+                elif broken and executor is None:
                     pool = _replace_pool(pool, running, rec, n_workers)
-                if running and time.monotonic() - last_beat >= interval / 2:
-                    study.storage.heartbeat(study.id, [s.number for s in running.values()], worker)
+                active = [s.number for s in running.values() if not s.expired]
+                if active and time.monotonic() - last_beat >= interval / 2:
+                    study.storage.heartbeat(study.id, active, worker)
                     last_beat = time.monotonic()
                 view.update()
     except BaseException as err:
@@ -101,7 +142,10 @@ def run(
         raise
     finally:
         if executor is None:
-            pool.shutdown(wait=False, cancel_futures=True)
+            if running and isinstance(pool, _Pool):
+                pool.kill()  # trials in flight (an exception): no worker outlives the call
+            else:
+                pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _check_sendable(study: Study, executor: Executor | None) -> None:
@@ -157,12 +201,18 @@ def _collect(rec: _Recorder, running: dict[Future[Any], _Slot], done: set[Future
         slot = running.pop(fut)
         outcome, crashed = _outcome(fut)
         broken |= crashed
+        if slot.expired:
+            logger.info(
+                "Trial %d returned after it was failed at its timeout; its result is dropped.",
+                slot.number,
+            )
+            continue
         rec(slot.number, outcome)
     return broken
 
 
-def _process_pool(n_workers: int) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(max_workers=n_workers, initializer=exit_with_parent)
+def _process_pool(n_workers: int) -> _Pool:
+    return _Pool(max_workers=n_workers, initializer=exit_with_parent)
 
 
 def _fill(
@@ -214,18 +264,63 @@ def _replace_pool(
     return _process_pool(n_workers)
 
 
-def _expire(rec: _Recorder, running: dict[Future[Any], _Slot], timeout: float | None) -> None:
-    """Fail trials the executor did not stop at their timeout (e.g. Dask workers)."""
+def _expire(rec: _Recorder, running: dict[Future[Any], _Slot], timeout: float | None) -> bool:
+    """Fail trials still running ``_TIMEOUT_SLACK`` s past their timeout; returns whether any
+    was. A future that cannot be cancelled keeps its slot, marked expired (see the module
+    docstring); the default pool is then restarted by the caller (`_restart_pool`)."""
     if timeout is None:
-        return
+        return False
     now = time.monotonic()
+    hung = False
     for fut, slot in list(running.items()):
-        if now - slot.started > timeout + _TIMEOUT_SLACK:
-            fut.cancel()
-            del running[fut]
-            error = f"TimeoutError: trial exceeded its timeout of {timeout:g} s"
-            outcome = {"ok": False, "error": error, "seconds": now - slot.started}
-            rec(slot.number, outcome)
+        if slot.expired or now - slot.started <= timeout + _TIMEOUT_SLACK:
+            continue
+        hung = True
+        slot.expired = True
+        if fut.cancel():
+            del running[fut]  # had not started: nothing runs
+        error = (
+            f"TimeoutError: trial exceeded its timeout of {timeout:g} s and did not stop (its "
+            "evaluate blocks or replaces SIGALRM, or runs where no signal reaches it); it was "
+            "stopped from the driving process"
+        )
+        rec(slot.number, {"ok": False, "error": error, "seconds": now - slot.started})
+    if hung and any(s.expired for s in running.values()):
+        logger.warning(
+            "Trials %s outlived their timeout and cannot be stopped on this executor; each keeps "
+            "its worker slot until it returns.",
+            [s.number for s in running.values() if s.expired],
+        )
+    return hung
+
+
+def _restart_pool(
+    pool: Executor, running: dict[Future[Any], _Slot], rec: _Recorder, n_workers: int
+) -> Executor:
+    """Stop the default pool, which runs a trial past its timeout (`_Pool.kill`): results that
+    arrived are recorded, the other trials in flight re-queued; returns a new pool."""
+    requeue = []
+    for fut, slot in list(running.items()):
+        del running[fut]
+        if slot.expired:
+            continue
+        if fut.done():
+            rec(slot.number, _outcome(fut)[0])
+        else:
+            requeue.append(slot.number)
+    if requeue:
+        study = rec.study
+        reason = (
+            "Interrupted: its worker pool was stopped to end a trial past its timeout; re-queued."
+        )
+        study.storage.requeue(study.id, requeue, rec.worker, reason)
+        logger.warning("Trials %s were interrupted and re-queued.", requeue)
+    if isinstance(pool, _Pool):
+        pool.kill()
+    else:
+        pool.shutdown(wait=False, cancel_futures=True)
+    logger.warning("A trial did not stop at its timeout; its worker processes were killed.")
+    return _process_pool(n_workers)
 
 
 def _finished(study: Study, n_trials: int) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 from typing import Any
 
@@ -103,3 +104,64 @@ def int_objective(config: dict[str, Any]) -> dict[str, float]:
 def always_fails(config: dict[str, Any]) -> dict[str, float]:
     """Raises on every configuration (a broken evaluate)."""
     raise RuntimeError(f"cannot reach the benchmark server (population {config['population']})")
+
+
+def huge_objective(config: dict[str, Any]) -> dict[str, float]:
+    """The toy problem, with ``latency=1e308`` (a sentinel no model can use) when the population
+    is odd."""
+    out = toy_evaluate(config)
+    if config["population"] % 2 == 1:
+        out["latency"] = 1e308
+    return out
+
+
+def odd_metrics(config: dict[str, Any]) -> dict[str, float]:
+    """The toy problem with a NaN tracking metric ``steps`` and a huge one ``bytes``."""
+    return {**toy_evaluate(config), "steps": math.nan, "bytes": 1e300}
+
+
+def blocks_alarm(config: dict[str, Any]) -> dict[str, float]:
+    """Blocks SIGALRM (as some C extensions do), then hangs: the worker-side timeout never fires."""
+    import signal
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+    time.sleep(10**6)
+    return toy_evaluate(config)
+
+
+def ignores_signals(config: dict[str, Any]) -> dict[str, float]:
+    """Replaces the SIGALRM and SIGTERM handlers, then hangs: only SIGKILL stops it."""
+    import signal
+
+    signal.signal(signal.SIGALRM, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(10**6)
+    return toy_evaluate(config)
+
+
+class Concurrency:
+    """How many `first_trial_hangs` calls run at once in this process (for thread executors)."""
+
+    lock = threading.Lock()
+    now = 0
+    peak = 0
+    calls = 0
+
+
+def first_trial_hangs(config: dict[str, Any]) -> dict[str, float]:
+    """The first call sleeps 1.5 s (past a short timeout), later ones return at once; counts the
+    calls running at once in `Concurrency`."""
+    with Concurrency.lock:
+        Concurrency.calls += 1
+        first = Concurrency.calls == 1
+        Concurrency.now += 1
+        Concurrency.peak = max(Concurrency.peak, Concurrency.now)
+    try:
+        if first:
+            time.sleep(1.5)
+        else:
+            time.sleep(0.05)
+        return toy_evaluate(config)
+    finally:
+        with Concurrency.lock:
+            Concurrency.now -= 1

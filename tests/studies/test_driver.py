@@ -1,0 +1,91 @@
+"""The optimize loop's timeout backstop (issue 36): a trial that does not stop at its timeout is
+FAILED, its worker killed and reaped, so `optimize` returns and the interpreter exits; on an
+executor that cannot stop it, it keeps its slot, so no more than ``n_workers`` trials run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+import studies.driver as driver
+from studies.examples import toy_study
+from tests.studies import helpers
+from tests.studies.helpers import fast_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+HUNG = textwrap.dedent(
+    """
+    import sys, time
+    import studies.driver as driver
+    from studies.examples import toy_study
+    from tests.studies import helpers
+    from tests.studies.helpers import fast_settings
+
+    driver._TIMEOUT_SLACK, driver._KILL_GRACE = 0.3, 0.5
+    study = toy_study("hung", sys.argv[1], settings=fast_settings())
+    study.evaluate = getattr(helpers, sys.argv[2])
+    start = time.monotonic()
+    study.optimize(2, n_workers=2, timeout=0.5, progress=False)
+    print("returned after", round(time.monotonic() - start, 1), "s")
+    for t in study.trials:
+        print(t.number, t.state, t.error)
+    """
+)
+
+
+@pytest.mark.parametrize("evaluate", ["blocks_alarm", "ignores_signals"])
+def test_hung_worker_is_killed_and_the_interpreter_exits(tmp_path: Path, evaluate: str) -> None:
+    """Before: the trials were FAILED and optimize returned, but the interpreter hung at exit
+    joining the worker nobody had killed."""
+    script = tmp_path / "hung.py"
+    script.write_text(HUNG)
+    url = f"sqlite:///{tmp_path / 'hung.db'}"
+    try:
+        done = subprocess.run(
+            [sys.executable, str(script), url, evaluate],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+    except subprocess.TimeoutExpired as err:
+        pytest.fail(f"the interpreter did not exit: {err.stdout!r} {err.stderr!r}")
+    assert done.returncode == 0, done.stderr
+    assert "returned after" in done.stdout
+    lines = [ln for ln in done.stdout.splitlines() if ln[:1].isdigit()]
+    assert len(lines) == 2 and all("FAILED TimeoutError" in ln for ln in lines), done.stdout
+    assert "did not stop" in done.stdout and "killed" in done.stderr
+
+
+def test_backstop_keeps_the_slot_of_a_trial_it_cannot_stop(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: the backstop freed the slot of a trial still running on the executor, so a second
+    trial started beside it although n_workers=1."""
+    monkeypatch.setattr(driver, "_TIMEOUT_SLACK", 0.0)
+    monkeypatch.setattr(helpers.Concurrency, "now", 0)
+    monkeypatch.setattr(helpers.Concurrency, "peak", 0)
+    monkeypatch.setattr(helpers.Concurrency, "calls", 0)
+    study = toy_study("slots", sqlite_url, settings=fast_settings())
+    study.evaluate = helpers.first_trial_hangs
+    pool = ThreadPoolExecutor(4)
+    try:
+        start = time.monotonic()
+        study.optimize(3, n_workers=1, executor=pool, timeout=0.2, progress=False)
+        took = time.monotonic() - start
+    finally:
+        pool.shutdown(wait=True)
+    trials = study.trials
+    assert helpers.Concurrency.peak == 1
+    assert trials[0].state == "FAILED" and "TimeoutError" in (trials[0].error or "")
+    assert [t.state for t in trials[1:]] == ["COMPLETE", "COMPLETE"]
+    assert took >= 1.4  # the next trial waited for the hung one's slot
