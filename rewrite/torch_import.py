@@ -470,7 +470,19 @@ class _Converter:
                 f"model {self.name!r}: op {key} reads a value the IR cannot hold ({e}); add a "
                 "converter to rewrite.torch_converters."
             ) from None
-        out_types = tuple((tuple(int(d) for d in v.shape), torch_dtype_name(v.dtype)) for v in vals)
+        try:
+            out_types = tuple(
+                (tuple(int(d) for d in v.shape), torch_dtype_name(v.dtype)) for v in vals
+            )
+        except Unsupported as e:
+            dtypes = sorted({str(v.dtype).removeprefix("torch.") for v in vals})
+            raise TorchImportError(
+                f"model {self.name!r}: op {key}{_at(node)} gives a tensor of dtype "
+                f"{', '.join(dtypes)} ({e}); the IR holds real and integer tensors only. Fix: keep "
+                "complex (or float8) tensors out of forward: compute that part outside the "
+                "imported module, or work on real parts (torch.view_as_real, .abs() of a "
+                "real-valued formulation)."
+            ) from None
         self.opaque[key] += 1
         n = self.b.add_node("opaque", ins, target=key, out_types=out_types, reason=reason[:200])
         return n.outs if multi else n.out(0)

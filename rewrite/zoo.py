@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -192,6 +193,11 @@ def input_kind(name: str) -> str:
 
 
 def _split_name(name: str, size: str | None) -> tuple[str, str]:
+    if not isinstance(name, str):
+        raise RewriteError(
+            f"a zoo model name must be a string, but got {name!r} of type {type(name).__name__}; "
+            f"pick one of {names()}, e.g. zoo.build('gpt2')."
+        )
     head, _, tail = name.rpartition("-")
     base, suffix = (head, tail) if head and tail in SIZES else (name, "")
     if base not in _SPECS:
@@ -226,6 +232,7 @@ def model(name: str, **overrides: Any) -> ZooModel:
     spec = _SPECS[base]
     run = {**(spec.small_defaults if size == "small" else spec.full_defaults)}
     run.update({k: overrides.pop(k) for k in _RUN_KEYS if k in overrides})
+    _check_run(run, name)
     config = getattr(transformers, spec.config_class)(
         **(spec.small if size == "small" else spec.full)
     )
@@ -235,7 +242,15 @@ def model(name: str, **overrides: Any) -> ZooModel:
                 f"zoo override {k!r} is neither a run option {_RUN_KEYS} nor a field of {spec.config_class}; "
                 "check the spelling against the transformers config."
             )
-        setattr(config, k, v)
+        _check_override(k, v, getattr(config, k), spec.config_class)
+        try:
+            setattr(config, k, v)
+        except (TypeError, ValueError) as err:
+            raise RewriteError(
+                f"zoo override {k}={v!r} is refused by {spec.config_class}: "
+                f"{' '.join(str(err).split())}. Pass a value of the field's type."
+            ) from None
+    _check_positions(config, run, name)
     if spec.input_kind == "image" and hasattr(config, "image_size") and "image_size" in run:
         config.image_size = run["image_size"]  # ViT sizes its position embeddings by it
     device = run.get("device", "cpu" if size == "small" else "meta")
@@ -270,9 +285,80 @@ def build(name: str, **overrides: Any) -> Graph:
         The imported `Graph`.
 
     Raises:
-        RewriteError: On an unknown model, size or override.
+        RewriteError: On an unknown model, size or override; a run option of the wrong type or
+            range (``batch``, ``seq_len``, ``image_size`` ints >= 1; ``seq_len`` within the
+            model's positions); a count or size override below 1.
     """
     return model(name, **overrides).to_graph()
+
+
+_DTYPES = ("float32", "float64", "float16", "bfloat16")
+_DEVICES = ("cpu", "meta")
+#: Config fields that count or size something (layers, heads, widths, positions): ints >= 1.
+_COUNT_FIELD = re.compile(
+    r"^(n_(layer|embd|head|inner|positions|ctx)|num_\w+|\w*_size|d_(model|kv|ff)|"
+    r"max_position_embeddings|vocab_size)$"
+)
+
+
+def _check_run(run: dict[str, Any], name: str) -> None:
+    """Refuse run options (``batch``, ``seq_len``, ``image_size``, ``seed``, ``dtype``,
+    ``device``) of the wrong type or range, before anything is built."""
+    for key in ("batch", "seq_len", "image_size"):
+        if key in run:
+            v = run[key]
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise RewriteError(
+                    f"zoo run option {key} must be an int >= 1, but got {key}={v!r} for {name!r}; "
+                    f"e.g. zoo.build({name!r}, {key}=16)."
+                )
+    seed = run.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise RewriteError(f"zoo run option seed must be an int >= 0, but got seed={seed!r}.")
+    dtype = run.get("dtype", "float32")
+    if dtype not in _DTYPES:
+        raise RewriteError(
+            f"zoo run option dtype must be one of {_DTYPES} (a torch floating dtype's name), "
+            f"but got dtype={dtype!r}."
+        )
+    device = run.get("device", "cpu")
+    if device not in _DEVICES:
+        raise RewriteError(
+            f"zoo run option device must be one of {_DEVICES}, but got device={device!r}: zoo "
+            "models are built on the CPU (small) or without memory on 'meta' (full)."
+        )
+
+
+def _check_override(key: str, value: Any, current: Any, config_class: str) -> None:
+    """Refuse a config override whose type differs from the field's, or a count below 1."""
+    if isinstance(current, bool) or not isinstance(current, int):
+        return
+    if _COUNT_FIELD.match(key) and (
+        isinstance(value, bool) or not isinstance(value, int) or value < 1
+    ):
+        raise RewriteError(
+            f"zoo override {key} counts or sizes part of the model, so it must be an int >= 1, "
+            f"but got {key}={value!r} ({config_class} has {key}={current})."
+        )
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RewriteError(
+            f"zoo override {key} must be an int like {config_class}'s {key}={current}, but got "
+            f"{value!r} of type {type(value).__name__}."
+        )
+
+
+def _check_positions(config: Any, run: dict[str, Any], name: str) -> None:
+    """Refuse a ``seq_len`` past the model's learned positions (it would fail only when run)."""
+    limit = getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None)
+    seq_len = run.get("seq_len")
+    if seq_len is None or not isinstance(limit, int) or seq_len <= limit:
+        return
+    field_name = "n_positions" if hasattr(config, "n_positions") else "max_position_embeddings"
+    raise RewriteError(
+        f"zoo model {name!r} has {limit} positions ({field_name}={limit}), but seq_len={seq_len} "
+        f"asks for more. Use seq_len <= {limit}, or raise the model's positions too: "
+        f"zoo.build({name!r}, seq_len={seq_len}, {field_name}={seq_len})."
+    )
 
 
 def _example_inputs(

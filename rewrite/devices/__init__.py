@@ -258,7 +258,19 @@ def load_device(device: str | Path | DeviceProfile) -> DeviceProfile:
     builtin = _builtin()
     if isinstance(device, str) and device.lower() in builtin:
         return builtin[device.lower()]
+    if not isinstance(device, str | Path):
+        raise CostModelError(
+            f"device must be a profile name ({sorted(builtin)}), a path to a profile JSON or a "
+            f"DeviceProfile, but got {device!r} of type {type(device).__name__}."
+        )
     path = Path(device)
+    looks_like_path = isinstance(device, Path) or path.suffix == ".json" or "/" in str(device)
+    if looks_like_path and not path.is_file():
+        state = "is a folder" if path.is_dir() else "does not exist"
+        raise CostModelError(
+            f"device profile file {str(path)!r} {state}. Check the path (relative paths start "
+            f"at {str(Path.cwd())!r}), or name a built-in profile: {sorted(builtin)}."
+        )
     if path.suffix == ".json" and path.exists():
         try:
             return DeviceProfile.from_dict(json.loads(path.read_text()))

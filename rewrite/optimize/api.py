@@ -41,7 +41,9 @@ PriorsLike = RulePriors | Mapping[str, float] | str | os.PathLike | None
 
 
 def coerce_config(
-    config: SearchConfig | Mapping[str, Any] | None, priors: RulePriors
+    config: SearchConfig | Mapping[str, Any] | None,
+    priors: RulePriors,
+    source: str | None = None,
 ) -> SearchConfig:
     """The config a search runs with, given ``config`` and the priors' ``search_config``.
 
@@ -55,7 +57,12 @@ def coerce_config(
       knobs a `UserWarning` names them, since the tuned values are then dropped; pass a dict of
       the knobs to change instead to keep the rest.
 
-    Knobs this version does not know are ignored with a `UserWarning`.
+    Knobs this version does not know are ignored with a `UserWarning`. ``source`` names the
+    priors file for messages.
+
+    Raises:
+        SearchConfigError: For a ``config`` of the wrong type, or an invalid knob; a knob the
+            priors file holds is named as the file's, with the file.
     """
     if config is not None and not isinstance(config, SearchConfig | Mapping):
         raise SearchConfigError(
@@ -71,6 +78,8 @@ def coerce_config(
             stacklevel=3,
         )
     tuned = {k: v for k, v in priors.search_config.items() if k in known}
+    given = config.to_dict() if isinstance(config, SearchConfig) else dict(config or {})
+    _check_file_knobs({k: v for k, v in tuned.items() if k not in given}, source)
     if not isinstance(config, SearchConfig):
         return SearchConfig.from_dict({**tuned, **(config or {})})
     differ = {
@@ -88,6 +97,20 @@ def coerce_config(
             stacklevel=3,
         )
     return config
+
+
+def _check_file_knobs(knobs: Mapping[str, Any], source: str | None) -> None:
+    """Refuse a priors file's invalid ``search_config`` knob, naming the file (the knobs
+    ``config`` overrides are not checked: they are not used)."""
+    for key, value in knobs.items():
+        try:
+            SearchConfig.from_dict({key: value})
+        except SearchConfigError as err:
+            where = f"the priors file {source!r}" if source else "the priors' search_config"
+            raise SearchConfigError(
+                f"Knob {key}={value!r} from {where} is invalid: {err} Fix or remove it in the "
+                f"file (or export the priors again), or override it: config={{{key!r}: ...}}."
+            ) from None
 
 
 def _check_rules(rules: Sequence[Rule]) -> list[Rule]:
@@ -151,7 +174,8 @@ def search(
         raise SearchError(f"search needs a rewrite Graph, but got {type(graph).__name__}.")
     _check_measure(measure)
     pri = RulePriors.coerce(priors)
-    cfg = coerce_config(config, pri)
+    priors_path = str(priors) if isinstance(priors, str | os.PathLike) else None
+    cfg = coerce_config(config, pri, priors_path)
     given = _check_rules(default_rules(cfg.max_fusion_size) if rules is None else rules)
     rule_list = mesh_rules(given, cfg.devices)
     if not rule_list:

@@ -23,6 +23,7 @@ that mean over seeds (``<name>.sem``).
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -282,8 +283,9 @@ def search_suite(
     """
     if not workloads:
         raise SearchError("search_suite needs at least one workload, but got none.")
+    source = str(priors) if isinstance(priors, str | os.PathLike) else None
     priors = RulePriors.coerce(priors)
-    config = coerce_config(config, priors)
+    config = coerce_config(config, priors, source)
     priors = priors.without_search_config()  # merged into config once, here
     seeds = tuple(int(s) for s in (seeds if seeds is not None else (config.seed,)))
     if not seeds:
