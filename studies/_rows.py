@@ -8,6 +8,7 @@ from typing import Any
 
 from studies.records import StudyRecord, TrialRecord
 from studies.schema import loads
+from tuner.trial import TrialState
 
 __all__ = ["Damaged", "decode", "study_record", "trial_record"]
 
@@ -61,10 +62,15 @@ def study_record(row: Any) -> StudyRecord:
     )
 
 
+_STATES = tuple(s.value for s in TrialState)
+
+
 def trial_record(row: Any) -> TrialRecord:
     """The `TrialRecord` of a ``trials`` row (a row or a mapping of its columns)."""
     m = row._mapping if hasattr(row, "_mapping") else row
     number = int(m["number"])
+    if m["state"] not in _STATES:
+        raise Damaged("state", number, f"holds {m['state']!r}, not one of {list(_STATES)}")
     return TrialRecord(
         id=number,
         state=m["state"],

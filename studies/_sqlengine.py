@@ -8,6 +8,7 @@ Nothing here opens a transaction on a `Storage`'s behalf; `Storage` owns its tra
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import time
 from typing import Any
@@ -21,7 +22,30 @@ from studies import schema
 from studies._migrations import check_version
 from studies.errors import StorageCorruptError, StorageError, StorageLockedError
 
-__all__ = ["make_engine", "precheck_sqlite", "set_wal", "translate_error"]
+__all__ = [
+    "make_engine",
+    "mask_secrets",
+    "mask_url",
+    "precheck_sqlite",
+    "set_wal",
+    "translate_error",
+]
+
+# ``scheme://user:PASSWORD@`` and ``?password=PASSWORD`` / ``&password=PASSWORD`` in any text
+_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://[^\s:/?#@]*:)([^\s@/]*)(@)")
+_QUERY_PASSWORD = re.compile(r"([?&](?:password|passwd|pwd)=)([^&\s'\"]*)", re.IGNORECASE)
+
+
+def mask_secrets(text: str) -> str:
+    """``text`` with the password of every URL in it replaced by ``***`` (the user-info
+    password and a ``password=`` query parameter), so messages, logs and files never show one."""
+    text = _URL_PASSWORD.sub(lambda m: f"{m[1]}***{m[3]}" if m[2] else m[0], text)
+    return _QUERY_PASSWORD.sub(lambda m: f"{m[1]}***" if m[2] else m[0], text)
+
+
+def mask_url(url: str) -> str:
+    """A database URL as it may be shown: its password replaced by ``***``."""
+    return mask_secrets(str(url))
 
 
 def make_engine(url: str, busy_timeout: float) -> Engine:
@@ -32,18 +56,20 @@ def make_engine(url: str, busy_timeout: float) -> Engine:
     """
     try:
         parsed = make_url(url)
-    except ArgumentError as err:
+    except ArgumentError:
         raise StorageError(
-            f"Storage URL {url!r} is malformed; use 'sqlite:///study.db' or "
+            f"Storage URL {mask_url(url)!r} is malformed; use 'sqlite:///study.db' or "
             "'postgresql+psycopg://user@host/db'."
-        ) from err
+        ) from None
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed, busy_timeout)
     try:
         return create_engine(parsed, poolclass=NullPool)
     except (NoSuchModuleError, ImportError) as err:
         hint = " (pip install 'rewrite-tuner[postgres]')" if "postgres" in url else ""
-        raise StorageError(f"No database driver for {url!r}{hint}: {err}") from err
+        raise StorageError(
+            f"No database driver for {mask_url(url)!r}{hint}: {mask_secrets(str(err))}"
+        ) from None
 
 
 def _sqlite_engine(parsed: Any, busy_timeout: float) -> Engine:
@@ -62,6 +88,7 @@ def _sqlite_engine(parsed: Any, busy_timeout: float) -> Engine:
         kwargs["connect_args"]["check_same_thread"] = False
     else:
         kwargs["poolclass"] = NullPool
+        kwargs["creator"] = _file_connector(os.path.abspath(database), busy_timeout)
     engine = create_engine(parsed, **kwargs)
 
     @event.listens_for(engine, "connect")
@@ -81,6 +108,25 @@ def _sqlite_engine(parsed: Any, busy_timeout: float) -> Engine:
         conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
     return engine
+
+
+def _file_connector(path: str, busy_timeout: float) -> Any:
+    """Connections to the SQLite file ``path``: the first one may create the file, later ones
+    never do (``mode=rw``), so a database deleted while in use is reported, not silently
+    recreated empty (`translate_error`)."""
+    from urllib.parse import quote
+
+    uri = f"file:{quote(path)}"
+    opened = False
+
+    def connect() -> sqlite3.Connection:
+        nonlocal opened
+        mode = "rw" if opened else "rwc"
+        conn = sqlite3.connect(f"{uri}?mode={mode}", uri=True, timeout=busy_timeout)
+        opened = True
+        return conn
+
+    return connect
 
 
 def set_wal(cursor: Any, busy_timeout: float) -> None:
@@ -112,7 +158,7 @@ def precheck_sqlite(path: str, url: str) -> None:
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
     except sqlite3.Error as err:
-        raise StorageError(f"Cannot open {url}: {err}.") from err
+        raise _cannot_open(path, url, err) from err
     try:
         names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if names and "format_version" not in names:
@@ -126,6 +172,8 @@ def precheck_sqlite(path: str, url: str) -> None:
     except sqlite3.DatabaseError as err:
         if "locked" in str(err).lower():
             return  # a writer holds it; the engine's busy timeout decides
+        if isinstance(err, sqlite3.OperationalError) and "unable to open" in str(err).lower():
+            raise _cannot_open(path, url, err) from err
         raise StorageCorruptError(
             f"{url} is damaged or is not a SQLite database ({err}). Nothing was changed; restore "
             "it from a backup or pass another --storage."
@@ -134,10 +182,52 @@ def precheck_sqlite(path: str, url: str) -> None:
         con.close()
 
 
-def translate_error(err: DBAPIError, url: str) -> StorageError:
-    """The `StorageError` to raise for driver error ``err`` on database ``url``."""
-    msg = str(err.orig) if err.orig is not None else str(err)
+def _cannot_open(path: str, url: str, err: sqlite3.Error) -> StorageError:
+    """The error for an existing SQLite file that cannot be opened (not a damaged one)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    why = _unwritable(folder)
+    if why is not None:
+        return StorageError(
+            f"Cannot open {url}: its folder {folder!r} is read-only ({why}), and a SQLite "
+            "database in WAL mode needs to create its -wal and -shm files beside it, even to be "
+            f"read ({err}). The database is not damaged and nothing was changed; copy it (with any "
+            "-wal file beside it) to a writable folder and pass that --storage, or make the "
+            "folder writable."
+        )
+    return StorageError(
+        f"Cannot open {url}: {err}. Nothing was changed; check that the file is readable and "
+        "its folder writable (SQLite creates -wal and -shm files beside it)."
+    )
+
+
+def _unwritable(folder: str) -> str | None:
+    """Why nothing can be created in ``folder`` (``None``: a file can be)."""
+    import tempfile
+
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            return None
+    except OSError as err:
+        return err.strerror or str(err)
+
+
+def translate_error(err: DBAPIError, url: str, path: str | None = None) -> StorageError:
+    """The `StorageError` to raise for driver error ``err`` on database ``url`` (passwords
+    masked in both); ``path`` is the SQLite file, if any."""
+    url = mask_url(url)
+    msg = mask_secrets(str(err.orig) if err.orig is not None else str(err))
     low = msg.lower()
+    if path is not None and not os.path.exists(path):
+        return StorageError(
+            f"The SQLite database {path!r} ({url}) is gone: it was deleted or moved while this "
+            f"process used it ({msg}). Nothing was written and no empty database was made in its "
+            "place; restore the file (from a backup, or move it back) and run again."
+        )
+    if path is not None and "no such table" in low:
+        return StorageCorruptError(
+            f"{url} no longer holds the study tables ({msg}): the file was replaced or emptied "
+            "while this process used it. Nothing was written; restore it from a backup."
+        )
     if "locked" in low or "busy" in low:
         return StorageLockedError(
             f"{url} is locked by another process ({msg}); nothing was written. Wait for the other "

@@ -16,8 +16,10 @@ Numbers are finite (the writer refuses NaN and infinity and writes nothing); the
 a temporary file in the same directory, fsync'ed and moved into place with `os.replace`, so a crash
 leaves the old file or the new one, never a torn one; it gets the permissions a plain ``open()``
 would give it (the umask). An existing file is replaced only if it is a rule-priors file (its
-``"kind"`` header says so) or ``force=True``; the study's own database is never replaced. Reading
-never executes code from the file.
+``"kind"`` header says so), or with ``force=True`` an empty file or another priors file (a JSON
+object with a ``"priors"`` entry); a SQLite database (the study's own or another) or any other file
+is never replaced. Reading never executes code from
+the file.
 """
 
 from __future__ import annotations
@@ -128,8 +130,9 @@ def export_priors(
             normalized objectives on the Pareto set), a dict of weights, `Weighted`,
             `Constrained`, or a trial number.
         simplex: Which Simplex parameter holds the priors, when the space has several.
-        force: Replace an existing file that is not a rule-priors file. The study's own database
-            file is never replaced.
+        force: Also replace an existing empty file, or a priors file of another kind or version
+            (a JSON object with a ``"priors"`` entry). A SQLite database (the study's own or
+            another) or any other file is never replaced.
         extra: More provenance (JSON-able, finite numbers), e.g. the gains measured against the
             defaults.
 
@@ -213,15 +216,25 @@ def _check_destination(path: Path, study: Any, force: bool) -> None:
             f"Refusing to write the priors to {shown!r}: it is not a regular file. Nothing was "
             "written; choose another --out path."
         )
-    if force:
-        return
     why = _not_priors_file(path)
-    if why is not None:
+    if why is None:
+        return
+    if force:
+        never = _never_replaced(path)
+        if never is None:
+            return
         raise ExportError(
-            f"Refusing to replace {shown!r}: it {why}, so it is not a rule-priors file written by "
-            "`tuner export`. Nothing was written; choose another --out path, or pass force=True "
-            "(`--force` for `tuner export` and `tuner demo`) to replace it."
+            f"Refusing to replace {shown!r} even with force: it {never}. force (`--force`) "
+            'replaces only an empty file or a priors file (JSON with a "priors" entry) of '
+            "another kind or version, never a database or any other file. Nothing was written; "
+            "choose another --out path, or move that file away yourself."
         )
+    raise ExportError(
+        f"Refusing to replace {shown!r}: it {why}, so it is not a rule-priors file written by "
+        "`tuner export`. Nothing was written; choose another --out path, or pass force=True "
+        "(`--force` for `tuner export` and `tuner demo`) to replace an empty file or a priors "
+        'file of another kind or version (JSON with a "priors" entry).'
+    )
 
 
 def _database_file(study: Any) -> Path | None:
@@ -267,6 +280,35 @@ def _not_priors_file(path: Path) -> str | None:
         return "is not JSON"
     if not isinstance(doc, dict) or doc.get("kind") != KIND:
         return f'has no "kind": "{KIND}" header'
+    return None
+
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _never_replaced(path: Path) -> str | None:
+    """Why ``force`` may not replace ``path`` either (``None``: an empty file, or a JSON object
+    with a ``"priors"`` entry: a priors file of another kind or version, or written by hand)."""
+    try:
+        size = path.stat().st_size
+        if size == 0:
+            return None
+        with path.open("rb") as f:
+            head = f.read(len(_SQLITE_HEADER))
+    except OSError as err:
+        return f"cannot be read ({err.strerror or err})"
+    if head == _SQLITE_HEADER:
+        return "is a SQLite database (a study storage, perhaps another study's)"
+    if size > _MAX_PRIORS_BYTES:
+        return f"is larger than {_MAX_PRIORS_BYTES} bytes"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return "is not a JSON file"
+    except OSError as err:
+        return f"cannot be read ({err.strerror or err})"
+    if not isinstance(doc, dict) or "priors" not in doc:
+        return 'is a JSON file without a "priors" entry, so not a priors file'
     return None
 
 

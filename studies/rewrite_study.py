@@ -514,15 +514,16 @@ def rewrite_study(
         spec = suite_spec(existing.space)
         if spec is None:
             raise StudyConflictError(
-                f"Study {name!r} in {storage} is not a rewrite study (its space has no suite); "
-                "pick another name."
+                f"Study {name!r} in {existing.storage.url} is not a rewrite study (its space has "
+                "no suite); pick another name."
             )
         cal = Calibration.from_dict(spec["calibration"])
         asked = _request(rewrite_space(**args, calibration=cal))
         if asked != stored:
             raise StudyConflictError(
-                f"The storage {storage} holds a rewrite study {name!r} asked for with other "
-                "arguments (workloads, budget, seeds, priors, knobs or objectives differ). "
+                f"The storage {existing.storage.url} holds a rewrite study {name!r} asked for "
+                "with other arguments (workloads, budget, seeds, priors, knobs or objectives "
+                "differ). "
                 "Choose another name to start a new study, or repeat the original arguments."
             )
         space = existing.space

@@ -46,9 +46,14 @@ from studies import schema
 from studies._conflicts import check_same
 from studies._migrations import prepare_schema
 from studies._rows import Damaged, decode, study_record, trial_record
-from studies._sqlengine import make_engine, precheck_sqlite, translate_error
+from studies._sqlengine import make_engine, mask_url, precheck_sqlite, translate_error
 from studies._sqlengine import set_wal as _set_wal  # noqa: F401 - importable from here, as before
-from studies.errors import StorageCorruptError, StorageNotFoundError, StudyNotFoundError
+from studies.errors import (
+    StorageCorruptError,
+    StorageError,
+    StorageNotFoundError,
+    StudyNotFoundError,
+)
 from studies.records import StudyRecord, TrialRecord
 from studies.schema import dumps
 
@@ -65,6 +70,8 @@ class Storage:
     Args:
         url: SQLAlchemy URL: ``sqlite:///path.db`` (default ``sqlite:///study.db``),
             ``sqlite://`` (in memory, one process), or ``postgresql+psycopg://user@host/db``.
+            The ``url`` attribute holds it with its password masked (``***``), as every message
+            shows it; the engine connects with the URL given.
         busy_timeout: Seconds a write waits for another process's lock before
             `StorageLockedError`.
         create: Create the database (SQLite file and tables) when it does not exist. Read-only
@@ -110,14 +117,22 @@ class Storage:
         create: bool = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.url = str(url)
+        self.url = mask_url(str(url))
         self.clock = clock
         self.busy_timeout = float(busy_timeout)
         self.create = bool(create)
-        self.engine = make_engine(self.url, self.busy_timeout)
+        self.engine = make_engine(str(url), self.busy_timeout)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
+        self._path: str | None = None  # the SQLite file, if any
         if self.is_sqlite and self.engine.url.database not in (None, "", ":memory:"):
             path = self.engine.url.database
+            self._path = os.path.abspath(path)
+            if os.path.isdir(path):
+                raise StorageError(
+                    f"The SQLite storage {self.url} names the folder {path!r}, not a database "
+                    "file. Name a file in it, e.g. --storage "
+                    f"'sqlite:///{os.path.join(path, 'study.db')}'."
+                )
             if not create and (not os.path.isfile(path) or os.path.getsize(path) == 0):
                 state = "is empty" if os.path.isfile(path) else "does not exist"
                 raise StorageNotFoundError(
@@ -140,7 +155,7 @@ class Storage:
         try:
             yield
         except DBAPIError as err:
-            raise translate_error(err, self.url) from err
+            raise translate_error(err, self.url, self._path) from err
 
     @contextlib.contextmanager
     def _decoding(self, study: int | str, conn: Connection | None = None) -> Iterator[None]:

@@ -142,13 +142,23 @@ def test_export_replaces_only_priors_files_unless_forced(tmp_path: Path) -> None
     with pytest.raises(ExportError, match='no "kind": "rewrite-tuner/rule-priors" header'):
         study.export_priors(other)
     assert other.read_text() == '{"format": "rewrite-graph"}'
-    study.export_priors(notes, force=True)  # the caller insists
-    assert read_priors_file(notes).provenance["study"] == "e"
+    with pytest.raises(ExportError, match=r"even with force: it is not a JSON file"):
+        study.export_priors(notes, force=True)  # force replaces priors files only
+    assert notes.read_text() == "my notes\n"
+    with pytest.raises(ExportError, match=r"even with force: .*without a \"priors\" entry"):
+        study.export_priors(other, force=True)
+    by_hand = tmp_path / "by-hand.json"
+    by_hand.write_text('{"priors": {"fuse": 1.0}}')
+    with pytest.raises(ExportError, match=r"Refusing to replace .*by-hand.json.*--force"):
+        study.export_priors(by_hand)
+    study.export_priors(by_hand, force=True)  # a priors file of another kind: the caller insists
+    assert read_priors_file(by_hand).provenance["study"] == "e"
     priors = tmp_path / "priors.json"
     study.export_priors(priors)
     study.export_priors(priors, pick=1)  # a previous export is replaced without force
     assert read_priors_file(priors).provenance["trial"] == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "by-hand.json",
         "notes.txt",
         "other.json",
         "priors.json",
