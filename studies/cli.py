@@ -6,14 +6,19 @@ Heavy modules (torch, botorch, SQLAlchemy, pandas, matplotlib) are imported insi
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from typer.core import TyperCommand, TyperGroup
+
+from studies._discover import DEFAULT_URL
 
 if TYPE_CHECKING:
     from studies.pareto import PickRule
@@ -21,20 +26,52 @@ if TYPE_CHECKING:
 
 __all__ = ["app"]
 
+
+def _flags_take_no_value(params: list[Any]) -> list[Any]:
+    """Show flags in ``--help`` as ``--force``, not ``--force <bool>`` (which reads as if they
+    took a value); an empty metavar hides the type column of these parameters only."""
+    for p in params:
+        if getattr(p, "param_type_name", "") == "option" and p.is_flag and p.metavar is None:
+            p.metavar = ""
+    return params
+
+
+class _Command(TyperCommand):
+    """A command whose ``--help`` shows flags without a value placeholder."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _flags_take_no_value(super().get_params(ctx))
+
+
+class _Group(TyperGroup):
+    """The ``tuner`` group, its flags shown without a value placeholder."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _flags_take_no_value(super().get_params(ctx))
+
+
 app = typer.Typer(
     name="tuner",
     help="Multi-objective tuning of the rewrite search: run, resume, inspect and export studies.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=_Group,
 )
+command = functools.partial(app.command, cls=_Command)
 console = Console(stderr=True)
 out = Console()
 
 StorageOpt = Annotated[
-    str, typer.Option("--storage", "-s", help="SQLAlchemy URL of the study database.")
+    str | None,
+    typer.Option(
+        "--storage",
+        "-s",
+        help="SQLAlchemy URL of the study database (default: sqlite:///study.db, or else the "
+        "only study database in this folder, such as demo-study.db after `tuner demo`).",
+        show_default=False,
+    ),
 ]
-DEFAULT_URL = "sqlite:///study.db"
 
 
 def _version(value: bool) -> None:
@@ -61,12 +98,24 @@ def main(
     warnings.filterwarnings("ignore", message="Sparse invariant checks", category=UserWarning)
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
     handler = RichHandler(console=console, show_path=False, markup=False)
+    handler.addFilter(_mask_log_record)
     logging.basicConfig(level=logging.WARNING, handlers=[handler], format="%(message)s")
     for name in ("studies", "tuner", "structure"):
         logging.getLogger(name).setLevel(level)
     # the search's own INFO lines (one per search, many per trial) only with -v
     logging.getLogger("rewrite").setLevel(logging.DEBUG if verbose else logging.WARNING)
     warnings.showwarning = _warning_to_log
+
+
+def _mask_log_record(record: logging.LogRecord) -> bool:
+    """Logging filter of the command line's handler: no URL password reaches the terminal."""
+    from studies._sqlengine import mask_secrets
+
+    text = record.getMessage()
+    masked = mask_secrets(text)
+    if masked != text:
+        record.msg, record.args = masked, None
+    return True
 
 
 def _warning_to_log(
@@ -87,13 +136,16 @@ def _warning_to_log(
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    from studies._sqlengine import mask_secrets
+
+    console.print(f"[bold red]error:[/] {mask_secrets(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
 def _guard(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """Run ``fn``; turn the project's errors and file-system errors (a missing folder, a path that
-    is a directory, no permission, a full disk) into a one-line message and exit code 1.
+    """Run ``fn``; turn the project's errors (the rewrite engine's included) and file-system
+    errors (a missing folder, a path that is a directory, no permission, a full disk) into a
+    one-line message and exit code 1.
 
     Programming errors (TypeError, KeyError, ...) keep their traceback.
     """
@@ -116,6 +168,12 @@ def _guarded(path: Path | None, fn: Any, args: Any, kwargs: Any) -> Any:
         raise _fail(str(err)) from None
     except OSError as err:
         raise _fail(_os_message(err, path)) from None
+    except Exception as err:
+        # the engine's errors (a zoo model, a priors file...); it is imported only when used
+        engine_error = getattr(sys.modules.get("rewrite.errors"), "RewriteError", None)
+        if engine_error is not None and isinstance(err, engine_error):
+            raise _fail(str(err)) from None
+        raise
 
 
 def _os_message(err: OSError, path: Path | None = None) -> str:
@@ -136,26 +194,43 @@ def _os_message(err: OSError, path: Path | None = None) -> str:
     return f"Cannot {verb} {where}: {what} ({type(err).__name__}); {fix}."
 
 
+def _storage(given: str | None) -> str:
+    """The storage a command opens: ``--storage``, else ``study.db``, else the folder's only
+    study database (`studies._discover.choose_storage`; what was chosen is said on stderr)."""
+    from studies._discover import choose_storage
+
+    url, note = choose_storage(given)
+    if note is not None:
+        console.print(note, highlight=False)
+    return url
+
+
+def _shown(url: str) -> str:
+    """A storage URL as printed: its password masked."""
+    from studies._sqlengine import mask_url
+
+    return mask_url(url)
+
+
 def _resume_hint(study: Study) -> str:
     """The command that continues ``study``, with ``--storage`` unless it is the default."""
     import shlex
 
     cmd = f"tuner resume {shlex.quote(study.name)}"
-    url = study.storage.url
+    url = study.storage.url  # its password masked
     if url != DEFAULT_URL:
-        shown = study.storage.engine.url.render_as_string(hide_password=True)
-        cmd += f" --storage {shlex.quote(shown)}"
+        cmd += f" --storage {shlex.quote(url)}"
     return cmd
 
 
 # ---------------------------------------------------------------------- run / resume
-@app.command()
+@command()
 def run(
     study_file: Annotated[Path, typer.Argument(help="Python file defining `study` or `main()`.")],
     n_trials: Annotated[
-        int | None, typer.Option("--n-trials", "-n", help="Total trial budget.")
+        int | None, typer.Option("--n-trials", "-n", min=0, help="Total trial budget.")
     ] = None,
-    workers: Annotated[int, typer.Option("--workers", "-w", help="Parallel trials.")] = 1,
+    workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Parallel trials.")] = 1,
     timeout: Annotated[
         float | None, typer.Option(help="Seconds one trial may run before it FAILS.")
     ] = None,
@@ -178,14 +253,15 @@ def run(
     _optimize(study, budget, workers, timeout, progress)
 
 
-@app.command()
+@command()
 def resume(
     name: Annotated[str, typer.Argument(help="Study name.")],
-    storage: StorageOpt = DEFAULT_URL,
+    storage: StorageOpt = None,
     n_trials: Annotated[
-        int | None, typer.Option("--n-trials", "-n", help="New total budget (default: stored).")
+        int | None,
+        typer.Option("--n-trials", "-n", min=0, help="New total budget (default: stored)."),
     ] = None,
-    workers: Annotated[int, typer.Option("--workers", "-w", help="Parallel trials.")] = 1,
+    workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Parallel trials.")] = 1,
     timeout: Annotated[float | None, typer.Option(help="Seconds one trial may run.")] = None,
     evaluate: Annotated[
         str | None,
@@ -194,10 +270,11 @@ def resume(
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
 ) -> None:
     """Continue a stored study: re-queue stale trials, rebuild the tuner, finish the budget."""
+    from studies.errors import StudyFileError
     from studies.loader import resolve_evaluate
     from studies.study import Study
 
-    study = _guard(Study.load, name, storage)
+    study = _guard(Study.load, name, _storage(storage))
     ref = evaluate or study.evaluate_ref
     if ref is None:
         raise _fail(
@@ -205,7 +282,15 @@ def resume(
             "lambda); pass --evaluate module:function."
         )
     console.print(f"resuming {name!r} with evaluate from {ref}", highlight=False)
-    study.evaluate = _guard(resolve_evaluate, ref)
+    try:
+        study.evaluate = resolve_evaluate(ref)
+    except StudyFileError as err:
+        how = "Fix --evaluate" if evaluate else "Pass --evaluate"
+        raise _fail(
+            f"{err} {how} module:function or path/to/file.py:function (run from the folder the "
+            "study file is in, or give its path), e.g. "
+            f"`{_resume_hint(study)} --evaluate my_study.py:evaluate`."
+        ) from None
     _optimize(study, n_trials, workers, timeout, progress)
 
 
@@ -226,22 +311,23 @@ def _optimize(
 
 
 # ---------------------------------------------------------------------- status
-@app.command()
+@command()
 def status(
     name: Annotated[str | None, typer.Argument(help="Study name (omit to list studies).")] = None,
-    storage: StorageOpt = DEFAULT_URL,
+    storage: StorageOpt = None,
     last: Annotated[int, typer.Option(min=0, help="Show the last N trials (0: all).")] = 20,
 ) -> None:
     """Trials and the Pareto set of a study as tables (or the studies in a storage)."""
     from studies.storage import Storage
     from studies.study import Study
 
+    storage = _storage(storage)
     if name is None:
         names = _guard(lambda: Storage(storage, create=False).study_names())
         for n in names:
             out.print(n, highlight=False)
         if not names:
-            console.print(f"no studies in {storage}", highlight=False)
+            console.print(f"no studies in {_shown(storage)}", highlight=False)
         return
     _print_status(_guard(Study.load, name, storage), last=last)
 
@@ -249,7 +335,7 @@ def status(
 def _print_status(study: Study, last: int) -> None:
     from studies.tables import pareto_table, summary_line, trials_table
 
-    trials = study.trials
+    trials = _guard(lambda: study.trials)  # a damaged stored row: one line, no traceback
     out.print(trials_table(study, trials, last))
     out.print(pareto_table(study, trials))
     out.print(summary_line(study, trials), highlight=False)
@@ -298,18 +384,20 @@ SimplexOpt = Annotated[
 ForceOpt = Annotated[
     bool,
     typer.Option(
-        "--force", help="Replace an existing --out file that is not a rule-priors export."
+        "--force",
+        help="Also replace an existing empty --out file, or a priors file of another kind or "
+        'version (JSON with a "priors" entry); never a database or any other file.',
     ),
 ]
 
 
-@app.command()
+@command()
 def export(
     name: Annotated[str, typer.Argument(help="Study name.")],
     out_path: Annotated[Path, typer.Option("--out", "-o", help="Priors JSON to write.")] = Path(
         "priors.json"
     ),
-    storage: StorageOpt = DEFAULT_URL,
+    storage: StorageOpt = None,
     weights: WeightsOpt = None,
     best: BestOpt = None,
     subject_to: SubjectOpt = None,
@@ -325,7 +413,7 @@ def export(
     from studies.study import Study
 
     rule = _pick(weights, best, subject_to, trial)
-    study = _guard(Study.load, name, storage)
+    study = _guard(Study.load, name, _storage(storage))
     doc = _guard_write(
         out_path, study.export_priors, out_path, pick=rule, simplex=simplex, force=force
     )
@@ -336,10 +424,10 @@ def export(
     )
 
 
-@app.command()
+@command()
 def plot(
     name: Annotated[str, typer.Argument(help="Study name.")],
-    storage: StorageOpt = DEFAULT_URL,
+    storage: StorageOpt = None,
     out_dir: Annotated[Path, typer.Option("--out-dir", "-o", help="Folder for the PNGs.")] = Path(
         "."
     ),
@@ -354,19 +442,19 @@ def plot(
     from studies.study import Study
 
     rule = _pick(weights, best, subject_to, trial)
-    study = _guard(Study.load, name, storage)
+    study = _guard(Study.load, name, _storage(storage))
     for path in _guard(plot_study, study, out_dir, pick=rule, simplex=simplex):
         out.print(f"wrote {path}", highlight=False)
 
 
 # ---------------------------------------------------------------------- structure
-@app.command(
+@command(
     short_help="Learn and draw the structure behind a study's trials; say which surrogate is "
     "in use and why."
 )
 def structure(
     name: Annotated[str, typer.Argument(help="Study name.")],
-    storage: StorageOpt = DEFAULT_URL,
+    storage: StorageOpt = None,
     out_path: Annotated[Path | None, typer.Option("--out", "-o", help="DAG PNG to write.")] = None,
 ) -> None:
     """Learn the structure behind a study's trials (parameters -> metrics -> objectives), draw the
@@ -375,23 +463,38 @@ def structure(
     from studies.plots import file_stem
     from studies.study import Study, structure_report
 
-    study = _guard(Study.load, name, storage)
+    study = _guard(Study.load, name, _storage(storage))
     png = out_path if out_path is not None else Path(f"{file_stem(name)}-structure.png")
-    desc = _guard_write(png, structure_report, study, png)
+    done = sum(t.state == "COMPLETE" for t in _guard(lambda: study.trials))
+    console.print(
+        f"learning the structure of {name!r} from its {done} completed trials (the structured "
+        "surrogate's fit: a minute or two on a laptop for a few dozen trials)",
+        highlight=False,
+    )
+    start = time.monotonic()
+    with console.status("fitting the structured surrogate"):
+        desc = _guard_write(png, structure_report, study, png)
+    console.print(f"done in {time.monotonic() - start:.0f} s", highlight=False)
     out.print(explain(desc), highlight=False)
     if "png" in desc:
-        out.print(f"wrote {desc['png']}", highlight=False)
+        out.print(f"wrote the structure drawing to {Path(desc['png']).resolve()}", highlight=False)
+    else:
+        out.print(
+            f"no drawing: no structure was learned, so {png} was not written", highlight=False
+        )
 
 
 # ---------------------------------------------------------------------- demo
-@app.command(
+@command(
     short_help="The main job: tune the rewrite search on small zoo models, check it against "
     "the defaults on held-out models, export the tuned priors if they win."
 )
 def demo(
-    storage: StorageOpt = "sqlite:///demo-study.db",
-    n_trials: Annotated[int, typer.Option("--n-trials", "-n", help="Trial budget.")] = 30,
-    workers: Annotated[int, typer.Option("--workers", "-w", help="Parallel trials.")] = 2,
+    storage: Annotated[
+        str, typer.Option("--storage", "-s", help="SQLAlchemy URL of the study database.")
+    ] = "sqlite:///demo-study.db",
+    n_trials: Annotated[int, typer.Option("--n-trials", "-n", min=1, help="Trial budget.")] = 30,
+    workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Parallel trials.")] = 2,
     workloads: Annotated[
         str, typer.Option(help="Comma-separated rewrite.zoo models to tune on.")
     ] = "gpt2,bert,resnet,t5",
@@ -399,8 +502,8 @@ def demo(
         str,
         typer.Option(help="Comma-separated zoo models never tuned on, to judge the result."),
     ] = "llama,vit",
-    steps: Annotated[int, typer.Option(help="Search steps per workload and seed.")] = 150,
-    seeds: Annotated[int, typer.Option(help="Search seeds per trial.")] = 3,
+    steps: Annotated[int, typer.Option(min=1, help="Search steps per workload and seed.")] = 150,
+    seeds: Annotated[int, typer.Option(min=1, help="Search seeds per trial.")] = 3,
     out_path: Annotated[Path, typer.Option("--out", "-o", help="Priors JSON to write.")] = Path(
         "demo-priors.json"
     ),
@@ -434,6 +537,10 @@ def demo(
     study_name = name if name is not None else "demo" if toy else "rewrite-demo"
     names = [w.strip() for w in workloads.split(",") if w.strip()]
     held = [w.strip() for w in held_out.split(",") if w.strip()]
+    if not toy:  # before calibrating: a typo must not cost the whole run
+        _check_zoo_names("--workloads", names, required=True)
+        _check_zoo_names("--held-out", held, required=False)
+        _guard_write(out_path, _check_out_path, out_path)
     study = _guard(_demo_study, toy, study_name, storage, names, steps, seeds)
     _optimize(study, n_trials, workers, None, progress)
     if toy:
@@ -447,6 +554,28 @@ def demo(
         out_path, export_tuned, study, report, out_path, force=force, anyway=export_anyway
     )
     _print_tuned(report, out_path if doc is not None else None)
+
+
+def _check_zoo_names(option: str, names: list[str], required: bool) -> None:
+    """Refuse an unknown zoo model (with the closest name) before anything runs."""
+    from rewrite import zoo
+    from rewrite.errors import RewriteError
+
+    if required and not names:
+        raise _fail(f"{option} names no model; pick from {zoo.names()}, e.g. {option} gpt2,bert.")
+    for n in names:
+        try:
+            zoo.input_kind(n)
+        except RewriteError as err:
+            raise _fail(f"{option}: {err}") from None
+
+
+def _check_out_path(path: Path) -> None:
+    """Refuse an --out path whose folder is missing, before the demo runs for minutes."""
+    if not path.parent.is_dir():
+        raise FileNotFoundError(2, "No such file or directory", str(path.parent))
+    if path.is_dir():
+        raise IsADirectoryError(21, "Is a directory", str(path))
 
 
 def _demo_study(
@@ -499,9 +628,9 @@ def _print_tuned(report: Any, written: Path | None) -> None:
         )
 
 
-@app.command(short_help="Sample, encode and decode a small space with a rule-prior simplex.")
+@command(short_help="Sample, encode and decode a small space with a rule-prior simplex.")
 def space(
-    n: int = typer.Option(8, help="Number of configurations to sample."),
+    n: int = typer.Option(8, min=0, help="Number of configurations to sample."),
     seed: int = typer.Option(0, help="Sobol scrambling seed."),
 ) -> None:
     """Build a search space with a rule-prior simplex; sample, encode and decode it (a quick look at

@@ -186,13 +186,13 @@ def test_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert result.exit_code == 0, result.output
     assert "Pareto set" in result.stdout and "demo-priors.json" in result.stdout
     assert json.loads((tmp_path / "demo-priors.json").read_text())["provenance"]["study"] == "demo"
-    # the demo's export replaces no other file unless --force
-    notes = tmp_path / "notes.txt"
-    notes.write_text("my notes")
+    # the demo's export replaces no other file unless --force (and then only a priors file)
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"priors": {"fuse": 1.0}}')
     base = ("demo", "--toy", "-s", url, "-n", "4", "--no-progress", "--out", str(notes))
     refused = _invoke(*base)
     assert refused.exit_code != 0 and "--force" in refused.output
-    assert notes.read_text() == "my notes"
+    assert notes.read_text() == '{"priors": {"fuse": 1.0}}'
     assert _invoke(*base, "--force").exit_code == 0
     assert json.loads(notes.read_text())["provenance"]["study"] == "demo"
 
@@ -332,13 +332,13 @@ def test_subject_to_an_unknown_metric_says_so(two_trials: str, tmp_path: Path) -
     assert "did you mean 'search_seconds'?" in text
 
 
-def test_export_force_replaces_a_file_that_is_not_an_export(
+def test_export_force_replaces_a_priors_file_that_is_not_an_export(
     two_trials: str, tmp_path: Path
 ) -> None:
-    target = tmp_path / "notes.txt"
-    target.write_text("my notes\n")
+    target = tmp_path / "mine.json"
+    target.write_text('{"priors": {"fuse": 1.0}}\n')
     result = _invoke("export", "team/tune", "-s", two_trials, "-o", str(target))
-    assert result.exit_code == 1 and target.read_text() == "my notes\n"
+    assert result.exit_code == 1 and target.read_text() == '{"priors": {"fuse": 1.0}}\n'
     result = _invoke("export", "team/tune", "-s", two_trials, "-o", str(target), "--force")
     assert result.exit_code == 0, result.output
     assert read_priors_file(target).provenance["study"] == "team/tune"
