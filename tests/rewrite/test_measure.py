@@ -336,7 +336,7 @@ def test_async_fit_takes_launches_from_the_host_and_fits_the_device() -> None:
         family_efficiency={"norm": 0.5},
     )
     truth = DeviceProfile.from_dict(d)
-    shapes = ({}, {"batch": 64, "seq_len": 256}, {"batch": 8, "seq_len": 128})
+    shapes = ({}, {"batch": 64, "seq_len": 256, "n_positions": 256}, {"batch": 8, "seq_len": 128})
     graphs = [(str(kw), zoo.build("gpt2", **kw)) for kw in shapes]
     samples = _samples_from(truth, graphs, floor=1e-7)  # a view's device time: ~0
     bound = {s.latency == cost(s.graph, truth).host_time for s in samples}
