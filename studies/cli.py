@@ -58,7 +58,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     cls=_Group,
 )
-command = functools.partial(app.command, cls=_Command)
+_command = functools.partial(app.command, cls=_Command)
 console = Console(stderr=True)
 out = Console()
 
@@ -224,7 +224,7 @@ def _resume_hint(study: Study) -> str:
 
 
 # ---------------------------------------------------------------------- run / resume
-@command()
+@_command()
 def run(
     study_file: Annotated[Path, typer.Argument(help="Python file defining `study` or `main()`.")],
     n_trials: Annotated[
@@ -253,7 +253,7 @@ def run(
     _optimize(study, budget, workers, timeout, progress)
 
 
-@command()
+@_command()
 def resume(
     name: Annotated[str, typer.Argument(help="Study name.")],
     storage: StorageOpt = None,
@@ -311,7 +311,7 @@ def _optimize(
 
 
 # ---------------------------------------------------------------------- status
-@command()
+@_command()
 def status(
     name: Annotated[str | None, typer.Argument(help="Study name (omit to list studies).")] = None,
     storage: StorageOpt = None,
@@ -391,7 +391,7 @@ ForceOpt = Annotated[
 ]
 
 
-@command()
+@_command()
 def export(
     name: Annotated[str, typer.Argument(help="Study name.")],
     out_path: Annotated[Path, typer.Option("--out", "-o", help="Priors JSON to write.")] = Path(
@@ -424,7 +424,7 @@ def export(
     )
 
 
-@command()
+@_command()
 def plot(
     name: Annotated[str, typer.Argument(help="Study name.")],
     storage: StorageOpt = None,
@@ -448,7 +448,7 @@ def plot(
 
 
 # ---------------------------------------------------------------------- structure
-@command(
+@_command(
     short_help="Learn and draw the structure behind a study's trials; say which surrogate is "
     "in use and why."
 )
@@ -485,7 +485,7 @@ def structure(
 
 
 # ---------------------------------------------------------------------- demo
-@command(
+@_command(
     short_help="The main job: tune the rewrite search on small zoo models, check it against "
     "the defaults on held-out models, export the tuned priors if they win."
 )
@@ -628,7 +628,7 @@ def _print_tuned(report: Any, written: Path | None) -> None:
         )
 
 
-@command(short_help="Sample, encode and decode a small space with a rule-prior simplex.")
+@_command(short_help="Sample, encode and decode a small space with a rule-prior simplex.")
 def space(
     n: int = typer.Option(8, min=0, help="Number of configurations to sample."),
     seed: int = typer.Option(0, help="Sobol scrambling seed."),
