@@ -25,7 +25,7 @@ time to issue it), the data `rewrite.calibrate` fits profiles to.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -44,6 +44,7 @@ __all__ = [
     "measure",
     "node_times",
     "random_tensors",
+    "time_callables",
 ]
 
 
@@ -216,26 +217,99 @@ def _time_runs(
     program: Program, args: list[Any], params: dict[str, Any], dev: Any, warmup: int, repeats: int
 ) -> tuple[list[float], list[float]]:
     """Wall (CUDA-event on CUDA) and process CPU seconds of each of ``repeats`` runs."""
-    import torch
-
+    run = lambda: program.run(args, params)  # noqa: E731
     for _ in range(warmup):
-        program.run(args, params)
+        run()
     _sync(dev)
     times, cpu = [], []
     for _ in range(repeats):
-        if dev.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            program.run(args, params)
-            end.record()
-            torch.cuda.synchronize(dev)
-            times.append(start.elapsed_time(end) / 1e3)
-        else:
-            t0, c0 = time.perf_counter(), time.process_time()
-            program.run(args, params)
-            times.append(time.perf_counter() - t0)
-            cpu.append(time.process_time() - c0)
+        wall, c = _time_once(run, dev)
+        times.append(wall)
+        cpu.extend([c] if c is not None else [])
     return times, cpu
+
+
+def _time_once(run: Callable[[], Any], dev: Any) -> tuple[float, float | None]:
+    """Wall (CUDA-event on CUDA) and process CPU seconds (None on CUDA) of one call."""
+    import torch
+
+    if dev.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        end.record()
+        torch.cuda.synchronize(dev)
+        return start.elapsed_time(end) / 1e3, None
+    t0, c0 = time.perf_counter(), time.process_time()
+    run()
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
+def time_callables(
+    fns: Mapping[str, Callable[[], Any]],
+    device: Any = None,
+    *,
+    repeats: int = 20,
+    warmup: int = 3,
+    seed: int = 0,
+    clock: str = "auto",
+) -> dict[str, Measurement]:
+    """Time several zero-argument callables on one device, interleaved.
+
+    Round ``r`` runs every callable once, in a rotated order, so drift of the machine (another
+    process, frequency changes) falls on all of them alike; compare the results as ratios
+    (`rewrite.stats.ratio_interval` of their ``times``).
+
+    Args:
+        fns: Name -> callable running the model once (e.g. ``lambda: model(x)``).
+        device: The torch device they run on (for synchronization and the clock).
+        repeats: Timed rounds.
+        warmup: Untimed rounds first (compilation, caches, allocator).
+        seed: Seed of the bootstrap intervals.
+        clock: As for `measure`.
+
+    Returns:
+        Name -> `Measurement` (``peak_memory`` 0: not measured here).
+
+    Raises:
+        MeasureError: On bad counts or a missing CUDA device.
+    """
+    import torch
+
+    _check_counts(repeats, warmup)
+    dev = _device(device)
+    clk = _clock(dev, clock)
+    names = list(fns)
+    walls: dict[str, list[float]] = {n: [] for n in names}
+    cpus: dict[str, list[float]] = {n: [] for n in names}
+    with torch.inference_mode():
+        for _ in range(warmup):
+            for n in names:
+                fns[n]()
+        _sync(dev)
+        for r in range(repeats):
+            for n in names[r % len(names) :] + names[: r % len(names)]:
+                wall, c = _time_once(fns[n], dev)
+                walls[n].append(wall)
+                cpus[n].extend([c] if c is not None else [])
+    out = {}
+    for n in names:
+        arr = np.asarray(cpus[n] if clk == "cpu" else walls[n])
+        iv = interval(arr.tolist(), np.median, seed)
+        out[n] = Measurement(
+            latency=float(np.median(arr)),
+            interval=(iv.low, iv.high),
+            peak_memory=0,
+            wall=float(np.median(walls[n])),
+            cpu_time=float(np.median(cpus[n])) if cpus[n] else 0.0,
+            clock=clk,
+            repeats=repeats,
+            device=str(dev),
+            threads=torch.get_num_threads(),
+            compiled=False,
+            times=tuple(float(t) for t in arr),
+        )
+    return out
 
 
 def _peak_memory(program: Program, args: list[Any], params: dict[str, Any], dev: Any) -> int:

@@ -261,6 +261,32 @@ class SearchResult:
         self.measured = measure_front(self, device, repeats=repeats, seed=seed, compile=compile)
         return self.measured
 
+    def module(self, i: int = 0, params: Any = None, **options: Any) -> Any:
+        """Pareto graph ``i`` as a PyTorch module with real weights (`rewrite.to_module`).
+
+        Args:
+            i: Index into `pareto` (sorted by the first objective: 0 is the lowest latency when
+                latency comes first).
+            params: The ``torch.nn.Module`` (or mapping of tensors) holding the weights; None:
+                the module `rewrite.from_torch` imported `input_graph` from.
+            **options: Passed to `rewrite.to_module` (``fold``, ``check``, ``inputs``, ...).
+
+        Returns:
+            A ``torch.fx.GraphModule``, checked against the original module.
+
+        Raises:
+            IndexError: If there is no Pareto graph ``i``.
+            ModuleError: See `rewrite.to_module`.
+        """
+        from rewrite.pytorch.module import to_module
+
+        if not -len(self.pareto) <= i < len(self.pareto):
+            raise IndexError(
+                f"Pareto graph {i} does not exist: this result has {len(self.pareto)} "
+                f"(indices 0..{len(self.pareto) - 1})."
+            )
+        return to_module(self.pareto[i].graph, params, origin=self.input_graph, **options)
+
     def measured_ratio(self) -> float | None:
         """Measured latency of the Pareto graph with the lowest predicted latency (the one a user
         would deploy) over the input graph's measured latency: below 1, the search's best graph
