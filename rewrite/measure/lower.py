@@ -9,13 +9,10 @@ registry's, checked against `rewrite.evaluate` by the tests); any other register
 without a second copy of its semantics. Only ``opaque`` nodes (no semantics) cannot lower.
 
 Kernels match what the cost model charges for: ``permute`` and ``transpose`` materialize a copy
-(``.contiguous()``), ``sdpa`` is PyTorch's fused attention, views stay views. A ``fused`` group
-runs its body as one region: a sub-program, eager by default (on CPU eager runs the body's kernels
-one by one, so fusion saves only dispatch), or compiled with ``torch.compile`` when
-``compile=True`` (Inductor then emits one fused loop nest per region). On a CPU eager is the
-default because compiling is slow and does not pay at these sizes: a 2-layer GPT-2 with two fused
-regions took 25 s to compile and ran 1.5x slower than the same graph eager (per-call guard
-overhead). Sharded graphs run every device's piece on the one device; collectives are their sums
+(``permute_copy``), ``sdpa`` is PyTorch's fused attention, views stay views. A ``fused`` group
+runs its body as a sub-program, kernel by kernel (eager PyTorch has no fused kernels; to time a
+graph as a compiler runs it, `rewrite.measure.measure` compiles the whole graph as a module with
+``compile=True``). Sharded graphs run every device's piece on the one device; collectives are their sums
 and concatenations.
 """
 
@@ -91,15 +88,14 @@ class Program:
     Args:
         graph: The graph.
         device: A torch device (``"cpu"``, ``"cuda"``) the constants are placed on.
-        compile: Compile each fused group with ``torch.compile``.
 
     Raises:
         MeasureError: If a node cannot be lowered (an ``opaque`` op, or an op without a
             PyTorch kernel and without a reference implementation).
     """
 
-    def __init__(self, graph: Graph, device: Any = "cpu", compile: bool = False) -> None:
-        self.graph, self.device, self.compile = graph, device, compile
+    def __init__(self, graph: Graph, device: Any = "cpu") -> None:
+        self.graph, self.device = graph, device
         order = graph.topo_order()
         pos = {nid: i for i, nid in enumerate(order)}
         last: dict[int, int] = {}
@@ -134,12 +130,7 @@ class Program:
             value = value.to(torch_dtype(node.types[0].dtype))
             return _constant(value)
         if op == "fused":
-            body = Program(node.attrs["body"], self.device, self.compile)
-            if self.compile:
-                import torch
-
-                run = torch.compile(lambda *xs: tuple(body.run(list(xs))), dynamic=False)
-                return lambda a, at: run(*a)
+            body = Program(node.attrs["body"], self.device)
             return lambda a, at: tuple(body.run(list(a)))
         if op == "opaque":
             raise MeasureError(
@@ -225,7 +216,7 @@ def _cast(outs: tuple[Any, ...], node: Node) -> tuple[Any, ...]:
     )
 
 
-def lower(graph: Graph, device: Any = "cpu", *, compile: bool = False) -> Program:
+def lower(graph: Graph, device: Any = "cpu") -> Program:
     """Lower ``graph`` to a `Program` on ``device`` (see the module docstring).
 
     Raises:
@@ -233,4 +224,4 @@ def lower(graph: Graph, device: Any = "cpu", *, compile: bool = False) -> Progra
     """
     if not isinstance(graph, Graph):
         raise MeasureError(f"lower needs a rewrite Graph, but got {type(graph).__name__}.")
-    return Program(graph, device, compile)
+    return Program(graph, device)

@@ -19,7 +19,7 @@ exports with ``torch.export`` and compiles with ``torch.compile`` like any model
 * when the graph was imported by `rewrite.from_torch`, the outputs keep the original module's
   structure (a ``ModelOutput``, a tuple, a tensor); otherwise they are a tuple of tensors.
 
-Before it is returned the module is checked: run on seeded random inputs (and any ``inputs``
+Before it is returned the module is checked: run on seeded random inputs (or the ``inputs``
 given), its outputs must match the original module's (or, when the weights come as a mapping,
 the numpy reference semantics of the graph) within the tolerance of the graph's dtype
 (`TOLERANCES`; for float32, ``max |got - want| <= 1e-5 + 1e-4 * max |want|`` per output: normwise,
@@ -88,8 +88,8 @@ def to_module(
         fold: Compute subgraphs of weights and constants alone once, at build time.
         check: Compare the module's outputs with the original module's (or the graph's numpy
             reference) before returning it.
-        inputs: Example inputs checked besides the seeded random ones (the graph's inputs, in
-            order).
+        inputs: The inputs to check on (the graph's inputs, in order); None: seeded random
+            ones (token ids below the vocabulary size).
         seed: Seed of the random check inputs.
         rtol: Relative tolerance of the check (default: `TOLERANCES` by output dtype).
         atol: Absolute tolerance of the check (default: `TOLERANCES` by output dtype).
@@ -425,21 +425,22 @@ def check_module(
     rtol: float | None = None,
     atol: float | None = None,
 ) -> None:
-    """Compare ``gm`` with the original module (or the graph's numpy reference) on seeded random
-    inputs and ``inputs`` (see `to_module`); ``state`` holds the weights of the graph's ``param``
-    nodes by name.
+    """Compare ``gm`` with the original module (or the graph's numpy reference) on ``inputs``, or
+    seeded random inputs when None (see `to_module`); ``state`` holds the weights of the graph's
+    ``param`` nodes by name.
 
     Raises:
         ModuleMismatchError: On outputs outside the tolerance.
     """
     import torch
 
-    from rewrite.measure.timing import random_tensors
+    from rewrite.pytorch.tensors import random_tensors
 
-    device = next((t.device for t in gm.state_dict().values()), torch.device("cpu"))
-    cases = [random_tensors(graph, device, seed)[0]]
-    if inputs is not None:
-        cases.append(list(inputs))
+    if inputs is None:
+        device = next((t.device for t in gm.state_dict().values()), torch.device("cpu"))
+        cases = [random_tensors(graph, device, seed)[0]]
+    else:
+        cases = [list(inputs)]
     tol = _tolerance(graph, rtol, atol)
     with torch.inference_mode():
         for args in cases:

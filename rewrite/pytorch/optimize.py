@@ -128,25 +128,44 @@ class OptimizeReport:
         return "\n".join(lines)
 
 
-def default_profile(device: Any = None) -> str:
-    """The cost-model profile for a torch device: a measured profile shipped for this very
-    machine when there is one (its provenance names this CPU or GPU), else the datasheet
-    profile of the device's kind (`rewrite.measure.calibrate.datasheet_profile`)."""
+def default_profile(device: Any = None, *, compiled: bool = False) -> Any:
+    """The cost-model profile for running rewritten modules on a torch device.
+
+    The base is a measured profile shipped for this very machine when there is one (its
+    provenance names this CPU or GPU), else the datasheet profile of the device's kind
+    (`rewrite.measure.calibrate.datasheet_profile`); it is returned with ``fold_weights`` on (as
+    `to_module` folds weight-only subgraphs) and ``fusion="eager"`` (eager PyTorch runs a fused
+    group op by op) or, with ``compiled``, ``fusion="compiled"`` (the module goes to Inductor,
+    which generates and fuses every kernel outside the matmul, convolution and attention
+    families).
+
+    Returns:
+        A `rewrite.DeviceProfile` named ``<base>+eager`` or ``<base>+compiled``.
+    """
+    import dataclasses
     import json
     from pathlib import Path
 
-    from rewrite.measure.calibrate import _device, _device_name, datasheet_profile
+    from rewrite.devices import load_device
+    from rewrite.measure.calibrate import datasheet_profile, device_name
+    from rewrite.measure.timing import torch_device
 
-    dev = _device(device)
-    here = _device_name(dev)
+    dev = torch_device(device)
+    here, base = device_name(dev), datasheet_profile(dev)
     for path in sorted((Path(__file__).parents[1] / "devices" / "measured").glob("*.json")):
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
         if data.get("provenance", {}).get("device_name") == here:
-            return str(data["name"])
-    return datasheet_profile(dev)
+            base = str(data["name"])
+            break
+    p = load_device(base)
+    if compiled:
+        return dataclasses.replace(
+            p, name=f"{p.name}+compiled", fusion="compiled", fold_weights=True
+        )
+    return dataclasses.replace(p, name=f"{p.name}+eager", fusion="eager", fold_weights=True)
 
 
 def optimize_module(
@@ -159,6 +178,7 @@ def optimize_module(
     profile: Any = None,
     measure: bool = True,
     candidates: int = 3,
+    memory_ratio: float = 1.0,
     repeats: int = 15,
     seed: int = 0,
 ) -> tuple[Any, OptimizeReport]:
@@ -178,6 +198,8 @@ def optimize_module(
         measure: Time the candidates against the original and choose by measurement; False
             chooses the lowest predicted latency without running anything but the checks.
         candidates: How many Pareto graphs (lowest predicted latency first) are built and timed.
+        memory_ratio: Most predicted peak memory of a candidate, as a multiple of the
+            original's (1.0: not above it; a padded or merged weight is a copy).
         repeats: Timed calls of each candidate and of the original, interleaved.
         seed: Seed of the check inputs and of the intervals.
 
@@ -201,6 +223,8 @@ def optimize_module(
         )
     if not isinstance(candidates, int) or candidates < 1:
         raise ModuleError(f"candidates must be an int >= 1, but got {candidates!r}.")
+    if not isinstance(memory_ratio, int | float) or not memory_ratio > 0:
+        raise ModuleError(f"memory_ratio must be a number > 0, but got {memory_ratio!r}.")
     device = _module_device(module)
     profile = profile or default_profile(device)
     seconds: dict[str, float] = {}
@@ -216,7 +240,7 @@ def optimize_module(
         x for x in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)
     ]
     t = time.perf_counter()
-    picks = _shortlist(result, candidates)
+    picks = _shortlist(result, candidates, memory_ratio)
     modules = {i: _build(result, i, module, tensors, seed) for i in picks}
     seconds["build"] = time.perf_counter() - t
     rows = [_candidate(result, -1)] + [_candidate(result, i) for i in picks]
@@ -275,10 +299,11 @@ def _module_device(module: Any) -> Any:
     return next(iter(devices), torch.device("cpu"))
 
 
-def _shortlist(result: Any, n: int) -> list[int]:
-    """Pareto indices predicted faster than the input within its peak memory, best first."""
+def _shortlist(result: Any, n: int, memory_ratio: float = 1.0) -> list[int]:
+    """Pareto indices predicted faster than the input with a peak memory at most
+    ``memory_ratio`` times the input's, lowest predicted latency first."""
     base_lat = result.input_cost["latency"]
-    base_mem = result.input_cost["peak_memory"]
+    base_mem = result.input_cost["peak_memory"] * memory_ratio
     ok = [
         i
         for i, s in enumerate(result.pareto)
