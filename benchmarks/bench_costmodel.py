@@ -55,7 +55,7 @@ from rewrite.devices import load_device  # noqa: E402
 from rewrite.errors import CostModelError  # noqa: E402
 from rewrite.measure import calibrate, format_front, measure, write_profile  # noqa: E402
 from rewrite.measure.calibrate import datasheet_profile, zoo_overrides  # noqa: E402
-from rewrite.measure.timing import _device  # noqa: E402
+from rewrite.measure.timing import torch_device  # noqa: E402
 from rewrite.ops import get_op  # noqa: E402
 
 SEED = 0
@@ -281,7 +281,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     torch.set_num_threads(1)
-    dev, plan = _device(args.device), PLANS[args.size]
+    dev, plan = torch_device(args.device), PLANS[args.size]
     sheet = datasheet_profile(dev)
     named = SHIPPED.get(sheet, f"{sheet}-measured")
     shipped = named if _known(named) else None

@@ -13,6 +13,8 @@ from rewrite.errors import (
     GraphError,
     MatchError,
     MeasureError,
+    ModuleError,
+    ModuleMismatchError,
     OpaqueOpWarning,
     PriorsError,
     RewriteError,
@@ -44,6 +46,7 @@ from rewrite.optimize import (
     search_suite,
 )
 from rewrite.prove import ProofResult, prove_rule
+from rewrite.pytorch import OptimizeReport, backend, optimize_module, to_module
 from rewrite.rules import Rule, RuleRegistry, Site, catalogue, default_registry
 from rewrite.serialize import from_json, load, save, to_json, to_text
 from rewrite.shard_cost import ShardedCost, shard_cost
@@ -110,9 +113,13 @@ __all__ = [
     "search",
     "search_space",
     "search_suite",
-    # import
+    # import, and back to PyTorch
     "from_torch",
     "zoo",
+    "OptimizeReport",
+    "backend",
+    "optimize_module",
+    "to_module",
     # errors
     "BackendError",
     "CostModelError",
@@ -120,6 +127,8 @@ __all__ = [
     "GraphError",
     "MatchError",
     "MeasureError",
+    "ModuleError",
+    "ModuleMismatchError",
     "OpaqueOpWarning",
     "PriorsError",
     "RewriteError",

@@ -29,6 +29,13 @@
   ``host_time`` (``launch_overhead`` per kernel, ``view_overhead`` per view) and ``device_time``
   (``t`` without ``launch_overhead``), and ``latency = max(host_time, device_time)``: a graph of many
   small kernels is bound by its launches, one of large kernels by the device.
+* On a profile with ``fold_weights`` a node computed from weights and constants alone (a weight
+  concatenation a merge introduced, a convolution weight scaled by its batch norm) costs nothing:
+  it runs once, when the model is loaded. On a profile with ``fusion: "compiled"`` a kernel
+  outside the matmul, convolution and attention families is charged its arithmetic alone (no
+  launch, no memory traffic), as the compiler generates it fused with its neighbours. A GEMM whose
+  output columns are not a multiple of the profile's ``matmul_align`` runs at
+  ``unaligned_efficiency`` of its efficiency.
 * ``peak_memory`` (bytes): liveness over the deterministic topological order: parameters and
   constants resident for the whole run; each kernel output allocated when its node runs and freed
   after its last reader (graph outputs live to the end); a view aliases its input's buffer and
@@ -74,6 +81,9 @@ NodeCost = tuple[float, int, int, int, float]
 _ZERO: NodeCost = (0.0, 0, 0, 0, 0.0)
 _MATMUL_OPS = frozenset({"mm", "bmm", "matmul", "linear", "addmm"})
 _MATMUL_FAMILIES = frozenset({"matmul", "attention", "conv"})
+#: Families a compiler calls a library kernel for instead of generating code (``fusion:
+#: "compiled"``); the fused groups that hold one are charged as such a kernel.
+_EXTERN_FAMILIES = _MATMUL_FAMILIES
 _PROFILES: dict[int, DeviceProfile] = {}  # keeps profiles alive so id() keys stay unique
 _SIG_CACHE: dict[tuple[int, bytes, Any], NodeCost] = {}
 _SIG_CACHE_MAX = 1_000_000
@@ -247,6 +257,12 @@ def _lead_family(body: Graph) -> str:
     return fam
 
 
+def _unaligned(node: Node, align: int) -> bool:
+    """Whether a GEMM's output columns are not a multiple of ``align``."""
+    out = node.types[0]
+    return align > 1 and out.rank >= 1 and out.shape[-1] % align != 0
+
+
 def _compute_node_cost(node: Node, p: DeviceProfile) -> NodeCost:
     kind = get_op(node.op).kind
     if kind == "source":
@@ -258,6 +274,12 @@ def _compute_node_cost(node: Node, p: DeviceProfile) -> NodeCost:
         return (p.view_overhead, 0, 0, 0, 0.0) if serial else (0.0, 0, 0, 0, p.view_overhead)
     launch = p.launch_overhead if serial else 0.0
     host = 0.0 if serial else p.launch_overhead
+    if node.op == "fused" and p.fusion == "compiled":  # the compiler sees through the group
+        lat, fl, by, ke, host = 0.0, 0, 0, 0, 0.0
+        for n in node.attrs["body"].nodes.values():
+            c = _compute_node_cost(n, p)
+            lat, fl, by, ke, host = lat + c[0], fl + c[1], by + c[2], ke + c[3], host + c[4]
+        return (lat, fl, by, ke, host)
     if node.op == "fused" and p.fusion == "eager":  # the group's call, then its body's kernels
         lat, fl, by, ke = launch, 0, 0, 0
         for n in node.attrs["body"].nodes.values():
@@ -265,7 +287,13 @@ def _compute_node_cost(node: Node, p: DeviceProfile) -> NodeCost:
             lat, fl, by, ke, host = lat + c[0], fl + c[1], by + c[2], ke + c[3], host + c[4]
         return (lat, fl, by, ke, host)
     unit, family, work, flops, nbytes = kernel_terms(node, p)
+    if p.fusion == "compiled" and family not in _EXTERN_FAMILIES:
+        # generated and fused by the compiler: its arithmetic only (see the module docstring)
+        eta = p.efficiency["vector"] * p.family_efficiency.get(family, 1.0)
+        return (work / eta, flops, 0, 0, 0.0)
     f = p.family_efficiency.get(family, 1.0)
+    if node.op in _MATMUL_OPS and _unaligned(node, p.matmul_align):
+        f *= p.unaligned_efficiency
     t = kernel_time(
         work,
         nbytes,
@@ -303,9 +331,38 @@ def _cached_node_cost(node: Node, p: DeviceProfile, pkey: int) -> NodeCost:
     return c
 
 
-def _sum_costs(nodes: Iterable[Node], p: DeviceProfile, pkey: int) -> NodeCost:
+def _is_static(node: Node, graph: Graph | None) -> bool:
+    """Whether ``node`` computes from weights and constants alone (memoized on the node, which
+    a rewritten graph shares with its parent; ``graph`` None: the memo or False)."""
+    cache = node._cost
+    if cache is None:
+        cache = node._cost = {}
+    hit = cache.get("static")
+    if hit is not None:
+        return bool(hit)
+    if graph is None:
+        return False
+    if node.op in ("param", "const"):
+        static = True
+    elif node.op in ("input", "opaque") or not node.inputs:
+        static = False
+    else:
+        static = all(_is_static(graph.node(v.node), graph) for v in node.inputs)
+    cache["static"] = static
+    return static
+
+
+def _sum_costs(
+    nodes: Iterable[Node], p: DeviceProfile, pkey: int, graph: Graph | None = None
+) -> NodeCost:
+    """Summed costs of ``nodes``; on a ``fold_weights`` profile a node of ``graph`` computed from
+    weights alone costs nothing (removed nodes, ``graph`` None, read the memo of when they were
+    costed)."""
     lat, fl, by, ke, host = 0.0, 0, 0, 0, 0.0
+    fold = p.fold_weights
     for n in nodes:
+        if fold and _is_static(n, graph):
+            continue
         c = _cached_node_cost(n, p, pkey)
         lat += c[0]
         fl += c[1]
@@ -344,7 +401,7 @@ def cost(
         and base.device == p.name
     ):
         rl, rf, rb, rk, rh = _sum_costs(delta.removed, p, pkey)
-        al, af, ab, ak, ah = _sum_costs(delta.added, p, pkey)
+        al, af, ab, ak, ah = _sum_costs(delta.added, p, pkey, graph)
         return CostVector(
             base.device_time - rl + al,
             base.flops - rf + af,
@@ -355,7 +412,9 @@ def cost(
             graph,
             host_time=base.host_time - rh + ah,
         )
-    lat, fl, by, ke, host = _sum_costs(graph._nodes.values(), p, pkey)
+    nodes = graph._nodes
+    order = [nodes[i] for i in graph.topo_order()] if p.fold_weights else nodes.values()
+    lat, fl, by, ke, host = _sum_costs(order, p, pkey, graph)
     return CostVector(lat, fl, by, ke, 0.0, p.name, graph, peak=peak_memory(graph), host_time=host)
 
 

@@ -12,6 +12,8 @@ __all__ = [
     "GraphError",
     "MatchError",
     "MeasureError",
+    "ModuleError",
+    "ModuleMismatchError",
     "OpaqueOpWarning",
     "PriorsError",
     "RewriteError",
@@ -99,6 +101,25 @@ class BackendError(RewriteError, RuntimeError):
 
 class MeasureError(RewriteError, RuntimeError):
     """A graph cannot be lowered to PyTorch or measured (opaque op, bad inputs, bad profile fit)."""
+
+
+class ModuleError(RewriteError, RuntimeError):
+    """A graph cannot become a PyTorch module (opaque op, missing or meta weights)."""
+
+
+class ModuleMismatchError(ModuleError):
+    """A rewritten module's outputs differ from the original module's beyond the tolerance.
+
+    Attributes:
+        max_abs: Largest absolute difference over the worst output.
+        max_rel: Largest relative difference over the worst output.
+        node: ``"%<id> (<op>)"`` of the first node whose PyTorch value differs from the graph's
+            numpy reference, or None when every node agrees with it.
+    """
+
+    def __init__(self, message: str, max_abs: float, max_rel: float, node: str | None) -> None:
+        super().__init__(message)
+        self.max_abs, self.max_rel, self.node = max_abs, max_rel, node
 
 
 class SearchError(RewriteError, RuntimeError):

@@ -15,7 +15,7 @@ from rewrite.errors import EvaluationError
 from rewrite.ir import Graph, TensorType, numpy_dtype
 from rewrite.ops import get_op
 
-__all__ = ["evaluate", "random_inputs", "random_params"]
+__all__ = ["evaluate", "evaluate_nodes", "random_inputs", "random_params"]
 
 
 def evaluate(
@@ -39,6 +39,18 @@ def evaluate(
     Raises:
         EvaluationError: On a missing or mis-shaped input or param, or an opaque node.
     """
+    env = evaluate_nodes(graph, inputs, params, xp=xp)
+    return [env[v.node][v.index] for v in graph.outputs]
+
+
+def evaluate_nodes(
+    graph: Graph,
+    inputs: Mapping[str, Any] | Sequence[Any],
+    params: Mapping[str, Any] | None = None,
+    *,
+    xp: Any = np,
+) -> dict[int, tuple[Any, ...]]:
+    """Like `evaluate`, but the outputs of every node: ``{node id: (array per output)}``."""
     if not isinstance(inputs, Mapping):
         if len(inputs) != len(graph.inputs):
             raise EvaluationError(
@@ -60,7 +72,7 @@ def evaluate(
         env[node.id] = tuple(
             xp.asarray(o).astype(numpy_dtype(t.dtype), copy=False) for o, t in zip(outs, node.types)
         )
-    return [env[v.node][v.index] for v in graph.outputs]
+    return env
 
 
 def _source(op: str, name: str, source: Mapping[str, Any], t: TensorType, xp: Any) -> Any:

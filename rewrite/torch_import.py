@@ -45,6 +45,7 @@ import numpy as np
 from rewrite.builder import GraphBuilder
 from rewrite.errors import OpaqueOpWarning, RewriteError, TorchImportError
 from rewrite.ir import Graph, TensorType, Value
+from rewrite.pytorch.source import record_source
 from rewrite.torch_converters import CONVERTERS, IGNORED, Unsupported, torch_dtype_name
 
 __all__ = ["decomposition_table", "from_torch"]
@@ -246,7 +247,16 @@ def from_torch(
             stacklevel=2,
         )
     logger.debug("imported %s: %d nodes, %d folded", name, len(graph), conv.folded)
+    record_source(graph.uid, module, args, dict(example_kwargs or {}), _out_spec(ep))
     return graph
+
+
+def _out_spec(ep: Any) -> Any:
+    """The pytree spec of the exported module's outputs (None where torch does not say)."""
+    try:
+        return ep.call_spec.out_spec
+    except Exception:  # a private corner of torch.export: structure is a convenience only
+        return None
 
 
 class _Converter:

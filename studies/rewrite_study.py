@@ -90,11 +90,14 @@ OBJECTIVES: dict[str, str] = {
     "peak_memory_reduction": "maximize",
     "reach": "minimize",
     "measured_latency_reduction": "maximize",
+    "compiled_speedup": "maximize",
 }
 """Every objective a trial reports (each with a ``.sem``), with its direction
-(``measured_latency_reduction`` only in a study that measures: ``rewrite_study(measure=True)``)."""
+(``measured_latency_reduction`` only in a study that measures: ``rewrite_study(measure=True)``;
+``compiled_speedup`` only in one that measures compiled: ``rewrite_study(measure="compile")``)."""
 
 MEASURED = "measured_latency_reduction"
+COMPILED = "compiled_speedup"
 
 DEFAULT_OBJECTIVES: dict[str, str] = {"anytime_hv": "maximize", "final_hv": "maximize"}
 """The study's objectives unless told otherwise: how fast and how far the search gets."""
@@ -283,7 +286,9 @@ def rewrite_space(
         objectives: The objectives racing compares (the study's).
         measure: Time each run's best graphs on the device (True: CUDA when present, else the
             CPU; or a torch device name such as ``"cuda:1"``), which adds the objective
-            ``measured_latency_reduction``; needed when that is one of ``objectives``.
+            ``measured_latency_reduction``; needed when that is one of ``objectives``. With
+            ``"compile"`` the graphs are timed compiled by ``torch.compile`` and the objective
+            is ``compiled_speedup`` (the best graph's speedup over the compiled input).
 
     Raises:
         StudyError: For an unknown workload, an empty suite, invalid counts, or the measured
@@ -307,12 +312,17 @@ def rewrite_space(
             raise StudyError(f"{label} must be an int >= 1, but got {n!r}.")
     if not isinstance(measure, bool | str):
         raise StudyError(
-            f"measure must be True, False or a torch device name like 'cpu', got {measure!r}."
+            f"measure must be True, False, 'compile' or a torch device name like 'cpu', got {measure!r}."
         )
-    if MEASURED in objectives and not measure:
+    if MEASURED in objectives and (not measure or measure == "compile"):
         raise StudyError(
             f"The objective {MEASURED!r} times the search's graphs on a device: pass "
             "measure=True (CUDA when present, else the CPU) or a torch device name."
+        )
+    if COMPILED in objectives and measure != "compile":
+        raise StudyError(
+            f"The objective {COMPILED!r} times the search's best graph against the input, both "
+            "compiled by torch.compile: pass measure='compile'."
         )
     if calibration_seeds < max(seeds, 2):
         raise StudyError(

@@ -1,6 +1,6 @@
 """Hardware profiles for the cost model, stored as documented JSON files beside this module.
 
-A profile (``format_version`` 3; files of versions 1 and 2, which lack some optional fields,
+A profile (``format_version`` 4; files of versions 1 to 3, which lack some optional fields,
 still load) holds:
 
 * ``peak_flops``: FLOP/s by unit (``matmul``: tensor cores / GEMM, ``vector``: everything
@@ -15,9 +15,20 @@ still load) holds:
   efficiencies of that family's kernels (default 1), fitted by `rewrite.measure.calibrate`.
 * ``view_overhead`` (optional, version 2): seconds charged per view node (reshape, slice...),
   e.g. eager framework dispatch on a CPU; default 0 (views are free).
-* ``fusion`` (optional, version 2): ``"kernel"`` (default: a fused group is one kernel) or
+* ``fusion`` (optional, version 2): ``"kernel"`` (default: a fused group is one kernel),
   ``"eager"`` (the backend runs a fused group's body op by op, as eager PyTorch does; fitted
-  profiles of uncompiled measurements say so).
+  profiles of uncompiled measurements say so) or, from version 4, ``"compiled"`` (a compiler
+  such as Inductor generates the code of every kernel outside the matmul, convolution and
+  attention families and fuses it with its neighbours: such a kernel is charged its arithmetic
+  alone, no launch and no memory traffic, so the search does not chase gains the compiler takes
+  anyway; the library kernels keep their whole cost).
+* ``fold_weights`` (optional, version 4): computations on weights and constants alone run once,
+  when the model is loaded (`rewrite.to_module` folds them, as a compiler's freezing pass does),
+  so they cost no time per call; default false.
+* ``matmul_align`` and ``unaligned_efficiency`` (optional, version 4): a GEMM whose output
+  columns (N) are not a multiple of ``matmul_align`` runs at ``unaligned_efficiency`` times its
+  efficiency (CPU BLAS packs such a product's last panel with a slow remainder path); defaults 1
+  and 1 (no penalty).
 * ``device_overhead`` (optional, version 3): seconds the device spends per kernel beyond its
   roofline time (start-up and drain of a small kernel), default 0.
 * ``dispatch`` (optional, version 3): ``"serial"`` (default: the host's launch and view overheads
@@ -50,12 +61,21 @@ from typing import Any, TypeGuard
 
 from rewrite.errors import CostModelError
 
-__all__ = ["DEVICE_FORMAT_VERSION", "DISPATCH", "DeviceProfile", "device_names", "load_device"]
+__all__ = [
+    "DEVICE_FORMAT_VERSION",
+    "DISPATCH",
+    "FUSION",
+    "DeviceProfile",
+    "device_names",
+    "load_device",
+]
 
-DEVICE_FORMAT_VERSION = 3
+DEVICE_FORMAT_VERSION = 4
 _DIR = Path(__file__).parent
 #: How the host's launch work and the device's kernels combine (see the module docstring).
 DISPATCH = ("serial", "async")
+#: How fused groups and the kernels a compiler generates are charged (see the module docstring).
+FUSION = ("kernel", "eager", "compiled")
 
 
 @dataclass(frozen=True)
@@ -77,6 +97,9 @@ class DeviceProfile:
     device_overhead: float = 0.0
     fusion: str = "kernel"
     dispatch: str = "serial"
+    fold_weights: bool = False
+    matmul_align: int = 1
+    unaligned_efficiency: float = 1.0
     provenance: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -109,9 +132,24 @@ class DeviceProfile:
                 raise CostModelError(
                     f"device {self.name!r}: {name} must be a finite number {low}, but got {v!r}."
                 )
-        if self.fusion not in ("kernel", "eager"):
+        if self.fusion not in FUSION:
             raise CostModelError(
-                f"device {self.name!r}: fusion must be 'kernel' or 'eager', but got {self.fusion!r}."
+                f"device {self.name!r}: fusion must be one of {FUSION}, but got {self.fusion!r}."
+            )
+        if not isinstance(self.fold_weights, bool):
+            raise CostModelError(
+                f"device {self.name!r}: fold_weights must be true or false, but got "
+                f"{self.fold_weights!r}."
+            )
+        align, ue = self.matmul_align, self.unaligned_efficiency
+        if isinstance(align, bool) or not isinstance(align, int) or align < 1:
+            raise CostModelError(
+                f"device {self.name!r}: matmul_align must be an int >= 1, but got {align!r}."
+            )
+        if not (_is_number(ue) and 0 < ue <= 1):
+            raise CostModelError(
+                f"device {self.name!r}: unaligned_efficiency must be a number in (0, 1], but got "
+                f"{ue!r}."
             )
         if self.dispatch not in DISPATCH:
             raise CostModelError(
@@ -180,6 +218,11 @@ class DeviceProfile:
                 device_overhead=(_number(d, "device_overhead") if "device_overhead" in d else 0.0),
                 fusion=d.get("fusion", "kernel"),
                 dispatch=d.get("dispatch", "serial"),
+                fold_weights=d.get("fold_weights", False),
+                matmul_align=d.get("matmul_align", 1),
+                unaligned_efficiency=(
+                    _number(d, "unaligned_efficiency") if "unaligned_efficiency" in d else 1.0
+                ),
                 provenance=dict(d.get("provenance", {})),
             )
         except KeyError as e:
@@ -213,6 +256,9 @@ class DeviceProfile:
             "family_efficiency": dict(self.family_efficiency),
             "fusion": self.fusion,
             "dispatch": self.dispatch,
+            "fold_weights": self.fold_weights,
+            "matmul_align": self.matmul_align,
+            "unaligned_efficiency": self.unaligned_efficiency,
             "matmul_tile": list(self.matmul_tile),
             "interconnect": dict(self.interconnect),
             "provenance": dict(self.provenance),

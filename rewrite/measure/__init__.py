@@ -22,6 +22,7 @@ from rewrite.measure.timing import (
     measure,
     node_times,
     random_tensors,
+    time_callables,
 )
 
 __all__ = [
@@ -40,4 +41,5 @@ __all__ = [
     "measure",
     "node_times",
     "random_tensors",
+    "time_callables",
 ]

@@ -49,7 +49,7 @@ from rewrite.cost import kernel_terms, kernel_time
 from rewrite.devices import DeviceProfile, load_device
 from rewrite.errors import MeasureError
 from rewrite.ir import Graph
-from rewrite.measure.timing import _device, measure, node_times
+from rewrite.measure.timing import measure, node_times, torch_device
 from rewrite.ops import get_op
 
 __all__ = [
@@ -60,6 +60,7 @@ __all__ = [
     "calibrate",
     "collect",
     "datasheet_profile",
+    "device_name",
     "fit_profile",
     "write_profile",
     "zoo_overrides",
@@ -185,7 +186,7 @@ def measure_peaks(device: Any = None) -> dict[str, float]:
     """
     import torch
 
-    dev = _device(device)
+    dev = torch_device(device)
     cuda = dev.type == "cuda"
     n = 4096 if cuda else 384
     a = torch.randn(n, n, device=dev)
@@ -364,7 +365,7 @@ def fit_profile(
         name=name,
         aliases=(),
         description="measured and fitted by rewrite.measure.calibrate on "
-        + str((provenance or {}).get("device_name") or _device_name(None)),
+        + str((provenance or {}).get("device_name") or device_name(None)),
         peak_flops=table,
         memory_bandwidth=ref.memory_bandwidth * max(eta_mem, 1.0),
         launch_overhead=launch,
@@ -394,14 +395,15 @@ def datasheet_profile(device: Any = None) -> str:
     (``"h200"``, ``"h100"``, ``"a100"``; ``"h100"`` for another GPU)."""
     import torch
 
-    dev = _device(device)
+    dev = torch_device(device)
     if dev.type != "cuda":
         return "cpu"
     gpu = torch.cuda.get_device_name(dev).lower()
     return next((name for name in ("h200", "h100", "a100") if name in gpu), "h100")
 
 
-def _device_name(dev: Any) -> str:
+def device_name(dev: Any) -> str:
+    """The name of a torch device: the GPU's, or the CPU's model with its CPU count."""
     import torch
 
     if dev is not None and dev.type == "cuda":
@@ -422,7 +424,7 @@ def _provenance(
 
     return {
         "device": str(dev),
-        "device_name": _device_name(dev),
+        "device_name": device_name(dev),
         "driver": torch.version.cuda if dev.type == "cuda" else None,
         "torch": torch.__version__,
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -483,7 +485,7 @@ def calibrate(
     Raises:
         MeasureError: On a missing device or workloads that give no kernels.
     """
-    dev = _device(device)
+    dev = torch_device(device)
     if not workloads or (not shapes and any(isinstance(w, str) for w in workloads)):
         raise MeasureError(
             f"calibrate needs workloads and shapes, but got workloads={workloads!r}, "

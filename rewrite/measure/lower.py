@@ -2,20 +2,17 @@
 
 `lower(graph, device)` turns a `Graph` into a `Program`: a list of steps, one per node in the
 graph's topological order, each calling a PyTorch kernel. The semantics stay those of the op
-registry (`rewrite.ops`): ops with a direct PyTorch equivalent run it (`TORCH_KERNELS`, a table of
-kernel *names*: the op's meaning is the registry's, checked against `rewrite.evaluate` by the
-tests); any other registered op runs its own reference implementation (`OpDef.impl`) on
+registry (`rewrite.ops`): ops with a direct PyTorch equivalent run it (`TORCH_KERNELS`, read from
+`rewrite.pytorch.kernels`, the table `rewrite.to_module` emits from too: the op's meaning is the
+registry's, checked against `rewrite.evaluate` by the tests); any other registered op runs its own reference implementation (`OpDef.impl`) on
 ``torch._numpy``, numpy's API over torch tensors, so an op registered by another package lowers
 without a second copy of its semantics. Only ``opaque`` nodes (no semantics) cannot lower.
 
 Kernels match what the cost model charges for: ``permute`` and ``transpose`` materialize a copy
-(``.contiguous()``), ``sdpa`` is PyTorch's fused attention, views stay views. A ``fused`` group
-runs its body as one region: a sub-program, eager by default (on CPU eager runs the body's kernels
-one by one, so fusion saves only dispatch), or compiled with ``torch.compile`` when
-``compile=True`` (Inductor then emits one fused loop nest per region). On a CPU eager is the
-default because compiling is slow and does not pay at these sizes: a 2-layer GPT-2 with two fused
-regions took 25 s to compile and ran 1.5x slower than the same graph eager (per-call guard
-overhead). Sharded graphs run every device's piece on the one device; collectives are their sums
+(``permute_copy``), ``sdpa`` is PyTorch's fused attention, views stay views. A ``fused`` group
+runs its body as a sub-program, kernel by kernel (eager PyTorch has no fused kernels; to time a
+graph as a compiler runs it, `rewrite.measure.measure` compiles the whole graph as a module with
+``compile=True``). Sharded graphs run every device's piece on the one device; collectives are their sums
 and concatenations.
 """
 
@@ -27,171 +24,39 @@ from typing import Any
 
 from rewrite.errors import MeasureError
 from rewrite.ir import Graph, Node
-from rewrite.ops import BINARY_OPS, UNARY_OPS, get_op
+from rewrite.ops import get_op
+from rewrite.pytorch.kernels import has_torch_call, torch_call, torch_dtype, torch_ops
 
 __all__ = ["TORCH_KERNELS", "Program", "lower", "torch_dtype"]
 
 Kernel = Callable[[Sequence[Any], Mapping[str, Any]], tuple[Any, ...]]
 
-# Element-wise ops whose torch function has the op's name; the others are listed in the table.
-_SAME_NAME = frozenset(UNARY_OPS + BINARY_OPS) - {"silu", "gelu", "cast", "div"}
 
-
-def torch_dtype(dtype: str) -> Any:
-    """The torch dtype of an IR dtype name (``"float32"`` -> ``torch.float32``)."""
-    import torch
-
-    return getattr(torch, dtype)
-
-
-def _sdpa(a: Sequence[Any], at: Mapping[str, Any]) -> tuple[Any, ...]:
-    import torch
-    import torch.nn.functional as F
-
-    q, k, v = a[:3]
-    mask = a[3] if len(a) == 4 else None
-    causal = at["is_causal"]
-    if causal and mask is not None:  # torch takes one or the other: fold causality into the mask
-        L, S = q.shape[-2], k.shape[-2]
-        tri = torch.ones(L, S, dtype=torch.bool, device=q.device).tril()
-        mask = mask & tri if mask.dtype == torch.bool else mask.masked_fill(~tri, float("-inf"))
-        causal = False
-    out = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=mask, is_causal=causal, scale=at["scale"], enable_gqa=at["enable_gqa"]
-    )
-    return (out,)
-
-
-def _reduce(fn: str) -> Kernel:
+def _kernel_of(op: str) -> Kernel:
     def kernel(a: Sequence[Any], at: Mapping[str, Any]) -> tuple[Any, ...]:
-        import torch
-
-        x, dims = a[0], at["dims"]
-        if dims is None:
-            dims = tuple(range(x.ndim))
-        if not dims:  # numpy reduces over no axis: the identity
-            return (x.clone(),)
-        return (getattr(torch, fn)(x, dim=dims, keepdim=at["keepdim"]),)
+        return torch_call(op, a, at, [tuple(x.shape) for x in a])()
 
     return kernel
 
 
-def _slice(a: Sequence[Any], at: Mapping[str, Any]) -> tuple[Any, ...]:
-    idx = [slice(None)] * a[0].ndim
-    idx[at["dim"]] = slice(at["start"], at["end"], at["step"])
-    return (a[0][tuple(idx)],)
-
-
-def _scatter(x: Any, n: int, dim: int) -> tuple[Any, ...]:
-    return tuple(x.chunk(n, dim=dim)) if x.shape[dim] else (x,) * n
-
-
-def _at(a: Sequence[Any], i: int) -> Any:
-    return a[i] if len(a) > i else None
-
-
-def _conv2d(a: Sequence[Any], at: Mapping[str, Any]) -> tuple[Any, ...]:
-    import torch.nn.functional as F
-
-    out = F.conv2d(
-        a[0],
-        a[1],
-        _at(a, 2),
-        stride=at["stride"],
-        padding=at["padding"],
-        dilation=at["dilation"],
-        groups=at["groups"],
-    )
-    return (out,)
-
-
-def _same_name(fn: Callable[..., Any]) -> Kernel:
-    return lambda a, at: (fn(*a),)
-
-
-def _build_table() -> dict[str, Kernel]:
-    import torch
-    import torch.nn.functional as F
-
-    t: dict[str, Kernel] = {}
-    for name in _SAME_NAME:
-        t[name] = _same_name(getattr(torch, name))
-    t |= {
-        "silu": lambda a, at: (F.silu(a[0]),),
-        "gelu": lambda a, at: (F.gelu(a[0], approximate=at["approximate"]),),
-        "cast": lambda a, at: (a[0].to(torch_dtype(at["dtype"])),),
-        "div": lambda a, at: (torch.true_divide(a[0], a[1]),),
-        "where": lambda a, at: (torch.where(a[0], a[1], a[2]),),
-        "mm": lambda a, at: (torch.mm(a[0], a[1]),),
-        "bmm": lambda a, at: (torch.bmm(a[0], a[1]),),
-        "matmul": lambda a, at: (torch.matmul(a[0], a[1]),),
-        "linear": lambda a, at: (F.linear(*a),),
-        "addmm": lambda a, at: (torch.addmm(a[0], a[1], a[2]),),
-        "sdpa": _sdpa,
-        "conv2d": _conv2d,
-        "max_pool2d": lambda a, at: (
-            F.max_pool2d(a[0], at["kernel"], at["stride"], at["padding"]),
-        ),
-        "avg_pool2d": lambda a, at: (
-            F.avg_pool2d(a[0], at["kernel"], at["stride"], at["padding"], count_include_pad=True),
-        ),
-        "sum": _reduce("sum"),
-        "mean": _reduce("mean"),
-        "amax": _reduce("amax"),
-        "amin": _reduce("amin"),
-        "softmax": lambda a, at: (torch.softmax(a[0], at["dim"]),),
-        "log_softmax": lambda a, at: (torch.log_softmax(a[0], at["dim"]),),
-        "layer_norm": lambda a, at: (
-            F.layer_norm(a[0], at["normalized_shape"], _at(a, 1), _at(a, 2), eps=at["eps"]),
-        ),
-        "rms_norm": lambda a, at: (
-            F.rms_norm(a[0], at["normalized_shape"], _at(a, 1), eps=at["eps"]),
-        ),
-        "batch_norm": lambda a, at: (
-            F.batch_norm(a[0], a[3], a[4], a[1], a[2], training=False, eps=at["eps"]),
-        ),
-        "reshape": lambda a, at: (a[0].reshape(at["shape"]),),
-        "expand": lambda a, at: (a[0].expand(at["shape"]),),
-        "slice": _slice,
-        "split": lambda a, at: tuple(torch.split(a[0], list(at["sizes"]), dim=at["dim"])),
-        "permute": lambda a, at: (a[0].permute(at["dims"]).contiguous(),),
-        "transpose": lambda a, at: (a[0].transpose(at["dim0"], at["dim1"]).contiguous(),),
-        "concat": lambda a, at: (torch.cat(list(a), dim=at["dim"]),),
-        "index_select": lambda a, at: (torch.index_select(a[0], at["dim"], a[1]),),
-        "embedding": lambda a, at: (F.embedding(a[1], a[0]),),
-        "shard": lambda a, at: _scatter(a[0], at["n"], at["dim"]),
-        "all_reduce": lambda a, at: (torch.stack(list(a)).sum(0) if len(a) > 1 else a[0],),
-        "all_gather": lambda a, at: (torch.cat(list(a), dim=at["dim"]),),
-        "reduce_scatter": lambda a, at: _scatter(torch.stack(list(a)).sum(0), len(a), at["dim"]),
-    }
-    return t
-
-
-_TABLE: dict[str, Kernel] | None = None
-
-
-def _table() -> dict[str, Kernel]:
-    global _TABLE
-    if _TABLE is None:
-        _TABLE = _build_table()
-    return _TABLE
-
-
 class _TorchKernels(Mapping[str, Kernel]):
-    """Read-only view of the op -> PyTorch kernel table (built on first use: torch is heavy)."""
+    """Read-only view of the op -> PyTorch kernel table (`rewrite.pytorch.kernels`)."""
 
     def __getitem__(self, key: str) -> Kernel:
-        return _table()[key]
+        if not has_torch_call(key):
+            raise KeyError(key)
+        return _kernel_of(key)
 
     def __iter__(self) -> Any:
-        return iter(_table())
+        return iter(sorted(torch_ops()))
 
     def __len__(self) -> int:
-        return len(_table())
+        return len(torch_ops())
 
 
 #: Op name -> PyTorch kernel ``(tensors, attrs) -> tuple of tensors`` for the ops with a direct
-#: PyTorch equivalent; other ops run their reference implementation on ``torch._numpy``.
+#: PyTorch equivalent (`rewrite.pytorch.kernels`); other ops run their reference implementation
+#: on ``torch._numpy``.
 TORCH_KERNELS: Mapping[str, Kernel] = _TorchKernels()
 
 
@@ -223,15 +88,14 @@ class Program:
     Args:
         graph: The graph.
         device: A torch device (``"cpu"``, ``"cuda"``) the constants are placed on.
-        compile: Compile each fused group with ``torch.compile``.
 
     Raises:
         MeasureError: If a node cannot be lowered (an ``opaque`` op, or an op without a
             PyTorch kernel and without a reference implementation).
     """
 
-    def __init__(self, graph: Graph, device: Any = "cpu", compile: bool = False) -> None:
-        self.graph, self.device, self.compile = graph, device, compile
+    def __init__(self, graph: Graph, device: Any = "cpu") -> None:
+        self.graph, self.device = graph, device
         order = graph.topo_order()
         pos = {nid: i for i, nid in enumerate(order)}
         last: dict[int, int] = {}
@@ -266,20 +130,17 @@ class Program:
             value = value.to(torch_dtype(node.types[0].dtype))
             return _constant(value)
         if op == "fused":
-            body = Program(node.attrs["body"], self.device, self.compile)
-            if self.compile:
-                import torch
-
-                run = torch.compile(lambda *xs: tuple(body.run(list(xs))), dynamic=False)
-                return lambda a, at: run(*a)
+            body = Program(node.attrs["body"], self.device)
             return lambda a, at: tuple(body.run(list(a)))
         if op == "opaque":
             raise MeasureError(
                 f"node {node.id} is opaque op {node.attrs['target']!r}, which has no semantics "
                 "and cannot run; register it in rewrite.ops (or map it in rewrite.torch_import)."
             )
-        kernel = TORCH_KERNELS.get(op)
-        return kernel if kernel is not None else _reference_kernel(op)
+        if has_torch_call(op):
+            shapes = [t.shape for t in node.in_types]
+            return lambda a, at: torch_call(op, a, at, shapes)()
+        return _reference_kernel(op)
 
     def run(
         self,
@@ -355,7 +216,7 @@ def _cast(outs: tuple[Any, ...], node: Node) -> tuple[Any, ...]:
     )
 
 
-def lower(graph: Graph, device: Any = "cpu", *, compile: bool = False) -> Program:
+def lower(graph: Graph, device: Any = "cpu") -> Program:
     """Lower ``graph`` to a `Program` on ``device`` (see the module docstring).
 
     Raises:
@@ -363,4 +224,4 @@ def lower(graph: Graph, device: Any = "cpu", *, compile: bool = False) -> Progra
     """
     if not isinstance(graph, Graph):
         raise MeasureError(f"lower needs a rewrite Graph, but got {type(graph).__name__}.")
-    return Program(graph, device, compile)
+    return Program(graph, device)

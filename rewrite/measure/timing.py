@@ -25,16 +25,16 @@ time to issue it), the data `rewrite.calibrate` fits profiles to.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
 from rewrite.errors import MeasureError
-from rewrite.evaluate import random_inputs, random_params
 from rewrite.ir import Graph, Node
-from rewrite.measure.lower import Program, lower, torch_dtype
+from rewrite.measure.lower import Program, lower
+from rewrite.pytorch.tensors import random_tensors, tensor_for
 from rewrite.stats import interval
 
 __all__ = [
@@ -44,6 +44,8 @@ __all__ = [
     "measure",
     "node_times",
     "random_tensors",
+    "time_callables",
+    "torch_device",
 ]
 
 
@@ -92,7 +94,12 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _device(device: Any) -> Any:
+def torch_device(device: Any) -> Any:
+    """The ``torch.device`` of ``device`` (None: CUDA when present, else the CPU).
+
+    Raises:
+        MeasureError: If CUDA is asked for and PyTorch sees no CUDA device.
+    """
     import torch
 
     dev = torch.device(default_device() if device is None else device)
@@ -102,41 +109,6 @@ def _device(device: Any) -> Any:
             "device='cpu' or None (CUDA when present, else the CPU)."
         )
     return dev
-
-
-def random_tensors(
-    graph: Graph, device: Any = "cpu", seed: int = 0
-) -> tuple[list[Any], dict[str, Any]]:
-    """Seeded random inputs and weights for ``graph`` as torch tensors on ``device``.
-
-    Floats are standard normal (weights scaled by 0.1, batch-norm variances in ``[0.5, 1.5)``);
-    integer inputs used as indices (token ids) are drawn below the size of what they index, other
-    integers in ``[0, 2)``; bfloat16 tensors are drawn in float32 and rounded.
-
-    Returns:
-        ``(inputs, params)``: one tensor per graph input in order, and ``{name: tensor}`` per
-        ``param`` node.
-    """
-    from rewrite.verify.sources import index_bounds
-
-    bounds = index_bounds(graph)
-    high = min((n for (op, _), n in bounds.items() if op == "input"), default=2)
-    arrays = random_inputs(graph, seed, int_high=max(high, 1))
-    weights = random_params(graph, seed + 1)
-    nodes = {n.attrs["name"]: n for n in graph if n.op in ("input", "param")}
-    inputs = [
-        _tensor(arrays[name], graph.node(i), device)
-        for i, name in zip(graph.inputs, graph.input_names)
-    ]
-    params = {name: _tensor(a, nodes[name], device) for name, a in weights.items()}
-    return inputs, params
-
-
-def _tensor(a: Any, node: Node, device: Any) -> Any:
-    import torch
-
-    t = torch.as_tensor(np.ascontiguousarray(a)).to(device)
-    return t.to(torch_dtype(node.types[0].dtype))
 
 
 def _bind(
@@ -158,7 +130,7 @@ def _bind(
         )
     out = []
     for a, nid in zip(inputs, graph.inputs):
-        t = _tensor(a, graph.node(nid), dev)
+        t = tensor_for(a, graph.node(nid), dev)
         if tuple(t.shape) != graph.node(nid).types[0].shape:
             raise MeasureError(
                 f"input {graph.node(nid).attrs['name']!r} must have shape "
@@ -213,37 +185,138 @@ def _check_counts(repeats: int, warmup: int) -> None:
 
 
 def _time_runs(
-    program: Program, args: list[Any], params: dict[str, Any], dev: Any, warmup: int, repeats: int
+    run: Callable[[], Any], dev: Any, warmup: int, repeats: int
 ) -> tuple[list[float], list[float]]:
-    """Wall (CUDA-event on CUDA) and process CPU seconds of each of ``repeats`` runs."""
-    import torch
-
+    """Wall (CUDA-event on CUDA) and process CPU seconds of each of ``repeats`` calls."""
     for _ in range(warmup):
-        program.run(args, params)
+        run()
     _sync(dev)
     times, cpu = [], []
     for _ in range(repeats):
-        if dev.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            program.run(args, params)
-            end.record()
-            torch.cuda.synchronize(dev)
-            times.append(start.elapsed_time(end) / 1e3)
-        else:
-            t0, c0 = time.perf_counter(), time.process_time()
-            program.run(args, params)
-            times.append(time.perf_counter() - t0)
-            cpu.append(time.process_time() - c0)
+        wall, c = _time_once(run, dev)
+        times.append(wall)
+        cpu.extend([c] if c is not None else [])
     return times, cpu
 
 
-def _peak_memory(program: Program, args: list[Any], params: dict[str, Any], dev: Any) -> int:
+def _time_once(run: Callable[[], Any], dev: Any) -> tuple[float, float | None]:
+    """Wall (CUDA-event on CUDA) and process CPU seconds (None on CUDA) of one call."""
+    import torch
+
+    if dev.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        end.record()
+        torch.cuda.synchronize(dev)
+        return start.elapsed_time(end) / 1e3, None
+    t0, c0 = time.perf_counter(), time.process_time()
+    run()
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
+def time_callables(
+    fns: Mapping[str, Callable[[], Any]],
+    device: Any = None,
+    *,
+    repeats: int = 20,
+    warmup: int = 3,
+    seed: int = 0,
+    clock: str = "auto",
+) -> dict[str, Measurement]:
+    """Time several zero-argument callables on one device, interleaved.
+
+    Round ``r`` runs every callable once, in a rotated order, so drift of the machine (another
+    process, frequency changes) falls on all of them alike; compare the results as ratios
+    (`rewrite.stats.ratio_interval` of their ``times``).
+
+    Args:
+        fns: Name -> callable running the model once (e.g. ``lambda: model(x)``).
+        device: The torch device they run on (for synchronization and the clock).
+        repeats: Timed rounds.
+        warmup: Untimed rounds first (compilation, caches, allocator).
+        seed: Seed of the bootstrap intervals.
+        clock: As for `measure`.
+
+    Returns:
+        Name -> `Measurement` (``peak_memory`` 0: not measured here).
+
+    Raises:
+        MeasureError: On bad counts or a missing CUDA device.
+    """
+    import torch
+
+    _check_counts(repeats, warmup)
+    dev = torch_device(device)
+    clk = _clock(dev, clock)
+    names = list(fns)
+    walls: dict[str, list[float]] = {n: [] for n in names}
+    cpus: dict[str, list[float]] = {n: [] for n in names}
+    with torch.inference_mode():
+        for _ in range(warmup):
+            for n in names:
+                fns[n]()
+        _sync(dev)
+        for r in range(repeats):
+            for n in names[r % len(names) :] + names[: r % len(names)]:
+                wall, c = _time_once(fns[n], dev)
+                walls[n].append(wall)
+                cpus[n].extend([c] if c is not None else [])
+    return {n: _measurement(walls[n], cpus[n], clk, dev, 0, False, seed) for n in names}
+
+
+def _measurement(
+    walls: list[float],
+    cpus: list[float],
+    clk: str,
+    dev: Any,
+    peak: int,
+    compiled: bool,
+    seed: int,
+) -> Measurement:
+    """A `Measurement` of timed runs: medians of both clocks, the interval of the chosen one."""
+    import torch
+
+    arr = np.asarray(cpus if clk == "cpu" else walls)
+    iv = interval(arr.tolist(), np.median, seed)
+    return Measurement(
+        latency=float(np.median(arr)),
+        interval=(iv.low, iv.high),
+        peak_memory=peak,
+        wall=float(np.median(walls)),
+        cpu_time=float(np.median(cpus)) if cpus else 0.0,
+        clock=clk,
+        repeats=len(arr),
+        device=str(dev),
+        threads=torch.get_num_threads(),
+        compiled=compiled,
+        times=tuple(float(t) for t in arr),
+    )
+
+
+def _compiled(graph: Graph, args: list[Any], params: dict[str, Any]) -> Callable[[], Any]:
+    """A call of ``graph`` compiled whole by ``torch.compile`` (Inductor), as a module with
+    ``params`` as its weights (`rewrite.to_module`; weight-only subgraphs folded)."""
+    import torch
+
+    from rewrite.pytorch.module import to_module
+
+    compiled = torch.compile(to_module(graph, params, check=False))
+    return lambda: compiled(*args)
+
+
+def _peak_memory(
+    program: Program,
+    args: list[Any],
+    params: dict[str, Any],
+    dev: Any,
+    run: Callable[[], Any] | None = None,
+) -> int:
     if dev.type == "cuda":
         import torch
 
         torch.cuda.reset_peak_memory_stats(dev)
-        program.run(args, params)
+        run() if run is not None else program.run(args, params)
         _sync(dev)
         return int(torch.cuda.max_memory_allocated(dev))
     return _live_bytes(program, args, params)
@@ -270,7 +343,10 @@ def measure(
         repeats: Timed runs.
         warmup: Untimed runs first (caches, allocator, lazy init, compilation).
         seed: Seed of the random inputs, weights and bootstrap.
-        compile: Run fused groups through ``torch.compile`` (see `rewrite.measure.lower`).
+        compile: Time the graph compiled whole by ``torch.compile`` (Inductor), as a module with
+            the random weights (`rewrite.to_module`); the warm-up calls include the compilation.
+            The peak memory is then CUDA's measured peak, or on a CPU the eager program's
+            (Inductor's buffer reuse is not observed there).
         clock: ``"auto"`` (CUDA events; CPU time with one CPU thread; else wall) or ``"wall"``.
 
     Returns:
@@ -282,28 +358,19 @@ def measure(
     import torch
 
     _check_counts(repeats, warmup)
-    dev = _device(device)
+    dev = torch_device(device)
     clk = _clock(dev, clock)
-    program = lower(graph, dev, compile=compile)
+    program = lower(graph, dev)
     args, params = _bind(graph, dev, inputs, seed)
     with torch.inference_mode():
-        times, cpu = _time_runs(program, args, params, dev, warmup, repeats)
-        peak = _peak_memory(program, args, params, dev)
-    arr = np.asarray(cpu if clk == "cpu" else times)
-    iv = interval(arr.tolist(), np.median, seed)
-    return Measurement(
-        latency=float(np.median(arr)),
-        interval=(iv.low, iv.high),
-        peak_memory=peak,
-        wall=float(np.median(times)),
-        cpu_time=float(np.median(cpu)) if cpu else 0.0,
-        clock=clk,
-        repeats=repeats,
-        device=str(dev),
-        threads=torch.get_num_threads(),
-        compiled=compile,
-        times=tuple(float(t) for t in arr),
-    )
+        if compile:
+            run = _compiled(graph, args, params)
+            times, cpu = _time_runs(run, dev, warmup, repeats)
+            peak = _peak_memory(program, args, params, dev, run)
+        else:
+            times, cpu = _time_runs(lambda: program.run(args, params), dev, warmup, repeats)
+            peak = _peak_memory(program, args, params, dev)
+    return _measurement(times, cpu, clk, dev, peak, compile, seed)
 
 
 @dataclass(frozen=True)
@@ -354,7 +421,7 @@ def node_times(
     import torch
 
     _check_counts(repeats, warmup)
-    dev = _device(device)
+    dev = torch_device(device)
     program = lower(graph, dev)
     args, params = _bind(graph, dev, None, seed)
     timer = _CudaSteps(program, dev) if dev.type == "cuda" else _HostSteps(program, dev, clock)

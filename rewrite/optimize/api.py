@@ -156,8 +156,9 @@ def search(
         verify_cache: Verdict cache of the random tests (see `make_verifier`).
         measure: Re-time the input and the final Pareto graphs in PyTorch and store predicted
             against measured speedups in `SearchResult.measured` (`SearchResult.measure`):
-            True for CUDA when present else the CPU, or a torch device name. Not counted in
-            ``time_budget``.
+            True for CUDA when present else the CPU, a torch device name, or ``"compile"``
+            (CUDA when present else the CPU, every graph compiled whole by ``torch.compile``:
+            speedups over the compiled input). Not counted in ``time_budget``.
 
     Returns:
         A `SearchResult`. With a ``time_budget`` the whole call (rule gate, search and final
@@ -208,15 +209,19 @@ def search(
 def _check_measure(measure: Any) -> None:
     if not (isinstance(measure, bool | str) or measure is None):
         raise SearchConfigError(
-            f"search's measure must be True, False or a torch device name like 'cpu', but got "
-            f"{measure!r}."
+            f"search's measure must be True, False, 'compile' or a torch device name like 'cpu', "
+            f"but got {measure!r}."
         )
 
 
 def _measured(result: SearchResult, measure: bool | str) -> SearchResult:
     if measure is False or measure is None:
         return result
-    result.measure(None if measure is True else measure, seed=int(result.config.get("seed", 0)))
+    seed = int(result.config.get("seed", 0))
+    if measure == "compile":
+        result.measure(None, seed=seed, compile=True)
+    else:
+        result.measure(None if measure is True else measure, seed=seed)
     return result
 
 

@@ -25,7 +25,9 @@ Metric names (all floats):
 * ``hypervolume`` (final, of cost vectors normalized by the input's, reference point 1.1 per
   objective), ``hypervolume.input`` (the input graph's own), and
   ``best.<objective>.ratio`` (best frontier value over the input's, < 1 is an improvement);
-  ``best.latency.measured_ratio`` once measured (`SearchResult.measured_ratio`);
+  ``best.latency.measured_ratio`` once measured (`SearchResult.measured_ratio`), or
+  ``best.latency.compiled_ratio`` when measured compiled (``search(..., measure="compile")``:
+  both graphs through ``torch.compile``);
 * ``final_check.<level>``: reported graphs per `Solution.checked` level (``real``, ``reduced``,
   ``regions``), and ``final_check.failed``: graphs dropped because a whole-graph check failed.
 """
@@ -225,6 +227,7 @@ class SearchResult:
         final_failed: How many frontier graphs failed a whole-graph check (not reported).
         measured: Predicted against measured latency and speedup of the input and every Pareto
             graph (`measure`, or ``search(..., measure=True)``); None until measured.
+        measured_compiled: Whether `measured` timed the graphs compiled by ``torch.compile``.
     """
 
     input_graph: Graph
@@ -245,6 +248,7 @@ class SearchResult:
     final_population: int = 0
     final_failed: int = 0
     measured: list[Any] | None = None
+    measured_compiled: bool = False
 
     def measure(
         self, device: Any = None, *, repeats: int = 10, seed: int = 0, compile: bool = False
@@ -259,7 +263,34 @@ class SearchResult:
         from rewrite.measure.front import measure_front
 
         self.measured = measure_front(self, device, repeats=repeats, seed=seed, compile=compile)
+        self.measured_compiled = compile
         return self.measured
+
+    def module(self, i: int = 0, params: Any = None, **options: Any) -> Any:
+        """Pareto graph ``i`` as a PyTorch module with real weights (`rewrite.to_module`).
+
+        Args:
+            i: Index into `pareto` (sorted by the first objective: 0 is the lowest latency when
+                latency comes first).
+            params: The ``torch.nn.Module`` (or mapping of tensors) holding the weights; None:
+                the module `rewrite.from_torch` imported `input_graph` from.
+            **options: Passed to `rewrite.to_module` (``fold``, ``check``, ``inputs``, ...).
+
+        Returns:
+            A ``torch.fx.GraphModule``, checked against the original module.
+
+        Raises:
+            IndexError: If there is no Pareto graph ``i``.
+            ModuleError: See `rewrite.to_module`.
+        """
+        from rewrite.pytorch.module import to_module
+
+        if not -len(self.pareto) <= i < len(self.pareto):
+            raise IndexError(
+                f"Pareto graph {i} does not exist: this result has {len(self.pareto)} "
+                f"(indices 0..{len(self.pareto) - 1})."
+            )
+        return to_module(self.pareto[i].graph, params, origin=self.input_graph, **options)
 
     def measured_ratio(self) -> float | None:
         """Measured latency of the Pareto graph with the lowest predicted latency (the one a user
@@ -324,7 +355,8 @@ class SearchResult:
         out["final_check.failed"] = float(self.final_failed)
         measured = self.measured_ratio()
         if measured is not None:
-            out["best.latency.measured_ratio"] = measured
+            kind = "compiled_ratio" if self.measured_compiled else "measured_ratio"
+            out[f"best.latency.{kind}"] = measured
         return out
 
     def summary(self) -> dict[str, Any]:

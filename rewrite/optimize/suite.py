@@ -182,7 +182,10 @@ class SuiteResult:
             ``latency_reduction`` and ``peak_memory_reduction``: one minus the geometric mean over
             workloads of (best value / input value), when those are objectives of the search;
             ``measured_latency_reduction``: the same from measured latencies, when every run
-            was measured (``measure=True``; `SearchResult.measured_ratio`); ``hypervolume``:
+            was measured (``measure=True``; `SearchResult.measured_ratio`), or
+            ``compiled_speedup``, the input's latency over the best graph's, both compiled by
+            ``torch.compile``, when every run was measured so (``measure="compile"``);
+            ``hypervolume``:
             mean normalized hypervolume; ``search_time``: wall seconds per seed (all workloads).
             With ``baselines``, also ``anytime_hv``, ``final_hv``, ``effort`` and ``reach`` (see
             the module docstring), and ``<name>.sem`` for each objective.
@@ -208,7 +211,11 @@ class SuiteResult:
                     row[f"{name}_reduction"] = 1.0 - _gmean(ratios)
             measured = [r.measured_ratio() for r in rs]
             if all(m is not None for m in measured):
-                row["measured_latency_reduction"] = 1.0 - _gmean(measured)  # type: ignore[arg-type]
+                ratio = _gmean(measured)  # type: ignore[arg-type]
+                if all(r.measured_compiled for r in rs):
+                    row["compiled_speedup"] = 1.0 / ratio
+                else:
+                    row["measured_latency_reduction"] = 1.0 - ratio
             row["hypervolume"] = sum(r.hypervolume for r in rs) / len(rs)
             row["search_time"] = sum(r.wall_time for r in rs)
             per_seed.append(row)

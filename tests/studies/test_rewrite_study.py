@@ -17,6 +17,7 @@ from studies import StudyError
 from studies.errors import StudyConflictError
 from studies.plots import plot_study
 from studies.rewrite_study import (
+    COMPILED,
     DEFAULT_OBJECTIVES,
     MEASURED,
     OBJECTIVES,
@@ -195,6 +196,23 @@ def test_a_measuring_study_times_the_best_graphs_on_the_device(tmp_path: Path) -
         rewrite_space(GPT2, **SMALL, objectives=[MEASURED])
     with pytest.raises(StudyError, match="measure must be"):
         rewrite_space(GPT2, **SMALL, measure=1)  # type: ignore[arg-type]
+    with pytest.raises(StudyError, match="measure='compile'"):
+        rewrite_space(GPT2, **SMALL, objectives=[COMPILED], measure="cpu")
+    with pytest.raises(StudyError, match="measure=True"):
+        rewrite_space(GPT2, **SMALL, objectives=[MEASURED], measure="compile")
+
+
+@pytest.mark.slow
+def test_a_compiling_study_reports_the_speedup_over_torch_compile(tmp_path: Path) -> None:
+    """``measure="compile"``: each run's input and best graph are timed through torch.compile,
+    and ``compiled_speedup`` is an objective."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    objectives = {"final_hv": "maximize", COMPILED: "maximize"}
+    args = {"budget": 20, "seeds": 2, "calibration_seeds": 2, "storage": url, "name": "c"}
+    study = rewrite_study(GPT2, objectives, **args, measure="compile")
+    study.optimize(1, progress=False)
+    (trial,) = study.trials
+    assert trial.state == "COMPLETE" and 0.2 < trial.values[COMPILED] < 5.0
 
 
 def test_bad_workload_and_objective_are_clear_errors(tmp_path: Path) -> None:

@@ -1,0 +1,35 @@
+"""Rewritten graphs back in PyTorch: modules, one-call optimization and a torch.compile backend.
+
+* `to_module(graph, params)`: a ``torch.fx.GraphModule`` computing a graph with a model's real
+  weights (shared), checked against the original before it is returned.
+* `optimize_module(module, example_inputs)`: import, search, build the most promising graphs,
+  time them against the original on its device and return the fastest with a report.
+* `backend(...)`: the ``torch.compile`` backend (``backend="rewrite"`` names it with defaults):
+  the verified search on every captured graph, then Inductor.
+* `TorchCall` / `torch_call`: the PyTorch call of every IR op (`rewrite.pytorch.kernels`), read by
+  `to_module` and by the timing programs of `rewrite.measure`.
+"""
+
+from __future__ import annotations
+
+from rewrite.pytorch.dynamo import backend
+from rewrite.pytorch.kernels import TorchCall, torch_call, torch_dtype
+from rewrite.pytorch.module import TOLERANCES, check_module, to_module
+from rewrite.pytorch.optimize import Candidate, OptimizeReport, default_profile, optimize_module
+from rewrite.pytorch.source import TorchSource, source_of
+
+__all__ = [
+    "TOLERANCES",
+    "Candidate",
+    "OptimizeReport",
+    "default_profile",
+    "optimize_module",
+    "TorchCall",
+    "TorchSource",
+    "backend",
+    "check_module",
+    "source_of",
+    "to_module",
+    "torch_call",
+    "torch_dtype",
+]

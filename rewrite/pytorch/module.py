@@ -1,0 +1,604 @@
+"""Graphs back as PyTorch modules: `to_module(graph, params)`.
+
+The module is a ``torch.fx.GraphModule`` whose code calls one PyTorch function per IR node (the
+table of `rewrite.pytorch.kernels`, the one the timing programs run too), so it runs eagerly,
+exports with ``torch.export`` and compiles with ``torch.compile`` like any model:
+
+* graph inputs are the module's positional arguments, in the graph's order and with its names;
+* ``param`` nodes read the original module's parameters and buffers, *shared* (the same tensor
+  objects, no copy) and registered under their ``state_dict`` names, so
+  ``module.state_dict()`` keys are the original's and ``load_state_dict`` works on both;
+* with ``fold=True`` (the default) every computation on weights and constants alone (a
+  concatenation of the Q, K, V weights a merge introduced, a convolution folded with its batch
+  norm) runs once, when the module is built, and is kept as a non-persistent buffer, as a
+  compiler's freezing pass would: the rewritten module then costs what the cost model charged for
+  its per-call nodes. Such buffers do not follow later changes of the original weights: build the
+  module again after loading new weights;
+* a ``fused`` group's body is emitted inline (eager PyTorch runs it op by op; a compiler fuses it
+  by itself);
+* when the graph was imported by `rewrite.from_torch`, the outputs keep the original module's
+  structure (a ``ModelOutput``, a tuple, a tensor); otherwise they are a tuple of tensors.
+
+Before it is returned the module is checked: run on seeded random inputs (or the ``inputs``
+given), its outputs must match the original module's (or, when the weights come as a mapping,
+the numpy reference semantics of the graph) within the tolerance of the graph's dtype
+(`TOLERANCES`; for float32, ``max |got - want| <= 1e-5 + 1e-4 * max |want|`` per output: normwise,
+as rewrites such as folding a batch norm into a convolution reorder float sums and move values
+that cancel to near zero by more than any elementwise relative bound). A mismatch raises `ModuleMismatchError` with the largest absolute and relative differences and the
+first node whose value differs from the graph's numpy reference; when no node does, the
+difference lies in the graph itself (the rewrites or the import), and the message says so.
+"""
+
+from __future__ import annotations
+
+import keyword
+import logging
+import operator
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rewrite.errors import ModuleError, ModuleMismatchError
+from rewrite.ir import Graph, Node, Value
+from rewrite.pytorch.kernels import has_torch_call, torch_call, torch_dtype
+from rewrite.pytorch.source import TorchSource, source_of
+
+__all__ = ["TOLERANCES", "check_module", "to_module"]
+
+logger = logging.getLogger(__name__)
+
+#: ``(rtol, atol)`` of the check by the dtype of the graph's floating outputs: a module passes
+#: where ``max |got - want| <= atol + rtol * max |want|`` for every output (normwise: see
+#: `check_module`).
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "float64": (1e-7, 1e-9),
+    "float32": (1e-4, 1e-5),
+    "float16": (1e-2, 1e-3),
+    "bfloat16": (5e-2, 1e-2),
+}
+#: ``(rtol, atol)`` above which a node's PyTorch value is taken for a kernel bug rather than the
+#: rounding of another summation order (the diagnosis of a failed check).
+_KERNEL_BUG = (1e-2, 1e-4)
+
+
+def to_module(
+    graph: Graph,
+    params: Any = None,
+    *,
+    origin: Graph | None = None,
+    fold: bool = True,
+    check: bool = True,
+    inputs: Sequence[Any] | None = None,
+    seed: int = 0,
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> Any:
+    """A ``torch.fx.GraphModule`` computing ``graph`` with real weights (see the module doc).
+
+    Args:
+        graph: The graph, e.g. a `rewrite.Solution`'s ``graph`` (no ``opaque`` node).
+        params: Where the weights come from: the ``torch.nn.Module`` the graph was imported from
+            (its parameters and buffers by ``state_dict`` name), a mapping of name to tensor, or
+            None for the module `rewrite.from_torch` imported ``graph`` (or ``origin``) from.
+        origin: The imported graph ``graph`` was rewritten from (a `SearchResult`'s
+            ``input_graph``): its import record gives the module to check against, how to call
+            it, and the structure of its outputs.
+        fold: Compute subgraphs of weights and constants alone once, at build time.
+        check: Compare the module's outputs with the original module's (or the graph's numpy
+            reference) before returning it.
+        inputs: The inputs to check on (the graph's inputs, in order); None: seeded random
+            ones (token ids below the vocabulary size).
+        seed: Seed of the random check inputs.
+        rtol: Relative tolerance of the check (default: `TOLERANCES` by output dtype).
+        atol: Absolute tolerance of the check (default: `TOLERANCES` by output dtype).
+
+    Returns:
+        The ``torch.fx.GraphModule``.
+
+    Raises:
+        ModuleError: On a graph that cannot run (an ``opaque`` node), weights that are missing,
+            on the ``meta`` device or of the wrong shape or dtype.
+        ModuleMismatchError: If the check finds outputs outside the tolerance.
+    """
+    if not isinstance(graph, Graph):
+        raise ModuleError(f"to_module needs a rewrite Graph, but got {type(graph).__name__}.")
+    source = _source_for(origin if origin is not None else graph, params)
+    state = _state(graph, params, source)
+    gm = _Emitter(graph, state, fold, source.out_spec if source else None).module()
+    if check:
+        check_module(gm, graph, source, state, inputs=inputs, seed=seed, rtol=rtol, atol=atol)
+    return gm
+
+
+# ---------------------------------------------------------------- weights
+def _source_for(graph: Graph, params: Any) -> TorchSource | None:
+    """The module to take weights from and check against, with how to call it (None: the
+    weights are a mapping; the check then uses the graph's numpy reference)."""
+    import torch
+
+    src = source_of(graph)
+    if params is None:
+        if src is None:
+            raise ModuleError(
+                f"graph {graph.name!r} has no weights: it was not imported by rewrite.from_torch "
+                "in this process (or its module is gone). Fix: pass params=<the torch.nn.Module "
+                "it came from> or a dict of tensors by parameter name."
+            )
+        return src
+    if isinstance(params, torch.nn.Module):
+        return src if src is not None and src.module is params else TorchSource.of(params)
+    return None
+
+
+def _state(graph: Graph, params: Any, source: TorchSource | None) -> dict[str, Any]:
+    """Tensor by name for every ``param`` node of ``graph`` (checked against its type)."""
+    import torch
+
+    module = source.module if source is not None else None
+    if module is not None:
+        state = dict(module.named_parameters(remove_duplicate=False))
+        state.update(module.named_buffers(remove_duplicate=False))
+    elif isinstance(params, Mapping):
+        state = dict(params)
+    else:
+        raise ModuleError(
+            f"params must be a torch.nn.Module, a mapping of name to tensor or None, but got "
+            f"{type(params).__name__}."
+        )
+    out = {}
+    for node in graph.params():
+        name, t = node.attrs["name"], node.type
+        if name not in state:
+            import difflib
+
+            close = difflib.get_close_matches(name, list(state), n=1)
+            raise ModuleError(
+                f"param {name!r} of graph {graph.name!r} has no tensor in params"
+                + (f" (did you mean {close[0]!r}?)" if close else "")
+                + ". Fix: pass the module the graph was imported from, or a dict holding every "
+                "name of graph.params()."
+            )
+        value = state[name]
+        if not isinstance(value, torch.Tensor):
+            raise ModuleError(f"param {name!r} must be a tensor, but got {type(value).__name__}.")
+        if value.device.type == "meta":
+            raise ModuleError(
+                f"param {name!r} is on the 'meta' device (a model built without weights, such as "
+                "a full-size zoo model): it cannot run. Fix: build the model on a real device "
+                "(zoo.model(..., device='cpu')) or load its weights first."
+            )
+        if tuple(value.shape) != t.shape or value.dtype != torch_dtype(t.dtype):
+            raise ModuleError(
+                f"param {name!r} must be a {t.dtype} tensor of shape {t.shape}, but got "
+                f"{str(value.dtype).removeprefix('torch.')} {tuple(value.shape)}."
+            )
+        out[name] = value
+    return out
+
+
+def _install(root: Any, name: str, value: Any, persistent: bool) -> None:
+    """Set ``value`` at the dotted path ``name`` of ``root`` (shared, not copied)."""
+    import torch
+
+    *path, leaf = name.split(".")
+    mod = root
+    for part in path:
+        if not hasattr(mod, part):
+            mod.add_module(part, torch.nn.Module())
+        mod = getattr(mod, part)
+    if isinstance(value, torch.nn.Parameter):
+        mod.register_parameter(leaf, value)
+    else:
+        mod.register_buffer(leaf, value, persistent=persistent)
+
+
+# ---------------------------------------------------------------- emission
+@dataclass
+class _Slot:
+    """How the emitted code reads one IR value."""
+
+    fx: Any  # the fx node
+    meta: Any  # a tensor on the 'meta' device with the value's shape and dtype
+
+
+@dataclass
+class _Scope:
+    """The values of one graph being emitted (the top graph, or a fused group's body)."""
+
+    graph: Graph
+    slots: dict[Value, _Slot]
+    static: set[int]  # nodes folded at build time (top graph only)
+    values: dict[Value, Any]  # the folded values (real tensors)
+
+
+class _Emitter:
+    """Builds the fx graph of an IR graph, node by node in topological order."""
+
+    def __init__(self, graph: Graph, state: dict[str, Any], fold: bool, out_spec: Any) -> None:
+        import torch
+        import torch.fx
+
+        self.graph, self.state, self.out_spec = graph, state, out_spec
+        self.fx = torch.fx.Graph()
+        self.root = torch.nn.Module()
+        self.device = next(iter(state.values())).device if state else torch.device("cpu")
+        self.fold = fold
+        self.n_buffers = 0
+        self.scratch: list[str] = []  # names of the non-persistent buffers (constants, folds)
+        self.node_of: dict[str, int] = {}  # fx node name -> IR node id (top graph; diagnostics)
+
+    def module(self) -> Any:
+        import torch.fx
+
+        g = self.graph
+        names = _arg_names(g)
+        scope = _Scope(g, {}, _static_nodes(g) if self.fold else set(), {})
+        for nid, name in zip(g.inputs, names):
+            scope.slots[g.node(nid).out(0)] = _Slot(
+                self.fx.placeholder(name), _meta(g.node(nid).type)
+            )
+        self.emit_graph(scope, top=True)
+        self.fx.output(tuple(self.read(scope, v).fx for v in g.outputs))
+        if self.out_spec is not None:
+            self._structured_outputs(names)
+        gm = torch.fx.GraphModule(self.root, self.fx, class_name=_class_name(g.name))
+        gm._non_persistent_buffers_set.update(self.scratch)  # GraphModule copies them persistent
+        gm.meta["rewrite_nodes"] = dict(self.node_of)
+        return gm
+
+    def _structured_outputs(self, names: list[str]) -> None:
+        import torch.utils._pytree as pytree
+        from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
+
+        if self.out_spec.num_leaves != len(self.graph.outputs):
+            return  # the module returns leaves the graph has not (ints, ...): keep a flat tuple
+        in_spec = pytree.tree_flatten(list(range(len(names))))[1]
+        self.fx._codegen = _PyTreeCodeGen(_PyTreeInfo(names, in_spec, self.out_spec))
+
+    # -------------------------------------------------------------- values
+    def read(self, scope: _Scope, v: Value) -> _Slot:
+        """The slot of ``v``; a folded value becomes an attribute on its first read (a weight
+        under its own name, anything else as a non-persistent buffer)."""
+        slot = scope.slots.get(v)
+        if slot is None:
+            node = scope.graph.node(v.node)
+            if node.op == "param":
+                name = node.attrs["name"]
+                slot = self._attr(name, self.state[name], persistent=True)
+            else:
+                slot = self._buffer("_const" if node.op == "const" else "_folded", scope.values[v])
+            scope.slots[v] = slot
+        return slot
+
+    def _buffer(self, prefix: str, value: Any) -> _Slot:
+        name = f"{prefix}_{self.n_buffers}"
+        self.n_buffers += 1
+        self.scratch.append(name)
+        return self._attr(name, value, persistent=False)
+
+    def _attr(self, name: str, value: Any, persistent: bool) -> _Slot:
+        _install(self.root, name, value, persistent)
+        return _Slot(self.fx.get_attr(name), value.to("meta"))
+
+    def emit_graph(self, scope: _Scope, top: bool = False) -> None:
+        """Emit every node of ``scope.graph`` but its inputs (already in ``scope.slots``)."""
+        for node in scope.graph:
+            if node.op == "input":
+                continue
+            if node.op == "param" and node.id not in scope.static:
+                name = node.attrs["name"]
+                scope.slots[node.out(0)] = self._attr(name, self.state[name], persistent=True)
+            elif node.op == "const" and node.id not in scope.static:
+                scope.slots[node.out(0)] = self._buffer("_const", _const_tensor(node, self.device))
+            elif node.id in scope.static:
+                self._fold(scope, node)
+            else:
+                outs = self._call(node, [self.read(scope, v) for v in node.inputs], top)
+                scope.slots.update(zip(node.outs, outs))
+
+    def _fold(self, scope: _Scope, node: Node) -> None:
+        """Compute a node of weights and constants alone now."""
+        if node.op == "param":
+            scope.values[node.out(0)] = self.state[node.attrs["name"]]
+            return
+        if node.op == "const":
+            scope.values[node.out(0)] = _const_tensor(node, self.device)
+            return
+        args = [scope.values[v] for v in node.inputs]
+        if node.op == "fused":
+            outs = _run_body(node.attrs["body"], args)
+        else:
+            outs = torch_call(node.op, args, node.attrs, [t.shape for t in node.in_types])()
+        for v, o, t in zip(node.outs, outs, node.types):
+            scope.values[v] = o if o.dtype == torch_dtype(t.dtype) else o.to(torch_dtype(t.dtype))
+
+    def _call(self, node: Node, ins: list[_Slot], top: bool) -> list[_Slot]:
+        if node.op == "opaque":
+            raise ModuleError(
+                f"node %{node.id} is opaque op {node.attrs['target']!r}, which has no semantics "
+                "in rewrite and cannot run. Fix: register the op in rewrite.ops (or map it in "
+                "rewrite.torch_converters) and import the model again."
+            )
+        if node.op == "fused":
+            body = node.attrs["body"]
+            inner = _Scope(
+                body, {body.node(b).out(0): s for b, s in zip(body.inputs, ins)}, set(), {}
+            )
+            self.emit_graph(inner)
+            return [self.read(inner, v) for v in body.outputs]
+        if not has_torch_call(node.op):
+            raise ModuleError(
+                f"op {node.op!r} (node %{node.id}) has no PyTorch call in "
+                "rewrite.pytorch.kernels; add one to run graphs using it as modules."
+            )
+        shapes = [t.shape for t in node.in_types]
+        call = torch_call(node.op, [s.fx for s in ins], node.attrs, shapes)
+        metas = torch_call(node.op, [s.meta for s in ins], node.attrs, shapes)()
+        fx_node = self.fx.call_function(call.fn, call.args, dict(call.kwargs))
+        if top:
+            self.node_of[fx_node.name] = node.id
+        if len(node.types) == 1:
+            return [self._typed(fx_node, metas[0], node, 0)]
+        return [
+            self._typed(self.fx.call_function(operator.getitem, (fx_node, i)), metas[i], node, i)
+            for i in range(len(node.types))
+        ]
+
+    def _typed(self, fx_node: Any, meta: Any, node: Node, i: int) -> _Slot:
+        """Check the call's shape and cast to the node's dtype where PyTorch's differs."""
+        import torch
+
+        t = node.types[i]
+        if tuple(meta.shape) != t.shape:
+            raise ModuleError(
+                f"node %{node.id} (op {node.op!r}) gives shape {tuple(meta.shape)} in PyTorch but "
+                f"{t.shape} in the IR: a bug of rewrite.pytorch.kernels; please report it."
+            )
+        want = torch_dtype(t.dtype)
+        if meta.dtype != want:
+            fx_node = self.fx.call_function(torch.Tensor.to, (fx_node, want))
+            meta = meta.to(want)
+        return _Slot(fx_node, meta)
+
+
+def _static_nodes(graph: Graph) -> set[int]:
+    """Ids of nodes computed from weights and constants alone (params and consts included)."""
+    static: set[int] = set()
+    for node in graph:
+        if node.op in ("param", "const") or (
+            node.op not in ("input", "opaque")
+            and node.inputs
+            and all(v.node in static for v in node.inputs)
+        ):
+            static.add(node.id)
+    return static
+
+
+def _run_body(body: Graph, args: list[Any]) -> tuple[Any, ...]:
+    from rewrite.measure.lower import Program
+
+    return tuple(Program(body, args[0].device if args else "cpu").run(args))
+
+
+def _const_tensor(node: Node, device: Any) -> Any:
+    import torch
+
+    value = torch.as_tensor(node.attrs["value"].array.copy(), device=device)
+    return value.to(torch_dtype(node.types[0].dtype))
+
+
+def _meta(t: Any) -> Any:
+    import torch
+
+    return torch.empty(t.shape, dtype=torch_dtype(t.dtype), device="meta")
+
+
+def _arg_names(graph: Graph) -> list[str]:
+    """Python identifiers for the graph's inputs (their names where those are identifiers)."""
+    out: list[str] = []
+    for name in graph.input_names:
+        ident = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "x"
+        if ident[0].isdigit() or keyword.iskeyword(ident):
+            ident = f"x_{ident}"
+        while ident in out:
+            ident += "_"
+        out.append(ident)
+    return out
+
+
+def _class_name(name: str) -> str:
+    parts = "".join(c if c.isalnum() else " " for c in name).split()
+    return "".join(p[:1].upper() + p[1:] for p in parts) + "Rewritten" if parts else "Rewritten"
+
+
+# ---------------------------------------------------------------- the check
+def check_module(
+    gm: Any,
+    graph: Graph,
+    source: TorchSource | None,
+    state: Mapping[str, Any],
+    *,
+    inputs: Sequence[Any] | None = None,
+    seed: int = 0,
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> None:
+    """Compare ``gm`` with the original module (or the graph's numpy reference) on ``inputs``, or
+    seeded random inputs when None (see `to_module`); ``state`` holds the weights of the graph's
+    ``param`` nodes by name.
+
+    Raises:
+        ModuleMismatchError: On outputs outside the tolerance.
+    """
+    import torch
+
+    from rewrite.pytorch.tensors import random_tensors
+
+    if inputs is None:
+        device = next((t.device for t in gm.state_dict().values()), torch.device("cpu"))
+        cases = [random_tensors(graph, device, seed)[0]]
+    else:
+        cases = [list(inputs)]
+    tol = _tolerance(graph, rtol, atol)
+    with torch.inference_mode():
+        for args in cases:
+            got = _flat(gm(*args))
+            want = _reference(graph, source, state, args)
+            bad = _worst(got, want, tol)
+            if bad is not None:
+                raise _mismatch(gm, graph, state, args, bad, tol, source)
+
+
+def _tolerance(graph: Graph, rtol: float | None, atol: float | None) -> tuple[float, float]:
+    dtypes = [t.dtype for t in graph.output_types if t.dtype in TOLERANCES]
+    loosest = max((TOLERANCES[d] for d in dtypes), default=TOLERANCES["float32"])
+    return (loosest[0] if rtol is None else rtol, loosest[1] if atol is None else atol)
+
+
+def _flat(out: Any) -> list[Any]:
+    import torch
+    import torch.utils._pytree as pytree
+
+    return [x for x in pytree.tree_leaves(out) if isinstance(x, torch.Tensor)]
+
+
+def _reference(
+    graph: Graph, source: TorchSource | None, state: Mapping[str, Any], args: list[Any]
+) -> list[Any]:
+    """The outputs ``gm`` must match: the original module's, else the numpy reference's."""
+    import torch
+
+    if source is not None and source.module is not None:
+        want = _flat(source.call(args))
+        if len(want) != len(graph.outputs):
+            raise ModuleError(
+                f"the original module returns {len(want)} tensors where graph {graph.name!r} has "
+                f"{len(graph.outputs)} outputs: the graph was not imported from this module "
+                "with these arguments. Fix: pass the module rewrite.from_torch imported it from."
+            )
+        return want
+    from rewrite.evaluate import evaluate
+
+    ref = evaluate(graph, _numpy(args), _numpy_state(state))
+    return [torch.as_tensor(np.asarray(r)) for r in ref]
+
+
+def _numpy(tensors: Sequence[Any]) -> list[np.ndarray]:
+    return [
+        t.detach().cpu().float().numpy() if t.is_floating_point() else t.detach().cpu().numpy()
+        for t in tensors
+    ]
+
+
+def _numpy_state(state: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    return dict(zip(state, _numpy(list(state.values()))))
+
+
+@dataclass(frozen=True)
+class _Diff:
+    output: int
+    max_abs: float
+    max_rel: float
+
+
+def _worst(got: list[Any], want: list[Any], tol: tuple[float, float]) -> _Diff | None:
+    """The output furthest outside the tolerance, or None when every output is within.
+
+    The test is normwise, per output: ``max |got - want| <= atol + rtol * max |want|`` over its
+    finite elements (an elementwise relative test fails on values that cancel to near zero,
+    which any reordering of float sums moves); infinities and NaNs must sit in the same places.
+    """
+    import torch
+
+    if len(got) != len(want):
+        return _Diff(-1, float("inf"), float("inf"))
+    worst: _Diff | None = None
+    rtol, atol = tol
+    for i, (g, w) in enumerate(zip(got, want)):
+        g, w = g.detach().double().cpu(), w.detach().double().cpu()
+        if g.shape != w.shape:
+            return _Diff(i, float("inf"), float("inf"))
+        if g.numel() == 0:
+            continue
+        finite = torch.isfinite(w)
+        same_special = bool(
+            (torch.isnan(g) == torch.isnan(w)).all()
+            and (g[~finite & ~torch.isnan(w)] == w[~finite & ~torch.isnan(w)]).all()
+        )
+        diff = (g - w).abs()[finite]
+        scale = w.abs()[finite].max().item() if diff.numel() else 0.0
+        max_abs = diff.max().item() if diff.numel() else 0.0
+        if not same_special or not max_abs <= atol + rtol * scale:
+            d = _Diff(i, max_abs if same_special else float("inf"), max_abs / max(scale, 1e-30))
+            if worst is None or d.max_rel > worst.max_rel:
+                worst = d
+    return worst
+
+
+def _mismatch(
+    gm: Any,
+    graph: Graph,
+    state: Mapping[str, Any],
+    args: list[Any],
+    bad: _Diff,
+    tol: tuple[float, float],
+    source: TorchSource | None,
+) -> ModuleMismatchError:
+    where = _first_divergence(gm, graph, state, args, tol)
+    against = "the original module" if source is not None else "the graph's numpy reference"
+    head = (
+        f"the rewritten module of graph {graph.name!r} differs from {against}: output "
+        f"{bad.output} max abs difference {bad.max_abs:.3g}, {bad.max_rel:.3g} of the output's "
+        f"largest magnitude (allowed: atol {tol[1]:g} + rtol {tol[0]:g} x that magnitude)."
+    )
+    if where is not None:
+        tail = (
+            f" The first node whose value differs from the graph's numpy reference is {where}: "
+            "its PyTorch call in rewrite.pytorch.kernels does not compute the op; please report it."
+        )
+    else:
+        tail = (
+            " Every node agrees with the graph's own numpy reference, so the graph itself computes "
+            "something else than the module (its rewrites, or the import); pass a looser "
+            "rtol/atol if the difference is rounding, else report the graph (rewrite.save)."
+        )
+    return ModuleMismatchError(head + tail, bad.max_abs, bad.max_rel, where)
+
+
+def _first_divergence(
+    gm: Any, graph: Graph, state: Mapping[str, Any], args: list[Any], tol: tuple[float, float]
+) -> str | None:
+    """``"%<id> (<op>)"`` of the first node (in the emitted order) whose PyTorch value differs
+    from the numpy reference, or None."""
+    import torch
+    import torch.fx
+
+    from rewrite.evaluate import evaluate_nodes
+
+    try:
+        ref = evaluate_nodes(graph, _numpy(args), _numpy_state(state))
+    except Exception:  # the reference cannot run this graph (a huge model): no diagnosis
+        return None
+    seen: dict[str, Any] = {}
+
+    class _Record(torch.fx.Interpreter):
+        def run_node(self, n: Any) -> Any:
+            out = super().run_node(n)
+            seen[n.name] = out
+            return out
+
+    with torch.inference_mode():
+        _Record(gm).run(*args)
+    ids = gm.meta.get("rewrite_nodes", {})
+    for name, nid in ids.items():
+        node = graph.nodes.get(nid)
+        if node is None or nid not in ref:
+            continue
+        outs = seen[name]
+        outs = outs if isinstance(outs, tuple | list) else (outs,)
+        want = [torch.as_tensor(np.asarray(r)) for r in ref[nid]]
+        if _worst([o for o in outs if isinstance(o, torch.Tensor)], want, _KERNEL_BUG) is not None:
+            return f"%{nid} ({node.op})"
+    return None

@@ -1,0 +1,371 @@
+"""One call from a PyTorch model to a faster one: `optimize_module`.
+
+`optimize_module(module, example_inputs)` imports the module (`rewrite.from_torch`), runs the
+verified rewrite search with the given priors and config on a cost-model profile of the target
+device, turns the most promising Pareto graphs into modules (`to_module`, each checked against
+the original), times them against the original on the device, interleaved, and returns the
+fastest with an `OptimizeReport`. A graph is taken only when it is faster than the original
+beyond noise (the 95% interval of its measured speedup lies above 1) and its peak memory is not
+above the original's; otherwise the original module itself is returned, and the report says why.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rewrite.errors import ModuleError
+from rewrite.stats import Interval, ratio_interval
+
+__all__ = ["Candidate", "OptimizeReport", "default_profile", "optimize_module"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One Pareto graph tried as a replacement (index -1: the original module).
+
+    Attributes:
+        index: Position in the search's `SearchResult.pareto` (-1 for the original).
+        rules: Rule name -> times applied from the input graph.
+        predicted_speedup: Cost-model latency of the input graph over this graph's.
+        predicted_memory_ratio: Cost-model peak memory of this graph over the input's.
+        latency: Measured median seconds per call (None when not measured).
+        speedup: Measured speedup over the original with its 95% interval (None when not
+            measured).
+    """
+
+    index: int
+    rules: Mapping[str, int]
+    predicted_speedup: float
+    predicted_memory_ratio: float
+    latency: float | None = None
+    speedup: Interval | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {
+            "index": self.index,
+            "rules": dict(self.rules),
+            "predicted_speedup": self.predicted_speedup,
+            "predicted_memory_ratio": self.predicted_memory_ratio,
+            "latency": self.latency,
+            "speedup": self.speedup.to_dict() if self.speedup else None,
+        }
+
+
+@dataclass(frozen=True)
+class OptimizeReport:
+    """What `optimize_module` did and measured.
+
+    Attributes:
+        chosen: Index of the chosen Pareto graph, or -1 when the original module was kept.
+        reason: Why, in one sentence.
+        predicted_speedup: The chosen graph's cost-model speedup (1.0 for the original).
+        measured_speedup: Its measured speedup with a 95% interval (None when not measured).
+        rules: Rule name -> times applied, for the chosen graph (empty for the original).
+        candidates: Every graph tried, the original first.
+        device: The torch device measured on.
+        profile: The cost-model device profile the search ran on.
+        threads: ``torch.get_num_threads()`` during the measurement.
+        seconds: Seconds per phase: ``import``, ``search``, ``build`` (modules and their
+            checks), ``measure``.
+        search: The `SearchResult` (its Pareto graphs and metrics).
+    """
+
+    chosen: int
+    reason: str
+    predicted_speedup: float
+    measured_speedup: Interval | None
+    rules: Mapping[str, int]
+    candidates: tuple[Candidate, ...]
+    device: str
+    profile: str
+    threads: int
+    seconds: Mapping[str, float]
+    search: Any = field(repr=False, default=None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (without the search result)."""
+        return {
+            "chosen": self.chosen,
+            "reason": self.reason,
+            "predicted_speedup": self.predicted_speedup,
+            "measured_speedup": self.measured_speedup.to_dict() if self.measured_speedup else None,
+            "rules": dict(self.rules),
+            "candidates": [c.to_dict() for c in self.candidates],
+            "device": self.device,
+            "profile": self.profile,
+            "threads": self.threads,
+            "seconds": dict(self.seconds),
+        }
+
+    def __str__(self) -> str:
+        lines = [self.reason]
+        head = f"{'graph':>8} {'predicted':>10} {'measured':>24} {'memory':>7}  rules"
+        lines.append(head)
+        for c in self.candidates:
+            name = "original" if c.index < 0 else f"#{c.index}"
+            meas = (
+                f"{c.speedup.value:.3f}x [{c.speedup.low:.3f}, {c.speedup.high:.3f}]"
+                if c.speedup
+                else "-"
+            )
+            top = ", ".join(f"{r} x{n}" for r, n in Counter(c.rules).most_common(4))
+            lines.append(
+                f"{name:>8} {c.predicted_speedup:>9.3f}x {meas:>24} "
+                f"{c.predicted_memory_ratio:>6.2f}x  {top}"
+            )
+        secs = ", ".join(f"{k} {v:.1f} s" for k, v in self.seconds.items())
+        lines.append(
+            f"device {self.device} ({self.threads} threads), profile {self.profile}; {secs}"
+        )
+        return "\n".join(lines)
+
+
+def default_profile(device: Any = None, *, compiled: bool = False) -> Any:
+    """The cost-model profile for running rewritten modules on a torch device.
+
+    The base is a measured profile shipped for this very machine when there is one (its
+    provenance names this CPU or GPU), else the datasheet profile of the device's kind
+    (`rewrite.measure.calibrate.datasheet_profile`); it is returned with ``fold_weights`` on (as
+    `to_module` folds weight-only subgraphs) and ``fusion="eager"`` (eager PyTorch runs a fused
+    group op by op) or, with ``compiled``, ``fusion="compiled"`` (the module goes to Inductor,
+    which generates and fuses every kernel outside the matmul, convolution and attention
+    families).
+
+    Returns:
+        A `rewrite.DeviceProfile` named ``<base>+eager`` or ``<base>+compiled``.
+    """
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    from rewrite.devices import load_device
+    from rewrite.measure.calibrate import datasheet_profile, device_name
+    from rewrite.measure.timing import torch_device
+
+    dev = torch_device(device)
+    here, base = device_name(dev), datasheet_profile(dev)
+    for path in sorted((Path(__file__).parents[1] / "devices" / "measured").glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if data.get("provenance", {}).get("device_name") == here:
+            base = str(data["name"])
+            break
+    p = load_device(base)
+    if compiled:
+        return dataclasses.replace(
+            p, name=f"{p.name}+compiled", fusion="compiled", fold_weights=True
+        )
+    return dataclasses.replace(p, name=f"{p.name}+eager", fusion="eager", fold_weights=True)
+
+
+def optimize_module(
+    module: Any,
+    example_inputs: Sequence[Any] | Any,
+    example_kwargs: Mapping[str, Any] | None = None,
+    *,
+    priors: Any = None,
+    config: Any = None,
+    profile: Any = None,
+    measure: bool = True,
+    candidates: int = 3,
+    memory_ratio: float = 1.0,
+    repeats: int = 15,
+    seed: int = 0,
+) -> tuple[Any, OptimizeReport]:
+    """Search for a faster equivalent of ``module`` and return it with a report.
+
+    Args:
+        module: A ``torch.nn.Module`` in eval mode with real weights; it runs on its parameters'
+            device, where the candidates are measured.
+        example_inputs: Positional inputs (a tensor or a sequence); they fix the shapes the
+            optimized module accepts.
+        example_kwargs: Keyword inputs, e.g. ``{"use_cache": False}`` for a Hugging Face model.
+        priors: Rule priors for the search (a `RulePriors`, a dict, a priors file path such as
+            ``tuner export``'s, or None for uniform).
+        config: A `SearchConfig` or a dict of its knobs (None: a priors file's tuned knobs over
+            the defaults).
+        profile: The cost-model device profile (None: `default_profile` of the device).
+        measure: Time the candidates against the original and choose by measurement; False
+            chooses the lowest predicted latency without running anything but the checks.
+        candidates: How many Pareto graphs (lowest predicted latency first) are built and timed.
+        memory_ratio: Most predicted peak memory of a candidate, as a multiple of the
+            original's (1.0: not above it; a padded or merged weight is a copy).
+        repeats: Timed calls of each candidate and of the original, interleaved.
+        seed: Seed of the check inputs and of the intervals.
+
+    Returns:
+        ``(optimized, report)``: a ``torch.fx.GraphModule`` (or ``module`` itself when no graph
+        is faster beyond noise) taking the tensor inputs in order, and its `OptimizeReport`.
+
+    Raises:
+        ModuleError: If ``module`` is not a ``torch.nn.Module``, has weights on ``meta``, or a
+            candidate graph fails its check against the original.
+        TorchImportError: If the module cannot be imported.
+    """
+    import torch
+
+    from rewrite.optimize import search
+    from rewrite.torch_import import from_torch
+
+    if not isinstance(module, torch.nn.Module):
+        raise ModuleError(
+            f"optimize_module needs a torch.nn.Module, but got {type(module).__name__}."
+        )
+    if not isinstance(candidates, int) or candidates < 1:
+        raise ModuleError(f"candidates must be an int >= 1, but got {candidates!r}.")
+    if not isinstance(memory_ratio, int | float) or not memory_ratio > 0:
+        raise ModuleError(f"memory_ratio must be a number > 0, but got {memory_ratio!r}.")
+    device = _module_device(module)
+    profile = profile or default_profile(device)
+    seconds: dict[str, float] = {}
+    t = time.perf_counter()
+    args = tuple(example_inputs) if isinstance(example_inputs, list | tuple) else (example_inputs,)
+    kwargs = dict(example_kwargs or {})
+    graph = from_torch(module, args, kwargs)
+    seconds["import"] = time.perf_counter() - t
+    t = time.perf_counter()
+    result = search(graph, config=config, priors=priors, device=profile)
+    seconds["search"] = time.perf_counter() - t
+    tensors = [
+        x for x in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)
+    ]
+    t = time.perf_counter()
+    picks = _shortlist(result, candidates, memory_ratio)
+    modules = {i: _build(result, i, module, tensors, seed) for i in picks}
+    seconds["build"] = time.perf_counter() - t
+    rows = [_candidate(result, -1)] + [_candidate(result, i) for i in picks]
+    if not picks:
+        reason = "Kept the original: the search found no graph predicted faster within its memory."
+        return module, _report(-1, reason, rows, result, device, profile, seconds)
+    if not measure:
+        reason = f"Chose Pareto graph #{picks[0]}, the lowest predicted latency (not measured)."
+        return modules[picks[0]], _report(picks[0], reason, rows, result, device, profile, seconds)
+    t = time.perf_counter()
+    fns = {-1: lambda: module(*args, **kwargs)} | {
+        i: (lambda gm=gm: gm(*tensors)) for i, gm in modules.items()
+    }
+    timed = _time(fns, device, repeats, seed)
+    seconds["measure"] = time.perf_counter() - t
+    base = timed[-1].times
+    rows = [
+        _candidate(
+            result,
+            c.index,
+            latency=timed[c.index].latency,
+            speedup=ratio_interval(base, timed[c.index].times, seed) if c.index >= 0 else None,
+        )
+        for c in rows
+    ]
+    faster = [c for c in rows[1:] if c.speedup is not None and c.speedup.low > 1.0]
+    if not faster:
+        best_seen = max(rows[1:], key=lambda c: c.speedup.value if c.speedup else 0.0)
+        reason = (
+            f"Kept the original: no graph is faster beyond noise on {device} (the best, "
+            f"#{best_seen.index}, measured {best_seen.speedup}x)."
+        )
+        return module, _report(-1, reason, rows, result, device, profile, seconds)
+    top = max(faster, key=lambda c: c.speedup.value if c.speedup else 0.0)
+    reason = (
+        f"Chose Pareto graph #{top.index}: {top.speedup}x faster than the original on "
+        f"{device} (predicted {top.predicted_speedup:.3f}x)."
+    )
+    return modules[top.index], _report(top.index, reason, rows, result, device, profile, seconds)
+
+
+def _module_device(module: Any) -> Any:
+    import torch
+
+    devices = {t.device for t in [*module.parameters(), *module.buffers()]}
+    if any(d.type == "meta" for d in devices):
+        raise ModuleError(
+            "the module has weights on the 'meta' device (built without weights): it cannot run. "
+            "Fix: build it on a real device or load its weights first."
+        )
+    if len(devices) > 1:
+        raise ModuleError(
+            f"the module's weights live on several devices {sorted(map(str, devices))}; move it "
+            "to one device (module.to(device)) first."
+        )
+    return next(iter(devices), torch.device("cpu"))
+
+
+def _shortlist(result: Any, n: int, memory_ratio: float = 1.0) -> list[int]:
+    """Pareto indices predicted faster than the input with a peak memory at most
+    ``memory_ratio`` times the input's, lowest predicted latency first."""
+    base_lat = result.input_cost["latency"]
+    base_mem = result.input_cost["peak_memory"] * memory_ratio
+    ok = [
+        i
+        for i, s in enumerate(result.pareto)
+        if s.cost["latency"] < base_lat and s.cost["peak_memory"] <= base_mem
+    ]
+    return sorted(ok, key=lambda i: result.pareto[i].cost["latency"])[:n]
+
+
+def _build(result: Any, i: int, module: Any, tensors: list[Any], seed: int) -> Any:
+    from rewrite.pytorch.module import to_module
+
+    return to_module(
+        result.pareto[i].graph, module, origin=result.input_graph, inputs=tensors, seed=seed
+    )
+
+
+def _candidate(
+    result: Any, i: int, latency: float | None = None, speedup: Interval | None = None
+) -> Candidate:
+    if i < 0:
+        return Candidate(-1, {}, 1.0, 1.0, latency, None)
+    s = result.pareto[i]
+    return Candidate(
+        i,
+        dict(Counter(s.rules)),
+        result.input_cost["latency"] / s.cost["latency"],
+        s.cost["peak_memory"] / max(result.input_cost["peak_memory"], 1.0),
+        latency,
+        speedup,
+    )
+
+
+def _time(fns: dict[int, Any], device: Any, repeats: int, seed: int) -> dict[int, Any]:
+    from rewrite.measure.timing import time_callables
+
+    named = time_callables({str(k): f for k, f in fns.items()}, device, repeats=repeats, seed=seed)
+    return {int(k): m for k, m in named.items()}
+
+
+def _report(
+    chosen: int,
+    reason: str,
+    rows: list[Candidate],
+    result: Any,
+    device: Any,
+    profile: Any,
+    seconds: dict[str, float],
+) -> OptimizeReport:
+    import torch
+
+    row = next(c for c in rows if c.index == chosen)
+    logger.info("optimize_module: %s", reason)
+    return OptimizeReport(
+        chosen=chosen,
+        reason=reason,
+        predicted_speedup=row.predicted_speedup,
+        measured_speedup=row.speedup if chosen >= 0 else None,
+        rules=row.rules,
+        candidates=tuple(rows),
+        device=str(device),
+        profile=str(getattr(profile, "name", profile)),
+        threads=torch.get_num_threads(),
+        seconds=seconds,
+        search=result,
+    )

@@ -1,0 +1,272 @@
+"""rewrite.pytorch: graphs back as PyTorch modules, optimize_module and the torch.compile backend.
+
+Small shapes on the CPU; Inductor only where the test is about it (it compiles C++)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import rewrite
+from rewrite import (
+    GraphBuilder,
+    ModuleError,
+    ModuleMismatchError,
+    from_torch,
+    search,
+    to_module,
+    zoo,
+)
+from rewrite.pytorch import dynamo, kernels
+from tests.rewrite.test_measure import ZOO, _one_op
+from tests.rewrite.test_ops import CASES
+
+
+class GeluMLP(torch.nn.Module):
+    """A linear layer and GPT-2's tanh-approximated GELU written out (fuse_gelu_tanh applies)."""
+
+    def __init__(self, d: int = 16) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(d, 4 * d)
+        self.proj = torch.nn.Linear(4 * d, d)
+        self.norm = torch.nn.LayerNorm(d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(self.norm(x))
+        h = 0.5 * h * (1.0 + torch.tanh(0.7978845608028654 * (h + 0.044715 * torch.pow(h, 3.0))))
+        return self.proj(h) + x
+
+
+def _mlp() -> tuple[GeluMLP, torch.Tensor]:
+    torch.manual_seed(0)
+    return GeluMLP().eval(), torch.randn(2, 8, 16)
+
+
+# ---------------------------------------------------------------- to_module
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_every_op_emits_a_module_matching_the_reference(case: tuple) -> None:
+    g, arrays = _one_op(case)
+    gm = to_module(g, {}, inputs=[torch.from_numpy(a) for a in arrays])
+    outs = gm(*[torch.from_numpy(a) for a in arrays])
+    ref = rewrite.evaluate(g, arrays)
+    for o, r in zip(outs, ref):
+        np.testing.assert_allclose(o.double().numpy(), r.astype(np.float64), rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("name", ZOO)
+def test_zoo_modules_share_weights_and_keep_the_output_structure(name: str) -> None:
+    m = zoo.model(name)
+    g = m.to_graph()
+    gm = to_module(g)  # the module from_torch recorded; checked against it before returning
+    out, ref = gm(*m.args), m.module(*m.args, **m.kwargs)
+    assert type(out) is type(ref)
+    original = dict(m.module.named_parameters(remove_duplicate=False))
+    for key, p in gm.named_parameters():
+        assert original[key] is p  # shared, not copied, under the state_dict name
+    assert set(gm.state_dict()) <= set(m.module.state_dict())
+
+
+def test_search_result_module_folds_weight_only_subgraphs() -> None:
+    class QKV(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.q, self.k = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.tanh(self.q(x)) + self.k(x)
+
+    torch.manual_seed(0)
+    model, x = QKV().eval(), torch.randn(4, 8)
+    g = from_torch(model, (x,))
+    rule = rewrite.default_registry()["merge_parallel_linear"]
+    merged = rule.apply(g, rule.matches(g)[0])
+    gm = to_module(merged, origin=g)
+    folded = [n for n, _ in gm.named_buffers() if n.startswith("_folded")]
+    assert folded and not any(n.startswith("_folded") for n in gm.state_dict())  # non-persistent
+    assert "torch.cat" not in gm.code  # the weight concatenation ran once, at build time
+    torch.testing.assert_close(gm(x), model(x))
+    unfolded = to_module(merged, origin=g, fold=False)
+    assert "torch.cat" in unfolded.code
+    torch.testing.assert_close(unfolded(x), model(x))
+
+
+def test_a_wrong_kernel_is_named_in_the_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
+    model, x = _mlp()
+    g = from_torch(model, (x,))
+    table = kernels._table()
+    monkeypatch.setitem(table, "tanh", lambda a, at, s: kernels.TorchCall(torch.sigmoid, tuple(a)))
+    with pytest.raises(ModuleMismatchError) as e:
+        to_module(g)
+    assert e.value.node is not None and "(tanh)" in e.value.node
+    assert "max abs difference" in str(e.value) and "rewrite.pytorch.kernels" in str(e.value)
+
+
+def test_a_graph_that_differs_from_the_module_is_refused() -> None:
+    model, x = _mlp()
+    g = from_torch(model, (x,))
+    other, _ = _mlp()
+    with torch.no_grad():
+        other.proj.bias.add_(1.0)  # same names and shapes, different weights: outputs differ
+    gm = to_module(g, dict(other.named_parameters()), check=False)
+    with pytest.raises(ModuleMismatchError) as e:
+        rewrite.pytorch.check_module(
+            gm, g, rewrite.pytorch.TorchSource.of(model), dict(other.named_parameters())
+        )
+    assert e.value.node is None and "Every node agrees" in str(e.value)
+
+
+def test_bad_weights_are_clear_errors() -> None:
+    model, x = _mlp()
+    g = from_torch(model, (x,))
+    with pytest.raises(ModuleError, match=r"did you mean 'fc\.weigth'"):
+        to_module(
+            g, {k.replace("fc.weight", "fc.weigth"): v for k, v in model.state_dict().items()}
+        )
+    with pytest.raises(ModuleError, match="'meta' device"):
+        to_module(g, {k: v.to("meta") for k, v in model.state_dict().items()})
+    with pytest.raises(ModuleError, match="float32 tensor of shape"):
+        to_module(g, {k: v.double() for k, v in model.state_dict().items()})
+    with pytest.raises(ModuleError, match="not imported by rewrite.from_torch"):
+        to_module(rewrite.from_json(rewrite.to_json(g)))
+
+
+def test_opaque_nodes_cannot_become_modules() -> None:
+    b = GraphBuilder("opaque")
+    x = b.input("x", (4,))
+    y = b.add_node("opaque", [x], target="aten.cumsum.default", out_types=(((4,), "float32"),))
+    with pytest.raises(ModuleError, match="opaque op 'aten.cumsum.default'"):
+        to_module(b.build([y.out(0)]), {})
+
+
+def test_the_module_exports_and_loads_without_rewrite(tmp_path) -> None:  # noqa: ANN001
+    model, x = _mlp()
+    res = search(from_torch(model, (x,)), config={"max_steps": 60, "seed": 0}, device="cpu")
+    gm = res.module(0)
+    path = tmp_path / "model.pt2"
+    torch.export.save(torch.export.export(gm, (x,)), str(path))
+    torch.save({"x": x, "y": model(x).detach()}, tmp_path / "io.pt")
+    script = textwrap.dedent(
+        f"""
+        import sys, torch
+        ep = torch.export.load({str(path)!r})
+        io = torch.load({str(tmp_path / "io.pt")!r})
+        torch.testing.assert_close(ep.module()(io["x"]), io["y"])
+        assert not any(m == "rewrite" or m.startswith("rewrite.") for m in sys.modules)
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, cwd=tmp_path)
+
+
+# ---------------------------------------------------------------- optimize_module
+def test_optimize_module_reports_and_chooses_by_prediction_without_measuring() -> None:
+    model, x = _mlp()
+    opt, report = rewrite.optimize_module(model, (x,), config={"max_steps": 80}, measure=False)
+    assert report.chosen >= 0 and report.predicted_speedup > 1.0
+    assert report.rules and report.profile == "cpu+eager"
+    torch.testing.assert_close(opt(x), model(x))
+    assert "not measured" in str(report)
+
+
+def test_optimize_module_measures_and_keeps_the_original_when_not_faster() -> None:
+    model, x = _mlp()
+    opt, report = rewrite.optimize_module(model, (x,), config={"max_steps": 80}, repeats=5)
+    assert [c.index for c in report.candidates][0] == -1
+    assert all(c.speedup is not None for c in report.candidates[1:])
+    if report.chosen < 0:
+        assert opt is model and "Kept the original" in report.reason
+    else:
+        assert report.measured_speedup.low > 1.0
+        torch.testing.assert_close(opt(x), model(x))
+    assert report.to_dict()["device"] == "cpu"
+
+
+def test_optimize_module_refuses_bad_input() -> None:
+    with pytest.raises(ModuleError, match="needs a torch.nn.Module"):
+        rewrite.optimize_module(lambda x: x, (torch.ones(1),))
+    model, x = _mlp()
+    with pytest.raises(ModuleError, match="candidates must be an int"):
+        rewrite.optimize_module(model, (x,), candidates=0)
+
+
+# ---------------------------------------------------------------- the torch.compile backend
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN001, ANN201
+    monkeypatch.setenv("REWRITE_CACHE_DIR", str(tmp_path))
+    dynamo.history.clear()
+    torch._dynamo.reset()
+    yield tmp_path
+    torch._dynamo.reset()
+
+
+def _eager_backend() -> object:
+    """The backend without Inductor (fast) and choosing by prediction (deterministic)."""
+    return rewrite.backend(config={"max_steps": 80}, inductor=False, measure=False)
+
+
+def test_backend_rewrites_and_caches_its_choice(cache_dir) -> None:  # noqa: ANN001
+    model, x = _mlp()
+    with torch.no_grad():
+        out = torch.compile(model, backend=_eager_backend())(x)
+        torch.testing.assert_close(out, model(x))
+        torch._dynamo.reset()
+        torch.compile(model, backend=_eager_backend())(x)
+    first, second = dynamo.history
+    assert first.rewritten and not first.cached and "fuse_gelu_tanh" in first.rules
+    assert second.rewritten and second.cached and second.rules == first.rules
+    assert list((cache_dir / "compile").glob("*.json"))
+
+
+def test_backend_falls_back_with_a_reason(cache_dir, caplog: pytest.LogCaptureFixture) -> None:  # noqa: ANN001
+    model, x = _mlp()
+    out = torch.compile(model, backend=_eager_backend())(x)  # grad enabled: a training graph
+    torch.testing.assert_close(out, model(x))
+    torch._dynamo.reset()
+
+    class Cumsum(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.cumsum(x, 0) * 2.0
+
+    with torch.no_grad():
+        torch.compile(Cumsum(), backend=_eager_backend())(x)
+        torch._dynamo.reset()
+        torch.compile(model, backend=_eager_backend(), dynamic=True)(x)
+    reasons = [r.reason for r in dynamo.history]
+    assert not any(r.rewritten for r in dynamo.history)
+    assert "needs gradients" in reasons[0]
+    assert "ops the IR does not know" in reasons[1]
+    assert "dynamic shapes" in reasons[2]
+    assert sum("compiled by Inductor unchanged" in m for m in caplog.messages) == 3
+
+
+def test_backend_notices_weights_changed_after_compiling(cache_dir) -> None:  # noqa: ANN001
+    model, x = _mlp()
+    with torch.no_grad():
+        compiled = torch.compile(model, backend=_eager_backend())
+        compiled(x)
+        model.fc.weight.mul_(2.0)  # in place: same tensor, new values
+        with warnings.catch_warnings():
+            torch.testing.assert_close(compiled(x), model(x))
+
+
+def test_backend_is_registered_under_its_name() -> None:
+    from torch._dynamo import list_backends, lookup_backend
+
+    assert "rewrite" in list_backends(exclude_tags=())
+    assert lookup_backend("rewrite") is dynamo.rewrite_backend
+
+
+def test_backend_with_inductor_measures_its_runners(cache_dir) -> None:  # noqa: ANN001
+    model, x = _mlp()
+    with torch.no_grad():
+        compiled = torch.compile(model, backend=rewrite.backend(config={"max_steps": 40}))
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    record = dynamo.history[-1]
+    assert set(record.measured) == {"inductor", "rewritten+inductor", "rewritten eager"}
+    assert record.runner in record.measured
+    assert record.rewritten == (record.runner != "inductor")
