@@ -7,7 +7,8 @@ batch 1, float32, on the CPU. For each, one run, every arm timed interleaved (ro
 machine's drift falls on all arms alike):
 
 * ``eager``: the original module;
-* ``compile``: ``torch.compile(module)`` (Inductor, default options): the baseline;
+* ``compile``: ``torch.compile(module)`` (Inductor, default options): the baseline (Inductor's
+  on-disk graph cache is off, so every arm's compile seconds are a first compilation's);
 * ``optimize``: ``rewrite.optimize_module(module, ...)`` run eagerly (the original itself when no
   rewritten graph measured faster);
 * ``backend``: ``torch.compile(module, backend=rewrite.backend(...))``: the verified search on the
@@ -155,7 +156,7 @@ def run_model(name: str, repeats: int, priors: str | None) -> dict[str, Any]:
             opt, report = rewrite.optimize_module(model, args, kwargs, priors=pri, seed=SEED)
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         fns[f"optimize{tag}"] = (
-            (lambda: model(*args, **kwargs)) if opt is model else (lambda o=opt: o(*tensors))
+            (lambda: model(*args, **kwargs)) if opt is model else (lambda o=opt, t=tensors: o(*t))
         )
         info[f"optimize{tag}"] = {
             "total_s": time.perf_counter() - t0,
@@ -213,13 +214,15 @@ def _rules(arm: dict[str, Any]) -> str:
 def _runner(arm: dict[str, Any]) -> str:
     graphs = arm.get("graphs")
     if graphs is None:
-        return "original" if arm.get("chosen", 0) < 0 else "rewritten"
+        if "chosen" not in arm:
+            return "-"
+        return "original" if arm["chosen"] < 0 else "rewritten"
     return "; ".join(g["runner"] for g in graphs) or "-"
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
     """One line per model and arm: latency, speedup over torch.compile, seconds, rules."""
-    print(f"| model | arm | median ms | vs compile (95% CI) | compile/search s | runs as | rules |")
+    print("| model | arm | median ms | vs compile (95% CI) | compile/search s | runs as | rules |")
     print("|---|---|---|---|---|---|---|")
     for row in rows:
         for arm, a in row["arms"].items():
@@ -248,6 +251,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.priors is not None and not os.path.exists(args.priors):
         parser.error(f"--priors {args.priors!r} does not exist; run `make run` to write one")
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    # every compilation cold, as a user's first: Inductor's on-disk cache would serve the
+    # backend's compilation of the captured graph from the compile arm's
+    torch._inductor.config.fx_graph_cache = False
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     machine = machine_info()
     results: list[dict[str, Any]] = []

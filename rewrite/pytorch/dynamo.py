@@ -122,7 +122,8 @@ def backend(
 
     Args:
         priors: Rule priors of the search (a `RulePriors`, a dict, a priors file path, None).
-        config: A dict of `SearchConfig` knobs (e.g. ``{"max_steps": 300}``).
+        config: A dict of `SearchConfig` knobs (e.g. ``{"max_steps": 300}``; the step budget
+            defaults to `rewrite.pytorch.optimize.DEPLOY_STEPS`).
         profile: The cost-model device profile (None: `rewrite.pytorch.default_profile` of the
             device the graph's tensors are on).
         time_budget: Seconds the search may take per captured graph (its ``time_budget``).
@@ -496,10 +497,10 @@ class _Choice:
 def _choose(graph: Any, opts: BackendOptions, profile: Any) -> _Choice:
     """The search's choice for ``graph`` on ``profile`` (from the disk cache when there)."""
     from rewrite.optimize import search
-    from rewrite.pytorch.optimize import _shortlist
+    from rewrite.pytorch.optimize import _shortlist, deploy_config
     from rewrite.serialize import from_json, to_json, write_text_atomic
 
-    config = {"time_budget": opts.time_budget, **dict(opts.config or {})}
+    config = {"time_budget": opts.time_budget, **deploy_config(opts.config)}
     path = _cache_dir() / f"{_cache_key(graph, opts, profile, config)}.json"
     if opts.cache and path.exists():
         try:

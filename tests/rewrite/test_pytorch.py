@@ -72,6 +72,41 @@ def test_zoo_modules_share_weights_and_keep_the_output_structure(name: str) -> N
     assert set(gm.state_dict()) <= set(m.module.state_dict())
 
 
+def _hf(arch: str) -> tuple[torch.nn.Module, torch.Tensor]:
+    import transformers
+
+    small = {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "vocab_size": 1000,
+    }
+    config, model = {
+        "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+        "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
+        "gpt_neox": (transformers.GPTNeoXConfig, transformers.GPTNeoXForCausalLM),
+    }[arch]
+    kv = {} if arch == "gpt_neox" else {"num_key_value_heads": 2}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        m = model(config(**small, **kv)).eval()
+    return m, torch.randint(0, 1000, (1, 16), generator=torch.Generator().manual_seed(0))
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "mistral", "gpt_neox"])
+def test_hugging_face_models_outside_the_zoo_come_back_as_modules(arch: str) -> None:
+    model, ids = _hf(arch)
+    g = from_torch(model, (ids,), {"use_cache": False})
+    res = search(g, config={"max_steps": 120, "seed": 0}, device="cpu")
+    assert res.pareto and all(n.op != "opaque" for n in g)
+    for i in range(min(len(res.pareto), 3)):  # each checked against the model when built
+        gm = res.module(i)
+        torch.testing.assert_close(
+            gm(ids).logits, model(ids, use_cache=False).logits, rtol=1e-4, atol=1e-4
+        )
+
+
 def test_search_result_module_folds_weight_only_subgraphs() -> None:
     class QKV(torch.nn.Module):
         def __init__(self) -> None:
