@@ -44,7 +44,7 @@ def calibration() -> Calibration:
 def test_calibration_measures_the_defaults(calibration: Calibration) -> None:
     base = calibration.baselines["gpt2"]
     assert base.hv_input < base.hv_final and base.effort > 0
-    assert set(calibration.default) == set(OBJECTIVES) - {MEASURED} and calibration.seeds == (0, 1)
+    assert set(calibration.default) == set(OBJECTIVES) - {MEASURED, COMPILED} and calibration.seeds == (0, 1)
     assert all(len(v) == 2 for v in calibration.default.values())
     assert all(sd >= 0 for sd in calibration.noise.values())
     assert sum(calibration.evidence.fired.values()) > 0 < sum(calibration.evidence.used.values())
@@ -83,9 +83,9 @@ def test_family_space_is_small_and_its_default_is_the_search_default(
 def test_a_trial_reports_means_errors_and_its_fidelity(calibration: Calibration) -> None:
     space = rewrite_space(GPT2, **SMALL, calibration=calibration)
     out = evaluate_rewrite(space.default())
-    for name in set(OBJECTIVES) - {MEASURED}:
+    for name in set(OBJECTIVES) - {MEASURED, COMPILED}:
         assert f"{name}.sem" in out and out[f"{name}.sem"] >= 0
-    assert MEASURED not in out  # nothing was timed
+    assert MEASURED not in out and COMPILED not in out  # nothing was timed
     assert out["fidelity.seeds"] == 2 and out["steps"] == 40  # metrics are per seed
     # the defaults on the calibration seeds score what the calibration measured
     assert out["anytime_hv"] == pytest.approx(sum(calibration.default["anytime_hv"]) / 2)
