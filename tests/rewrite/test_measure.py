@@ -268,7 +268,9 @@ def test_bfloat16_graphs_run_in_bfloat16() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("device", DEVICES)
-def test_measuring_compiled_graphs_runs_them_through_inductor(zoo_gpt2: rewrite.Graph, device: str) -> None:
+def test_measuring_compiled_graphs_runs_them_through_inductor(
+    zoo_gpt2: rewrite.Graph, device: str
+) -> None:
     res = rewrite.search(zoo_gpt2, {"max_steps": 150, "seed": 0}, device="cpu")
     g = next(s.graph for s in res.pareto if any(n.op == "fused" for n in s.graph))
     m = measure(g, device, repeats=2, warmup=1, compile=True)

@@ -44,7 +44,10 @@ def calibration() -> Calibration:
 def test_calibration_measures_the_defaults(calibration: Calibration) -> None:
     base = calibration.baselines["gpt2"]
     assert base.hv_input < base.hv_final and base.effort > 0
-    assert set(calibration.default) == set(OBJECTIVES) - {MEASURED, COMPILED} and calibration.seeds == (0, 1)
+    assert set(calibration.default) == set(OBJECTIVES) - {
+        MEASURED,
+        COMPILED,
+    } and calibration.seeds == (0, 1)
     assert all(len(v) == 2 for v in calibration.default.values())
     assert all(sd >= 0 for sd in calibration.noise.values())
     assert sum(calibration.evidence.fired.values()) > 0 < sum(calibration.evidence.used.values())
