@@ -19,7 +19,12 @@ Contract:
 - A stored row whose JSON does not parse raises `StorageCorruptError` naming the study, the trial
   and the column; nothing is changed.
 - ``trials.seconds`` (the worker-measured evaluation time) is a nullable column added on open to
-  databases written before it existed; older readers ignore it, so ``format_version`` stays 1.
+  databases written before it existed; older readers ignore it, so ``format_version`` stayed 1.
+- Format version 2 adds ``trials.position`` and the ``reservations`` table: a driving process
+  reserves proposal positions in its allocation transaction (`reserve`), proposes outside any
+  transaction, and fills them in as trials in a second one (`add_trial` with ``position``, then
+  `release`). Reservations count against the budget; stale ones (their process died) are
+  deleted by `reap_reservations`. A version-1 database is migrated on open.
 
 A `Storage` object may be used from one thread at a time; several processes (on one host for
 SQLite, anywhere for PostgreSQL) may share one database.
@@ -54,7 +59,7 @@ from studies.errors import (
     StorageNotFoundError,
     StudyNotFoundError,
 )
-from studies.records import StudyRecord, TrialRecord
+from studies.records import Reservation, StudyRecord, TrialRecord
 from studies.schema import dumps
 
 __all__ = ["DEFAULT_STORAGE", "Storage"]
@@ -62,6 +67,7 @@ __all__ = ["DEFAULT_STORAGE", "Storage"]
 DEFAULT_STORAGE = "sqlite:///study.db"
 _S = schema.studies
 _T = schema.trials
+_R = schema.reservations
 
 
 class Storage:
@@ -101,12 +107,14 @@ class Storage:
       not see the caller's uncommitted changes.
     - Methods whose first argument is ``conn`` are steps of the caller's transaction (a `write`;
       `lock_study` first when trials are allocated, as `Study` does): `lock_study`,
-      `count_trials`, `add_trial`, `claim_waiting`, `reap_stale`. They never connect, commit or
+      `count_trials`, `count_used`, `add_trial`, `claim_waiting`, `reap_stale`, `reserve`,
+      `release`, `reap_reservations`. They never connect, commit or
       roll back; the caller's ``with storage.write() as conn:`` commits them together, and leaving
       it turns driver errors into `StorageError`s.
     - An optional ``conn`` comes last: given, the method reads inside that transaction (seeing
       its uncommitted changes); omitted, it opens a `read` of its own (`_reading`). Public:
-      ``trials(study_id, conn=None)``; private: `_decoding`, `_study_name`.
+      ``trials(study_id, conn=None)``, ``reservations(study_id, conn=None)``; private:
+      `_decoding`, `_study_name`.
     """
 
     def __init__(
@@ -295,8 +303,12 @@ class Storage:
         worker: str | None = None,
         heartbeat: bool = True,
         retry_of: int | None = None,
+        position: int | None = None,
     ) -> TrialRecord:
-        """Insert a trial with the next number, inside the caller's write transaction."""
+        """Insert a trial with the next number, inside the caller's write transaction.
+
+        ``position`` is the proposal position its config was proposed at (`reserve`), ``None``
+        for a re-queued copy or a config not proposed by the tuner."""
         now = self.clock()
         number = conn.execute(
             select(func.coalesce(func.max(_T.c.number) + 1, 0)).where(_T.c.study_id == study_id)
@@ -316,6 +328,7 @@ class Storage:
             "heartbeat": now if running and heartbeat else None,
             "worker": worker if running else None,
             "retry_of": retry_of,
+            "position": position,
         }
         conn.execute(_T.insert().values(**row))
         return trial_record({**row, "values": None})
@@ -328,6 +341,98 @@ class Storage:
                 select(func.count()).select_from(_T).where(_T.c.study_id == study_id)
             ).scalar_one()
         )
+
+    def count_used(self, conn: Connection, study_id: int) -> int:
+        """Trials counted against the budget (`studies.views.used`: re-queued copies replace
+        their stale originals), inside the caller's transaction."""
+        retries = func.count(_T.c.retry_of)  # counts the non-NULL ones
+        row = conn.execute(
+            select(func.count(), retries).select_from(_T).where(_T.c.study_id == study_id)
+        ).one()
+        return int(row[0]) - int(row[1])
+
+    # ------------------------------------------------------------------ reservations
+    def reservations(self, study_id: int, conn: Connection | None = None) -> list[Reservation]:
+        """The study's live reservations in position order, read inside the caller's
+        transaction ``conn`` if given, else in a read transaction of its own."""
+        query = select(_R).where(_R.c.study_id == study_id).order_by(_R.c.position)
+        with self._reading(conn) as c:
+            return [
+                Reservation(int(r.position), str(r.worker), float(r.created), float(r.heartbeat))
+                for r in c.execute(query)
+            ]
+
+    def reserve(self, conn: Connection, study_id: int, worker: str, k: int) -> list[int]:
+        """Reserve ``k`` consecutive proposal positions for ``worker``, inside the caller's write
+        transaction (the study locked); returns them.
+
+        The first is the trial count, unless a stored trial or a live reservation already has a
+        position at or past it (several processes proposing at once): then the one after the
+        highest, so no two proposals of a study share a position. A process proposing alone
+        always gets the trial count, the position a tuner rebuilt from the trials would use.
+        """
+        if k <= 0:
+            return []
+        tops = [
+            conn.execute(select(func.max(t.c.position)).where(t.c.study_id == study_id)).scalar()
+            for t in (_T, _R)
+        ]
+        start = max(
+            [self.count_trials(conn, study_id)] + [int(v) + 1 for v in tops if v is not None]
+        )
+        now = self.clock()
+        rows = [
+            {
+                "study_id": study_id,
+                "position": p,
+                "worker": worker,
+                "created": now,
+                "heartbeat": now,
+            }
+            for p in range(start, start + k)
+        ]
+        conn.execute(_R.insert(), rows)
+        return list(range(start, start + k))
+
+    def release(
+        self, conn: Connection, study_id: int, worker: str, positions: Sequence[int] | None = None
+    ) -> int:
+        """Delete ``worker``'s reservations (only ``positions``, if given) inside the caller's
+        write transaction; returns how many there were."""
+        cond = [_R.c.study_id == study_id, _R.c.worker == worker]
+        if positions is not None:
+            cond.append(_R.c.position.in_(list(positions)))
+        return int(conn.execute(_R.delete().where(*cond)).rowcount)
+
+    def reap_reservations(
+        self,
+        conn: Connection,
+        study_id: int,
+        grace_period: float,
+        is_dead: Callable[[str], bool] = lambda worker: False,
+        alive: str | None = None,
+    ) -> list[Reservation]:
+        """Delete reservations whose heartbeat is older than ``grace_period`` seconds (or whose
+        worker ``is_dead``): their process died while proposing, and nothing of the proposal
+        was stored, so the position and the budget they held are simply freed.
+
+        Reservations of the worker ``alive`` (the caller) are refreshed instead. Runs inside the
+        caller's write transaction; returns the reservations deleted."""
+        now = self.clock()
+        if alive is not None:
+            conn.execute(
+                update(_R)
+                .where(_R.c.study_id == study_id, _R.c.worker == alive)
+                .values(heartbeat=now)
+            )
+        stale = [
+            r
+            for r in self.reservations(study_id, conn)
+            if r.worker != alive and (now - r.heartbeat > grace_period or is_dead(r.worker))
+        ]
+        for r in stale:
+            conn.execute(_R.delete().where(_R.c.study_id == study_id, _R.c.position == r.position))
+        return stale
 
     def lock_study(self, conn: Connection, study_id: int) -> None:
         """Serialize trial allocation for one study inside the caller's write transaction (row
