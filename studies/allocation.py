@@ -43,10 +43,14 @@ if TYPE_CHECKING:
     from studies.settings import StudySettings
     from studies.storage import Storage
 
-__all__ = ["Propose", "allocate", "fill", "reap"]
+__all__ = ["CLAIM_ATTEMPTS", "Propose", "allocate", "fill", "reap"]
 
 # the log lines of allocation are the study's, under the logger they always had
 logger = logging.getLogger("studies.study")
+
+#: Claims retried per `allocate` call while other processes keep re-queueing trials between the
+#: claim and the snapshot (each retry claims them; no proposal is made in between).
+CLAIM_ATTEMPTS = 8
 
 
 class Propose(Protocol):
@@ -72,38 +76,46 @@ def allocate(
     """Hand ``worker`` up to ``k`` RUNNING trials of study ``study_id`` (see `Study.allocate`
     and the module docstring)."""
     out: list[TrialRecord] = []
-    with storage.write() as conn:
-        storage.lock_study(conn, study_id)
-        reap(storage, conn, study_id, settings, alive=worker)
-        storage.release(conn, study_id, worker)  # left over by a failed release: not in flight
-        while len(out) < k:
-            claimed = storage.claim_waiting(conn, study_id, worker, heartbeat)
-            if claimed is None:
-                break
-            out.append(claimed)
-        room = k - len(out)
-        if budget is not None and room > 0:
-            held = len(storage.reservations(study_id, conn))
-            room = min(room, budget - storage.count_used(conn, study_id) - held)
-        if room <= 0:
-            return out
-        positions = storage.reserve(conn, study_id, worker, room)
-    try:
-        with storage.read() as conn:  # one snapshot: the trials and the reservations agree
-            trials = storage.trials(study_id, conn)
-            reserved = [r.position for r in storage.reservations(study_id, conn)]
-        others = [p for p in reserved if p not in positions]
-        proposed = propose(trials, len(positions), positions[0], others)
+    for _attempt in range(CLAIM_ATTEMPTS):
         with storage.write() as conn:
             storage.lock_study(conn, study_id)
-            out += fill(
-                storage, conn, study_id, trials, proposed, positions, worker, budget, heartbeat
-            )
-    except BaseException:
-        # best effort: a stale reservation is reaped anyway
-        with contextlib.suppress(Exception), storage.write() as conn:
-            storage.release(conn, study_id, worker, positions)
-        raise
+            reap(storage, conn, study_id, settings, alive=worker)
+            storage.release(conn, study_id, worker)  # left by a failed release: not in flight
+            while len(out) < k:
+                claimed = storage.claim_waiting(conn, study_id, worker, heartbeat)
+                if claimed is None:
+                    break
+                out.append(claimed)
+            room = k - len(out)
+            if budget is not None and room > 0:
+                held = len(storage.reservations(study_id, conn))
+                room = min(room, budget - storage.count_used(conn, study_id) - held)
+            if room <= 0:
+                return out
+            positions = storage.reserve(conn, study_id, worker, room)
+        try:
+            with storage.read() as conn:  # one snapshot: the trials and the reservations agree
+                trials = storage.trials(study_id, conn)
+                reserved = [r.position for r in storage.reservations(study_id, conn)]
+            if any(t.state == "WAITING" for t in trials):
+                # re-queued since the claim: claim it first (a tuner hands WAITING trials out
+                # before proposing, and its config must not be inserted a second time)
+                with storage.write() as conn:
+                    storage.release(conn, study_id, worker, positions)
+                continue
+            others = [p for p in reserved if p not in positions]
+            proposed = propose(trials, len(positions), positions[0], others)
+            with storage.write() as conn:
+                storage.lock_study(conn, study_id)
+                out += fill(
+                    storage, conn, study_id, trials, proposed, positions, worker, budget, heartbeat
+                )
+        except BaseException:
+            # best effort: a stale reservation is reaped anyway
+            with contextlib.suppress(Exception), storage.write() as conn:
+                storage.release(conn, study_id, worker, positions)
+            raise
+        return out
     return out
 
 

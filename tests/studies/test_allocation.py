@@ -216,3 +216,27 @@ def test_sigkill_while_proposing_loses_nothing(sqlite_url: str) -> None:
     assert all(t.state == "COMPLETE" for t in trials)
     assert study.storage.reservations(study.id) == []
     assert study.storage.integrity_check() == "ok"
+
+
+def test_a_trial_requeued_while_reserving_is_claimed_not_proposed_again(
+    storage_url: str,
+) -> None:
+    """A trial re-queued between the claim and the snapshot is claimed on a second pass: a tuner
+    would hand its config out again as a new trial."""
+    a, b = _study(storage_url), _study(storage_url)
+    (held,) = b.allocate("b:1:x", 1, None)
+    store = a.storage
+    read = store.read
+    calls: list[int] = []
+
+    def requeue_first() -> Any:
+        if not calls:
+            calls.append(1)
+            store.requeue(a.id, [held.number], "b:1:x", "Interrupted: b stopped; re-queued.")
+        return read()
+
+    store.read = requeue_first  # type: ignore[method-assign]
+    got = a.allocate("a:1:x", 1, None)
+    assert [t.retry_of for t in got] == [held.number] and got[0].config == held.config
+    assert [t.state for t in a.trials] == ["FAILED", "RUNNING"]
+    assert store.reservations(a.id) == []
