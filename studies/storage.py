@@ -32,8 +32,8 @@ SQLite, anywhere for PostgreSQL) may share one database.
 `Storage` (here) holds the transactions, the study and the trial operations; the private modules
 around it hold the rest: `studies._sqlengine` (URL parsing, engines, SQLite pragmas and WAL, driver
 error translation), `studies._migrations` (schema creation, version check, migrations),
-`studies._rows` (rows to records, damaged JSON) and `studies._conflicts` (the study-definition
-conflict check).
+`studies._rows` (rows to records, damaged JSON), `studies._conflicts` (the study-definition
+conflict check) and `studies._reservations` (proposal reservations).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from typing import Any
 from sqlalchemy import Connection, func, select, text, update
 from sqlalchemy.exc import DBAPIError
 
-from studies import schema
+from studies import _reservations, schema
 from studies._conflicts import check_same
 from studies._migrations import prepare_schema
 from studies._rows import Damaged, decode, study_record, trial_record
@@ -67,7 +67,6 @@ __all__ = ["DEFAULT_STORAGE", "Storage"]
 DEFAULT_STORAGE = "sqlite:///study.db"
 _S = schema.studies
 _T = schema.trials
-_R = schema.reservations
 
 
 class Storage:
@@ -355,12 +354,8 @@ class Storage:
     def reservations(self, study_id: int, conn: Connection | None = None) -> list[Reservation]:
         """The study's live reservations in position order, read inside the caller's
         transaction ``conn`` if given, else in a read transaction of its own."""
-        query = select(_R).where(_R.c.study_id == study_id).order_by(_R.c.position)
         with self._reading(conn) as c:
-            return [
-                Reservation(int(r.position), str(r.worker), float(r.created), float(r.heartbeat))
-                for r in c.execute(query)
-            ]
+            return _reservations.reservations(c, study_id)
 
     def reserve(self, conn: Connection, study_id: int, worker: str, k: int) -> list[int]:
         """Reserve ``k`` consecutive proposal positions for ``worker``, inside the caller's write
@@ -371,38 +366,15 @@ class Storage:
         highest, so no two proposals of a study share a position. A process proposing alone
         always gets the trial count, the position a tuner rebuilt from the trials would use.
         """
-        if k <= 0:
-            return []
-        tops = [
-            conn.execute(select(func.max(t.c.position)).where(t.c.study_id == study_id)).scalar()
-            for t in (_T, _R)
-        ]
-        start = max(
-            [self.count_trials(conn, study_id)] + [int(v) + 1 for v in tops if v is not None]
-        )
-        now = self.clock()
-        rows = [
-            {
-                "study_id": study_id,
-                "position": p,
-                "worker": worker,
-                "created": now,
-                "heartbeat": now,
-            }
-            for p in range(start, start + k)
-        ]
-        conn.execute(_R.insert(), rows)
-        return list(range(start, start + k))
+        n = self.count_trials(conn, study_id)
+        return _reservations.reserve(conn, study_id, worker, k, n, self.clock())
 
     def release(
         self, conn: Connection, study_id: int, worker: str, positions: Sequence[int] | None = None
     ) -> int:
         """Delete ``worker``'s reservations (only ``positions``, if given) inside the caller's
         write transaction; returns how many there were."""
-        cond = [_R.c.study_id == study_id, _R.c.worker == worker]
-        if positions is not None:
-            cond.append(_R.c.position.in_(list(positions)))
-        return int(conn.execute(_R.delete().where(*cond)).rowcount)
+        return _reservations.release(conn, study_id, worker, positions)
 
     def reap_reservations(
         self,
@@ -418,21 +390,7 @@ class Storage:
 
         Reservations of the worker ``alive`` (the caller) are refreshed instead. Runs inside the
         caller's write transaction; returns the reservations deleted."""
-        now = self.clock()
-        if alive is not None:
-            conn.execute(
-                update(_R)
-                .where(_R.c.study_id == study_id, _R.c.worker == alive)
-                .values(heartbeat=now)
-            )
-        stale = [
-            r
-            for r in self.reservations(study_id, conn)
-            if r.worker != alive and (now - r.heartbeat > grace_period or is_dead(r.worker))
-        ]
-        for r in stale:
-            conn.execute(_R.delete().where(_R.c.study_id == study_id, _R.c.position == r.position))
-        return stale
+        return _reservations.reap(conn, study_id, grace_period, is_dead, alive, self.clock())
 
     def lock_study(self, conn: Connection, study_id: int) -> None:
         """Serialize trial allocation for one study inside the caller's write transaction (row
