@@ -49,6 +49,7 @@ from sqlalchemy.exc import DBAPIError
 
 from studies import _reservations, schema
 from studies._conflicts import check_same
+from studies._consistency import consistency_problems
 from studies._migrations import prepare_schema
 from studies._rows import Damaged, decode, study_record, trial_record
 from studies._sqlengine import make_engine, mask_url, precheck_sqlite, translate_error
@@ -559,11 +560,15 @@ class Storage:
             )
 
     def integrity_check(self) -> str:
-        """``"ok"`` if the database passes its integrity check (SQLite ``PRAGMA integrity_check``;
-        PostgreSQL: the connection works), else the problems found."""
+        """``"ok"`` if the database passes its integrity checks, else the problems found, one a
+        line: SQLite's ``PRAGMA integrity_check`` (pages, indexes), then on both backends the
+        logical consistency of the stored studies (`studies._consistency`: trial numbers without
+        gaps, known states, re-queued copies of FAILED trials, each re-queued once, no orphan
+        rows)."""
         with self.read() as conn:
-            if not self.is_sqlite:
-                conn.execute(text("SELECT 1"))
-                return "ok"
-            rows = conn.exec_driver_sql("PRAGMA integrity_check").scalars().all()
-            return "\n".join(str(r) for r in rows)
+            if self.is_sqlite:
+                rows = conn.exec_driver_sql("PRAGMA integrity_check").scalars().all()
+                if [str(r) for r in rows] != ["ok"]:
+                    return "\n".join(str(r) for r in rows)  # the rest would read damaged pages
+            problems = consistency_problems(conn)
+            return "\n".join(problems) if problems else "ok"

@@ -500,3 +500,29 @@ def test_golden_v2_database_loads_and_resumes(tmp_path) -> None:
     with study.storage.read() as conn:
         query = select(schema.trials.c.position).order_by(schema.trials.c.number)
         assert list(conn.execute(query).scalars()) == expected["positions"] + [6, 7]
+
+
+def test_integrity_check_finds_broken_invariants(storage_url: str) -> None:
+    """Both backends check what every write keeps: numbers without gaps, re-queued copies of
+    FAILED trials (each once), known states, COMPLETE trials with values."""
+    clock = FakeClock()
+    store = Storage(storage_url, clock=clock)
+    sid = store.create_study(_record()).id
+    with store.write() as conn:
+        for x in (0.1, 0.2, 0.3):
+            store.add_trial(conn, sid, {"x": x}, worker="gone")
+    store.finish_trial(sid, 1, state="COMPLETE", values={"f": 1.0})
+    clock.advance(5.0)
+    with store.write() as conn:
+        assert store.reap_stale(conn, sid, 1.0) == [0, 2]
+    assert store.integrity_check() == "ok"
+    T = schema.trials
+    with store.write() as conn:
+        conn.execute(update(T).where(T.c.number == 0).values(state="COMPLETE"))
+        conn.execute(update(T).where(T.c.number == 4).values(retry_of=3))
+        conn.execute(update(T).where(T.c.number == 2).values(number=9))
+    report = store.integrity_check()
+    assert "numbered 0..9, not 0..4" in report
+    assert "trial 0: state 'COMPLETE' without values" in report
+    assert "re-runs trial 0, which is COMPLETE" in report
+    assert "trial 4: re-runs trial 3, which is WAITING" in report
