@@ -79,7 +79,16 @@ def machine_info() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "python": sys.version.split()[0],
         "versions": versions,
+        "gpu": _gpu(),
     }
+
+
+def _gpu() -> str | None:
+    """The CUDA device's name and torch's CUDA version, when torch is loaded and sees one."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return None
+    return f"{torch.cuda.get_device_name()} (CUDA {torch.version.cuda}, torch {torch.__version__})"
 
 
 def write_results(

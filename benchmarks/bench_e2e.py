@@ -3,7 +3,7 @@
 Six models built from Hugging Face configs (random seeded weights, real tensors, nothing
 downloaded): GPT-2 124M at sequence 256, BERT-base at 128, a 2-layer Llama at width 2048 (the
 TinyLlama shape, sequence 256), ViT-B/16 at 224, ResNet-50 at 224, T5-small's encoder at 128;
-batch 1, float32, on the CPU. For each, one run, every arm timed interleaved (round robin, so the
+batch 1, float32, on the CPU (or ``--device cuda``). For each, one run, every arm timed interleaved (round robin, so the
 machine's drift falls on all arms alike):
 
 * ``eager``: the original module;
@@ -26,7 +26,8 @@ Targets (issue 34): the backend never slower than ``compile`` beyond noise on an
 1.05x faster (interval above 1) on three of the six on CPU.
 
 Usage: ``python -m benchmarks.bench_e2e [--models gpt2,resnet] [--threads 1,0] [--repeats 15]
-[--priors demo-priors.json]``.
+[--priors demo-priors.json] [--device cuda --threads 0]`` (on a GPU the thread count is the
+search's and the CPU side's; ``benchmarks/gpu_checks.sh`` runs it with the other GPU checks).
 """
 
 from __future__ import annotations
@@ -122,30 +123,34 @@ MODELS: dict[str, Callable[[], tuple[Any, tuple[Any, ...], dict[str, Any]]]] = {
 }
 
 
-def build(name: str) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
-    """The model ``name`` in eval mode with seeded weights, its inputs and keyword inputs."""
+def build(name: str, device: str = "cpu") -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    """The model ``name`` in eval mode with seeded weights on ``device``, its inputs (there too)
+    and keyword inputs."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(SEED)
         model, args, kwargs = MODELS[name]()
-    return model.eval(), args, kwargs
+    args = tuple(a.to(device) if isinstance(a, torch.Tensor) else a for a in args)
+    return model.eval().to(device), args, kwargs
 
 
-def _first_call(fn: Callable[[], Any]) -> float:
+def _first_call(fn: Callable[[], Any], device: str) -> float:
     t0 = time.perf_counter()
     with torch.no_grad():
         fn()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
     return time.perf_counter() - t0
 
 
-def run_model(name: str, repeats: int, priors: str | None) -> dict[str, Any]:
-    """Every arm of one model, timed interleaved; the row of the results file."""
-    model, args, kwargs = build(name)
+def run_model(name: str, repeats: int, priors: str | None, device: str = "cpu") -> dict[str, Any]:
+    """Every arm of one model on ``device``, timed interleaved; the row of the results file."""
+    model, args, kwargs = build(name, device)
     fns: dict[str, Callable[[], Any]] = {"eager": lambda: model(*args, **kwargs)}
     info: dict[str, dict[str, Any]] = {"eager": {}}
 
     torch._dynamo.reset()
     compiled = torch.compile(model)
-    info["compile"] = {"compile_s": _first_call(lambda: compiled(*args, **kwargs))}
+    info["compile"] = {"compile_s": _first_call(lambda: compiled(*args, **kwargs), device)}
     fns["compile"] = lambda: compiled(*args, **kwargs)
 
     for tag, pri in (("", None), ("_tuned", priors)):
@@ -155,9 +160,7 @@ def run_model(name: str, repeats: int, priors: str | None) -> dict[str, Any]:
         with torch.no_grad():
             opt, report = rewrite.optimize_module(model, args, kwargs, priors=pri, seed=SEED)
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        fns[f"optimize{tag}"] = (
-            (lambda: model(*args, **kwargs)) if opt is model else (lambda o=opt, t=tensors: o(*t))
-        )
+        fns[f"optimize{tag}"] = lambda o=opt, t=tensors: o(*t)
         info[f"optimize{tag}"] = {
             "total_s": time.perf_counter() - t0,
             "seconds": dict(report.seconds),
@@ -169,7 +172,7 @@ def run_model(name: str, repeats: int, priors: str | None) -> dict[str, Any]:
         torch._dynamo.reset()
         start = len(dynamo.history)
         backend = torch.compile(model, backend=rewrite.backend(priors=pri, cache=False))
-        compile_s = _first_call(lambda b=backend: b(*args, **kwargs))
+        compile_s = _first_call(lambda b=backend: b(*args, **kwargs), device)
         fns[f"backend{tag}"] = lambda b=backend: b(*args, **kwargs)
         records = dynamo.history[start:]
         info[f"backend{tag}"] = {
@@ -187,7 +190,7 @@ def run_model(name: str, repeats: int, priors: str | None) -> dict[str, Any]:
                 for r in records
             ],
         }
-    timed = time_callables(fns, "cpu", repeats=repeats, warmup=2, seed=SEED)
+    timed = time_callables(fns, device, repeats=repeats, warmup=2, seed=SEED)
     base = timed["compile"].times
     arms = {}
     for arm, m in timed.items():
@@ -199,7 +202,7 @@ def run_model(name: str, repeats: int, priors: str | None) -> dict[str, Any]:
             "times": list(m.times),
             **info.get(arm, {}),
         }
-    return {"model": name, "threads": torch.get_num_threads(), "arms": arms}
+    return {"model": name, "device": device, "threads": torch.get_num_threads(), "arms": arms}
 
 
 def _rules(arm: dict[str, Any]) -> str:
@@ -242,12 +245,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", default="1,0", help="comma list; 0 = all cores")
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--priors", default=None, help="a tuned priors file (tuner export)")
+    parser.add_argument("--device", default="cpu", help="torch device: cpu or cuda")
     parser.add_argument("--out", default="bench_e2e")
     args = parser.parse_args(argv)
     names = [m for m in args.models.split(",") if m]
     unknown = sorted(set(names) - set(MODELS))
     if unknown:
         parser.error(f"unknown models {unknown}; choose from {sorted(MODELS)}")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        parser.error(f"--device {args.device!r}: no CUDA device here; use --device cpu")
     if args.priors is not None and not os.path.exists(args.priors):
         parser.error(f"--priors {args.priors!r} does not exist; run `make run` to write one")
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
@@ -262,6 +268,7 @@ def main(argv: list[str] | None = None) -> None:
         "threads": args.threads,
         "repeats": args.repeats,
         "priors": args.priors,
+        "device": args.device,
         "seed": SEED,
     }
     for threads in [int(t) for t in args.threads.split(",")]:
@@ -269,10 +276,11 @@ def main(argv: list[str] | None = None) -> None:
         rows = []
         for name in names:
             print(f"== {name}, {torch.get_num_threads()} threads", flush=True)
-            rows.append(run_model(name, args.repeats, args.priors))
+            rows.append(run_model(name, args.repeats, args.priors, args.device))
             results.append(rows[-1])
             write_results(args.out, {"settings": settings, "results": results}, machine=machine)
-        print(f"\n{torch.get_num_threads()} torch threads, CPU, batch 1, float32:")
+        where = "CPU" if args.device == "cpu" else torch.cuda.get_device_name(args.device)
+        print(f"\n{torch.get_num_threads()} torch threads, {where}, batch 1, float32:")
         print_table(rows)
     print(f"\nwrote benchmarks/results/{args.out}.json")
 

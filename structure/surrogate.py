@@ -534,6 +534,7 @@ def _score(
     flat_state = {
         k: v for k, v in flat_model.state_dict().items() if not k.startswith("outcome_transform")
     }
+    noise = data.noise()  # the fixed noise the flat GP was fitted with (None: inferred)
     n = data.n
     folds = [
         torch.arange(n)[torch.arange(n) % config.cv_folds == f] for f in range(config.cv_folds)
@@ -549,7 +550,8 @@ def _score(
             else:
                 train = torch.arange(int(test[0]))
             y = data.Y[test]
-            m, v = _flat_predict(data.X[train], data.Y[train], flat_state, data.X[test])
+            pair = None if noise is None else (noise[train], noise[test])
+            m, v = _flat_predict(data.X[train], data.Y[train], flat_state, data.X[test], pair)
             ll_flat += _gauss_ll(y, m, v)
             sub = net.conditioned(data.X[train], {k: v[train] for k, v in values.items()})
             m, v = sub.predict(data.X[test], config.score_samples)
@@ -564,14 +566,35 @@ def _score(
 
 
 def _flat_predict(
-    X: Tensor, Y: Tensor, state: Mapping[str, Tensor], X_test: Tensor
+    X: Tensor,
+    Y: Tensor,
+    state: Mapping[str, Tensor],
+    X_test: Tensor,
+    noise: tuple[Tensor, Tensor] | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Predictive mean and variance (noise included) of a flat GP with fixed hyper-parameters."""
-    gp = SingleTaskGP(X, Y, outcome_transform=Standardize(m=Y.shape[-1]))
-    gp.load_state_dict(dict(state), strict=False)
+    """Predictive mean and variance, observation noise included, of the flat GP with its fitted
+    hyper-parameters (``state``) conditioned on ``X``, ``Y``.
+
+    ``noise``: the observed noise variances ``(train, test)`` when the trials report standard
+    errors. The flat GP was then fitted with them as fixed noise (`TrainingData.noise`), so the
+    scoring model is built the same way: the fitted state holds no inferred noise to load, and
+    a model built without them would score with an untrained noise level (the default one,
+    orders of magnitude above the reported errors).
+    """
+    if noise is None:
+        gp = SingleTaskGP(X, Y, outcome_transform=Standardize(m=Y.shape[-1]))
+        gp.load_state_dict(dict(state), strict=False)
+        observation: bool | Tensor = True
+    else:
+        standardize = Standardize(m=Y.shape[-1])
+        gp = SingleTaskGP(X, Y, train_Yvar=noise[0], outcome_transform=standardize)
+        gp.load_state_dict(
+            {k: v for k, v in state.items() if not k.startswith("likelihood")}, strict=False
+        )
+        observation = noise[1] / standardize.stdvs**2  # in the model's (standardized) units
     gp.eval()
     with torch.no_grad():
-        post = gp.posterior(X_test, observation_noise=True)
+        post = gp.posterior(X_test, observation_noise=observation)
     return post.mean, post.variance
 
 

@@ -2,18 +2,19 @@
 
 `lower(graph, device)` turns a `Graph` into a `Program`: a list of steps, one per node in the
 graph's topological order, each calling a PyTorch kernel. The semantics stay those of the op
-registry (`rewrite.ops`): ops with a direct PyTorch equivalent run it (`TORCH_KERNELS`, read from
-`rewrite.pytorch.kernels`, the table `rewrite.to_module` emits from too: the op's meaning is the
-registry's, checked against `rewrite.evaluate` by the tests); any other registered op runs its own reference implementation (`OpDef.impl`) on
-``torch._numpy``, numpy's API over torch tensors, so an op registered by another package lowers
-without a second copy of its semantics. Only ``opaque`` nodes (no semantics) cannot lower.
+registry (`rewrite.ops`): ops with a direct PyTorch equivalent run it (`TORCH_KERNELS`, read
+from `rewrite.pytorch.kernels`, the table `rewrite.to_module` emits from too: the op's meaning is
+the registry's, checked against `rewrite.evaluate` by the tests); any other registered op runs its
+own reference implementation (`OpDef.impl`) on ``torch._numpy``, numpy's API over torch tensors,
+so an op registered by another package lowers without a second copy of its semantics. Only
+``opaque`` nodes (no semantics) cannot lower.
 
 Kernels match what the cost model charges for: ``permute`` and ``transpose`` materialize a copy
 (``permute_copy``), ``sdpa`` is PyTorch's fused attention, views stay views. A ``fused`` group
 runs its body as a sub-program, kernel by kernel (eager PyTorch has no fused kernels; to time a
 graph as a compiler runs it, `rewrite.measure.measure` compiles the whole graph as a module with
-``compile=True``). Sharded graphs run every device's piece on the one device; collectives are their sums
-and concatenations.
+``compile=True``). Sharded graphs run every device's piece on the one device; collectives are
+their sums and concatenations.
 """
 
 from __future__ import annotations

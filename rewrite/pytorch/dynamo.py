@@ -65,7 +65,7 @@ class BackendOptions:
     time_budget: float = 60.0
     memory_ratio: float = 1.5
     measure: bool = True
-    repeats: int = 5
+    repeats: int = 7
     min_gain: float = 1.02
     cache: bool = True
     inductor: bool = True
@@ -113,7 +113,7 @@ def backend(
     time_budget: float = 60.0,
     memory_ratio: float = 1.5,
     measure: bool = True,
-    repeats: int = 5,
+    repeats: int = 7,
     min_gain: float = 1.02,
     cache: bool = True,
     inductor: bool = True,
@@ -132,10 +132,9 @@ def backend(
             packed copies).
         measure: Time, on the example inputs and interleaved, the captured graph compiled by
             Inductor against the rewritten graph compiled by Inductor and run eagerly, and keep
-            the fastest (the rewritten runners only when every timed call of theirs beat the
-            captured graph's median): the backend is then never slower than plain Inductor
-            beyond the noise of ``repeats`` calls, at the price of compiling the captured graph
-            too. False: compile the rewritten graph when its predicted speedup is at least
+            the fastest (a rewritten runner only when the 95% bootstrap interval of its speedup
+            lies above 1): the backend is then never slower than plain Inductor beyond the
+            noise of ``repeats`` calls, at the price of compiling the captured graph too. False: compile the rewritten graph when its predicted speedup is at least
             ``min_gain``.
         repeats: Timed calls of each runner when measuring.
         min_gain: Least predicted speedup worth compiling the rewritten graph without measuring.
@@ -318,9 +317,8 @@ def _fastest(
 ) -> str:
     """Time the captured graph under Inductor against the rewritten runners, interleaved on
     the example inputs; the name of the fastest (``"inductor"`` for the captured graph)."""
-    import numpy as np
-
     from rewrite.measure.timing import time_callables
+    from rewrite.stats import ratio_interval
 
     user = [example_inputs[i] for i in user_idx]
     fns = {"inductor": lambda: original(*example_inputs)} | {
@@ -329,12 +327,12 @@ def _fastest(
     device = user[0].device if user else "cpu"
     timed = time_callables(fns, device, repeats=opts.repeats, warmup=1)
     record.measured = {k: m.latency for k, m in timed.items()}
-    base = timed["inductor"]
+    base = timed["inductor"].times
     best = min(timed, key=lambda k: timed[k].latency)
     if best == "inductor":
         return best
-    # faster beyond noise: every timed call below the captured graph's median (a sign test)
-    return best if bool(np.all(np.asarray(timed[best].times) < base.latency)) else "inductor"
+    # faster beyond noise: the 95% interval of its speedup over the captured graph above 1
+    return best if ratio_interval(base, timed[best].times).low > 1.0 else "inductor"
 
 
 def _times(record: CompileRecord) -> str:

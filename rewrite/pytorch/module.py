@@ -31,10 +31,11 @@ difference lies in the graph itself (the rewrites or the import), and the messag
 
 from __future__ import annotations
 
+import contextlib
 import keyword
 import logging
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -442,13 +443,31 @@ def check_module(
     else:
         cases = [list(inputs)]
     tol = _tolerance(graph, rtol, atol)
-    with torch.inference_mode():
+    with torch.inference_mode(), exact_float32():
         for args in cases:
             got = _flat(gm(*args))
             want = _reference(graph, source, state, args)
             bad = _worst(got, want, tol)
             if bad is not None:
                 raise _mismatch(gm, graph, state, args, bad, tol, source)
+
+
+@contextlib.contextmanager
+def exact_float32() -> Iterator[None]:
+    """float32 computed as float32 on CUDA while the block runs: TF32 off for cuBLAS and cuDNN.
+    cuDNN convolutions run in TF32 unless told otherwise (PyTorch's default), a relative rounding
+    near 1e-3 that differs between two equal graphs whose convolutions are fed differently (a
+    folded batch norm) and says nothing about whether a rewrite is right; the check compares
+    both sides at full precision."""
+    import torch
+
+    cudnn, matmul = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = cudnn, matmul
 
 
 def _tolerance(graph: Graph, rtol: float | None, atol: float | None) -> tuple[float, float]:

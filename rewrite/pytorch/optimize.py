@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rewrite.errors import ModuleError
+from rewrite.pytorch.source import as_called
 from rewrite.stats import Interval, ratio_interval
 
 __all__ = ["DEPLOY_STEPS", "Candidate", "OptimizeReport", "default_profile", "optimize_module"]
@@ -219,8 +220,11 @@ def optimize_module(
         seed: Seed of the check inputs and of the intervals.
 
     Returns:
-        ``(optimized, report)``: a ``torch.fx.GraphModule`` (or ``module`` itself when no graph
-        is faster beyond noise) taking the tensor inputs in order, and its `OptimizeReport`.
+        ``(optimized, report)``: a module taking the example's tensor inputs in order (keyword
+        ones included, in their order) and returning what ``module`` returns: a
+        ``torch.fx.GraphModule`` of the chosen graph, or, when none is faster beyond noise,
+        ``module`` itself behind that calling convention (`rewrite.pytorch.source.as_called`);
+        and its `OptimizeReport`.
 
     Raises:
         ModuleError: If ``module`` is not a ``torch.nn.Module``, has weights on ``meta``, or a
@@ -261,7 +265,9 @@ def optimize_module(
     rows = [_candidate(result, -1)] + [_candidate(result, i) for i in picks]
     if not picks:
         reason = "Kept the original: the search found no graph predicted faster within its memory."
-        return module, _report(-1, reason, rows, result, device, profile, seconds)
+        return as_called(module, args, kwargs), _report(
+            -1, reason, rows, result, device, profile, seconds
+        )
     if not measure:
         reason = f"Chose Pareto graph #{picks[0]}, the lowest predicted latency (not measured)."
         return modules[picks[0]], _report(picks[0], reason, rows, result, device, profile, seconds)
@@ -288,7 +294,9 @@ def optimize_module(
             f"Kept the original: no graph is faster beyond noise on {device} (the best, "
             f"#{best_seen.index}, measured {best_seen.speedup}x)."
         )
-        return module, _report(-1, reason, rows, result, device, profile, seconds)
+        return as_called(module, args, kwargs), _report(
+            -1, reason, rows, result, device, profile, seconds
+        )
     top = max(faster, key=lambda c: c.speedup.value if c.speedup else 0.0)
     reason = (
         f"Chose Pareto graph #{top.index}: {top.speedup}x faster than the original on "

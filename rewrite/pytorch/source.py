@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TorchSource", "record_source", "source_of"]
+__all__ = ["TorchSource", "as_called", "record_source", "source_of"]
 
 
 @dataclass(frozen=True)
@@ -77,3 +77,23 @@ def source_of(graph: Any) -> TorchSource | None:
     else None."""
     src = _SOURCES.get(graph.uid)
     return src if src is not None and src.module is not None else None
+
+
+def as_called(module: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+    """``module`` behind the calling convention of `rewrite.to_module`'s modules: a
+    ``torch.nn.Module`` whose forward takes the tensor inputs of the example ``(args, kwargs)``
+    positionally and calls ``module`` with the example's other arguments (``use_cache=False``).
+    Its parameters are ``module``'s (registered as the submodule ``original``)."""
+    import torch
+
+    source = TorchSource(weakref.ref(module), tuple(args), dict(kwargs), None)
+
+    class AsCalled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.original = module
+
+        def forward(self, *tensors: Any) -> Any:
+            return source.call(tensors)
+
+    return AsCalled()

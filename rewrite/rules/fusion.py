@@ -63,9 +63,16 @@ def _producer(m: Match, kinds: str, max_fuse: int) -> Node | None:
             continue
         if not ok or len(p.types) != 1 or p.id in outs or g.users(p.id) != (root.id,):
             continue
-        if len(_body_ops(p)) + len(_body_ops(root)) <= max_fuse:
+        if len(_body_ops(p)) + len(_body_ops(root)) <= max_fuse and _reads_a_tensor(g, p, root):
             return p
     return None
+
+
+def _reads_a_tensor(g: Graph, p: Node, root: Node) -> bool:
+    """Whether the fused pair would read some value that is not a constant (constants are
+    inlined into the body; a group of constants alone would have no input, and folding, not
+    fusion, is what such a computation wants)."""
+    return any(v.node != p.id and g.node(v.node).op != "const" for v in (*p.inputs, *root.inputs))
 
 
 def _feeds_product(group: Node, i: int) -> bool:

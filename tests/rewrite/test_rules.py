@@ -191,3 +191,21 @@ def test_random_rewrite_chains_on_zoo_graphs_stay_equivalent(model):
             history.append(r.name)
         res = v.check(g0, g)
         assert res.ok, (history, res.detail)
+
+
+def test_fusion_never_builds_a_group_of_constants_alone():
+    """A chain of constants (batch-norm statistics folded as constants, then scaled) is left to
+    folding: fusing it made a group with no input, a ShapeError that aborted the search."""
+    import numpy as np
+
+    from rewrite import GraphBuilder, search
+
+    b = GraphBuilder("consts")
+    x = b.input("x", (4,))
+    scale = b.rsqrt(b.add(b.const(np.ones(4, "float32")), 1e-5))
+    g = b.build([b.mul(x, scale)])
+    rule = next(r for r in RULES if r.name == "fuse_elementwise")
+    for site in rule.matches(g):
+        fused = rule.apply(g, site)
+        assert all(n.inputs for n in fused if n.op == "fused")
+    search(g, config={"max_steps": 40, "seed": 0})  # every reachable fusion builds

@@ -26,6 +26,7 @@ from studies.cli import app
 from studies.errors import StorageCorruptError, StorageError, StudyError
 from studies.examples import toy_study
 from studies.storage import Storage
+from tests.bad_inputs import assert_refused
 from tests.studies import helpers
 from tests.studies.helpers import fast_settings
 
@@ -112,11 +113,7 @@ STORAGE: list[tuple[str, Callable[[Path], Any], type[Exception], tuple[str, ...]
 def test_bad_storage_is_refused_with_value_and_fix(
     tmp_path: Path, call: Callable[[Path], Any], error: type[Exception], needles: tuple[str, ...]
 ) -> None:
-    with pytest.raises(error) as info:
-        call(tmp_path)
-    text = str(info.value)
-    for needle in needles:
-        assert needle in text, (needle, text)
+    text = assert_refused(call, (tmp_path,), error, needles)
     assert SECRET not in text
 
 
@@ -181,11 +178,7 @@ def test_huge_objective_fails_the_trial_and_the_study_runs_on(sqlite_url: str) -
     """Before: stored COMPLETE, then every proposal (and every resume) failed."""
     study = toy_study("huge", sqlite_url, settings=fast_settings())
     study.evaluate = helpers.huge_objective
-    pool = ThreadPoolExecutor(1)
-    try:
-        study.optimize(7, executor=pool, progress=False)  # 3 model-based proposals
-    finally:
-        pool.shutdown(wait=True)
+    _optimize_in_a_thread(study, 7)  # 3 model-based proposals
     trials = study.trials
     assert len(trials) == 7 and all(t.state.is_finished for t in trials)
     huge = [t for t in trials if t.config["population"] % 2 == 1]
@@ -209,12 +202,8 @@ def test_study_holding_a_stored_huge_trial_resumes(
             values={"latency": latency, "search_seconds": 1.0 + i},
         )
     resumed = Study.load("old", sqlite_url, helpers.slow_toy)
-    pool = ThreadPoolExecutor(1)
-    try:
-        with caplog.at_level(logging.WARNING, logger="tuner.tuner"):
-            resumed.optimize(7, executor=pool, progress=False)
-    finally:
-        pool.shutdown(wait=True)
+    with caplog.at_level(logging.WARNING, logger="tuner.tuner"):
+        _optimize_in_a_thread(resumed, 7)
     assert [t.state for t in resumed.trials[5:]] == ["COMPLETE", "COMPLETE"]
     assert "Trial 1 is stored COMPLETE, but UnusableOutcome" in caplog.text
 
@@ -223,12 +212,8 @@ def test_dropped_metrics_are_named(sqlite_url: str, caplog: pytest.LogCaptureFix
     """Before: a NaN tracking metric disappeared from the trial and to_dataframe() unnoticed."""
     study = toy_study("metrics", sqlite_url, settings=fast_settings())
     study.evaluate = helpers.odd_metrics
-    pool = ThreadPoolExecutor(1)
-    try:
-        with caplog.at_level(logging.WARNING, logger="studies.study"):
-            study.optimize(1, executor=pool, progress=False)
-    finally:
-        pool.shutdown(wait=True)
+    with caplog.at_level(logging.WARNING, logger="studies.study"):
+        _optimize_in_a_thread(study, 1)
     (trial,) = study.trials
     assert (
         trial.state == "COMPLETE" and "steps" not in trial.metrics and "bytes" not in trial.metrics
@@ -370,3 +355,12 @@ def test_command_line_log_lines_never_show_the_password() -> None:
     record = logging.LogRecord("studies", logging.WARNING, __file__, 1, "lost %s", (PG,), None)
     assert _mask_log_record(record) and SECRET not in record.getMessage()
     assert "user:***@127.0.0.1" in record.getMessage()
+
+
+def _optimize_in_a_thread(study: Any, n: int) -> None:
+    """``study.optimize(n)`` on one worker thread instead of a process pool."""
+    pool = ThreadPoolExecutor(1)
+    try:
+        study.optimize(n, executor=pool, progress=False)
+    finally:
+        pool.shutdown(wait=True)
