@@ -32,7 +32,7 @@ def consistency_problems(conn: Connection) -> list[str]:
     states = select(_T.c.study_id, _T.c.number, _T.c.state).where(
         or_(
             _T.c.state.not_in(schema.TRIAL_STATES),
-            and_(_T.c.state == "COMPLETE", _T.c.values.is_(None)),
+            and_(_T.c.state == "COMPLETE", _T.c["values"].is_(None)),
         )
     )
     for sid, number, state in conn.execute(states.limit(_SHOWN)):
