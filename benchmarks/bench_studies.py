@@ -49,11 +49,11 @@ class _TimedStudy(Study):
     rebuild = False
     latencies: list[float]
 
-    def _propose(self, trials: list[Any], n: int) -> list[dict[str, Any]]:
+    def _propose(self, trials: list[Any], n: int, *args: Any) -> list[dict[str, Any]]:
         if self.rebuild:
             self._tuners.clear()
         t0 = time.perf_counter()
-        out = super()._propose(trials, n)
+        out = super()._propose(trials, n, *args)
         self.latencies.append(time.perf_counter() - t0)
         return out
 

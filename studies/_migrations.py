@@ -96,8 +96,4 @@ def add_missing_columns(conn: Connection) -> None:
     for table, column in schema.ADDED_COLUMNS:
         have = {c["name"] for c in insp.get_columns(table)}
         if column.name not in have:
-            kind = column.type.compile(dialect=conn.dialect)
-            prep = conn.dialect.identifier_preparer
-            conn.execute(
-                text(f"ALTER TABLE {prep.quote(table)} ADD COLUMN {prep.quote(column.name)} {kind}")
-            )
+            schema.add_column(conn, table, column)

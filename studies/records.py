@@ -11,7 +11,7 @@ from typing import Any
 
 from tuner.trial import Trial, TrialState
 
-__all__ = ["StudyRecord", "TrialRecord"]
+__all__ = ["Reservation", "StudyRecord", "TrialRecord"]
 
 
 @dataclass(frozen=True)
@@ -98,3 +98,21 @@ class TrialRecord(Trial):
         if self.started is None or self.finished is None:
             return None
         return self.finished - self.started
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """One row of the ``reservations`` table: a proposal a driving process is computing.
+
+    Attributes:
+        position: The proposal position reserved (unique within the study): the proposal made
+            for it is seeded by it and, in the initial design, is the design's point at it.
+        worker: ``host:pid:token`` of the process that reserved it.
+        created: When it was reserved, Unix seconds.
+        heartbeat: The reserving process's last sign of life, Unix seconds.
+    """
+
+    position: int
+    worker: str
+    created: float
+    heartbeat: float

@@ -1,13 +1,20 @@
 """The relational schema of a study storage and its migrations.
 
-Three tables (SQLAlchemy Core, portable between SQLite and PostgreSQL):
+Four tables (SQLAlchemy Core, portable between SQLite and PostgreSQL):
 
 - ``format_version``: one row, the schema version the database was written with.
 - ``studies``: one row per study (unique name, space / objectives / constraints / settings as JSON
   text, seed, budget, evaluate reference, creation time).
 - ``trials``: one row per trial (study, number, state, config / values / metrics as JSON text, error,
   created / started / finished / heartbeat times as Unix seconds, worker, ``retry_of``, and the
-  worker-measured evaluation time ``seconds``).
+  worker-measured evaluation time ``seconds``) and, since version 2, the proposal ``position``
+  it was proposed at (the index that seeds the proposal and picks its initial-design point;
+  ``NULL`` for re-queued copies, trials told by hand before version 2 and every older row).
+- ``reservations`` (version 2): one row per proposal a driving process has reserved and is still
+  computing outside any transaction (study, position, worker, created / heartbeat times). A row
+  lives from the allocation transaction that reserves it to the one that fills it in as a trial
+  (or releases it); a driver killed in between leaves it behind until another process reaps it
+  (`studies.allocation`). It counts against the study's budget.
 
 JSON is stored as text written by `dumps` (strict: no NaN or infinity, which PostgreSQL's JSON types
 would reject anyway), never pickle. Upgrading a database from version ``v`` to ``v + 1`` runs
@@ -35,16 +42,19 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 
 from studies.errors import StudyError
 
 __all__ = [
     "ADDED_COLUMNS",
+    "add_column",
     "FORMAT_VERSION",
     "MAX_SEED",
     "MIGRATIONS",
     "TRIAL_STATES",
+    "reservations",
     "check_seed",
     "dumps",
     "format_version",
@@ -54,8 +64,9 @@ __all__ = [
     "trials",
 ]
 
-#: Schema version written by this release.
-FORMAT_VERSION = 1
+#: Schema version written by this release. 2: ``trials.position`` and the ``reservations``
+#: table (proposals computed outside the study's lock, issue 36).
+FORMAT_VERSION = 2
 
 #: Allowed values of ``trials.state``.
 TRIAL_STATES = ("WAITING", "RUNNING", "COMPLETE", "FAILED")
@@ -106,8 +117,22 @@ trials = Table(
     # Added after format_version 1 without a bump: nullable, added on open where missing
     # (`ADDED_COLUMNS`), and ignored by readers that predate it.
     Column("seconds", Float, nullable=True),
+    # version 2: the proposal position (see the module docstring); added by MIGRATIONS[1]
+    Column("position", Integer, nullable=True),
     UniqueConstraint("study_id", "number", name="uq_trials_study_number"),
     Index("ix_trials_study_state", "study_id", "state"),
+)
+
+reservations = Table(
+    "reservations",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("study_id", Integer, ForeignKey("studies.id", ondelete="CASCADE"), nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("worker", String(255), nullable=False),
+    Column("created", Float, nullable=False),
+    Column("heartbeat", Float, nullable=False),
+    UniqueConstraint("study_id", "position", name="uq_reservations_study_position"),
 )
 
 
@@ -168,6 +193,22 @@ def check_seed(seed: Any) -> int:
     return int(seed)
 
 
+def add_column(conn: Connection, table: str, column: Column[Any]) -> None:
+    """``ALTER TABLE table ADD COLUMN`` for the nullable ``column`` (inside the caller's
+    transaction), in the dialect of ``conn``."""
+    kind = column.type.compile(dialect=conn.dialect)
+    prep = conn.dialect.identifier_preparer
+    conn.execute(
+        text(f"ALTER TABLE {prep.quote(table)} ADD COLUMN {prep.quote(column.name)} {kind}")
+    )
+
+
+def _v1_to_v2(conn: Connection) -> None:
+    """Version 2: ``trials.position`` and the ``reservations`` table."""
+    add_column(conn, "trials", trials.c.position)
+    reservations.create(conn)
+
+
 #: ``MIGRATIONS[v](connection)`` upgrades a version-``v`` database to version ``v + 1`` in place.
 #: It runs inside the caller's transaction and must not commit.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}

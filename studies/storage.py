@@ -19,7 +19,12 @@ Contract:
 - A stored row whose JSON does not parse raises `StorageCorruptError` naming the study, the trial
   and the column; nothing is changed.
 - ``trials.seconds`` (the worker-measured evaluation time) is a nullable column added on open to
-  databases written before it existed; older readers ignore it, so ``format_version`` stays 1.
+  databases written before it existed; older readers ignore it, so ``format_version`` stayed 1.
+- Format version 2 adds ``trials.position`` and the ``reservations`` table: a driving process
+  reserves proposal positions in its allocation transaction (`reserve`), proposes outside any
+  transaction, and fills them in as trials in a second one (`add_trial` with ``position``, then
+  `release`). Reservations count against the budget; stale ones (their process died) are
+  deleted by `reap_reservations`. A version-1 database is migrated on open.
 
 A `Storage` object may be used from one thread at a time; several processes (on one host for
 SQLite, anywhere for PostgreSQL) may share one database.
@@ -27,8 +32,8 @@ SQLite, anywhere for PostgreSQL) may share one database.
 `Storage` (here) holds the transactions, the study and the trial operations; the private modules
 around it hold the rest: `studies._sqlengine` (URL parsing, engines, SQLite pragmas and WAL, driver
 error translation), `studies._migrations` (schema creation, version check, migrations),
-`studies._rows` (rows to records, damaged JSON) and `studies._conflicts` (the study-definition
-conflict check).
+`studies._rows` (rows to records, damaged JSON), `studies._conflicts` (the study-definition
+conflict check) and `studies._reservations` (proposal reservations).
 """
 
 from __future__ import annotations
@@ -42,8 +47,9 @@ from typing import Any
 from sqlalchemy import Connection, func, select, text, update
 from sqlalchemy.exc import DBAPIError
 
-from studies import schema
+from studies import _reservations, schema
 from studies._conflicts import check_same
+from studies._consistency import consistency_problems
 from studies._migrations import prepare_schema
 from studies._rows import Damaged, decode, study_record, trial_record
 from studies._sqlengine import make_engine, mask_url, precheck_sqlite, translate_error
@@ -54,7 +60,7 @@ from studies.errors import (
     StorageNotFoundError,
     StudyNotFoundError,
 )
-from studies.records import StudyRecord, TrialRecord
+from studies.records import Reservation, StudyRecord, TrialRecord
 from studies.schema import dumps
 
 __all__ = ["DEFAULT_STORAGE", "Storage"]
@@ -101,12 +107,14 @@ class Storage:
       not see the caller's uncommitted changes.
     - Methods whose first argument is ``conn`` are steps of the caller's transaction (a `write`;
       `lock_study` first when trials are allocated, as `Study` does): `lock_study`,
-      `count_trials`, `add_trial`, `claim_waiting`, `reap_stale`. They never connect, commit or
+      `count_trials`, `count_used`, `add_trial`, `claim_waiting`, `reap_stale`, `reserve`,
+      `release`, `reap_reservations`. They never connect, commit or
       roll back; the caller's ``with storage.write() as conn:`` commits them together, and leaving
       it turns driver errors into `StorageError`s.
     - An optional ``conn`` comes last: given, the method reads inside that transaction (seeing
       its uncommitted changes); omitted, it opens a `read` of its own (`_reading`). Public:
-      ``trials(study_id, conn=None)``; private: `_decoding`, `_study_name`.
+      ``trials(study_id, conn=None)``, ``reservations(study_id, conn=None)``; private:
+      `_decoding`, `_study_name`.
     """
 
     def __init__(
@@ -295,8 +303,12 @@ class Storage:
         worker: str | None = None,
         heartbeat: bool = True,
         retry_of: int | None = None,
+        position: int | None = None,
     ) -> TrialRecord:
-        """Insert a trial with the next number, inside the caller's write transaction."""
+        """Insert a trial with the next number, inside the caller's write transaction.
+
+        ``position`` is the proposal position its config was proposed at (`reserve`), ``None``
+        for a re-queued copy or a config not proposed by the tuner."""
         now = self.clock()
         number = conn.execute(
             select(func.coalesce(func.max(_T.c.number) + 1, 0)).where(_T.c.study_id == study_id)
@@ -316,6 +328,7 @@ class Storage:
             "heartbeat": now if running and heartbeat else None,
             "worker": worker if running else None,
             "retry_of": retry_of,
+            "position": position,
         }
         conn.execute(_T.insert().values(**row))
         return trial_record({**row, "values": None})
@@ -328,6 +341,57 @@ class Storage:
                 select(func.count()).select_from(_T).where(_T.c.study_id == study_id)
             ).scalar_one()
         )
+
+    def count_used(self, conn: Connection, study_id: int) -> int:
+        """Trials counted against the budget (`studies.views.used`: re-queued copies replace
+        their stale originals), inside the caller's transaction."""
+        retries = func.count(_T.c.retry_of)  # counts the non-NULL ones
+        row = conn.execute(
+            select(func.count(), retries).select_from(_T).where(_T.c.study_id == study_id)
+        ).one()
+        return int(row[0]) - int(row[1])
+
+    # ------------------------------------------------------------------ reservations
+    def reservations(self, study_id: int, conn: Connection | None = None) -> list[Reservation]:
+        """The study's live reservations in position order, read inside the caller's
+        transaction ``conn`` if given, else in a read transaction of its own."""
+        with self._reading(conn) as c:
+            return _reservations.reservations(c, study_id)
+
+    def reserve(self, conn: Connection, study_id: int, worker: str, k: int) -> list[int]:
+        """Reserve ``k`` consecutive proposal positions for ``worker``, inside the caller's write
+        transaction (the study locked); returns them.
+
+        The first is the trial count, unless a stored trial or a live reservation already has a
+        position at or past it (several processes proposing at once): then the one after the
+        highest, so no two proposals of a study share a position. A process proposing alone
+        always gets the trial count, the position a tuner rebuilt from the trials would use.
+        """
+        n = self.count_trials(conn, study_id)
+        return _reservations.reserve(conn, study_id, worker, k, n, self.clock())
+
+    def release(
+        self, conn: Connection, study_id: int, worker: str, positions: Sequence[int] | None = None
+    ) -> int:
+        """Delete ``worker``'s reservations (only ``positions``, if given) inside the caller's
+        write transaction; returns how many there were."""
+        return _reservations.release(conn, study_id, worker, positions)
+
+    def reap_reservations(
+        self,
+        conn: Connection,
+        study_id: int,
+        grace_period: float,
+        is_dead: Callable[[str], bool] = lambda worker: False,
+        alive: str | None = None,
+    ) -> list[Reservation]:
+        """Delete reservations whose heartbeat is older than ``grace_period`` seconds (or whose
+        worker ``is_dead``): their process died while proposing, and nothing of the proposal
+        was stored, so the position and the budget they held are simply freed.
+
+        Reservations of the worker ``alive`` (the caller) are refreshed instead. Runs inside the
+        caller's write transaction; returns the reservations deleted."""
+        return _reservations.reap(conn, study_id, grace_period, is_dead, alive, self.clock())
 
     def lock_study(self, conn: Connection, study_id: int) -> None:
         """Serialize trial allocation for one study inside the caller's write transaction (row
@@ -496,11 +560,15 @@ class Storage:
             )
 
     def integrity_check(self) -> str:
-        """``"ok"`` if the database passes its integrity check (SQLite ``PRAGMA integrity_check``;
-        PostgreSQL: the connection works), else the problems found."""
+        """``"ok"`` if the database passes its integrity checks, else the problems found, one a
+        line: SQLite's ``PRAGMA integrity_check`` (pages, indexes), then on both backends the
+        logical consistency of the stored studies (`studies._consistency`: trial numbers without
+        gaps, known states, re-queued copies of FAILED trials, each re-queued once, no orphan
+        rows)."""
         with self.read() as conn:
-            if not self.is_sqlite:
-                conn.execute(text("SELECT 1"))
-                return "ok"
-            rows = conn.exec_driver_sql("PRAGMA integrity_check").scalars().all()
-            return "\n".join(str(r) for r in rows)
+            if self.is_sqlite:
+                rows = conn.exec_driver_sql("PRAGMA integrity_check").scalars().all()
+                if [str(r) for r in rows] != ["ok"]:
+                    return "\n".join(str(r) for r in rows)  # the rest would read damaged pages
+            problems = consistency_problems(conn)
+            return "\n".join(problems) if problems else "ok"

@@ -1,13 +1,14 @@
 """`Study`: a named, persistent multi-objective tuning run.
 
-The storage is the single source of truth. Every proposal is made on a snapshot of the stored
-trials by the process's one tuner (`tuner.Tuner.sync`: what a restarted process would propose),
-outside any transaction, and inserted in a transaction that checks it against the trials other
-processes added meanwhile: it is kept unless one of them proposed the same configuration (then it
-proposes again with the newcomers pending) or the budget filled up. So any number of processes
-(or a process that was killed and restarted) drive one study without duplicates or lost results,
-no process holds the database lock while a model is being fitted, and a slow driver's proposals
-are not thrown away because a fast one added trials.
+The storage is the single source of truth. A process allocating trials claims WAITING ones and
+reserves a proposal position per free slot under the study's lock, proposes on a snapshot of the
+stored trials with the process's one tuner (`tuner.Tuner.sync`: what a restarted process would
+propose) outside any transaction, seeded by its positions, and fills the proposals in under the
+lock again (`studies.allocation`). So any number of processes (or a process that was killed and
+restarted) drive one study without duplicates or lost results, no process holds the database
+lock while a model is being fitted, processes proposing at once propose different
+configurations (no fit is wasted on a configuration another process proposed), and each
+process gets trials in proportion to its free workers.
 
 Thread-safety: use a `Study` from one thread. Several processes may drive one study.
 
@@ -394,21 +395,31 @@ class Study:
 
         Stale trials are re-queued first, then WAITING trials are claimed (oldest first), then
         the tuner proposes new ones while the study holds fewer than ``budget`` trials
-        (``None``: no limit). Proposing runs outside any transaction on a snapshot of the trials
-        (so other processes' heartbeats and results are never blocked behind a model fit); the
-        proposals are inserted unless a trial another process added meanwhile has the same
-        configuration (then the tuner proposes again with the newcomers as pending points) and
-        only as many as the budget still allows. Returns ``[]`` when nothing is left to run
-        (or, rarely, when other processes kept adding trials on every attempt).
+        (``None``: no limit). The claim reserves a proposal position per free slot under the
+        study's lock (reservations count against the budget); proposing runs outside any
+        transaction on a snapshot of the trials, seeded by the reserved positions (so processes
+        proposing at once propose different configurations, and other processes' heartbeats and
+        results are never blocked behind a model fit); the proposals are then inserted, except
+        one equal to a trial another process added meanwhile (see `studies.allocation`).
+        Returns fewer than ``k`` trials (possibly ``[]``) when the budget is used up or held by
+        other processes' reservations, or, rarely, when such a proposal was dropped.
         """
         return allocate(
             self._storage, self.id, self.settings, self._propose, worker, k, budget, heartbeat
         )
 
-    def _propose(self, trials: list[TrialRecord], n: int) -> list[dict[str, Any]]:
+    def _propose(
+        self,
+        trials: list[TrialRecord],
+        n: int,
+        position: int | None = None,
+        reserved: Sequence[int] = (),
+    ) -> list[dict[str, Any]]:
+        """``n`` proposals on the snapshot ``trials`` for the reserved proposal ``position``
+        onward, with other processes' ``reserved`` positions in flight (`studies.allocation`)."""
         with numerical_warnings_to_log():
             tuner = self._tuner(trials)
-            return [t.config for t in tuner.ask(n)]
+            return [t.config for t in tuner.ask(n, position=position, reserved=reserved)]
 
     def reap_stale(self) -> list[int]:
         """Declare stale RUNNING trials FAILED and re-queue their configs now; returns their

@@ -2,11 +2,14 @@
 
 `propose` reads the trials and returns new configurations; it never mutates its inputs and keeps
 no state between calls, so a tuner rebuilt from its trials proposes exactly what the original
-would have. All randomness is seeded from ``(seed, len(trials))`` inside a forked torch RNG.
+would have. All randomness is seeded from ``(seed, position)`` inside a forked torch RNG, where
+the proposal ``position`` is ``len(trials)`` unless the caller passes another: processes sharing a
+study reserve distinct positions (`studies.allocation`), so two of them proposing on the same
+trials still propose different configurations.
 
 Sources of a proposal, in order:
 
-1. The initial design, indexed by trial position ``k = len(trials) + i``: position 0 is the
+1. The initial design, indexed by proposal position ``k = position + i``: position 0 is the
    space's default configuration (each parameter's default, else its center; Ax likewise starts
    from the center of the space; `TunerOptions.start_with_default`), later positions are the
    points of the space's scrambled Sobol sequence (`Space.sample_unit` with the tuner's seed).
@@ -15,7 +18,9 @@ Sources of a proposal, in order:
 2. The model: the surrogate is fitted on the COMPLETE trials and the acquisition function
    (qLogNEHVI, or qLogNEI for one objective) is maximized one point at a time (sequential greedy
    batches). RUNNING and WAITING trials, the batch's earlier points and the latest FAILED
-   configurations are pending points.
+   configurations are pending points, and so are the initial-design points of positions other
+   processes have reserved but not filled yet (``reserved``: their configurations are known
+   without asking them).
 
 Failed trials never enter the model. Passing their configurations as pending points makes the
 acquisition function treat them as already being evaluated: expected improvement at and near a
@@ -81,13 +86,24 @@ class ProposalContext:
     n_initial: int
 
 
-def propose(settings: ProposalContext, trials: Sequence[Trial], n: int) -> list[dict[str, Any]]:
+def propose(
+    settings: ProposalContext,
+    trials: Sequence[Trial],
+    n: int,
+    *,
+    position: int | None = None,
+    reserved: Sequence[int] = (),
+) -> list[dict[str, Any]]:
     """Propose ``n`` new configurations given the existing trials.
 
     Args:
         settings: Space, problem, surrogate, options, seed.
         trials: Every trial so far, in id order.
         n: Number of configurations, ``>= 1``.
+        position: Proposal position of the first configuration (the others follow it): it
+            seeds the proposal and indexes the initial design. Default ``len(trials)``.
+        reserved: Positions other proposers hold (computing now, not among ``trials`` yet);
+            their initial-design points are never proposed and are pending points.
 
     Returns:
         ``n`` distinct valid configurations, none equal to an existing trial's.
@@ -96,12 +112,14 @@ def propose(settings: ProposalContext, trials: Sequence[Trial], n: int) -> list[
         SpaceExhaustedError: No untried configuration could be found.
         SurrogateError: The surrogate failed to fit.
     """
-    space, t = settings.space, len(trials)
+    space = settings.space
+    t = len(trials) if position is None else int(position)
     seed = derive_seed(settings.seed, t)
     taken = KeySet(space.to_unit([tr.config for tr in trials]) if trials else None)
     completed = [tr for tr in trials if tr.state is TrialState.COMPLETE]
     use_model = len(completed) >= settings.options.min_completed
     sobol = _design(space, t + n, settings.seed, settings.options.start_with_default)
+    in_flight = _in_flight(settings, reserved, use_model, taken)
     chosen: list[Tensor] = []
     with torch.random.fork_rng():
         torch.manual_seed(seed)
@@ -111,9 +129,26 @@ def propose(settings: ProposalContext, trials: Sequence[Trial], n: int) -> list[
                 chosen.append(_accept(x, space, taken, seed + i))
         if len(chosen) < n:
             chosen += _model_batch(
-                settings, trials, completed, chosen, n - len(chosen), taken, seed
+                settings, trials, completed, chosen + in_flight, n - len(chosen), taken, seed
             )
     return space.from_unit(candidates_from(chosen, space.dim))
+
+
+def _in_flight(
+    settings: ProposalContext, reserved: Sequence[int], use_model: bool, taken: KeySet
+) -> list[Tensor]:
+    """The initial-design points (``d``-dim each) other proposers will propose for their
+    ``reserved`` positions, as far as they can be known here: positions inside the initial
+    design, or every position while the model is not used yet. They are added to ``taken``."""
+    known = [q for q in sorted(set(reserved)) if q < settings.n_initial or not use_model]
+    if not known:
+        return []
+    space = settings.space
+    design = _design(space, known[-1] + 1, settings.seed, settings.options.start_with_default)
+    points = [design[q] for q in known if design[q] not in taken]
+    for x in points:
+        taken.add(x)
+    return points
 
 
 def _design(space: Space, n: int, seed: int, start_with_default: bool) -> Tensor:
@@ -146,7 +181,8 @@ def _model_batch(
     taken: KeySet,
     seed: int,
 ) -> list[Tensor]:
-    """``q`` points from the acquisition function, greedily, each pending for the next.
+    """``q`` points from the acquisition function, greedily, each pending for the next (the
+    ``chosen`` points are pending too).
 
     BLAS runs single-threaded here: the fits and the acquisition optimization make many calls on
     tiny arrays (L-BFGS-B's vector updates, small Cholesky factors), where a multi-threaded

@@ -192,7 +192,9 @@ class Tuner:
         return [t for t, keep in zip(done, mask) if keep]
 
     # ------------------------------------------------------------------ the loop
-    def ask(self, n: int = 1) -> list[Trial]:
+    def ask(
+        self, n: int = 1, *, position: int | None = None, reserved: Sequence[int] = ()
+    ) -> list[Trial]:
         """Hand out ``n`` trials to evaluate; they become RUNNING.
 
         WAITING (enqueued) trials go out first, oldest first; the rest are new proposals that
@@ -200,6 +202,12 @@ class Tuner:
 
         Args:
             n: Number of trials, ``>= 1``.
+            position: Proposal position of the first new proposal: it seeds the proposal and
+                indexes the initial design (`tuner.engine.propose`). Default: the number of
+                trials, as a tuner asked alone always uses. Several tuners proposing for one
+                study at once pass distinct positions so they propose differently.
+            reserved: Positions other tuners are proposing for right now; their initial-design
+                points are not proposed here and count as pending.
 
         Returns:
             ``n`` RUNNING trials.
@@ -213,7 +221,15 @@ class Tuner:
         waiting = [t for t in self._trials if t.state is TrialState.WAITING][:n]
         if n > len(waiting):
             self._report_outliers()
-            configs = propose(self._settings, self._trials, n - len(waiting))
+            if position is not None:
+                position = _check_int("position", position, 0, error=InvalidArgumentError)
+            configs = propose(
+                self._settings,
+                self._trials,
+                n - len(waiting),
+                position=position,
+                reserved=tuple(int(q) for q in reserved),
+            )
         else:
             configs = []
         started = [_replace(t, state=TrialState.RUNNING) for t in waiting]

@@ -178,14 +178,27 @@ def test_two_processes_one_sqlite_study(tmp_path: Path) -> None:
 
 
 def test_two_processes_share_the_model_phase(tmp_path: Path) -> None:
-    """Past the initial design both drivers fit models; a proposal made while the other driver
-    added trials is kept (not thrown away), so each runs at least 30% of the budget."""
-    _two_processes(f"sqlite:///{tmp_path / 'two.db'}", budget=16, n_initial=4, share=0.3)
+    """Past the initial design both drivers fit models; they reserve distinct proposal positions,
+    so they propose different configurations from the same trials and neither throws a fit away:
+    each runs at least 40% of the budget."""
+    _two_processes(f"sqlite:///{tmp_path / 'two.db'}", budget=16, n_initial=4, share=0.4)
 
 
 @pytest.mark.postgres
 def test_two_processes_one_postgres_study() -> None:
-    """The same on PostgreSQL, model phase included: each driver runs at least 30%."""
+    """The same on PostgreSQL, model phase included: each driver runs at least 40%."""
     from tests.studies.conftest import postgres_url
 
-    _two_processes(postgres_url(), budget=16, n_initial=4, share=0.3)
+    _two_processes(postgres_url(), budget=16, n_initial=4, share=0.4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_two_processes_share_40_trials(tmp_path: Path, backend: str) -> None:
+    """Issue 36's target on a longer study: each of two drivers runs at least 40% of 40 trials."""
+    from tests.studies.conftest import postgres_url
+
+    url = f"sqlite:///{tmp_path / 'two.db'}" if backend == "sqlite" else postgres_url()
+    _two_processes(url, budget=40, n_initial=4, share=0.4)

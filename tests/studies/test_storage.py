@@ -377,3 +377,152 @@ def test_worker_measured_seconds_are_stored(storage_url: str) -> None:
     t0, t1 = store.trials(sid)
     assert t0.seconds == 0.001 and t0.duration == 0.001
     assert t1.seconds is None and t1.duration == t1.finished - t1.started >= 0.05
+
+
+def test_reserved_positions_never_repeat(storage_url: str) -> None:
+    """A process proposing alone reserves the trial count; processes proposing at once get
+    distinct positions, and a position filled in is never reserved again."""
+    store = Storage(storage_url)
+    sid = store.create_study(_record()).id
+    with store.write() as conn:
+        store.add_trial(conn, sid, {"x": 0.1}, worker="w", position=0)
+        store.add_trial(conn, sid, {"x": 0.2}, worker="w", position=1)
+        assert store.reserve(conn, sid, "a", 2) == [2, 3]
+        assert store.reserve(conn, sid, "b", 1) == [4]
+        assert store.reserve(conn, sid, "c", 0) == []
+    assert [(r.position, r.worker) for r in store.reservations(sid)] == [
+        (2, "a"),
+        (3, "a"),
+        (4, "b"),
+    ]
+    with store.write() as conn:  # b fills its position in first, as trial 2
+        store.add_trial(conn, sid, {"x": 0.3}, worker="b", position=4)
+        assert store.release(conn, sid, "b") == 1
+        assert store.reserve(conn, sid, "b", 1) == [5]  # not 4 again, though 4 is no longer held
+        assert store.release(conn, sid, "a", [3]) == 1
+        assert store.release(conn, sid, "a", [3]) == 0
+    with store.write() as conn:
+        assert [r.position for r in store.reservations(sid, conn)] == [2, 5]
+        store.release(conn, sid, "a")
+        store.release(conn, sid, "b")
+        assert store.reserve(conn, sid, "a", 1) == [5]
+        store.release(conn, sid, "a")
+    with store.read() as conn:
+        stored = conn.execute(select(schema.trials.c.position).order_by(schema.trials.c.number))
+        assert list(stored.scalars()) == [0, 1, 4]
+    assert store.reservations(sid) == []
+
+
+def test_count_used_leaves_out_requeued_copies(storage_url: str) -> None:
+    clock = FakeClock()
+    store = Storage(storage_url, clock=clock)
+    sid = store.create_study(_record()).id
+    with store.write() as conn:
+        store.add_trial(conn, sid, {"x": 0.1}, worker="gone")
+        store.add_trial(conn, sid, {"x": 0.2}, worker="me")
+    clock.advance(5.0)
+    with store.write() as conn:
+        assert store.reap_stale(conn, sid, 1.0, alive="me") == [0]
+        assert store.count_trials(conn, sid) == 3
+        assert store.count_used(conn, sid) == 2
+
+
+def test_reap_reservations(storage_url: str) -> None:
+    """A reservation whose process stopped reporting (or died on this host) is deleted; the
+    caller's own are refreshed, never reaped."""
+    clock = FakeClock()
+    store = Storage(storage_url, clock=clock)
+    sid = store.create_study(_record()).id
+    with store.write() as conn:
+        store.reserve(conn, sid, "me", 1)
+        store.reserve(conn, sid, "slow", 1)
+        store.reserve(conn, sid, "gone", 1)
+    clock.advance(0.8)
+    with store.write() as conn:
+        got = store.reap_reservations(conn, sid, 1.0, is_dead=lambda w: w == "gone", alive="me")
+        assert [(r.position, r.worker) for r in got] == [(2, "gone")]
+    clock.advance(0.8)  # me was refreshed 0.8 s ago, slow 1.6 s ago
+    with store.write() as conn:
+        got = store.reap_reservations(conn, sid, 1.0, alive="me")
+        assert [r.worker for r in got] == ["slow"]
+    (left,) = store.reservations(sid)
+    assert (left.position, left.worker, left.heartbeat) == (0, "me", clock.now)
+
+
+def test_v1_database_migrates_to_v2(tmp_path) -> None:
+    """Opening a version-1 database adds ``trials.position`` and the ``reservations`` table in
+    place (old rows hold no position), and writes version 2."""
+    import shutil
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parents[1] / "data" / "studies"
+    shutil.copy(data / "study_v1.db", tmp_path / "v1.db")
+    con = sqlite3.connect(tmp_path / "v1.db")
+    try:
+        assert con.execute("SELECT version FROM format_version").fetchone()[0] == 1
+        assert "reservations" not in {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
+    finally:
+        con.close()
+    store = Storage(f"sqlite:///{tmp_path / 'v1.db'}")
+    with store.read() as conn:
+        assert conn.execute(select(schema.format_version.c.version)).scalar() == 2
+        assert set(conn.execute(select(schema.trials.c.position)).scalars()) == {None}
+    sid = store.get_study("golden").id
+    assert store.reservations(sid) == []
+    with store.write() as conn:
+        assert store.reserve(conn, sid, "w", 1) == [8]  # the trial count: rows have no position
+    assert store.integrity_check() == "ok"
+
+
+def test_golden_v2_database_loads_and_resumes(tmp_path) -> None:
+    """A database written by schema version 2 (positions, a reservation left behind by a process
+    on a host that went away) stays readable and resumable: the stale reservation is freed."""
+    import dataclasses
+    import shutil
+    from pathlib import Path
+
+    from studies import Study
+    from studies.examples import toy_evaluate
+
+    data = Path(__file__).resolve().parents[1] / "data" / "studies"
+    shutil.copy(data / "study_v2.db", tmp_path / "v2.db")
+    expected = json.loads((data / "study_v2.json").read_text())
+    url = f"sqlite:///{tmp_path / 'v2.db'}"
+    study = Study.load("golden", url, evaluate=toy_evaluate)
+    assert [dataclasses.asdict(t) for t in study.trials] == expected["trials"]
+    stored = dataclasses.asdict(study.storage.get_study("golden"))
+    assert {k: v for k, v in stored.items() if k != "id"} == expected["study"]
+    held = [dataclasses.asdict(r) for r in study.storage.reservations(study.id)]
+    assert held == expected["reservations"]
+    study.optimize(8, progress=False)
+    assert study.progress() == {"finished": 8, "used": 8, "waiting": 0, "running": 0}
+    assert study.storage.reservations(study.id) == []
+    with study.storage.read() as conn:
+        query = select(schema.trials.c.position).order_by(schema.trials.c.number)
+        assert list(conn.execute(query).scalars()) == expected["positions"] + [6, 7]
+
+
+def test_integrity_check_finds_broken_invariants(storage_url: str) -> None:
+    """Both backends check what every write keeps: numbers without gaps, re-queued copies of
+    FAILED trials (each once), known states, COMPLETE trials with values."""
+    clock = FakeClock()
+    store = Storage(storage_url, clock=clock)
+    sid = store.create_study(_record()).id
+    with store.write() as conn:
+        for x in (0.1, 0.2, 0.3):
+            store.add_trial(conn, sid, {"x": x}, worker="gone")
+    store.finish_trial(sid, 1, state="COMPLETE", values={"f": 1.0})
+    clock.advance(5.0)
+    with store.write() as conn:
+        assert store.reap_stale(conn, sid, 1.0) == [0, 2]
+    assert store.integrity_check() == "ok"
+    T = schema.trials
+    with store.write() as conn:
+        conn.execute(update(T).where(T.c.number == 0).values(state="COMPLETE"))
+        conn.execute(update(T).where(T.c.number == 4).values(retry_of=3))
+        conn.execute(update(T).where(T.c.number == 2).values(number=9))
+    report = store.integrity_check()
+    assert "numbered 0..9, not 0..4" in report
+    assert "trial 0: state 'COMPLETE' without values" in report
+    assert "re-runs trial 0, which is COMPLETE" in report
+    assert "trial 4: re-runs trial 3, which is WAITING" in report

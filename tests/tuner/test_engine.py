@@ -19,6 +19,7 @@ from spaces import Space
 from tests.tuner.conftest import FAST, OBJECTIVES, evaluate, make_space, make_tuner, run
 from tuner import (
     FlatSurrogate,
+    InvalidArgumentError,
     InvalidSpecError,
     Surrogate,
     SurrogateError,
@@ -82,6 +83,48 @@ def test_sobol_design_continues_across_asks(space: Space) -> None:
     assert torch.allclose(
         space.to_unit([t.config for t in plain.ask(4)]), space.sample_unit(4, 0), atol=1e-12
     )
+
+
+def test_position_seeds_the_proposal(space: Space) -> None:
+    """The proposal position defaults to the trial count; another position gives the design's
+    point there, or (past the design) another seed; ``reserved`` positions are never proposed."""
+    design = [t.config for t in make_tuner(space, n_initial=6).ask(6)]
+    assert [t.config for t in make_tuner(space, n_initial=6).ask(2, position=3)] == design[3:5]
+    assert [t.config for t in make_tuner(space, n_initial=6).ask(1, position=0)] == design[:1]
+    modelled = make_tuner(space, n_initial=2, seed=5)
+    run(modelled, 2)
+    trials = modelled.trials
+    at = {
+        p: make_tuner(space, n_initial=2, seed=5, trials=trials).ask(1, position=p) for p in (2, 3)
+    }
+    assert [t.config for t in modelled.ask(1)] == [t.config for t in at[2]]
+    assert at[2][0].config != at[3][0].config
+    with pytest.raises(InvalidArgumentError, match="position"):
+        modelled.ask(1, position=-1)
+
+
+def test_reserved_design_points_are_pending(space: Space) -> None:
+    """Design points other proposers hold are known without asking them: never proposed, and
+    pending for a model-based proposal; positions past the design (or already tried) are not."""
+    from tuner.candidates import KeySet
+    from tuner.engine import _in_flight
+
+    tuner = make_tuner(space, n_initial=6, seed=3)
+    run(tuner, 2)  # positions 0 and 1 completed: the model is used past the design
+    ctx = tuner._settings
+    taken = KeySet(space.to_unit([t.config for t in tuner.trials]))
+    design = make_tuner(space, n_initial=6, seed=3).ask(6)
+    points = _in_flight(ctx, [4, 1, 9, 3], True, taken)
+    expected = space.to_unit([design[3].config, design[4].config])
+    assert torch.allclose(torch.stack(points), expected, atol=1e-12)
+    assert all(x in taken for x in expected)
+
+    def ask(**kw: object) -> list[dict]:
+        fresh = make_tuner(space, n_initial=6, seed=3, trials=tuner.trials)
+        return [t.config for t in fresh.ask(1, position=6, **kw)]
+
+    assert ask(reserved=[9, 12]) == ask()  # not predictable: nothing changes
+    assert ask(reserved=[2, 3]) != ask()  # their design points are pending
 
 
 SCRIPT = """
