@@ -4,8 +4,10 @@ at random (issue 36). Not a timed benchmark: it counts what the faults cost.
 Backends:
     sqlite     drivers with their default process pools on one SQLite file
     postgres   the same on PostgreSQL (``--postgres URL`` or ``RT_POSTGRES_URL``; ``.ci/postgres.sh``)
-    dask       drivers on SQLite sending trials to one Dask ``LocalCluster`` (4 worker processes,
-               restarted by their nannies); the kills hit the Dask worker processes mid-trial
+    dask       drivers on SQLite sending trials to one Dask scheduler with 4 worker processes
+               (``dask worker --no-nanny``); the kills hit registered workers mid-trial and the
+               soak starts a replacement for each (with nannies restarting them, all four were
+               gone after 24 kills in the first soak and the study waited for workers forever)
 
 On sqlite and postgres each kill hits, at random (seeded), a driving process (half the kills:
 its RUNNING trials and its proposal reservations are left behind; a new driver is started so
@@ -155,6 +157,47 @@ class Drivers:
         self.live.clear()
 
 
+class DaskWorkers:
+    """The Dask workers of a soak: plain worker processes on one scheduler, each killed one
+    replaced at once by a new one (what a cluster manager does), so the cluster keeps ``n``."""
+
+    def __init__(self, address: str, n: int, log: Path) -> None:
+        self.cmd = [sys.executable, "-m", "distributed.cli.dask_worker", address]
+        self.cmd += ["--nthreads", "1", "--no-nanny", "--no-dashboard", "--death-timeout", "60"]
+        self.env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"}
+        self.log = log
+        self.live: list[subprocess.Popen[bytes]] = []
+        for _ in range(n):
+            self.start()
+
+    def start(self) -> None:
+        with open(self.log, "ab") as out:
+            self.live.append(
+                subprocess.Popen(self.cmd, cwd=ROOT, env=self.env, stdout=out, stderr=out)
+            )
+
+    def kill_registered(self, client: Any, rng: random.Random) -> bool:
+        """SIGKILL one worker the scheduler knows (it may be running a trial) and start its
+        replacement; False when none has registered yet."""
+        registered = set(client.run(os.getpid).values())
+        procs = [p for p in self.live if p.poll() is None and p.pid in registered]
+        if not procs:
+            return False
+        proc = rng.choice(procs)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        self.live.remove(proc)
+        self.start()
+        return True
+
+    def stop_all(self) -> None:
+        for p in self.live:
+            if p.poll() is None:
+                p.kill()
+            p.wait(timeout=30)
+        self.live.clear()
+
+
 def _pool_workers(pid: int) -> list[int]:
     """Worker processes of a driver's process pool (its child processes)."""
     import psutil
@@ -255,15 +298,14 @@ def soak(backend: str, url: str, args: argparse.Namespace, folder: Path) -> dict
     rng = random.Random(args.seed)
     name = f"soak-{uuid.uuid4().hex[:8]}"
     _open(url, name)  # created once, before any driver races to create it
-    cluster = client = None
+    cluster = client = workers = None
     if backend == "dask":
         import distributed
 
-        os.environ["PYTHONPATH"] = str(ROOT)  # the cluster's workers import this module
-        cluster = distributed.LocalCluster(
-            n_workers=4, threads_per_worker=1, processes=True, dashboard_address=None
-        )
+        cluster = distributed.LocalCluster(n_workers=0, processes=True, dashboard_address=None)
+        workers = DaskWorkers(cluster.scheduler_address, 4, folder / "dask-workers.log")
         client = distributed.Client(cluster)
+        client.wait_for_workers(4, timeout=120)
     drivers = Drivers(
         url,
         name,
@@ -292,7 +334,7 @@ def soak(backend: str, url: str, args: argparse.Namespace, folder: Path) -> dict
             drivers.reap()
             if store.progress()["finished"] >= args.trials:
                 break  # the study finished before every kill was made
-            kinds[_kill_one(backend, drivers, client, rng)] += 1
+            kinds[_kill_one(backend, drivers, client, workers, rng)] += 1
             drivers.reap()
             while len(drivers.live) < rng.randint(2, 4) or len(drivers.live) < 2:
                 drivers.start()
@@ -309,6 +351,8 @@ def soak(backend: str, url: str, args: argparse.Namespace, folder: Path) -> dict
         drivers.stop_all()
         if client is not None:
             client.close()
+        if workers is not None:
+            workers.stop_all()
         if cluster is not None:
             cluster.close()
     trials = store.trials
@@ -343,14 +387,14 @@ def soak(backend: str, url: str, args: argparse.Namespace, folder: Path) -> dict
     }
 
 
-def _kill_one(backend: str, drivers: Drivers, client: Any, rng: random.Random) -> str:
+def _kill_one(
+    backend: str, drivers: Drivers, client: Any, workers: DaskWorkers | None, rng: random.Random
+) -> str:
     """SIGKILL one process; returns what it was."""
-    if backend == "dask":
-        pids = sorted(client.run(os.getpid).values())  # a worker restarting is skipped
-        if pids and _kill_pid(rng.choice(pids)):
-            return "dask_worker"
-        time.sleep(0.5)
-        return _kill_one(backend, drivers, client, rng)
+    if workers is not None:
+        while not workers.kill_registered(client, rng):  # replacements still starting
+            time.sleep(0.5)
+        return "dask_worker"
     drivers.reap()
     if not drivers.live:
         drivers.start()
