@@ -251,7 +251,7 @@ class Space:
 
         Raises:
             SpaceError: If ``X`` is not ``n x d`` or holds a NaN or an infinity (no configuration
-                is meant by it; it used to decode silently to the middle of the range).
+                is meant by it).
         """
         A = self._as_array(X)
         bad = np.argwhere(~np.isfinite(A))

@@ -1,18 +1,15 @@
 """PC with Fisher-z tests and tiered background knowledge, as causal-learn runs it, on index arrays.
 
-`structure.pc` ran causal-learn's ``pc(data, alpha, test, background_knowledge=bk)`` (stable
-skeleton, ``uc_rule=0``, ``uc_priority=2``) on every bootstrap resample. Its skeleton discovery
-loops over node objects and edits a ``GeneralGraph`` edge by edge, and its orientation phase
-deep-copies the graph and scans the knowledge's rule sets on every query: ~0.36 s of the 0.45 s
-that PC cost per checkpoint, against cheap, cached p-values. `pc_graph` returns the same graph
+`pc_graph` computes what causal-learn's ``pc(data, alpha, test, background_knowledge=bk)``
+(stable skeleton, ``uc_rule=0``, ``uc_priority=2``) computes, on every bootstrap resample.
+causal-learn's skeleton discovery loops over node objects and edits a ``GeneralGraph`` edge by
+edge, and its orientation phase deep-copies the graph and scans the knowledge's rule sets on
+every query, which costs far more than the cached p-values. `pc_graph` returns the same graph
 matrix from an index adjacency matrix, the p-values of one depth computed together, and plain
 lists for the orientation; ``tests/structure/test_pc_fast.py`` checks it against causal-learn.
-
-Measured on the 34 `bootstrap_pc` calls of a ``benchmarks.bench_proposal`` replay (rewrite
-traces, 10-38 trials, 15-27 PC columns, 6 resamples): 7.6 s on causal-learn, 0.50 s here (15x;
-the largest table 753 -> 48 ms), the same votes and learned structures; the learned proposal's
-CPU over the flat GP's went from 3.22x to 2.81x. What remains is mostly the skeleton's
-enumeration of conditioning sets (~1000 distinct tests per run); the orientation is ~10%.
+Most of its time is the skeleton's enumeration of conditioning sets (~1000 distinct tests per
+run); the orientation is ~10%. Timings against causal-learn: benchmarks/README.md,
+"bench_structure: proposal time".
 
 What is replicated, and why each matters for the result:
 
@@ -104,8 +101,9 @@ def pc_graph(data: np.ndarray, alpha: float, forbidden: np.ndarray) -> np.ndarra
     """causal-learn's ``pc(data, alpha, fisher-z, background_knowledge=bk).G.graph`` (stable,
     ``uc_rule=0``, ``uc_priority=2``) for knowledge that forbids edges and requires none.
 
-    15x faster than causal-learn on the trials tables of `structure.pc` (see the module
-    docstring for what is replicated, and the figures).
+    15x faster than causal-learn on the trials tables of `structure.pc` (figures:
+    benchmarks/README.md, "bench_structure: proposal time"; the module docstring says what is
+    replicated).
 
     Args:
         data: ``n x c``-dim data.

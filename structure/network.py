@@ -22,10 +22,9 @@ Sample paths are deterministic functions, so a point's output does not depend on
 points of a batch. `forward` uses that: rows shared by every batch element (the baseline that
 qLogNEHVI concatenates to each candidate) are evaluated once.
 
-Measured and not kept: BOFN's noiseless node GPs (fixed noise ``1e-6`` of each node's variance
-instead of learned noise): no clear gain on the function networks, and learned noise is what a
-stochastic search's metrics need (figures: benchmarks/README.md, "bench_structure: design
-decisions").
+Node GPs learn their noise (BOFN fixes it near zero): a stochastic search's metrics are noisy,
+and fixed noise gave no clear gain on the function networks (figures: benchmarks/README.md,
+"bench_structure: design decisions").
 """
 
 from __future__ import annotations

@@ -26,20 +26,10 @@ then left out one at a time, which flatters larger sets. Small sets are flattere
 pure-noise target a GP on one random column beats the constant by ``min_gain`` plus the log of 4
 candidates in 12-15% of draws (n = 10 to 40; the MAP lengthscale, 0.002-0.01 of the range, fits
 coincident pairs). Starting from the base set, and checking that a chosen metric is itself
-predictable (`Selection.predictable`), guard against that (how well is not measured). Variants
-measured and not kept (figures: benchmarks/README.md, "bench_structure: design decisions"):
-
-- a second search from the empty set for objectives: finds Dropwave's radius earlier, but
-  chooses the network on unstructured problems more often and lost the lead over flat on
-  Ackley-6;
-- charging each fitted lengthscale ``l`` its prior's shape term ``(ln l - loc)^2 / (2 sd^2)``:
-  cuts the chance tail and keeps Dropwave's radius signal, but Dropwave and Alpine2 ended
-  weaker than with the plain score;
-- objectives selected sparsely (every metric tried at each forward step, plus a second search
-  from the empty set): finds search8's acceptance-rate window earlier but optimized no better,
-  and on a pure-noise target it found a "predictable" set of chance inputs;
-- a backward step that bounds the total cost of its drops (each drop judged against the fit it
-  started from, not the last one): on search8 no better than the default at 20 or 40 trials.
+predictable (`Selection.predictable`), guard against that. The score carries no lengthscale
+prior term, objectives start from all their parameters (no second search from the empty set),
+and each backward drop is judged against the last fit; the alternatives and their figures are in
+benchmarks/README.md, "bench_structure: design decisions".
 """
 
 from __future__ import annotations

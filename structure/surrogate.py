@@ -88,8 +88,8 @@ class StructuredConfig:
         relearn_every: Trials between checkpoints (structure re-learned, scores recomputed).
         dense_until: Checkpoint at every trial up to this many trials, then every
             ``relearn_every``: a structure is adopted (or a fallback left) as soon as the data
-            shows it, while checkpoints are cheap (20 was measured against 0 in
-            benchmarks/README.md, "bench_structure: design decisions"). 0: no dense phase.
+            shows it, while checkpoints are cheap (figures: benchmarks/README.md,
+            "bench_structure: design decisions"). 0: no dense phase.
         cv_folds: Folds of the held-out score.
         window: Trials scored prequentially at each checkpoint.
         tolerance: Nats per scored point by which the network may predict worse than the flat

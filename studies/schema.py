@@ -65,7 +65,7 @@ __all__ = [
 ]
 
 #: Schema version written by this release. 2: ``trials.position`` and the ``reservations``
-#: table (proposals computed outside the study's lock, issue 36).
+#: table (proposals computed outside the study's lock).
 FORMAT_VERSION = 2
 
 #: Allowed values of ``trials.state``.
