@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import sqlite3
 import subprocess
 import sys
+from multiprocessing.connection import Connection
 
 import numpy as np
 import pytest
@@ -194,6 +197,32 @@ def test_verdict_cache_is_shared_through_sqlite(tmp_path):
     )
     assert out.stdout.strip() == "1"
     assert VerdictCache(path).get("x", "k") == {"v": 1}
+
+
+def _use_cache_in_child(cache: VerdictCache, parent_conn_id: int, pipe: Connection) -> None:
+    try:
+        cache.put("child", "k", {"pid": os.getpid()})
+        pipe.send((id(cache._conn()) != parent_conn_id, cache.get("child", "k"), len(cache)))
+    finally:
+        pipe.close()
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_a_forked_process_opens_its_own_cache_connection(tmp_path):
+    """A child forked after the parent used the cache never touches the parent's connection."""
+    cache = VerdictCache(tmp_path / "v.sqlite")
+    cache.put("parent", "k", {"v": 1})
+    parent_conn = cache._conn()
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_use_cache_in_child, args=(cache, id(parent_conn), send))
+    child.start()
+    send.close()
+    own_conn, record, n = receive.recv()
+    child.join(30)
+    assert child.exitcode == 0
+    assert own_conn and record == {"pid": child.pid} and n == 2
+    assert cache._conn() is parent_conn and cache.get("child", "k") == {"pid": child.pid}
 
 
 def test_verdict_cache_rejects_newer_format_and_ignores_corrupt_records(tmp_path):
