@@ -120,20 +120,13 @@ def test_signature_mismatch_is_a_clear_error():
         Verifier().check(g1, g2)
 
 
-def _softplus_op() -> str:
-    """A test-only op with a numpy implementation but no field semantics."""
-    from rewrite.ops import OpDef, op_names, register
+def test_field_mode_rejects_ops_without_field_semantics_and_auto_falls_back(op_registry):
+    from rewrite.ops import OpDef, register
 
-    name = "test_only_softplus"
-    if name not in op_names():
-        register(
-            OpDef(name, lambda ins, a: (ins[0],), lambda xp, arrs, a: (xp.log1p(xp.exp(arrs[0])),))
-        )
-    return name
-
-
-def test_field_mode_rejects_ops_without_field_semantics_and_auto_falls_back():
-    name = _softplus_op()
+    name = "test_only_softplus"  # a numpy implementation but no field semantics
+    register(
+        OpDef(name, lambda ins, a: (ins[0],), lambda xp, arrs, a: (xp.log1p(xp.exp(arrs[0])),))
+    )
 
     def g(double_neg: bool):
         b = GraphBuilder("sp")
