@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 from multiprocessing.connection import Connection
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -236,6 +237,16 @@ def test_verdict_cache_rejects_newer_format_and_ignores_corrupt_records(tmp_path
     con.commit()
     con.close()
     assert VerdictCache(path).get("ns", "k") is None
+
+
+def test_the_suite_keeps_its_caches_out_of_the_home_directory(tmp_path_factory):
+    """`tests/conftest.py` points ``REWRITE_CACHE_DIR`` into the session's temporary tree."""
+    from rewrite.verify import default_cache, default_cache_dir
+
+    where = default_cache_dir().resolve()
+    assert where.is_relative_to(tmp_path_factory.getbasetemp().resolve())
+    assert not where.is_relative_to(Path.home().resolve())
+    assert default_cache().path.resolve().is_relative_to(where)
 
 
 def test_backend_selection(monkeypatch):
