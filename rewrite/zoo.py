@@ -1,7 +1,8 @@
 """Real models built offline from configs and imported with `rewrite.from_torch`.
 
-Models come from Hugging Face ``transformers`` classes built from a config (never downloaded,
-safe under ``HF_HUB_OFFLINE=1``): GPT-2, BERT, a LLaMA-family decoder, T5's encoder, ViT and a
+Models come from Hugging Face ``transformers`` classes built from a config, so nothing is
+downloaded and no network is needed, with or without ``HF_HUB_OFFLINE``; building one leaves the
+environment as it was. GPT-2, BERT, a LLaMA-family decoder, T5's encoder, ViT and a
 ResNet-style CNN. Each has a ``small`` size (2 layers or stages, narrow; real random weights on
 the CPU, seeded) and a ``full`` size (GPT-2 124M, BERT-base, a Llama-3-8B-shaped decoder in
 bfloat16, the encoder of T5 v1.1 base, ViT-B/16, ResNet-50) whose parameters live on the
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -227,7 +227,6 @@ def model(name: str, **overrides: Any) -> ZooModel:
     import torch
     import transformers
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     base, size = _split_name(name, overrides.pop("size", None))
     spec = _SPECS[base]
     run = {**(spec.small_defaults if size == "small" else spec.full_defaults)}

@@ -21,6 +21,7 @@ timeout but keeps its slot until its future returns (its result is then dropped)
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import pickle
 import re
 import time
@@ -212,7 +213,24 @@ def _collect(rec: _Recorder, running: dict[Future[Any], _Slot], done: set[Future
 
 
 def _process_pool(n_workers: int) -> _Pool:
-    return _Pool(max_workers=n_workers, initializer=exit_with_parent)
+    """The default pool: ``n_workers`` processes started with ``fork`` where the platform has it
+    (else its default, ``spawn``), chosen for this pool only (never `multiprocessing`'s global
+    start method).
+
+    ``fork`` because a worker then runs an evaluate function defined interactively (a notebook,
+    ``python -c``), which a spawned worker could not import, and starts with the driving
+    process's modules already imported. A process that has run an OpenMP parallel region must
+    not fork (libgomp is not fork-safe: the child hangs at its first parallel kernel), so code
+    the driving process runs before its workers start keeps OpenMP to one thread. For another
+    start method pass ``Study.optimize(executor=ProcessPoolExecutor(mp_context=get_context(
+    "spawn")))``.
+    """
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+    return _Pool(
+        max_workers=n_workers,
+        mp_context=multiprocessing.get_context(method),
+        initializer=exit_with_parent,
+    )
 
 
 def _fill(

@@ -209,10 +209,14 @@ def calibrate(
 
 @contextlib.contextmanager
 def timing_threads(on: bool = True) -> Iterator[None]:
-    """One torch CPU thread while a study times graphs (restored after; ``on`` False: nothing
-    changes). The CPU-time clock then holds while other workers share the machine, and the
-    driving process never starts an OpenMP thread team: libgomp is not fork-safe, and a worker
-    forked after one hangs at its first parallel kernel."""
+    """One torch CPU thread inside the block, the caller's count restored on exit (an exception
+    included); with ``on`` False nothing changes.
+
+    A study times graphs inside it, for two reasons: the CPU-time clock holds while other
+    workers share the machine, and the driving process, which calibrates before its process
+    pool forks its workers, never starts an OpenMP thread team (libgomp is not fork-safe: a
+    worker forked after one hangs at its first parallel kernel).
+    """
     if not on:
         yield
         return

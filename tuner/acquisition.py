@@ -3,19 +3,24 @@
 Pure functions of their inputs; the caller fixes torch's seed.
 
 BoTorch's qLogNEHVI (0.18) compiles a fused C++ kernel with ``-march=native`` the first time one
-is built in a process, under a lock file in torch's extension cache. Importing this module turns
-that off (`_no_fused_kernel`): a process killed while compiling, as a study's worker may be, leaves
-the lock behind and every later process waits on it forever (seen here: a test run and a CI run
-hung in torch's ``FileBaton.wait``); the first proposal of a fresh machine would also wait for a
+is built in a process, under a lock file in torch's extension cache. The tuner's proposals run
+inside `no_fused_kernel`, which keeps that kernel neither compiled nor used for the duration of
+the block only: a process killed while compiling, as a study's worker may be, leaves the lock
+behind and every later process waits on it forever (seen here: a test run and a CI run hung in
+torch's ``FileBaton.wait``); the first proposal of a fresh machine would also wait for a
 compiler, and results would depend on having one. The Python path gives the same acquisition
-values (equal to the last bit on 32 candidates) and gradients within 7e-14.
+values (equal to the last bit on 32 candidates) and gradients within 7e-14. Importing this module
+changes no BoTorch state.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import torch
 from botorch.acquisition import AcquisitionFunction
@@ -35,17 +40,47 @@ from tuner.errors import InvalidSpecError
 from tuner.problem import Problem
 from tuner.trial import Trial
 
-__all__ = ["build_acquisition", "check_reference_point", "infer_reference", "pareto_mask"]
+__all__ = [
+    "build_acquisition",
+    "check_reference_point",
+    "infer_reference",
+    "no_fused_kernel",
+    "pareto_mask",
+]
 
 
-def _no_fused_kernel() -> None:
-    """Mark BoTorch's fused qLogNEHVI kernel as already tried (and not loaded), so it is never
-    compiled (see the module docstring). A no-op on a BoTorch without it."""
-    if getattr(_logei, "_C", None) is None and hasattr(_logei, "_load_attempted"):
-        _logei._load_attempted = True
+_kernel_lock = threading.Lock()
+_kernel_users = 0  # blocks inside `no_fused_kernel`, in every thread
+_kernel_saved: tuple[Any, Any] = (None, False)  # BoTorch's (_C, _load_attempted) before the first
 
 
-_no_fused_kernel()
+@contextlib.contextmanager
+def no_fused_kernel() -> Iterator[None]:
+    """Run BoTorch's qLogNEHVI on its pure-Python path inside the block (see the module docstring).
+
+    On entry BoTorch's fused-kernel loader is marked as already tried, with no kernel loaded
+    (``logei._load_attempted = True``, ``logei._C = None``), so acquisition functions built and
+    evaluated in the block neither compile nor call it. The previous values are restored when
+    the last of the blocks open in this process (nested or in other threads) exits. Other BoTorch
+    users in the process see the same state while a block is open. A no-op on a BoTorch without
+    the fused kernel.
+    """
+    global _kernel_users, _kernel_saved
+    if not hasattr(_logei, "_load_attempted"):
+        yield
+        return
+    with _kernel_lock:
+        if _kernel_users == 0:
+            _kernel_saved = (_logei._C, _logei._load_attempted)
+            _logei._C, _logei._load_attempted = None, True
+        _kernel_users += 1
+    try:
+        yield
+    finally:
+        with _kernel_lock:
+            _kernel_users -= 1
+            if _kernel_users == 0:
+                _logei._C, _logei._load_attempted = _kernel_saved
 
 
 def check_reference_point(

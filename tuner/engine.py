@@ -40,7 +40,7 @@ import torch
 from threadpoolctl import threadpool_limits
 from torch import Tensor
 
-from tuner.acquisition import build_acquisition, infer_reference, pareto_mask
+from tuner.acquisition import build_acquisition, infer_reference, no_fused_kernel, pareto_mask
 from tuner.candidates import (
     KeySet,
     candidates_from,
@@ -182,7 +182,8 @@ def _model_batch(
     seed: int,
 ) -> list[Tensor]:
     """``q`` points from the acquisition function, greedily, each pending for the next (the
-    ``chosen`` points are pending too).
+    ``chosen`` points are pending too). BoTorch's fused qLogNEHVI kernel is neither compiled nor
+    used (`tuner.acquisition.no_fused_kernel`).
 
     BLAS runs single-threaded here: the fits and the acquisition optimization make many calls on
     tiny arrays (L-BFGS-B's vector updates, small Cholesky factors), where a multi-threaded
@@ -203,15 +204,16 @@ def _model_batch(
     )
     pending = _pending(space, trials, options.max_failed_pending)
     pending = torch.cat([pending, candidates_from(chosen, space.dim)])
-    acqf = build_acquisition(model, problem, data.X, pending, ref, options.mc_samples, seed)
     anchors = _anchors(problem, completed, data.X)
     out: list[Tensor] = []
-    for j in range(q):
-        if j:
-            acqf.set_X_pending(torch.cat([pending, torch.stack(out)]))
-        ics = starting_points(acqf, space, anchors, options, seed + 1 + j)
-        x = optimize_candidate(acqf, space, ics, taken, options)
-        out.append(_accept(x, space, taken, seed + 7919 + j))
+    with no_fused_kernel():
+        acqf = build_acquisition(model, problem, data.X, pending, ref, options.mc_samples, seed)
+        for j in range(q):
+            if j:
+                acqf.set_X_pending(torch.cat([pending, torch.stack(out)]))
+            ics = starting_points(acqf, space, anchors, options, seed + 1 + j)
+            x = optimize_candidate(acqf, space, ics, taken, options)
+            out.append(_accept(x, space, taken, seed + 7919 + j))
     return out
 
 

@@ -301,6 +301,16 @@ class _Global:
 
 
 def _make_executor(cfg: SearchConfig) -> cf.Executor:
+    """The default island pool: ``cfg.workers`` processes started with ``fork`` where the
+    platform has it (else its default, ``spawn``), chosen for this pool only (never
+    `multiprocessing`'s global start method).
+
+    ``fork`` because a worker then starts with the engine, torch and the rules already imported
+    (a spawned one re-imports them). A process that has run an OpenMP
+    parallel region must not fork (libgomp is not fork-safe: the child hangs at its first
+    parallel kernel). For another start method pass ``rewrite.search(...,
+    executor=ProcessPoolExecutor(mp_context=multiprocessing.get_context("spawn")))``.
+    """
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
     ctx = multiprocessing.get_context(method)
     return cf.ProcessPoolExecutor(max_workers=cfg.workers, mp_context=ctx)

@@ -10,7 +10,9 @@ a newer version fails with an upgrade hint. No pickle: records are JSON.
 The default location is ``$REWRITE_CACHE_DIR/verdicts.sqlite`` (default directory
 ``~/.cache/rewrite-tuner``). ``VerdictCache(None)`` is an in-memory cache for one process.
 
-Thread-safety: one connection per thread (created lazily); safe across processes.
+Thread- and fork-safety: one connection per (process, thread), created lazily. A process forked
+from one that used the cache opens its own connection on first use (SQLite connections must not
+cross a ``fork``); safe across processes.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class VerdictCache:
     def __init__(self, path: str | os.PathLike[str] | None) -> None:
         self.path = None if path is None else Path(path)
         self._local = threading.local()
+        self._inherited: list[sqlite3.Connection] = []  # a forked parent's, kept open unused
         self._mem: dict[tuple[str, str], dict[str, Any]] | None = {} if path is None else None
         self.hits = self.misses = 0
         if self.path is not None:
@@ -56,12 +59,22 @@ class VerdictCache:
             self._init_schema()
 
     def _conn(self) -> sqlite3.Connection:
+        """This thread's connection in this process, opened on first use.
+
+        A thread-local inherited through ``fork`` holds the parent's connection: it is set aside
+        in `_inherited`, never used and never closed (closing it could checkpoint and remove
+        the parent's WAL file), and the child opens its own.
+        """
+        pid = os.getpid()
         conn = getattr(self._local, "conn", None)
+        if conn is not None and self._local.pid != pid:
+            self._inherited.append(conn)
+            conn = None
         if conn is None:
             conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn = conn
+            self._local.conn, self._local.pid = conn, pid
         return conn
 
     def _init_schema(self) -> None:

@@ -103,19 +103,15 @@ def test_ops_where_rejects_unknown_fields():
         ops_where(linearity=True)
 
 
-def test_register_rejects_unknown_degree(monkeypatch):
-    monkeypatch.setattr(ops_base, "_REGISTRY", dict(ops_base._REGISTRY))
-    monkeypatch.setattr(ops_base, "_DERIVED", {})
+def test_register_rejects_unknown_degree(op_registry):
     bad = OpDef("test_bad_degree", lambda ins, a: ins, lambda xp, a, at: tuple(a), degree="cube")
     with pytest.raises(ValueError, match="degree"):
         ops_base.register(bad)
 
 
-def test_a_new_op_needs_only_its_opdef(monkeypatch):
+def test_a_new_op_needs_only_its_opdef(op_registry):
     """An op registered with verifier fields is a random map in the field, fresh in the degree
     bound and passes an index through, without touching the verifier modules."""
-    monkeypatch.setattr(ops_base, "_REGISTRY", dict(ops_base._REGISTRY))
-    monkeypatch.setattr(ops_base, "_DERIVED", {})
     before = ops_where(random_map=True)
     ops_base.register(
         OpDef(

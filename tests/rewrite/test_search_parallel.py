@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from rewrite.errors import SearchError
 from rewrite.optimize.api import search
 from rewrite.optimize.config import SearchConfig
+from rewrite.optimize.parallel import _make_executor
 from rewrite.optimize.pareto import non_dominated
 from rewrite.verify import Verifier
 from tests.rewrite.search_rules import TEST_RULES, chain_graph
@@ -44,6 +46,17 @@ def test_process_pool_islands(tmp_path: Path) -> None:
     assert res.hypervolume > res.hv_trace[0][2]
     m = res.metrics()
     assert m["steps"] == 160 and m["rule.test_neg_neg.fired"] > 0
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_the_island_pool_forks_without_setting_the_global_start_method() -> None:
+    before = multiprocessing.get_start_method(allow_none=True)
+    pool = _make_executor(SearchConfig(workers=2))
+    try:
+        assert pool._mp_context.get_start_method() == "fork"
+    finally:
+        pool.shutdown()
+    assert multiprocessing.get_start_method(allow_none=True) == before
 
 
 @pytest.mark.parametrize(

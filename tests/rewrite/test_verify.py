@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import sqlite3
 import subprocess
 import sys
+from multiprocessing.connection import Connection
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -117,20 +121,13 @@ def test_signature_mismatch_is_a_clear_error():
         Verifier().check(g1, g2)
 
 
-def _softplus_op() -> str:
-    """A test-only op with a numpy implementation but no field semantics."""
-    from rewrite.ops import OpDef, op_names, register
+def test_field_mode_rejects_ops_without_field_semantics_and_auto_falls_back(op_registry):
+    from rewrite.ops import OpDef, register
 
-    name = "test_only_softplus"
-    if name not in op_names():
-        register(
-            OpDef(name, lambda ins, a: (ins[0],), lambda xp, arrs, a: (xp.log1p(xp.exp(arrs[0])),))
-        )
-    return name
-
-
-def test_field_mode_rejects_ops_without_field_semantics_and_auto_falls_back():
-    name = _softplus_op()
+    name = "test_only_softplus"  # a numpy implementation but no field semantics
+    register(
+        OpDef(name, lambda ins, a: (ins[0],), lambda xp, arrs, a: (xp.log1p(xp.exp(arrs[0])),))
+    )
 
     def g(double_neg: bool):
         b = GraphBuilder("sp")
@@ -196,6 +193,32 @@ def test_verdict_cache_is_shared_through_sqlite(tmp_path):
     assert VerdictCache(path).get("x", "k") == {"v": 1}
 
 
+def _use_cache_in_child(cache: VerdictCache, parent_conn_id: int, pipe: Connection) -> None:
+    try:
+        cache.put("child", "k", {"pid": os.getpid()})
+        pipe.send((id(cache._conn()) != parent_conn_id, cache.get("child", "k"), len(cache)))
+    finally:
+        pipe.close()
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_a_forked_process_opens_its_own_cache_connection(tmp_path):
+    """A child forked after the parent used the cache never touches the parent's connection."""
+    cache = VerdictCache(tmp_path / "v.sqlite")
+    cache.put("parent", "k", {"v": 1})
+    parent_conn = cache._conn()
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_use_cache_in_child, args=(cache, id(parent_conn), send))
+    child.start()
+    send.close()
+    own_conn, record, n = receive.recv()
+    child.join(30)
+    assert child.exitcode == 0
+    assert own_conn and record == {"pid": child.pid} and n == 2
+    assert cache._conn() is parent_conn and cache.get("child", "k") == {"pid": child.pid}
+
+
 def test_verdict_cache_rejects_newer_format_and_ignores_corrupt_records(tmp_path):
     path = tmp_path / "v.sqlite"
     c = VerdictCache(path)
@@ -214,6 +237,16 @@ def test_verdict_cache_rejects_newer_format_and_ignores_corrupt_records(tmp_path
     con.commit()
     con.close()
     assert VerdictCache(path).get("ns", "k") is None
+
+
+def test_the_suite_keeps_its_caches_out_of_the_home_directory(tmp_path_factory):
+    """`tests/conftest.py` points ``REWRITE_CACHE_DIR`` into the session's temporary tree."""
+    from rewrite.verify import default_cache, default_cache_dir
+
+    where = default_cache_dir().resolve()
+    assert where.is_relative_to(tmp_path_factory.getbasetemp().resolve())
+    assert not where.is_relative_to(Path.home().resolve())
+    assert default_cache().path.resolve().is_relative_to(where)
 
 
 def test_backend_selection(monkeypatch):

@@ -12,8 +12,8 @@ from botorch.posteriors.ensemble import EnsemblePosterior
 from botorch.sampling.index_sampler import IndexSampler
 from botorch.sampling.normal import SobolQMCNormalSampler
 
-import tuner.acquisition  # noqa: F401  its import keeps BoTorch from compiling a fused kernel
 from structure import Edge, Formula, NetworkConfig, Structure, StructureError, fit_gp_network
+from tuner.acquisition import no_fused_kernel
 
 FAST = NetworkConfig(num_paths=32, num_features=128, fit_options={"maxiter": 25})
 
@@ -122,6 +122,7 @@ def test_formula_nodes_are_exact_and_read_raw_values() -> None:
     assert "total" not in net.gps
 
 
+@no_fused_kernel()  # as the tuner's proposals run qLogNEHVI: nothing compiled
 def test_qlognehvi_with_an_intermediate_constraint_runs_on_the_network(network) -> None:
     net, X = network
     acq = qLogNoisyExpectedHypervolumeImprovement(

@@ -4,6 +4,7 @@ executor that cannot stop it, it keeps its slot, so no more than ``n_workers`` t
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -89,3 +90,14 @@ def test_backstop_keeps_the_slot_of_a_trial_it_cannot_stop(
     assert trials[0].state == "FAILED" and "TimeoutError" in (trials[0].error or "")
     assert [t.state for t in trials[1:]] == ["COMPLETE", "COMPLETE"]
     assert took >= 1.4  # the next trial waited for the hung one's slot
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_the_default_pool_forks_without_setting_the_global_start_method() -> None:
+    before = multiprocessing.get_start_method(allow_none=True)
+    pool = driver._process_pool(2)
+    try:
+        assert pool._mp_context.get_start_method() == "fork"
+    finally:
+        pool.shutdown()
+    assert multiprocessing.get_start_method(allow_none=True) == before

@@ -27,6 +27,7 @@ from studies.rewrite_study import (
     evaluate_rewrite,
     rewrite_space,
     rewrite_study,
+    timing_threads,
     unmodeled_metrics,
 )
 from studies.transfer import export_tuned, validate
@@ -216,6 +217,22 @@ def test_a_compiling_study_reports_the_speedup_over_torch_compile(tmp_path: Path
     study.optimize(1, progress=False)
     (trial,) = study.trials
     assert trial.state == "COMPLETE" and 0.2 < trial.values[COMPILED] < 5.0
+
+
+def test_timing_threads_restores_the_callers_thread_count() -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with pytest.raises(RuntimeError), timing_threads():
+            assert torch.get_num_threads() == 1
+            raise RuntimeError
+        assert torch.get_num_threads() == 2
+        with timing_threads(on=False):
+            assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_bad_workload_and_objective_are_clear_errors(tmp_path: Path) -> None:

@@ -9,12 +9,14 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 from botorch.models.model import Model
 
+import tuner.engine as tuner_engine
 from spaces import Space
 from tests.tuner.conftest import FAST, OBJECTIVES, evaluate, make_space, make_tuner, run
 from tuner import (
@@ -29,7 +31,12 @@ from tuner import (
     Tuner,
     TunerOptions,
 )
-from tuner.acquisition import check_reference_point, infer_reference
+from tuner.acquisition import (
+    build_acquisition,
+    check_reference_point,
+    infer_reference,
+    no_fused_kernel,
+)
 from tuner.engine import _pending, default_n_initial, derive_seed
 from tuner.problem import Problem
 
@@ -297,8 +304,6 @@ def test_objectives_property_is_a_copy(space: Space) -> None:
 
 def test_pending_point_discounts_the_acquisition_there(space: Space) -> None:
     """The failed-region rule relies on this: a pending x has (almost) no improvement left."""
-    from tuner.acquisition import build_acquisition
-
     tuner = make_tuner(space, n_initial=6)
     run(tuner, 6)
     problem = Problem(OBJECTIVES)
@@ -307,24 +312,61 @@ def test_pending_point_discounts_the_acquisition_there(space: Space) -> None:
     model = FlatSurrogate({"maxiter": 15}).fit(data)
     ref = infer_reference(problem, done, None, 0.1)
     x = space.sample_unit(1, 123)
-    free = build_acquisition(model, problem, data.X, None, ref, 32, 0)
-    pending = build_acquisition(model, problem, data.X, x, ref, 32, 0)
-    with torch.no_grad():
-        assert pending(x.unsqueeze(0)) < free(x.unsqueeze(0))
+    with no_fused_kernel():
+        free = build_acquisition(model, problem, data.X, None, ref, 32, 0)
+        pending = build_acquisition(model, problem, data.X, x, ref, 32, 0)
+        with torch.no_grad():
+            assert pending(x.unsqueeze(0)) < free(x.unsqueeze(0))
 
 
-def test_botorchs_fused_kernel_is_never_compiled(space: Space) -> None:
-    """Building qLogNEHVI compiles nothing (`tuner.acquisition._no_fused_kernel`): a process
-    killed while BoTorch compiled it would leave a lock that hangs every later one."""
+_BOTORCH_KERNEL_STATE = (
+    "from botorch.acquisition.multi_objective import logei; "
+    "print(repr((logei._C, logei._load_attempted)))"
+)
+
+
+def test_importing_the_packages_leaves_botorchs_state_alone() -> None:
+    """BoTorch's fused-kernel state after importing the packages is that of a bare BoTorch."""
+
+    def state(imports: str) -> str:
+        code = f"{imports}; {_BOTORCH_KERNEL_STATE}"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    ours = "import tuner, structure, studies, tuner.acquisition, tuner.engine; tuner.Tuner"
+    assert state(f"import botorch; {ours}") == state("import botorch")
+
+
+def test_proposals_never_compile_botorchs_fused_kernel(space: Space, monkeypatch) -> None:
+    """Model proposals run qLogNEHVI on BoTorch's Python path (`no_fused_kernel`): a process
+    killed while BoTorch compiled its kernel would leave a lock that hangs every later one.
+    BoTorch's state is as it was afterwards."""
+    import torch.utils.cpp_extension
     from botorch.acquisition.multi_objective import logei
 
-    from tuner.acquisition import build_acquisition
+    compiled: list[tuple] = []
+    monkeypatch.setattr(torch.utils.cpp_extension, "load", lambda *a, **k: compiled.append(a))
+    monkeypatch.setattr(logei, "_load_attempted", False)
+    monkeypatch.setattr(logei, "_C", None)
+    built_with_loader_off: list[bool] = []
 
-    tuner = make_tuner(space, n_initial=6)
-    run(tuner, 6)
-    problem = Problem(OBJECTIVES)
-    data = problem.training_data(space, tuner.trials, seed=0)
-    model = FlatSurrogate({"maxiter": 15}).fit(data)
-    ref = infer_reference(problem, tuner.trials, None, 0.1)
-    build_acquisition(model, problem, data.X, None, ref, 32, 0)
-    assert logei._load_attempted and logei._C is None
+    def build(*args: Any) -> Any:
+        built_with_loader_off.append(logei._load_attempted)
+        return build_acquisition(*args)
+
+    monkeypatch.setattr(tuner_engine, "build_acquisition", build)
+    run(make_tuner(space, n_initial=4), 6)
+    assert built_with_loader_off == [True, True]  # the two model proposals
+    assert not compiled and (logei._C, logei._load_attempted) == (None, False)
+
+
+def test_no_fused_kernel_restores_botorchs_state_when_the_last_block_exits(monkeypatch) -> None:
+    from botorch.acquisition.multi_objective import logei
+
+    monkeypatch.setattr(logei, "_load_attempted", False)
+    with no_fused_kernel():
+        with no_fused_kernel():
+            assert logei._load_attempted and logei._C is None
+        assert logei._load_attempted
+    assert logei._load_attempted is False
