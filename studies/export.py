@@ -77,7 +77,7 @@ def priors_from_trial(
     from rewrite.optimize.config import PRIOR_MODEL, knob_names, priors_from_params
 
     if PRIOR_MODEL in trial.config and simplex is None:
-        # a `rewrite.search_space` over an informed prior family: its member's rule priors, and
+        # a `studies.rewrite_search_space.search_space` over an informed prior family: its member's rule priors, and
         # every search knob the configuration names (tuned or fixed, such as the step budget)
         family_priors = priors_from_params(trial.config)
         assert family_priors is not None

@@ -294,15 +294,10 @@ def rewrite_space(
         StudyError: For an unknown workload, an empty suite, invalid counts, or the measured
             objective without ``measure``.
     """
-    from rewrite.optimize import (
-        DEFAULT_TUNED,
-        FAMILY_TUNED,
-        PriorFamily,
-        default_rules,
-        search_space,
-    )
+    from rewrite.optimize import DEFAULT_TUNED, FAMILY_TUNED, PriorFamily, default_rules
     from rewrite.optimize.runner import mesh_rules
     from spaces import Fixed, Space
+    from studies.rewrite_search_space import search_space
 
     workloads = _check_workloads(workloads)
     if priors not in ("family", "rules"):
