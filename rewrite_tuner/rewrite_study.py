@@ -296,8 +296,8 @@ def rewrite_space(
     """
     from rewrite.optimize import DEFAULT_TUNED, FAMILY_TUNED, PriorFamily, default_rules
     from rewrite.optimize.runner import mesh_rules
+    from rewrite_tuner.space import search_space
     from spaces import Fixed, Space
-    from studies.rewrite_search_space import search_space
 
     workloads = _check_workloads(workloads)
     if priors not in ("family", "rules"):

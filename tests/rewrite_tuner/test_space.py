@@ -17,15 +17,10 @@ from rewrite.optimize import (
     priors_from_params,
     search_suite,
 )
+from rewrite_tuner.space import search_space
 from spaces import Simplex
-from studies.rewrite_search_space import search_space
-from tests.rewrite.search_rules import TEST_RULES, chain_graph
-
-SUITE = {
-    "a": chain_graph([128, 8, 128, 8, 128], negs=1, name="a"),
-    "b": chain_graph([64, 4, 64, 4, 64, 4, 64], negs=2, name="b"),
-}
-NAMES = [r.name for r in TEST_RULES]
+from tests.rewrite.search_rules import TEST_RULES
+from tests.rewrite.test_search_suite import NAMES, SUITE
 
 
 def test_search_space_round_trip() -> None:
