@@ -41,7 +41,7 @@ maximized; search seconds, minimized), every reported value with multiplicative 
 noise (sd 0.1).
 
 The rewrite study (``rewrite``, `_rewrite_problem`): the built-in study's own problem as `tuner
-demo` tunes it (`studies.rewrite_study`: training suite GPT-2, BERT, ResNet, T5; 150 search
+demo` tunes it (`rewrite_tuner.rewrite_study`: training suite GPT-2, BERT, ResNet, T5; 150 search
 steps; 3 search seeds per trial, the same for every trial, so a configuration's values repeat
 exactly; the prior-family space; objectives ``anytime_hv`` and ``final_hv``, each with its
 ``.sem``), reporting every run metric of the search (per-rule counters, phase times, cache rates,
@@ -289,7 +289,7 @@ def _search_problem() -> Problem:
 
 
 REWRITE_WORKLOADS = ("gpt2", "bert", "resnet", "t5")
-"""The rewrite problem's training suite (`studies.rewrite_study.DEFAULT_WORKLOADS`)."""
+"""The rewrite problem's training suite (`rewrite_tuner.rewrite_study.DEFAULT_WORKLOADS`)."""
 
 
 def _rewrite_hand_edges(params: list[str]) -> tuple[tuple[str, str], ...]:
@@ -312,13 +312,13 @@ def _rewrite_hand_edges(params: list[str]) -> tuple[tuple[str, str], ...]:
 
 
 def _rewrite_problem() -> Problem:
-    from structure.params import param_nodes
-    from studies.rewrite_study import (
+    from rewrite_tuner.rewrite_study import (
         DEFAULT_OBJECTIVES,
         evaluate_rewrite,
         rewrite_space,
         unmodeled_metrics,
     )
+    from structure.params import param_nodes
 
     space = rewrite_space(REWRITE_WORKLOADS, max_steps=150)
 

@@ -4,7 +4,7 @@ Three parts, each in this one run (so every ratio compares figures of the same m
 
 1. **Noise** (``--noise``): the defaults and 6 Sobol configurations of the rewrite study's space on
    the training suite, 8 seeds each. The spread of the configurations' means against the seed
-   noise says how many seeds a trial needs (`studies.rewrite_study.DEFAULT_SEEDS`).
+   noise says how many seeds a trial needs (`rewrite_tuner.rewrite_study.DEFAULT_SEEDS`).
 2. **Transfer** (default): for each tuner seed, the main job as `tuner demo` runs it (calibration,
    a study of ``--trials`` trials on 2 workers, validation on fresh seeds), then four arms on the
    held-out workloads with the same seeds: the defaults, the log-derived prior alone (prior
@@ -50,11 +50,11 @@ def _split(config: dict[str, Any]) -> tuple[Any, Any]:
 def noise(steps: int, seeds: int = 8) -> dict[str, Any]:
     """Seed noise of the defaults and 6 Sobol configurations against their spread."""
     from rewrite.optimize import search_suite
-    from studies.rewrite_study import _graphs, rewrite_space
+    from rewrite_tuner.rewrite_study import _graphs, rewrite_space
 
     space = rewrite_space(TRAIN, max_steps=steps)
     cal = space.params["suite"].value["calibration"]
-    from studies.rewrite_study import Calibration
+    from rewrite_tuner.rewrite_study import Calibration
 
     baselines = Calibration.from_dict(cal).baselines
     configs = [space.default(), *space.sample(6, seed=11)]
@@ -92,8 +92,8 @@ def _arms(study: Any, chosen: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def transfer(tuner_seed: int, trials: int, steps: int, held_seeds: int) -> dict[str, Any]:
     """One tuner seed of the main job, then the arms on the held-out workloads."""
     from rewrite.optimize.compare import compare
-    from studies.rewrite_study import _graphs, rewrite_study
-    from studies.transfer import validate
+    from rewrite_tuner.rewrite_study import _graphs, rewrite_study
+    from rewrite_tuner.transfer import validate
 
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{Path(tmp) / 'study.db'}"
@@ -133,7 +133,7 @@ def transfer(tuner_seed: int, trials: int, steps: int, held_seeds: int) -> dict[
 def _surrogate(name: str) -> Any:
     """The surrogate the rewrite study makes for mode `name` (machine-dependent metrics not
     read; None for ``"flat"``, the tuner's own GP)."""
-    from studies.rewrite_study import unmodeled_metrics
+    from rewrite_tuner.rewrite_study import unmodeled_metrics
     from studies.settings import StudySettings
     from studies.tuning import make_surrogate
 
@@ -143,12 +143,12 @@ def _surrogate(name: str) -> Any:
 def surrogates(names: list[str], tuner_seed: int, trials: int, steps: int) -> dict[str, Any]:
     """The study's problem under each ``[space:]surrogate`` (space ``family``, the default, or
     ``rules``: one weight per rule): hypervolume at 10/20/40 and proposal time."""
-    from studies.rewrite_study import DEFAULT_OBJECTIVES, evaluate_rewrite, rewrite_space
+    from rewrite_tuner.rewrite_study import DEFAULT_OBJECTIVES, evaluate_rewrite, rewrite_space
     from tuner import Tuner
 
     family = rewrite_space(TRAIN, max_steps=steps)
     cal = family.params["suite"].value["calibration"]
-    from studies.rewrite_study import Calibration
+    from rewrite_tuner.rewrite_study import Calibration
 
     rules = rewrite_space(
         TRAIN, max_steps=steps, priors="rules", calibration=Calibration.from_dict(cal)

@@ -42,7 +42,6 @@ from rewrite.optimize import (
     config_from_params,
     read_priors_file,
     search,
-    search_space,
     search_suite,
 )
 from rewrite.prove import ProofResult, prove_rule
@@ -111,7 +110,6 @@ __all__ = [
     "config_from_params",
     "read_priors_file",
     "search",
-    "search_space",
     "search_suite",
     # import, and back to PyTorch
     "from_torch",

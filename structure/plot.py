@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rewrite.serialize import write_bytes_atomic
+from structure._atomic import write_bytes_atomic
 from structure.dag import Structure
 
 __all__ = ["draw_structure", "explain"]

@@ -1,4 +1,5 @@
-"""Studies: the user-facing API, crash-safe storage, resume, export and the `tuner` command."""
+"""Studies: the user-facing API, crash-safe storage, resume, plots and the generic `tuner`
+commands (the rewrite application, `rewrite_tuner`, adds its own)."""
 
 from __future__ import annotations
 
@@ -20,11 +21,7 @@ _EXPORTS = {
     "TrialRecord": "studies.records",
     "Weighted": "studies.pareto",
     "Constrained": "studies.pareto",
-    "PriorsFile": "studies.export",
-    "export_priors": "studies.export",
-    "read_priors_file": "studies.export",
     "plot_study": "studies.plots",
-    "rewrite_study": "studies.rewrite_study",
     "StudyError": "studies.errors",
     "StorageError": "studies.errors",
     "StorageLockedError": "studies.errors",
@@ -46,7 +43,6 @@ __all__ = [
     "EvaluateError",
     "ExportError",
     "FormatVersionError",
-    "PriorsFile",
     "PriorsFileError",
     "RepeatedFailureError",
     "StorageCorruptError",
@@ -65,10 +61,7 @@ __all__ = [
     "TrialRecord",
     "Weighted",
     "__version__",
-    "export_priors",
     "plot_study",
-    "read_priors_file",
-    "rewrite_study",
 ]
 
 if TYPE_CHECKING:
@@ -88,11 +81,9 @@ if TYPE_CHECKING:
         StudyNotFoundError,
         StudySettingsError,
     )
-    from studies.export import PriorsFile, export_priors, read_priors_file
     from studies.pareto import Constrained, Weighted
     from studies.plots import plot_study
     from studies.records import StudyRecord, TrialRecord
-    from studies.rewrite_study import rewrite_study
     from studies.settings import StudySettings
     from studies.storage import Storage
     from studies.study import Study

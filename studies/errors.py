@@ -85,6 +85,6 @@ class ExportError(StudyError):
 class PriorsFileError(StudyError, ValueError):
     """A rule-priors file is malformed, from a newer version, or holds non-finite numbers.
 
-    Raised by `studies.read_priors_file` with the message of the format's one reader,
+    Raised by `rewrite_tuner.read_priors_file` with the message of the format's one reader,
     `rewrite.read_priors_file` (which raises `rewrite.errors.PriorsError`; this module does not
     import `rewrite`, so the command line starts without it)."""

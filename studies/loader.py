@@ -17,6 +17,7 @@ from typing import Any
 
 from studies.errors import StudyFileError
 from studies.references import STUDY_FILE_PREFIX as _PREFIX
+from studies.references import current_module
 
 __all__ = ["load_study_file", "resolve_evaluate"]
 
@@ -74,7 +75,8 @@ def resolve_evaluate(ref: str) -> Any:
 
     Args:
         ref: ``module:qualname``, ``file:PATH:qualname`` (as stored by `tuner run`) or
-            ``PATH.py:qualname``.
+            ``PATH.py:qualname``; a module that has moved is found where it lives now
+            (`studies.references.MOVED_MODULES`).
 
     Raises:
         StudyFileError: If the module or file cannot be imported or lacks the function.
@@ -89,6 +91,7 @@ def resolve_evaluate(ref: str) -> Any:
     if target.endswith(".py"):
         module = _load_plain_file(target)
     else:
+        target = current_module(target)
         try:
             module = importlib.import_module(target)
         except ImportError as err:

@@ -9,16 +9,33 @@ from __future__ import annotations
 import itertools
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from studies.errors import ExportError
 from studies.pareto import PickRule, choose_trial, feasible, hypervolume_curve, pareto_front
+from studies.records import TrialRecord
+from studies.simplex import simplex_names, simplex_weights
 
 if TYPE_CHECKING:
     from studies.study import Study
 
-__all__ = ["file_stem", "plot_hypervolume", "plot_pareto", "plot_priors", "plot_study"]
+__all__ = [
+    "PriorsOf",
+    "file_stem",
+    "plot_hypervolume",
+    "plot_pareto",
+    "plot_priors",
+    "plot_study",
+    "simplex_priors",
+]
+
+PriorsOf = Callable[[Any, TrialRecord, "str | None"], "tuple[str, dict[str, float]] | None"]
+"""``(space, trial, simplex) -> (title, priors)`` of the priors to draw, or None when the space
+holds none; raises `ExportError` for a ``simplex`` it cannot read. `simplex_priors` reads a Simplex
+parameter; an application whose priors are derived otherwise passes its own (the rewrite
+application's: `rewrite_tuner.export.priors_to_plot`)."""
 
 #: Rules drawn one bar each in `plot_priors`; the rest share one bar.
 TOP_RULES = 15
@@ -116,17 +133,37 @@ def plot_hypervolume(study: Study, path: str | os.PathLike[str]) -> Path:
     return _save(fig, plt, path)
 
 
-def plot_priors(
-    study: Study, path: str | os.PathLike[str], pick: PickRule = None, simplex: str | None = None
-) -> Path:
-    """Ranked horizontal bars of the rule priors of the trial ``pick`` chooses (as
-    `Study.export_priors`): the ``TOP_RULES`` largest, then one bar for all others, and a line at
-    the uniform prior ``1 / n_rules`` for reference."""
-    from studies.export import priors_from_trial
+def simplex_priors(
+    space: Any, trial: TrialRecord, simplex: str | None = None
+) -> tuple[str, dict[str, float]] | None:
+    """The default `PriorsOf`: the weights of the space's Simplex parameter ``simplex`` (or its
+    only one), titled by its name; None for a space without a Simplex parameter."""
+    if not simplex_names(space):
+        return None
+    return simplex_weights(space, trial, simplex)
 
+
+def plot_priors(
+    study: Study,
+    path: str | os.PathLike[str],
+    pick: PickRule = None,
+    simplex: str | None = None,
+    *,
+    priors_of: PriorsOf = simplex_priors,
+) -> Path:
+    """Ranked horizontal bars of the rule priors of the trial ``pick`` chooses (as the priors
+    export does): the ``TOP_RULES`` largest, then one bar for all others, and a line at the
+    uniform prior ``1 / n_rules`` for reference.
+
+    Raises:
+        ExportError: If the pick rule chooses nothing or ``priors_of`` finds no priors.
+    """
     plt = _pyplot()
     trial, rule = choose_trial(study.trials, study.objectives, study.constraints, pick)
-    name, priors, _ = priors_from_trial(study.space, trial, simplex)
+    got = priors_of(study.space, trial, simplex)
+    if got is None:
+        raise ExportError(f"Study {study.name!r} holds no priors to plot (no Simplex parameter).")
+    what, priors = got
     ranked = sorted(priors, key=lambda r: (-priors[r], r))
     shown = ranked[:TOP_RULES]
     labels = list(shown)
@@ -143,9 +180,6 @@ def plot_priors(
     uniform = 1.0 / len(ranked)
     ax.axvline(uniform, color="k", ls="--", lw=1, label=f"uniform (1/{len(ranked)})")
     ax.set_xlabel("firing prior")
-    from rewrite.optimize.config import PRIOR_MODEL
-
-    what = "rule priors (tuned prior family)" if name == PRIOR_MODEL else name
     ax.set_title(f"{study.name}: {what} of trial {trial.number}", fontsize=10)
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(axis="x", alpha=0.3)
@@ -154,11 +188,16 @@ def plot_priors(
 
 
 def plot_study(
-    study: Study, out_dir: str | os.PathLike[str], pick: PickRule = None, simplex: str | None = None
+    study: Study,
+    out_dir: str | os.PathLike[str],
+    pick: PickRule = None,
+    simplex: str | None = None,
+    *,
+    priors_of: PriorsOf | None = None,
 ) -> list[Path]:
-    """Write ``NAME-pareto.png``, ``NAME-hypervolume.png`` and (if the space has a Simplex or a
-    prior family) ``NAME-priors.png`` into ``out_dir`` (created if missing); returns the paths
-    written.
+    """Write ``NAME-pareto.png``, ``NAME-hypervolume.png`` and (if ``priors_of`` finds priors in
+    the chosen trial: by default a Simplex parameter) ``NAME-priors.png`` into ``out_dir``
+    (created if missing); returns the paths written.
 
     ``NAME`` is `file_stem` of the study name.
 
@@ -166,9 +205,6 @@ def plot_study(
         ExportError: Before anything is written, if ``out_dir`` is an existing file, the study has
             no feasible COMPLETE trial, or the pick rule or ``simplex`` chooses nothing.
     """
-    from rewrite.optimize.config import PRIOR_MODEL
-    from studies.export import priors_from_trial, simplex_names
-
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ExportError(
@@ -183,10 +219,11 @@ def plot_study(
             f"{counts['COMPLETE']} COMPLETE, {counts['FAILED']} FAILED; constraints "
             f"{list(study.constraints)}); run trials first. Nothing was written."
         )
-    with_priors = bool(simplex_names(study.space)) or PRIOR_MODEL in study.space.params
+    with_priors = priors_of is not None or bool(simplex_names(study.space))
+    reader = priors_of or simplex_priors
     if with_priors:  # check the pick and the simplex before drawing anything
         trial, _ = choose_trial(trials, study.objectives, study.constraints, pick)
-        priors_from_trial(study.space, trial, simplex)
+        with_priors = reader(study.space, trial, simplex) is not None
     out.mkdir(parents=True, exist_ok=True)
     stem = file_stem(study.name)
     paths = [
@@ -194,7 +231,9 @@ def plot_study(
         plot_hypervolume(study, out / f"{stem}-hypervolume.png"),
     ]
     if with_priors:
-        paths.append(plot_priors(study, out / f"{stem}-priors.png", pick, simplex))
+        paths.append(
+            plot_priors(study, out / f"{stem}-priors.png", pick, simplex, priors_of=reader)
+        )
     return paths
 
 

@@ -1,7 +1,7 @@
 """Evaluate references: where `tuner resume` finds a study's evaluate function again.
 
 `evaluate_reference` writes them (stored in ``studies.evaluate_ref``); `studies.loader`
-resolves them.
+resolves them, reading an old module path through `MOVED_MODULES` first.
 """
 
 from __future__ import annotations
@@ -9,10 +9,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["STUDY_FILE_PREFIX", "evaluate_reference"]
+__all__ = ["MOVED_MODULES", "STUDY_FILE_PREFIX", "current_module", "evaluate_reference"]
 
 #: Module-name prefix of study files imported by `tuner run` (`studies.loader.load_study_file`).
 STUDY_FILE_PREFIX = "__tuner_study__"
+
+MOVED_MODULES: dict[str, str] = {
+    # the built-in rewrite study left the generic framework for the application (issue 35)
+    "studies.rewrite_study": "rewrite_tuner.rewrite_study",
+}
+"""Old module path -> where it lives now, for every module whose functions a stored study may
+name. A stored reference is never rewritten: ``studies.rewrite_study:evaluate_rewrite`` in a
+database written before the move still resolves (to ``rewrite_tuner.rewrite_study``). Moving
+such a module adds a row here; a row is never removed."""
+
+
+def current_module(module: str) -> str:
+    """Where the module a stored evaluate reference names lives now (`MOVED_MODULES`)."""
+    return MOVED_MODULES.get(module, module)
 
 
 def evaluate_reference(evaluate: Callable[..., Any]) -> str | None:

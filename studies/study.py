@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
@@ -33,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from studies.allocation import allocate, reap
 from studies.driver import run
 from studies.errors import EvaluateError, StorageCorruptError, StudyError, StudySettingsError
-from studies.pareto import PickRule, pareto_front
+from studies.pareto import pareto_front
 from studies.quiet import numerical_warnings_to_log
 from studies.records import StudyRecord, TrialRecord
 from studies.references import evaluate_reference
@@ -49,7 +48,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from spaces import Space
-    from studies.export import PriorsFile
     from tuner.problem import Problem
 
 # `evaluate_reference`, `structure_report` and `worker_id` stay importable from here, as before
@@ -94,7 +92,7 @@ class Study:
     Example:
         >>> study = Study("demo", space, {"f1": "minimize", "f2": "minimize"}, evaluate=f)
         >>> study.optimize(30, n_workers=2)
-        >>> study.export_priors("priors.json")
+        >>> study.pareto()
     """
 
     def __init__(
@@ -330,22 +328,6 @@ class Study:
         ``finished`` (Unix seconds), ``duration`` (seconds the evaluation took, as its worker
         measured it where known: `TrialRecord.duration`), ``worker``, ``retry_of``."""
         return trials_dataframe(self.trials, self.objectives)
-
-    def export_priors(
-        self,
-        path: str | os.PathLike[str],
-        pick: PickRule = None,
-        simplex: str | None = None,
-        *,
-        force: bool = False,
-        extra: Mapping[str, Any] | None = None,
-    ) -> PriorsFile:
-        """Write the rule priors and search config of the trial ``pick`` chooses (see
-        `studies.export.export_priors`; ``force`` replaces an existing file that is not a
-        rule-priors file, never the study's database; ``extra`` adds provenance)."""
-        from studies.export import export_priors
-
-        return export_priors(self, path, pick=pick, simplex=simplex, force=force, extra=extra)
 
     # ------------------------------------------------------------------ allocation
     def _tuner(self, trials: Sequence[TrialRecord]) -> Any:

@@ -1,38 +1,53 @@
 """The package layering and the absence of import cycles, read from the source (no imports run).
 
-Layers, bottom up: ``spaces`` <- ``rewrite``, ``tuner`` <- ``structure`` <- ``studies``; a
-package imports only those below it. Between modules there is no import cycle, counting imports
-inside functions. A name imported from a package's ``__init__`` counts as an import of the module
-that defines it (``from rewrite.ops import get_op`` is an import of ``rewrite.ops.base``); a plain
-``import rewrite`` (the public API, imported lazily by design) counts as none. Imports under
-``if TYPE_CHECKING:`` are annotations only and do not count.
+Layers, bottom up: the engine ``rewrite`` stands alone; the generic framework is ``spaces`` <-
+``tuner`` <- ``structure`` <- ``studies`` and knows nothing of the engine; the application
+``rewrite_tuner`` joins them on top. A package imports only those below it (`LAYERS`).
+Between modules there is no import cycle, counting imports inside functions and package
+``__init__`` modules (a module that imports its package's ``__init__`` while that ``__init__``
+imports it is a cycle). A name imported from a package's ``__init__`` counts as an import of the
+module that defines it (``from rewrite.ops import get_op`` is an import of ``rewrite.ops.base``).
+Only the body of an ``if TYPE_CHECKING:`` (and the ``else`` of an ``if not TYPE_CHECKING:``) is
+annotations only and does not count.
+
+The checker is a set of functions over a source root and a layer table, so the tests at the end
+run it on small planted packages to show that it reports each kind of violation.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
+from collections.abc import Mapping, Set
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BELOW = {
+LAYERS: dict[str, set[str]] = {
     "spaces": set(),
-    "rewrite": {"spaces"},
+    "rewrite": set(),
     "tuner": {"spaces"},
-    "structure": {"spaces", "rewrite", "tuner"},
-    "studies": {"spaces", "rewrite", "tuner", "structure"},
+    "structure": {"spaces", "tuner"},
+    "studies": {"spaces", "tuner", "structure"},
+    "rewrite_tuner": {"rewrite", "spaces", "tuner", "structure", "studies"},
 }
+"""Package -> the packages it may import."""
+
+Graph = dict[str, dict[str, int]]
 
 
-def _modules() -> dict[str, Path]:
+def find_modules(root: Path, packages: Set[str]) -> dict[str, Path]:
+    """Dotted module name -> source file, for every module of ``packages`` under ``root`` (a
+    package's ``__init__.py`` is named by the package)."""
     out = {}
-    for pkg in BELOW:
-        for f in sorted((ROOT / pkg).rglob("*.py")):
-            parts = list(f.relative_to(ROOT).with_suffix("").parts)
+    for pkg in sorted(packages):
+        for f in sorted((root / pkg).rglob("*.py")):
+            parts = list(f.relative_to(root).with_suffix("").parts)
             out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
     return out
 
 
-def _reexports(modules: dict[str, Path]) -> dict[str, dict[str, str]]:
+def _reexports(modules: Mapping[str, Path]) -> dict[str, dict[str, str]]:
     """Package -> {name it re-exports: the module it imports that name from}."""
     out: dict[str, dict[str, str]] = {}
     for pkg, path in modules.items():
@@ -46,7 +61,7 @@ def _reexports(modules: dict[str, Path]) -> dict[str, dict[str, str]]:
     return out
 
 
-def _resolve(target: str, name: str | None, modules: dict[str, Path], reexports: dict) -> str:
+def _resolve(target: str, name: str | None, modules: Mapping[str, Path], reexports: dict) -> str:
     """The module that defines ``target.name`` (``name`` None: the module ``target``)."""
     for _ in range(10):  # follow re-exports through nested packages
         if name is not None and f"{target}.{name}" in modules:
@@ -59,19 +74,39 @@ def _resolve(target: str, name: str | None, modules: dict[str, Path], reexports:
     return target
 
 
-def _imports(name: str, path: Path, modules: dict[str, Path], reexports: dict) -> dict[str, int]:
+def _is_type_checking(test: ast.expr) -> bool:
+    """Whether ``test`` is ``TYPE_CHECKING`` or ``typing.TYPE_CHECKING``."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _annotation_only(tree: ast.AST) -> set[int]:
+    """Ids of the nodes that run only under a type checker: the body of ``if TYPE_CHECKING:``
+    and the ``else`` of ``if not TYPE_CHECKING:`` (never the other branch)."""
+    skipped: list[ast.stmt] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.If):
+            continue
+        if _is_type_checking(node.test):
+            skipped += node.body
+        elif (
+            isinstance(node.test, ast.UnaryOp)
+            and isinstance(node.test.op, ast.Not)
+            and _is_type_checking(node.test.operand)
+        ):
+            skipped += node.orelse
+    return {id(sub) for stmt in skipped for sub in ast.walk(stmt)}
+
+
+def _imports(name: str, path: Path, modules: Mapping[str, Path], reexports: dict) -> dict[str, int]:
     """Modules of ours that ``name`` imports, with a line number."""
     tree = ast.parse(path.read_text())
-    annotations_only = {
-        id(sub)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-        for sub in ast.walk(node)
-    }
+    skipped = _annotation_only(tree)
     is_pkg = path.name == "__init__.py"
     out: dict[str, int] = {}
     for node in ast.walk(tree):
-        if id(node) in annotations_only:
+        if id(node) in skipped:
             continue
         if isinstance(node, ast.Import):
             targets = [_resolve(a.name, None, modules, reexports) for a in node.names]
@@ -90,22 +125,27 @@ def _imports(name: str, path: Path, modules: dict[str, Path], reexports: dict) -
     return out
 
 
-MODULES = _modules()
-REEXPORTS = _reexports(MODULES)
-GRAPH = {m: _imports(m, p, MODULES, REEXPORTS) for m, p in MODULES.items()}
+def import_graph(root: Path, packages: Set[str]) -> tuple[dict[str, Path], Graph]:
+    """The modules of ``packages`` under ``root`` and, for each, the modules of ours it imports
+    (with a line number); package ``__init__`` modules are nodes like any other."""
+    modules = find_modules(root, packages)
+    reexports = _reexports(modules)
+    return modules, {m: _imports(m, p, modules, reexports) for m, p in modules.items()}
 
 
-def test_packages_import_only_the_layers_below() -> None:
-    wrong = [
-        f"{MODULES[m].relative_to(ROOT)}:{line} imports {t}"
-        for m, deps in GRAPH.items()
+def layering_violations(root: Path, layers: Mapping[str, Set[str]]) -> list[str]:
+    """``"path:line imports module"`` for every import against ``layers`` (package -> the
+    packages it may import)."""
+    modules, graph = import_graph(root, set(layers))
+    return [
+        f"{modules[m].relative_to(root)}:{line} imports {t}"
+        for m, deps in graph.items()
         for t, line in deps.items()
-        if (top := t.split(".")[0]) != m.split(".")[0] and top not in BELOW[m.split(".")[0]]
+        if (top := t.split(".")[0]) != m.split(".")[0] and top not in layers[m.split(".")[0]]
     ]
-    assert not wrong, "imports against the layering:\n" + "\n".join(wrong)
 
 
-def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+def find_cycles(graph: Mapping[str, Set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan, iterative)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -147,12 +187,98 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def import_cycles(root: Path, packages: Set[str]) -> list[list[str]]:
+    """The import cycles between the modules of ``packages`` under ``root``."""
+    _, graph = import_graph(root, packages)
+    return find_cycles({m: set(deps) for m, deps in graph.items()})
+
+
+def test_packages_import_only_the_layers_below() -> None:
+    wrong = layering_violations(ROOT, LAYERS)
+    assert not wrong, "imports against the layering:\n" + "\n".join(wrong)
+
+
 def test_no_import_cycle_between_modules() -> None:
-    inits = {m for m, p in MODULES.items() if p.name == "__init__.py"}
-    graph = {m: set(deps) - inits for m, deps in GRAPH.items() if m not in inits}
-    assert _cycles(graph) == []
+    assert import_cycles(ROOT, set(LAYERS)) == []
 
 
+def test_importing_the_engine_imports_nothing_of_the_framework() -> None:
+    code = (
+        "import sys, rewrite; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'spaces', 'tuner', 'structure', "
+        "'studies', 'rewrite_tuner'}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]"
+
+
+# ------------------------------------------------------------------ the checker's own tests
 def test_the_cycle_finder_finds_a_cycle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
-    assert _cycles(graph) == [["a", "b", "c"]]
+    assert find_cycles(graph) == [["a", "b", "c"]]
+
+
+def _plant(root: Path, files: Mapping[str, str]) -> Path:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_a_cycle_through_a_package_init_is_reported(tmp_path: Path) -> None:
+    root = _plant(
+        tmp_path,
+        {
+            "low/__init__.py": "from low.a import f\n",
+            "low/a.py": "from low.b import g\n\ndef f():\n    return g()\n",
+            "low/b.py": "import low\n\ndef g():\n    return low\n",
+        },
+    )
+    assert import_cycles(root, {"low"}) == [["low", "low.a", "low.b"]]
+
+
+def test_an_upward_import_is_reported(tmp_path: Path) -> None:
+    root = _plant(
+        tmp_path,
+        {
+            "low/__init__.py": "",
+            "low/a.py": "def f():\n    from high.b import g\n\n    return g()\n",
+            "high/__init__.py": "",
+            "high/b.py": "from low.a import f\n\ndef g():\n    return 1\n",
+        },
+    )
+    assert layering_violations(root, {"low": set(), "high": {"low"}}) == [
+        "low/a.py:2 imports high.b"
+    ]
+
+
+def test_imports_outside_if_type_checking_count(tmp_path: Path) -> None:
+    root = _plant(
+        tmp_path,
+        {
+            "low/__init__.py": "",
+            "low/a.py": (
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n"
+                "    from high.b import B\n"  # annotations only: allowed
+                "if not TYPE_CHECKING:\n"
+                "    from high.b import C\n"  # runs: an upward import
+                "else:\n"
+                "    from high.c import D\n"  # annotations only: allowed
+                "if TYPE_CHECKING:\n"
+                "    pass\n"
+                "else:\n"
+                "    from high.c import E\n"  # runs: an upward import
+            ),
+            "high/__init__.py": "",
+            "high/b.py": "B = C = 1\n",
+            "high/c.py": "D = E = 1\n",
+        },
+    )
+    assert sorted(layering_violations(root, {"low": set(), "high": {"low"}})) == [
+        "low/a.py:11 imports high.c",
+        "low/a.py:5 imports high.b",
+    ]

@@ -2,8 +2,8 @@
 
 `search` (re-exported as `rewrite.search`) runs the Pareto search, or a baseline, on a graph and
 returns a `SearchResult`; `search_suite` runs one configuration over several graphs.
-`SearchConfig` holds every knob with its valid range; `search_space` turns the tunable knobs
-plus the rule priors into a `spaces.Space`, and `config_from_params` maps a point of it back.
+`SearchConfig` holds every knob with its valid range; `config_from_params` maps a tuner's
+configuration (knob values plus rule priors, a plain dict) back onto it.
 `RulePriors` holds the rule firing priors; `PriorsFile` and `read_priors_file` are the versioned
 JSON format's document and its one reader (also the studies export format).
 Pareto utilities live in `rewrite.optimize.pareto`.
@@ -19,7 +19,6 @@ from rewrite.optimize.config import (
     SearchConfig,
     config_from_params,
     priors_from_params,
-    search_space,
 )
 from rewrite.optimize.informed import PriorFamily, RuleEvidence
 from rewrite.optimize.priors import PriorsFile, RulePriors, read_priors_file
@@ -62,6 +61,5 @@ __all__ = [
     "default_rules",
     "make_verifier",
     "search",
-    "search_space",
     "search_suite",
 ]

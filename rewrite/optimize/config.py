@@ -1,8 +1,9 @@
-"""`SearchConfig`: every knob of the rewrite search with its valid range, and its search space.
+"""`SearchConfig`: every knob of the rewrite search with its valid range.
 
-`search_space` turns the tunable knobs plus the rule priors into a `spaces.Space`, so the tuner
-optimizes exactly the knobs the engine reads; `config_from_params` maps one configuration of that
-space back onto a `SearchConfig` and a `RulePriors`.
+A tuner's space over these knobs and the rule priors is built above the engine, which knows
+nothing of tuning: `KNOBS` gives each knob's valid and tuning ranges, and `config_from_params`
+maps one configuration (a plain dict keyed by knob name) back onto a `SearchConfig` and the rule
+priors.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from typing import Any, NamedTuple
 
 from rewrite.errors import SearchConfigError
 from rewrite.optimize.informed import PriorFamily
-from spaces import Fixed, Float, Int, Simplex, Space
 
 __all__ = [
     "DEFAULT_TUNED",
@@ -24,11 +24,12 @@ __all__ = [
     "FINAL_CHECK_SHARE",
     "KNOBS",
     "STRATEGIES",
+    "UNTUNABLE",
+    "INT_KNOBS",
     "Knob",
     "SearchConfig",
     "config_from_params",
     "priors_from_params",
-    "search_space",
 ]
 
 STRATEGIES = ("stochastic", "greedy", "best_first")
@@ -90,7 +91,7 @@ DEFAULT_TUNED = (
     "window",
     "epsilon",
 )
-"""Knobs `search_space` exposes to the tuner by default (the BO knobs of the design notes)."""
+"""Knobs a tuner's space exposes by default (the BO knobs of the design notes)."""
 
 FAMILY_TUNED = ("beta", "tau", "alpha", "eta", "restart_prob", "verify_rate")
 """Knobs tuned beside an informed prior family: those that changed the anytime hypervolume or
@@ -103,7 +104,7 @@ FAMILY_PREFIX = "family_"
 PRIOR_MODEL = "prior_model"
 _PRIOR_KEYS = ("priors", PRIOR_WEIGHT, PRIOR_SPECIFICITY, PRIOR_MODEL)
 
-_INT_KNOBS = {
+INT_KNOBS = {
     "population",
     "archive_size",
     "m",
@@ -114,9 +115,10 @@ _INT_KNOBS = {
     "island_steps",
     "devices",
 }
+"""Knobs that take integer values."""
 
-#: Knobs that describe the run or the machine rather than the search, never tuned.
-_UNTUNABLE = ("time_budget", "workers", "island_steps", "max_steps", "devices")
+UNTUNABLE = ("time_budget", "workers", "island_steps", "max_steps", "devices")
+"""Knobs that describe the run or the machine rather than the search, never tuned."""
 
 
 @dataclass(frozen=True)
@@ -287,7 +289,7 @@ def knob_names() -> list[str]:
 
 
 def _check_number(name: str, value: Any, knob: Knob) -> int | float:
-    is_int = name in _INT_KNOBS
+    is_int = name in INT_KNOBS
     ok_type = isinstance(value, numbers.Integral if is_int else numbers.Real)
     if isinstance(value, bool) or not ok_type:
         kind = "an int" if is_int else "a number"
@@ -299,80 +301,10 @@ def _check_number(name: str, value: Any, knob: Knob) -> int | float:
     return int(value) if is_int else float(value)
 
 
-def search_space(
-    rule_names: Sequence[str],
-    tune: Sequence[str] = DEFAULT_TUNED,
-    base: SearchConfig | None = None,
-    ranges: Mapping[str, tuple[float, float]] | None = None,
-    family: PriorFamily | None = None,
-) -> Space:
-    """The tuner's space: the tunable knobs plus the rule priors.
-
-    The priors are either one free weight per rule (a ``"priors"`` simplex over ``rule_names``)
-    or, given an informed `PriorFamily`, the parameters of that family: ``"prior_weight"``
-    (0 = uniform, 1 = informed), ``"prior_specificity"`` (exponent of the rules' pattern size)
-    and one multiplier ``"family_<name>"`` per rule family (log scale in [1/8, 8]; independent
-    numbers rather than a simplex, so the acquisition optimizer needs no equality constraint),
-    with the family itself carried in a `Fixed` ``"prior_model"``: 7-8 numbers instead of one
-    per rule. Knob parameter names are the `SearchConfig` field names, so a configuration of this
-    space maps straight back through `config_from_params`.
-
-    Args:
-        rule_names: The rules whose firing priors are tuned (at least 2, distinct), e.g.
-            ``[r.name for r in rewrite.rules.catalogue()]``; with ``family``, its rules.
-        tune: Knobs to expose, each a numeric key of `KNOBS`.
-        base: Config whose values become the parameters' defaults (clipped into range).
-        ranges: Optional ``{knob: (low, high)}`` overriding `KNOBS`' tuning ranges.
-        family: An informed prior family (see `rewrite.optimize.informed`); None tunes one
-            weight per rule.
-
-    Returns:
-        A `spaces.Space` with one `Float`/`Int` per knob and the prior parameters; its default
-        configuration is the search's default (uniform priors).
-
-    Raises:
-        SearchConfigError: On an unknown or non-numeric knob, a range outside the valid one, or
-            ``rule_names`` that are not ``family``'s rules.
-    """
-    base = base or SearchConfig()
-    params: dict[str, Any] = {}
-    for name in tune:
-        if name not in KNOBS or name in _UNTUNABLE:
-            tunable = [k for k in KNOBS if k not in _UNTUNABLE]
-            raise SearchConfigError(f"Cannot tune {name!r}; tunable knobs are {tunable}.")
-        knob = KNOBS[name]
-        lo, hi = (ranges or {}).get(name, (knob.tune_low, knob.tune_high))
-        if not knob.low <= lo < hi <= knob.high:
-            raise SearchConfigError(
-                f"Range of {name!r} must satisfy {knob.low} <= low < high <= {knob.high}, "
-                f"but got ({lo}, {hi})."
-            )
-        default = min(max(getattr(base, name), lo), hi)
-        if name in _INT_KNOBS:
-            params[name] = Int(int(lo), int(hi), log=knob.log, default=int(round(default)))
-        else:
-            params[name] = Float(float(lo), float(hi), log=knob.log, default=float(default))
-    if family is None:
-        params["priors"] = Simplex(tuple(rule_names))
-        return Space(params)
-    if list(rule_names) != list(family.rules):
-        raise SearchConfigError(
-            f"rule_names must be the prior family's rules {list(family.rules)}, but got "
-            f"{list(rule_names)}."
-        )
-    params[PRIOR_WEIGHT] = Float(0.0, 1.0, default=0.0)
-    params[PRIOR_SPECIFICITY] = Float(0.0, 3.0, default=0.0)
-    if len(family.family_names) > 1:  # one family has nothing to weigh
-        for name in family.family_names:  # independent multipliers: no equality constraint
-            params[f"{FAMILY_PREFIX}{name}"] = Float(1 / 8, 8.0, log=True, default=1.0)
-    params[PRIOR_MODEL] = Fixed(family.to_dict())
-    return Space(params)
-
-
 def config_from_params(
     params: Mapping[str, Any], base: SearchConfig | None = None
 ) -> tuple[SearchConfig, dict[str, float] | None]:
-    """Split one configuration of `search_space` into a `SearchConfig` and the priors dict.
+    """Split one configuration of the tuner's space into a `SearchConfig` and the priors dict.
 
     Args:
         params: A configuration (knob values plus an optional ``"priors"`` dict).
@@ -391,7 +323,7 @@ def config_from_params(
 
 
 def priors_from_params(params: Mapping[str, Any]) -> dict[str, float] | None:
-    """The rule priors a configuration of `search_space` names: its ``"priors"`` simplex, or the
+    """The rule priors a configuration of the tuner's space names: its ``"priors"`` simplex, or the
     member of its informed ``"prior_model"`` family; None when it names neither.
 
     Raises:

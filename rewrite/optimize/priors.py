@@ -16,7 +16,7 @@ sum to 1. A file naming a rule the search does not know is an error, as is a new
 ``format_version``, another ``kind``, or a non-finite number anywhere in the file.
 
 This module is the format's one owner: `PriorsFile` is the document, `read_priors_file` its one
-reader (`RulePriors.load` and ``studies.read_priors_file`` both go through it) and
+reader (`RulePriors.load` and the application's ``read_priors_file`` both go through it) and
 `PriorsFile.save` its one writer.
 """
 

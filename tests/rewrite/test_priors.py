@@ -124,7 +124,7 @@ DATA = Path(__file__).parent / "data"
             {"population": 32, "tau": 0.5, "m": 2},
             7,
         ),
-        (  # written by `tuner export` (studies.export_priors)
+        (  # written by `tuner export` (rewrite_tuner.export_priors)
             "studies_export_priors_v1.json",
             {"fuse": 0.4, "merge": 0.3, "shard": 0.2, "reorder": 0.1},
             {"population": 32, "tau": 0.5},

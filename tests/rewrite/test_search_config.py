@@ -6,13 +6,9 @@ import pytest
 
 from rewrite.errors import SearchConfigError
 from rewrite.optimize.config import (
-    DEFAULT_TUNED,
     KNOBS,
     SearchConfig,
-    config_from_params,
-    search_space,
 )
-from spaces import Simplex
 
 
 def test_defaults_valid_and_round_trip() -> None:
@@ -48,24 +44,3 @@ def test_invalid_knobs(changes: dict, match: str) -> None:
 def test_from_dict_unknown_knob() -> None:
     with pytest.raises(SearchConfigError, match="Unknown search-config knobs \\['taux'\\]"):
         SearchConfig.from_dict({"taux": 1.0})
-
-
-def test_search_space_round_trip() -> None:
-    rules = ["r1", "r2", "r3"]
-    space = search_space(rules)
-    assert set(space.names) == {*DEFAULT_TUNED, "priors"}
-    assert isinstance(space["priors"], Simplex)
-    for params in space.sample(8, seed=3):
-        config, priors = config_from_params(params)
-        assert priors is not None and abs(sum(priors.values()) - 1) < 1e-9
-        for name in DEFAULT_TUNED:
-            assert getattr(config, name) == pytest.approx(params[name])
-    config, _ = config_from_params(space.default())
-    assert config.tau == SearchConfig().tau
-
-
-def test_search_space_bad_knob() -> None:
-    with pytest.raises(SearchConfigError, match="Cannot tune"):
-        search_space(["a", "b"], tune=["seed"])
-    with pytest.raises(SearchConfigError, match="Range of 'tau'"):
-        search_space(["a", "b"], tune=["tau"], ranges={"tau": (0.0, 1.0)})

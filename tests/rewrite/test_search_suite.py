@@ -3,7 +3,6 @@ the exported priors file used offline by search(priors=path)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import warnings
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rewrite.errors import PriorsError, SearchConfigError, SearchError
+from rewrite.errors import PriorsError, SearchError
 from rewrite.optimize import (
     SCORES,
     Baseline,
@@ -19,10 +18,7 @@ from rewrite.optimize import (
     RuleEvidence,
     RulePriors,
     SearchConfig,
-    config_from_params,
-    priors_from_params,
     search,
-    search_space,
     search_suite,
 )
 from tests.rewrite.search_rules import TEST_RULES, chain_graph
@@ -32,27 +28,6 @@ SUITE = {
     "b": chain_graph([64, 4, 64, 4, 64, 4, 64], negs=2, name="b"),
 }
 NAMES = [r.name for r in TEST_RULES]
-
-
-def test_space_point_runs_on_a_suite() -> None:
-    space = search_space(NAMES)
-    params = space.sample(1, seed=5)[0]
-    cfg, priors = config_from_params(params, SearchConfig(max_steps=40))
-    res = search_suite(SUITE, cfg, priors, rules=TEST_RULES, verify_cache=None)
-    obj = res.objectives()
-    assert set(obj) == {"latency_reduction", "peak_memory_reduction", "hypervolume", "search_time"}
-    assert 0.0 <= obj["latency_reduction"] < 1.0 and obj["search_time"] > 0
-    m = res.metrics()
-    assert m["steps"] == 80
-    fired = sum(r.metrics()["rule.test_neg_neg.fired"] for r in res.runs())
-    assert m["rule.test_neg_neg.fired"] == fired
-    assert m["work.rewrites"] == sum(r.metrics()["work.rewrites"] for r in res.runs()) > 0
-    assert {"a.hypervolume", "b.hypervolume", "a.best.latency.ratio"} <= set(m)
-    assert 0.0 <= m["cache.dedupe.hit_rate"] <= 1.0
-    with pytest.raises(SearchError, match="at least one workload"):
-        search_suite({}, cfg)
-    with pytest.raises(SearchError, match="at least one seed"):
-        search_suite(SUITE, cfg, seeds=[])
 
 
 def test_seeds_give_means_and_standard_errors_and_metrics_average() -> None:
@@ -91,46 +66,6 @@ def test_scores_against_a_baseline() -> None:
     assert {"anytime_hv", "anytime_hv.sem", "effort", "reach.sem"} <= set(obj)
     with pytest.raises(SearchError, match="No baseline"):
         default.scores({"a": base["a"]})
-
-
-def test_an_informed_prior_family_is_a_small_space_decoding_to_rule_priors() -> None:
-    runs = search_suite(SUITE, SearchConfig(max_steps=40), rules=TEST_RULES, verify_cache=None)
-    evidence = RuleEvidence.from_results(runs.runs())
-    assert evidence.runs == 2 and set(evidence.fired) == set(NAMES)
-    used = sum(len(s.steps) for r in runs.runs() for s in r.pareto)
-    assert sum(evidence.used.values()) == used
-    family = PriorFamily.from_rules(TEST_RULES, evidence)
-    assert PriorFamily.from_dict(family.to_dict()) == family
-    space = search_space(NAMES, tune=("tau", "beta"), family=family)
-    assert space.dim == 2 + 2  # two knobs, weight and specificity (one family: no weights)
-    default = space.default()
-    cfg, priors = config_from_params(default)
-    assert priors == pytest.approx({n: 1 / 3 for n in NAMES})  # weight 0 is uniform
-    point = {**default, "prior_weight": 1.0}
-    informed = priors_from_params(point)
-    rates = family.rates()
-    assert informed is not None and sum(informed.values()) == pytest.approx(1.0)
-    total = sum(rates.values())
-    assert informed == pytest.approx({n: rates[n] / total for n in NAMES})
-    with pytest.raises(SearchConfigError, match="prior family's rules"):
-        search_space(NAMES[:2], family=family)
-    # two families: one log-scale multiplier each, no simplex (no equality constraint)
-    two = dataclasses.replace(family, families={**family.families, "test_neg_neg": "other"})
-    space2 = search_space(NAMES, tune=(), family=two)
-    assert space2.names == [
-        "prior_weight",
-        "prior_specificity",
-        "family_algebra",
-        "family_other",
-        "prior_model",
-    ]
-    assert not space2.equality_constraints
-    up = {**space2.default(), "prior_weight": 1.0, "family_other": 8.0, "family_algebra": 0.125}
-    even = {**up, "family_other": 1.0, "family_algebra": 1.0}
-    p_up, p_even = priors_from_params(up), priors_from_params(even)
-    assert p_up is not None and p_even is not None
-    assert p_up["test_neg_neg"] > p_even["test_neg_neg"]
-    assert config_from_params(up)[0] == SearchConfig()  # family multipliers are not knobs
 
 
 def test_family_priors_shrink_unseen_rules_to_their_family_and_prefer_specific_ones() -> None:

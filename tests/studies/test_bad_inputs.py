@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from rewrite_tuner.cli import app
 from studies import Study
 from studies._sqlengine import mask_secrets
-from studies.cli import app
 from studies.errors import StorageCorruptError, StorageError, StudyError
 from studies.examples import toy_study
 from studies.storage import Storage

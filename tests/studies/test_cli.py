@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from studies.cli import app
-from studies.export import read_priors_file
+from rewrite_tuner.cli import app
+from rewrite_tuner.export import read_priors_file
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -48,7 +48,7 @@ def test_help_and_version_import_nothing_heavy() -> None:
     # `tuner --help` stays quick because the command module imports no heavy library at import
     # time (checked below); no wall-clock assertion, which a loaded machine would break.
     out = subprocess.run(
-        [sys.executable, "-m", "studies.cli", "--help"],
+        [sys.executable, "-m", "rewrite_tuner.cli", "--help"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -60,7 +60,7 @@ def test_help_and_version_import_nothing_heavy() -> None:
         [
             sys.executable,
             "-c",
-            "import sys, studies.cli; print(sorted(m for m in "
+            "import sys, rewrite_tuner.cli; print(sorted(m for m in "
             "('torch', 'sqlalchemy', 'pandas', 'matplotlib') if m in sys.modules))",
         ],
         cwd=ROOT,

@@ -43,6 +43,7 @@ from rewrite.optimize.priors import read_priors_file as _read_priors_file
 from studies.errors import ExportError, PriorsFileError
 from studies.pareto import PickRule, choose_trial
 from studies.records import TrialRecord
+from studies.simplex import simplex_names, simplex_weights
 
 __all__ = [
     "FORMAT_VERSION",
@@ -50,14 +51,10 @@ __all__ = [
     "PriorsFile",
     "export_priors",
     "priors_from_trial",
+    "priors_to_plot",
     "read_priors_file",
     "simplex_names",
 ]
-
-
-def simplex_names(space: Any) -> list[str]:
-    """Names of a `spaces.Space`'s Simplex parameters, in order."""
-    return list(space.simplex_dims)
 
 
 def priors_from_trial(
@@ -77,31 +74,15 @@ def priors_from_trial(
     from rewrite.optimize.config import PRIOR_MODEL, knob_names, priors_from_params
 
     if PRIOR_MODEL in trial.config and simplex is None:
-        # a `rewrite.search_space` over an informed prior family: its member's rule priors, and
-        # every search knob the configuration names (tuned or fixed, such as the step budget)
+        # a `rewrite_tuner.space.search_space` over an informed prior family: its member's rule
+        # priors, and every search knob the configuration names (tuned or fixed, such as the step budget)
         family_priors = priors_from_params(trial.config)
         assert family_priors is not None
         knobs = set(knob_names())
         return PRIOR_MODEL, family_priors, {k: v for k, v in trial.config.items() if k in knobs}
-    names = simplex_names(space)
-    if simplex is None:
-        if not names:
-            raise ExportError(
-                "Rule priors come from the space's Simplex parameter, but this space has no "
-                f"Simplex parameter (it has {sorted(space.params)}), so there are no rule priors "
-                "to export. Add a Simplex of rule names to the space to tune priors."
-            )
-        if len(names) != 1:
-            raise ExportError(
-                f"Rule priors come from the space's Simplex parameter, but it has {len(names)} "
-                f"({names}); pass simplex=<one of them>."
-            )
-        simplex = names[0]
-    elif simplex not in names:
-        raise ExportError(f"simplex={simplex!r} is not a Simplex parameter; the space has {names}.")
+    simplex, priors = simplex_weights(space, trial, simplex)
     from spaces import Fixed
 
-    priors = {str(k): float(v) for k, v in trial.config[simplex].items()}
     knobs = set(knob_names())  # a fixed search knob (the step budget) travels with the priors
     rest = {
         k: v
@@ -109,6 +90,24 @@ def priors_from_trial(
         if k != simplex and (k in knobs or not isinstance(space.params.get(k), Fixed))
     }
     return simplex, priors, rest
+
+
+def priors_to_plot(
+    space: Any, trial: TrialRecord, simplex: str | None = None
+) -> tuple[str, dict[str, float]] | None:
+    """The rule priors `studies.plots.plot_study` draws for ``trial`` (its ``priors_of``, as
+    `tuner plot` passes it): a title and the priors of its Simplex or of its informed prior
+    family; None for a space with neither.
+
+    Raises:
+        ExportError: As `priors_from_trial`.
+    """
+    from rewrite.optimize.config import PRIOR_MODEL
+
+    if not simplex_names(space) and PRIOR_MODEL not in space.params:
+        return None
+    name, priors, _ = priors_from_trial(space, trial, simplex)
+    return ("rule priors (tuned prior family)" if name == PRIOR_MODEL else name), priors
 
 
 def export_priors(

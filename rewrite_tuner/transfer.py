@@ -30,7 +30,7 @@ from studies.errors import StudyError
 
 if TYPE_CHECKING:
     from rewrite.optimize.compare import Comparison
-    from studies.export import PriorsFile
+    from rewrite_tuner.export import PriorsFile
     from studies.study import Study
 
 __all__ = ["HELD_OUT_SEEDS", "VALIDATION_SEEDS", "TunedReport", "export_tuned", "validate"]
@@ -126,9 +126,9 @@ def validate(
     """Check a rewrite study's best trials against the defaults (module docstring).
 
     Args:
-        study: A study made by `studies.rewrite_study.rewrite_study`.
+        study: A study made by `rewrite_tuner.rewrite_study.rewrite_study`.
         held_out: Zoo workloads for the held-out check (default
-            `studies.rewrite_study.HELD_OUT_WORKLOADS`); empty to skip it.
+            `rewrite_tuner.rewrite_study.HELD_OUT_WORKLOADS`); empty to skip it.
         n_candidates: How many top Pareto trials to check.
         validation_seeds: Fresh seeds of the training-suite check (at least 2).
         held_out_seeds: Seeds of the held-out check (at least 2).
@@ -140,8 +140,8 @@ def validate(
     """
     from rewrite.optimize import search_suite
     from rewrite.optimize.compare import compare
+    from rewrite_tuner.rewrite_study import HELD_OUT_WORKLOADS, _graphs, suite_spec
     from studies.pareto import rank_pareto
-    from studies.rewrite_study import HELD_OUT_WORKLOADS, _graphs, suite_spec
 
     spec = suite_spec(study.space)
     if spec is None:
@@ -211,7 +211,7 @@ def export_tuned(
     Args:
         study: The study `report` is about.
         report: From `validate`.
-        path: The priors file (see `studies.export.export_priors` for what may be replaced).
+        path: The priors file (see `rewrite_tuner.export.export_priors` for what may be replaced).
         force: Replace an existing file that is not a priors file.
         anyway: Export the best-ranked candidate even though it did not beat the defaults (its
             provenance says so).
@@ -226,4 +226,6 @@ def export_tuned(
         "beats_defaults": report.chosen is not None,
         "validation": report.to_dict(),
     }
-    return study.export_priors(path, pick=trial, force=force, extra=extra)
+    from rewrite_tuner.export import export_priors
+
+    return export_priors(study, path, pick=trial, force=force, extra=extra)

@@ -298,14 +298,9 @@ def rewrite_space(
         StudyError: For an unknown workload, an empty suite, invalid counts, or the measured
             objective without ``measure``.
     """
-    from rewrite.optimize import (
-        DEFAULT_TUNED,
-        FAMILY_TUNED,
-        PriorFamily,
-        default_rules,
-        search_space,
-    )
+    from rewrite.optimize import DEFAULT_TUNED, FAMILY_TUNED, PriorFamily, default_rules
     from rewrite.optimize.runner import mesh_rules
+    from rewrite_tuner.space import search_space
     from spaces import Fixed, Space
 
     workloads = _check_workloads(workloads)

@@ -12,11 +12,8 @@ from typing import Any
 import pytest
 
 from rewrite.optimize import RulePriors, SearchConfig
-from spaces import Fixed, Simplex
-from studies import StudyError
-from studies.errors import StudyConflictError
-from studies.plots import plot_study
-from studies.rewrite_study import (
+from rewrite_tuner.export import priors_to_plot
+from rewrite_tuner.rewrite_study import (
     COMPILED,
     DEFAULT_OBJECTIVES,
     MEASURED,
@@ -30,7 +27,11 @@ from studies.rewrite_study import (
     timing_threads,
     unmodeled_metrics,
 )
-from studies.transfer import export_tuned, validate
+from rewrite_tuner.transfer import export_tuned, validate
+from spaces import Fixed, Simplex
+from studies import StudyError
+from studies.errors import StudyConflictError
+from studies.plots import plot_study
 from studies.tuning import make_surrogate
 
 GPT2 = ("gpt2",)
@@ -170,8 +171,8 @@ def test_only_a_configuration_that_beats_the_defaults_is_exported(tmp_path: Path
     assert priors.provenance["validation"]["chosen"] == 2
     top = max(priors.as_dict(), key=priors.as_dict().get)
     assert top.startswith("fuse_")
-    # `tuner plot` draws the family member's rule priors too, not only a Simplex's
-    paths = plot_study(study, tmp_path / "plots", pick=2)
+    # `tuner plot` (the application's priors reader) draws the family member's rule priors too
+    paths = plot_study(study, tmp_path / "plots", pick=2, priors_of=priors_to_plot)
     assert [p.name.rsplit("-", 1)[1] for p in paths] == [
         "pareto.png",
         "hypervolume.png",

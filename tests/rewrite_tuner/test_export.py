@@ -10,10 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from studies import Constrained, Study, Weighted, read_priors_file
+from rewrite_tuner import export_priors, read_priors_file
+from rewrite_tuner.export import FORMAT_VERSION, KIND
+from studies import Constrained, Study, Weighted
 from studies.errors import ExportError, PriorsFileError
 from studies.examples import toy_space
-from studies.export import FORMAT_VERSION, KIND
 from studies.pareto import choose_trial, hypervolume_curve, pareto_front
 from studies.records import TrialRecord
 
@@ -102,7 +103,7 @@ def _study(tmp_path: Path) -> Study:
 def test_export_round_trip(tmp_path: Path) -> None:
     study = _study(tmp_path)
     path = tmp_path / "priors.json"
-    doc = study.export_priors(path, pick=Constrained("latency", ["search_seconds <= 2"]))
+    doc = export_priors(study, path, pick=Constrained("latency", ["search_seconds <= 2"]))
     chosen = study.trials[2]
     assert doc.provenance["trial"] == 2
     raw = json.loads(path.read_text())
@@ -123,7 +124,7 @@ def test_export_is_read_by_rewrite_rule_priors(tmp_path: Path) -> None:
     from rewrite import RulePriors  # the format's reader must exist: no skip
 
     study = _study(tmp_path)
-    study.export_priors(tmp_path / "p.json")
+    export_priors(study, tmp_path / "p.json")
     loaded = RulePriors.load(tmp_path / "p.json")
     assert dict(loaded.search_config)["population"] >= 4
 
@@ -135,27 +136,27 @@ def test_export_replaces_only_priors_files_unless_forced(tmp_path: Path) -> None
     with pytest.raises(
         ExportError, match=r"Refusing to replace '.*notes.txt': it is not JSON.*force"
     ):
-        study.export_priors(notes)
+        export_priors(study, notes)
     assert notes.read_text() == "my notes\n"
     other = tmp_path / "other.json"
     other.write_text('{"format": "rewrite-graph"}')
     with pytest.raises(ExportError, match='no "kind": "rewrite-tuner/rule-priors" header'):
-        study.export_priors(other)
+        export_priors(study, other)
     assert other.read_text() == '{"format": "rewrite-graph"}'
     with pytest.raises(ExportError, match=r"even with force: it is not a JSON file"):
-        study.export_priors(notes, force=True)  # force replaces priors files only
+        export_priors(study, notes, force=True)  # force replaces priors files only
     assert notes.read_text() == "my notes\n"
     with pytest.raises(ExportError, match=r"even with force: .*without a \"priors\" entry"):
-        study.export_priors(other, force=True)
+        export_priors(study, other, force=True)
     by_hand = tmp_path / "by-hand.json"
     by_hand.write_text('{"priors": {"fuse": 1.0}}')
     with pytest.raises(ExportError, match=r"Refusing to replace .*by-hand.json.*--force"):
-        study.export_priors(by_hand)
-    study.export_priors(by_hand, force=True)  # a priors file of another kind: the caller insists
+        export_priors(study, by_hand)
+    export_priors(study, by_hand, force=True)  # a priors file of another kind: the caller insists
     assert read_priors_file(by_hand).provenance["study"] == "e"
     priors = tmp_path / "priors.json"
-    study.export_priors(priors)
-    study.export_priors(priors, pick=1)  # a previous export is replaced without force
+    export_priors(study, priors)
+    export_priors(study, priors, pick=1)  # a previous export is replaced without force
     assert read_priors_file(priors).provenance["trial"] == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "by-hand.json",
@@ -173,7 +174,7 @@ def test_export_never_replaces_the_study_database(tmp_path: Path, force: bool) -
     before = db.read_bytes()
     for target in (db, tmp_path / "s.db-wal", tmp_path / "." / ".." / tmp_path.name / "s.db"):
         with pytest.raises(ExportError, match=r"study's own database.*Nothing was written"):
-            study.export_priors(target, force=force)
+            export_priors(study, target, force=force)
     assert db.read_bytes() == before and not (tmp_path / "s.db-wal").exists()
     assert len(Study.load("e", f"sqlite:///{db}").trials) == 4
 
@@ -182,10 +183,10 @@ def test_export_bad_destinations_name_the_path(tmp_path: Path) -> None:
     study = _study(tmp_path)
     missing = tmp_path / "nonexist" / "p.json"
     with pytest.raises(ExportError, match=r"'.*nonexist/p.json'.*folder .* does not exist"):
-        study.export_priors(missing)
+        export_priors(study, missing)
     (tmp_path / "d").mkdir()
     with pytest.raises(ExportError, match=r"'.*d': it is a directory.*d/priors.json"):
-        study.export_priors(tmp_path / "d")
+        export_priors(study, tmp_path / "d")
     assert list((tmp_path / "d").iterdir()) == [] and not missing.parent.exists()
 
 
@@ -196,10 +197,10 @@ def test_export_file_mode_follows_the_umask(tmp_path: Path) -> None:
     study = _study(tmp_path)
     old = os.umask(0o027)
     try:
-        study.export_priors(tmp_path / "new.json")
+        export_priors(study, tmp_path / "new.json")
         assert stat.S_IMODE((tmp_path / "new.json").stat().st_mode) == 0o640
         (tmp_path / "new.json").chmod(0o604)
-        study.export_priors(tmp_path / "new.json")  # replacing keeps the file's mode
+        export_priors(study, tmp_path / "new.json")  # replacing keeps the file's mode
         assert stat.S_IMODE((tmp_path / "new.json").stat().st_mode) == 0o604
     finally:
         os.umask(old)
@@ -225,7 +226,7 @@ def test_export_refuses_non_finite_and_keeps_old_file(tmp_path: Path) -> None:
         objectives = {"latency": "minimize", "search_seconds": "minimize"}
         trials = [bad]
 
-    from studies.export import export_priors
+    from rewrite_tuner.export import export_priors
 
     with pytest.raises(ExportError, match=r"search_config.tau is not a finite number.*Nothing"):
         export_priors(Fake(), path)
@@ -240,8 +241,8 @@ def test_export_needs_one_simplex(tmp_path: Path) -> None:
     study = Study("two", two, {"f": "minimize"}, storage=f"sqlite:///{tmp_path / 't.db'}")
     study.tell(study.ask(), {"f": 1.0})
     with pytest.raises(ExportError, match=r"has 2 \(\['p', 'q'\]\); pass simplex="):
-        study.export_priors(tmp_path / "x.json")
-    doc = study.export_priors(tmp_path / "x.json", simplex="q")
+        export_priors(study, tmp_path / "x.json")
+    doc = export_priors(study, tmp_path / "x.json", simplex="q")
     assert set(doc.priors) == {"c", "d"} and "p" in doc.search_config
     none = Study(
         "none",
@@ -251,7 +252,7 @@ def test_export_needs_one_simplex(tmp_path: Path) -> None:
     )
     none.tell(none.ask(), {"f": 1.0})
     with pytest.raises(ExportError, match="has no Simplex parameter.*no rule priors to export"):
-        none.export_priors(tmp_path / "y.json")
+        export_priors(none, tmp_path / "y.json")
     assert not (tmp_path / "y.json").exists()
 
 
@@ -301,14 +302,14 @@ def test_read_priors_file_rejects_nan_unknown_rules_and_garbage(tmp_path: Path) 
 
 
 def test_read_priors_file_is_the_rewrite_reader(tmp_path: Path) -> None:
-    """studies.read_priors_file is a thin name over the format's one reader (whose golden files
+    """rewrite_tuner.read_priors_file is a thin name over the format's one reader (whose golden files
     tests/rewrite/test_priors.py reads): same document type, same messages."""
     import rewrite
     from rewrite.errors import PriorsError
 
     study = _study(tmp_path)
     path = tmp_path / "p.json"
-    study.export_priors(path)
+    export_priors(study, path)
     assert read_priors_file(path) == rewrite.read_priors_file(path)
     assert isinstance(read_priors_file(path), rewrite.PriorsFile)
     path.write_text(json.dumps({"format_version": 1, "kind": KIND, "priors": {"zap": 1.0}}))
@@ -321,9 +322,9 @@ def test_read_priors_file_is_the_rewrite_reader(tmp_path: Path) -> None:
 
 def test_export_is_deterministic_apart_from_date(tmp_path: Path) -> None:
     study = _study(tmp_path)
-    a = study.export_priors(tmp_path / "a.json").to_dict()
+    a = export_priors(study, tmp_path / "a.json").to_dict()
     time.sleep(0.01)
-    b = study.export_priors(tmp_path / "b.json").to_dict()
+    b = export_priors(study, tmp_path / "b.json").to_dict()
     a["provenance"].pop("date"), b["provenance"].pop("date")
     assert a == b
 
@@ -345,7 +346,7 @@ def test_export_records_the_fixed_step_budget_and_search_applies_it(tmp_path: Pa
     )
     study = Study("fixed", space, {"f": "minimize"}, storage=f"sqlite:///{tmp_path / 't.db'}")
     study.tell(study.ask(), {"f": 1.0})
-    doc = study.export_priors(tmp_path / "p.json")
+    doc = export_priors(study, tmp_path / "p.json")
     assert doc.search_config["max_steps"] == 40 and "suite" not in doc.search_config
     assert doc.provenance["fixed"] == {"suite": "gpt2"}
     cfg = coerce_config({"seed": 2}, RulePriors.load(tmp_path / "p.json"))

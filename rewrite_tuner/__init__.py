@@ -1,0 +1,39 @@
+"""The rewrite application on top of the engine (`rewrite`) and the generic study framework
+(`spaces`, `tuner`, `structure`, `studies`): the built-in study that tunes the rewrite search's
+knobs and rule priors (`rewrite_study`), its space (`search_space`), transfer validation
+(`rewrite_tuner.transfer`), the priors export (`export_priors`) and the ``tuner`` command line
+(`rewrite_tuner.cli`, with ``tuner demo``)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Public names resolve lazily (PEP 562), so `tuner --help` does not import the engine or torch.
+_EXPORTS = {
+    "PriorsFile": "rewrite_tuner.export",
+    "export_priors": "rewrite_tuner.export",
+    "read_priors_file": "rewrite_tuner.export",
+    "rewrite_study": "rewrite_tuner.rewrite_study",
+    "search_space": "rewrite_tuner.space",
+}
+
+__all__ = ["PriorsFile", "export_priors", "read_priors_file", "rewrite_study", "search_space"]
+
+if TYPE_CHECKING:
+    from rewrite_tuner.export import PriorsFile, export_priors, read_priors_file
+    from rewrite_tuner.rewrite_study import rewrite_study
+    from rewrite_tuner.space import search_space
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rewrite_tuner' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

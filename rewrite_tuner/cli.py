@@ -1,0 +1,248 @@
+"""The ``tuner`` command line of the rewrite application: the generic commands of `studies.cli`
+(run, resume, status, plot, structure, space) plus ``demo`` (the main job: tune the rewrite search
+on zoo models, validate and export the priors) and ``export`` (a trial's rule priors as a priors
+file). ``plot`` is registered again with the application's priors reader, so it draws the rule
+priors of an informed prior family too. This module's `app` is the ``tuner`` console script.
+
+Importing this module registers these commands on `studies.cli.app` (the one Typer app).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from studies.cli import (
+    BestOpt,
+    SimplexOpt,
+    StorageOpt,
+    SubjectOpt,
+    TrialOpt,
+    WeightsOpt,
+    _command,
+    _fail,
+    _guard,
+    _guard_write,
+    _optimize,
+    _pick,
+    _storage,
+    app,
+    console,
+    out,
+    plot_command,
+)
+
+if TYPE_CHECKING:
+    from studies.study import Study
+
+__all__ = ["app"]
+
+
+def _priors_to_plot(space: Any, trial: Any, simplex: str | None) -> Any:
+    """`rewrite_tuner.export.priors_to_plot`, imported when a plot is drawn (``tuner --help``
+    stays free of the engine and torch)."""
+    from rewrite_tuner.export import priors_to_plot
+
+    return priors_to_plot(space, trial, simplex)
+
+
+# `tuner plot` with the rewrite application's priors (a Simplex or an informed prior family),
+# in the generic command's place
+_plot_at = next(i for i, c in enumerate(app.registered_commands) if c.name == "plot")
+_command(name="plot")(plot_command(_priors_to_plot))
+app.registered_commands[_plot_at] = app.registered_commands.pop()
+
+ForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Also replace an existing empty --out file, or a priors file of another kind or "
+        'version (JSON with a "priors" entry); never a database or any other file.',
+    ),
+]
+
+
+@_command()
+def export(
+    name: Annotated[str, typer.Argument(help="Study name.")],
+    out_path: Annotated[Path, typer.Option("--out", "-o", help="Priors JSON to write.")] = Path(
+        "priors.json"
+    ),
+    storage: StorageOpt = None,
+    weights: WeightsOpt = None,
+    best: BestOpt = None,
+    subject_to: SubjectOpt = None,
+    trial: TrialOpt = None,
+    simplex: SimplexOpt = None,
+    force: ForceOpt = False,
+) -> None:
+    """Write the chosen trial's rule priors and search config (versioned JSON).
+
+    Default pick: equal weights over objectives normalized on the Pareto set. An existing --out
+    file is replaced only if it is a previous export, or with --force.
+    """
+    from rewrite_tuner.export import export_priors
+    from studies.study import Study
+
+    rule = _pick(weights, best, subject_to, trial)
+    study = _guard(Study.load, name, _storage(storage))
+    doc = _guard_write(
+        out_path, export_priors, study, out_path, pick=rule, simplex=simplex, force=force
+    )
+    prov = doc.provenance
+    out.print(
+        f"wrote {out_path} (trial {prov['trial']}, values {prov['values']}; {prov['pick']})",
+        highlight=False,
+    )
+
+
+@_command(
+    short_help="The main job: tune the rewrite search on small zoo models, check it against "
+    "the defaults on held-out models, export the tuned priors if they win."
+)
+def demo(
+    storage: Annotated[
+        str, typer.Option("--storage", "-s", help="SQLAlchemy URL of the study database.")
+    ] = "sqlite:///demo-study.db",
+    n_trials: Annotated[int, typer.Option("--n-trials", "-n", min=1, help="Trial budget.")] = 30,
+    workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Parallel trials.")] = 2,
+    workloads: Annotated[
+        str, typer.Option(help="Comma-separated rewrite.zoo models to tune on.")
+    ] = "gpt2,bert,resnet,t5",
+    held_out: Annotated[
+        str,
+        typer.Option(help="Comma-separated zoo models never tuned on, to judge the result."),
+    ] = "llama,vit",
+    steps: Annotated[int, typer.Option(min=1, help="Search steps per workload and seed.")] = 150,
+    seeds: Annotated[int, typer.Option(min=1, help="Search seeds per trial.")] = 3,
+    out_path: Annotated[Path, typer.Option("--out", "-o", help="Priors JSON to write.")] = Path(
+        "demo-priors.json"
+    ),
+    export_anyway: Annotated[
+        bool,
+        typer.Option(
+            "--export-anyway",
+            help="Export the best trial even when it does not beat the defaults.",
+        ),
+    ] = False,
+    toy: Annotated[
+        bool, typer.Option("--toy", help="Run the instant synthetic study instead.")
+    ] = False,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            help="Study name (default 'rewrite-demo', with --toy 'demo'); a new name starts a new "
+            "study in the same storage, e.g. after changing --steps or --workloads.",
+        ),
+    ] = None,
+    force: ForceOpt = False,
+    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+) -> None:
+    """Tune the rewrite search on small zoo models (the main job), check the result against the
+    defaults on fresh seeds and on held-out models, and export the tuned priors if they win.
+
+    The study is calibrated first (the default search on every workload), then tuned; the best
+    trials are checked afresh, and the priors file is written only for a configuration that beats
+    the defaults with 95% confidence (or with --export-anyway). Run it again and it resumes."""
+    study_name = name if name is not None else "demo" if toy else "rewrite-demo"
+    names = [w.strip() for w in workloads.split(",") if w.strip()]
+    held = [w.strip() for w in held_out.split(",") if w.strip()]
+    if not toy:  # before calibrating: a typo must not cost the whole run
+        _check_zoo_names("--workloads", names, required=True)
+        _check_zoo_names("--held-out", held, required=False)
+        _guard_write(out_path, _check_out_path, out_path)
+    study = _guard(_demo_study, toy, study_name, storage, names, steps, seeds)
+    _optimize(study, n_trials, workers, None, progress)
+    if toy:
+        from rewrite_tuner.export import export_priors
+
+        doc = _guard_write(out_path, export_priors, study, out_path, force=force)
+        out.print(f"exported the priors of trial {doc.provenance['trial']} to {out_path}")
+        return
+    from rewrite_tuner.transfer import export_tuned, validate
+
+    report = _guard(validate, study, held, on_progress=lambda line: console.print(line))
+    doc = _guard_write(
+        out_path, export_tuned, study, report, out_path, force=force, anyway=export_anyway
+    )
+    _print_tuned(report, out_path if doc is not None else None)
+
+
+def _check_zoo_names(option: str, names: list[str], required: bool) -> None:
+    """Refuse an unknown zoo model (with the closest name) before anything runs."""
+    from rewrite import zoo
+    from rewrite.errors import RewriteError
+
+    if required and not names:
+        raise _fail(f"{option} names no model; pick from {zoo.names()}, e.g. {option} gpt2,bert.")
+    for n in names:
+        try:
+            zoo.input_kind(n)
+        except RewriteError as err:
+            raise _fail(f"{option}: {err}") from None
+
+
+def _check_out_path(path: Path) -> None:
+    """Refuse an --out path whose folder is missing, before the demo runs for minutes."""
+    if not path.parent.is_dir():
+        raise FileNotFoundError(2, "No such file or directory", str(path.parent))
+    if path.is_dir():
+        raise IsADirectoryError(21, "Is a directory", str(path))
+
+
+def _demo_study(
+    toy: bool, name: str, storage: str, workloads: list[str], steps: int, seeds: int
+) -> Study:
+    """The demo's study; a name clash with different settings says how to start a new one."""
+    from studies.errors import StudyConflictError
+
+    try:
+        if toy:
+            from studies.examples import toy_study
+
+            return toy_study(name, storage)
+        from rewrite_tuner.rewrite_study import CALIBRATION_SEEDS, rewrite_study
+
+        cal = max(CALIBRATION_SEEDS, seeds)
+        return rewrite_study(
+            workloads,
+            budget=steps,
+            name=name,
+            storage=storage,
+            seeds=seeds,
+            calibration_seeds=cal,
+            on_calibrate=lambda: console.print(
+                f"calibrating: the default search on {', '.join(workloads)}, {cal} seeds of "
+                f"{steps} steps each",
+                highlight=False,
+            ),
+        )
+    except StudyConflictError as err:
+        raise StudyConflictError(
+            f"{err} For `tuner demo`: `--name NEW_NAME` starts a new study with these options."
+        ) from None
+
+
+def _print_tuned(report: Any, written: Path | None) -> None:
+    """What tuning gained over the defaults, where the file is and how to use it."""
+    from rewrite_tuner.tables import transfer_lines
+
+    for line in transfer_lines(report):
+        out.print(line, highlight=False)
+    if written is not None:
+        out.print(f"\nwrote {written}; use it with:", highlight=False)
+        out.print(f'  rewrite.search(graph, priors="{written}")', highlight=False)
+    elif report.shown is not None:
+        out.print(
+            "\nnothing exported: no trial beat the defaults with 95% confidence on fresh seeds "
+            "(more trials or seeds may help; --export-anyway writes the best trial regardless).",
+            highlight=False,
+        )
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(app())
