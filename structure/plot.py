@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from structure._atomic import write_bytes_atomic
 from structure.dag import Structure
 
 __all__ = ["draw_structure", "explain"]
@@ -89,7 +88,12 @@ def draw_structure(
         fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
     finally:
         plt.close(fig)
-    write_bytes_atomic(target, buf.getvalue())
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:  # a reader never sees half a PNG
+        tmp.write_bytes(buf.getvalue())
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
     return target
 
 
