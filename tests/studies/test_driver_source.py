@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,19 +54,21 @@ class MemorySource:
             out.append(t)
         return out
 
-    def heartbeat(self, worker: str, numbers: list[int]) -> None:
+    def heartbeat(self, worker: str, numbers: Sequence[int]) -> None:
         held = {t.number for t in self.trials if t.state == "RUNNING" and t.worker == worker}
         assert set(numbers) <= held, (numbers, held)
         self.beats.append((time.monotonic(), tuple(numbers)))
 
-    def record(self, worker: str, number: int, outcome: dict[str, Any]) -> tuple[str, str | None]:
+    def record(
+        self, worker: str, number: int, outcome: Mapping[str, Any]
+    ) -> tuple[str, str | None] | None:
         t = self.trials[number]
         assert t.state == "RUNNING" and t.worker == worker, t  # recorded once, by its holder
         t.state = "COMPLETE" if outcome["ok"] else "FAILED"
         t.result, t.error = outcome.get("result"), outcome.get("error")
         return t.state, t.error
 
-    def requeue(self, worker: str, numbers: list[int] | None, reason: str) -> list[int]:
+    def requeue(self, worker: str, numbers: Sequence[int] | None, reason: str) -> list[int]:
         held = [t for t in self.trials if t.state == "RUNNING" and t.worker == worker]
         done = [t.number for t in held if numbers is None or t.number in numbers]
         for n in done:
@@ -142,7 +145,7 @@ def test_timeout_fails_the_trial_but_keeps_its_slot(monkeypatch: pytest.MonkeyPa
         driver.run(source, evaluate, 4, 2, pool, 0.3, False)
     states = [t.state for t in source.trials]
     assert states == ["FAILED", "COMPLETE", "COMPLETE", "COMPLETE"]
-    assert source.trials[0].error.startswith("TimeoutError")
+    assert str(source.trials[0].error).startswith("TimeoutError")
     assert gauge.peak <= 2
 
 
@@ -161,7 +164,9 @@ def test_repeated_failures_stop_and_held_trials_are_requeued() -> None:
     with ThreadPoolExecutor(2) as pool, pytest.raises(RepeatedFailureError, match="bad config"):
         driver.run(source, evaluate, 20, 2, pool, None, False)
     first = source.trials[0]
-    assert first.state == "FAILED" and first.error.startswith("Interrupted: RepeatedFailureError")
+    assert first.state == "FAILED" and str(first.error).startswith(
+        "Interrupted: RepeatedFailureError"
+    )
     assert [t.state for t in source.trials[1:4]] == ["FAILED"] * 3
     assert source.trials[-1].state == "WAITING" and source.trials[-1].retry_of == 0
 
