@@ -1,12 +1,14 @@
-"""The loop behind `Study.optimize`: allocate trials, run them on an executor, record results.
+"""The loop behind `Study.optimize`: claim trials, run them on an executor, record results.
 
-One driving process keeps up to ``n_workers`` trials in flight. Each turn it (1) asks the study
-for trials to fill free slots (stale trials re-queued, WAITING ones claimed, new ones proposed, all
-in one transaction), (2) submits `run_evaluate` for them, (3) waits up to a heartbeat interval for
-results and records each in its own transaction, (4) fails trials past their timeout and
-(5) refreshes the heartbeat of the trials still running. It stops when the study holds its budget
-of trials, none is WAITING and no other live process is running one. On an exception (Ctrl-C
-included) the trials in flight are failed and re-queued before the exception propagates.
+The loop talks to a `studies.source.TrialSource` only (claim, heartbeat, record, requeue, reap,
+status), never to a `Study`: `Study.optimize` hands it `Study.trial_source()`, and a test may
+hand it an in-memory source. One driving process keeps up to ``n_workers`` trials in flight.
+Each turn it (1) claims trials from the source to fill free slots, (2) submits `run_evaluate`
+for them, (3) waits up to a heartbeat interval for results and records each, (4) fails trials
+past their timeout and (5) refreshes the heartbeat of the trials still running. It stops when
+the source holds its budget of trials, none is WAITING and no other live process is running
+one. On an exception (Ctrl-C included) the trials this process holds are failed and re-queued
+before the exception propagates.
 
 Timeouts: a worker of the default process pool stops its trial with ``SIGALRM``. A trial still
 running ``_TIMEOUT_SLACK`` seconds past its timeout (an evaluate that blocks or replaces
@@ -25,19 +27,18 @@ import multiprocessing
 import pickle
 import re
 import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from studies.errors import EvaluateError, RepeatedFailureError
-from studies.pareto import feasible
 from studies.worker import exit_with_parent, run_evaluate
 from studies.workers_local import worker_id
 
 if TYPE_CHECKING:
-    from studies.records import TrialRecord
-    from studies.study import Study
+    from studies.source import TrialSource
 
 __all__ = ["run"]
 
@@ -78,39 +79,68 @@ class _Pool(ProcessPoolExecutor):
                 p.join(5.0)
 
 
+@dataclass(frozen=True)
+class _Job:
+    """What one `run` call drives: its source, evaluate and limits."""
+
+    source: TrialSource
+    evaluate: Callable[[dict[str, Any]], Mapping[str, Any]]
+    worker: str
+    n_trials: int
+    n_workers: int
+    timeout: float | None
+    executor: Executor | None
+
+
 def run(
-    study: Study,
+    source: TrialSource,
+    evaluate: Callable[[dict[str, Any]], Mapping[str, Any]],
     n_trials: int,
     n_workers: int,
     executor: Executor | None,
     timeout: float | None,
     progress: bool,
 ) -> None:
-    """Drive ``study`` until it holds ``n_trials`` finished trials (see module docstring)."""
+    """Drive ``source`` until it holds ``n_trials`` finished trials (see module docstring).
+
+    Args:
+        source: The trials to run (`Study.trial_source()`, or any `TrialSource`).
+        evaluate: ``evaluate(config) -> dict``, run in the workers by `run_evaluate`.
+        n_trials: The budget: total trials the source should finish.
+        n_workers: Trials evaluated at once.
+        executor: Where trials run; None: a process pool of ``n_workers``, stopped on return.
+        timeout: Seconds one trial may run (None: no limit).
+        progress: Show a rich progress bar.
+
+    Raises:
+        EvaluateError: If a process pool cannot send ``evaluate`` to its workers.
+        RepeatedFailureError: After `TrialSource.max_repeated_failures` equal failures in a row.
+    """
     from tuner.errors import SpaceExhaustedError  # tuner and torch load when a study runs
 
-    worker = worker_id()
+    job = _Job(source, evaluate, worker_id(), n_trials, n_workers, timeout, executor)
+    worker = job.worker
     exhausted = False
-    _check_sendable(study, executor)
-    rec = _Recorder(study, worker)
+    _check_sendable(evaluate, executor)
+    rec = _Recorder(source, worker)
     pool = executor if executor is not None else _process_pool(n_workers)
     running: dict[Future[Any], _Slot] = {}
-    interval = study.settings.heartbeat_interval
+    interval = source.heartbeat_interval
     last_beat = time.monotonic()
-    logger.info("Study %r: worker %s drives it to %d trials.", study.name, worker, n_trials)
+    logger.info("Study %r: worker %s drives it to %d trials.", source.name, worker, n_trials)
     try:
-        with _ProgressView(study, n_trials, progress) as view:
+        with _ProgressView(source, n_trials, progress) as view:
             while True:
                 try:
                     if not exhausted:
-                        pool = _fill(rec, pool, running, n_workers, n_trials, timeout, executor)
+                        pool = _fill(job, rec, pool, running)
                 except SpaceExhaustedError as err:
                     exhausted = True
                     logger.warning("%s Finishing the trials in flight, then stopping.", err)
                 active = [s.number for s in running.values() if not s.expired]
                 if not active:
                     # trials past their timeout that an executor cannot stop are not waited for
-                    if exhausted or _finished(study, n_trials):
+                    if exhausted or _finished(source, n_trials):
                         break
                     if not running:
                         view.update()
@@ -130,15 +160,14 @@ def run(
                     pool = _replace_pool(pool, running, rec, n_workers)
                 active = [s.number for s in running.values() if not s.expired]
                 if active and time.monotonic() - last_beat >= interval / 2:
-                    study.storage.heartbeat(study.id, active, worker)
+                    source.heartbeat(worker, active)
                     last_beat = time.monotonic()
                 view.update()
     except BaseException as err:
-        # every trial this process holds, including ones allocated but not yet submitted
-        numbers = [t.number for t in study.trials if t.state == "RUNNING" and t.worker == worker]
+        # every trial this process holds, including ones claimed but not yet submitted
+        reason = f"Interrupted: {type(err).__name__} in the driving process; re-queued."
+        numbers = source.requeue(worker, None, reason)
         if numbers:
-            reason = f"Interrupted: {type(err).__name__} in the driving process; re-queued."
-            study.storage.requeue(study.id, numbers, worker, reason)
             logger.warning("Trials %s were interrupted and re-queued.", numbers)
         raise
     finally:
@@ -149,14 +178,14 @@ def run(
                 pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _check_sendable(study: Study, executor: Executor | None) -> None:
+def _check_sendable(evaluate: Callable[..., Any], executor: Executor | None) -> None:
     """Refuse, before the first trial, an evaluate a process pool cannot send to its workers."""
     if executor is not None and not isinstance(executor, ProcessPoolExecutor):
         return  # threads need no pickling; Dask's executor pickles lambdas with cloudpickle
     try:
-        pickle.dumps(study.evaluate)
+        pickle.dumps(evaluate)
     except Exception as err:
-        name = getattr(study.evaluate, "__qualname__", repr(study.evaluate))
+        name = getattr(evaluate, "__qualname__", repr(evaluate))
         raise EvaluateError(
             f"evaluate ({name}) cannot be sent to worker processes: {type(err).__name__}: {err}. "
             "Define it with `def` at module level of an importable file (not a lambda, a "
@@ -169,14 +198,14 @@ class _Recorder:
     """Stores outcomes and stops the run once `StudySettings.max_repeated_failures` trials in a
     row failed with the same error (numbers aside)."""
 
-    def __init__(self, study: Study, worker: str) -> None:
-        self.study, self.worker = study, worker
-        self.limit = study.settings.max_repeated_failures
+    def __init__(self, source: TrialSource, worker: str) -> None:
+        self.source, self.worker = source, worker
+        self.limit = source.max_repeated_failures
         self.key: str | None = None
         self.count = 0
 
     def __call__(self, number: int, outcome: dict[str, Any]) -> None:
-        got = self.study.record(number, outcome, self.worker)
+        got = self.source.record(self.worker, number, outcome)
         if got is None:
             return
         state, error = got
@@ -188,7 +217,7 @@ class _Recorder:
         self.key = key
         if self.limit and self.count >= self.limit:
             raise RepeatedFailureError(
-                f"Stopped study {self.study.name!r}: the last {self.count} trials failed with the "
+                f"Stopped study {self.source.name!r}: the last {self.count} trials failed with the "
                 f"same error: {error}. Fix evaluate (call it on one configuration, e.g. "
                 "evaluate(study.space.default()), to see the error), then run the study again "
                 "to resume; StudySettings(max_repeated_failures=0) never stops."
@@ -233,27 +262,18 @@ def _process_pool(n_workers: int) -> _Pool:
     )
 
 
-def _fill(
-    rec: _Recorder,
-    pool: Executor,
-    running: dict[Future[Any], _Slot],
-    n_workers: int,
-    n_trials: int,
-    timeout: float | None,
-    executor: Executor | None,
-) -> Executor:
-    free = n_workers - len(running)
-    study, evaluate = rec.study, rec.study.evaluate
-    if free <= 0 or evaluate is None:
+def _fill(job: _Job, rec: _Recorder, pool: Executor, running: dict[Future[Any], _Slot]) -> Executor:
+    free = job.n_workers - len(running)
+    if free <= 0:
         return pool
-    for trial in study.allocate(rec.worker, free, n_trials):
+    for trial in job.source.claim(job.worker, free, job.n_trials):
         try:
-            fut = pool.submit(run_evaluate, evaluate, trial.config, timeout)
+            fut = pool.submit(run_evaluate, job.evaluate, trial.config, job.timeout)
         except BrokenProcessPool:
-            if executor is not None:
+            if job.executor is not None:
                 raise
-            pool = _replace_pool(pool, running, rec, n_workers)
-            fut = pool.submit(run_evaluate, evaluate, trial.config, timeout)
+            pool = _replace_pool(pool, running, rec, job.n_workers)
+            fut = pool.submit(run_evaluate, job.evaluate, trial.config, job.timeout)
         running[fut] = _Slot(trial.number, time.monotonic())
     return pool
 
@@ -327,11 +347,10 @@ def _restart_pool(
         else:
             requeue.append(slot.number)
     if requeue:
-        study = rec.study
         reason = (
             "Interrupted: its worker pool was stopped to end a trial past its timeout; re-queued."
         )
-        study.storage.requeue(study.id, requeue, rec.worker, reason)
+        rec.source.requeue(rec.worker, requeue, reason)
         logger.warning("Trials %s were interrupted and re-queued.", requeue)
     if isinstance(pool, _Pool):
         pool.kill()
@@ -341,36 +360,21 @@ def _restart_pool(
     return _process_pool(n_workers)
 
 
-def _finished(study: Study, n_trials: int) -> bool:
+def _finished(source: TrialSource, n_trials: int) -> bool:
     """Budget reached, nothing WAITING, and no heartbeat-carrying trial RUNNING anywhere."""
-    trials = study.trials
-    counts = study.progress(trials)
-    live = [t for t in trials if t.state == "RUNNING" and t.heartbeat is not None]
-    if counts["used"] < n_trials or counts["waiting"] or live:
-        if live and counts["used"] >= n_trials and not counts["waiting"]:
-            study.reap_stale()
+    st = source.status()
+    if st.used < n_trials or st.waiting or st.live:
+        if st.live and st.used >= n_trials and not st.waiting:
+            source.reap_stale()
         return False
     return True
-
-
-def best_values(study: Study, trials: list[TrialRecord]) -> str:
-    """``"f1=0.12 f2=3.4"``: each objective's best value over feasible trials."""
-    ok = feasible(trials, study.constraints)
-    if not ok:
-        return "no feasible trial yet"
-    parts = []
-    for k, d in study.objectives.items():
-        vals = [t.values[k] for t in ok if t.values]
-        best = max(vals) if d == "maximize" else min(vals)
-        parts.append(f"{k}={best:.4g}")
-    return "best " + " ".join(parts)
 
 
 class _ProgressView:
     """A rich progress bar: trials finished / budget, best values, elapsed, remaining."""
 
-    def __init__(self, study: Study, n_trials: int, enabled: bool) -> None:
-        self.study, self.n_trials, self.enabled = study, n_trials, enabled
+    def __init__(self, source: TrialSource, n_trials: int, enabled: bool) -> None:
+        self.source, self.n_trials, self.enabled = source, n_trials, enabled
         self._last = 0.0
 
     def __enter__(self) -> _ProgressView:
@@ -394,7 +398,7 @@ class _ProgressView:
                 TimeRemainingColumn(),
             )
             self._bar.__enter__()
-            self._task = self._bar.add_task(self.study.name, total=self.n_trials, best="")
+            self._task = self._bar.add_task(self.source.name, total=self.n_trials, best="")
             self.update(force=True)
         return self
 
@@ -402,11 +406,8 @@ class _ProgressView:
         if not self.enabled or (not force and time.monotonic() - self._last < 0.5):
             return
         self._last = time.monotonic()
-        trials = self.study.trials
-        done = self.study.progress(trials)["finished"]
-        self._bar.update(
-            self._task, completed=min(done, self.n_trials), best=best_values(self.study, trials)
-        )
+        done = self.source.status().finished
+        self._bar.update(self._task, completed=min(done, self.n_trials), best=self.source.best())
 
     def __exit__(self, *exc: object) -> None:
         if self.enabled:

@@ -17,7 +17,8 @@ tell and `optimize`; the modules around it hold the rest: `studies.allocation` (
 reaping transactions), `studies.tuning` (surrogate choice, stored trials as tuner records),
 `studies.views` (budget counts, the DataFrame), `studies.workers_local` (worker names, dead
 local workers), `studies.references` (`evaluate_reference`), `studies.report`
-(`structure_report`) and `studies.driver` (the `optimize` loop).
+(`structure_report`), `studies.source` (the study as the driver's `TrialSource`: claim,
+heartbeat, record) and `studies.driver` (the `optimize` loop, which sees only that source).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
-from studies.allocation import allocate, reap
 from studies.driver import run
 from studies.errors import EvaluateError, StorageCorruptError, StudyError, StudySettingsError
 from studies.pareto import pareto_front
@@ -39,6 +39,7 @@ from studies.references import evaluate_reference
 from studies.report import structure_report
 from studies.schema import MAX_SEED, check_seed  # noqa: F401 - MAX_SEED: importable here
 from studies.settings import StudySettings
+from studies.source import StudySource, log_finished
 from studies.storage import DEFAULT_STORAGE, Storage
 from studies.tuning import make_surrogate, surrogate_mode
 from studies.views import progress_counts, trials_dataframe
@@ -355,39 +356,25 @@ class Study:
         tuner.sync(trials)
         return tuner
 
-    def surrogate(self, trials: Sequence[Any]) -> Any:
-        """A new surrogate of the kind `StudySettings.surrogate` picks for ``trials`` (`tuner.Trial`
-        records); None: the tuner's flat GP.
-
-        ``"auto"`` picks `structure.StructuredSurrogate` once a completed trial reported a
-        tracking metric (a number besides the objectives and constraint metrics).
-        """
-        return self._make_surrogate(self._surrogate_mode(trials))
-
     def _surrogate_mode(self, trials: Sequence[Any]) -> str:
+        """The surrogate kind `StudySettings.surrogate` picks for ``trials`` (``"auto"`` picks
+        `structure.StructuredSurrogate` once a completed trial reported a tracking metric)."""
         return surrogate_mode(self.settings.surrogate, self._problem.constraint_metrics, trials)
 
     def _make_surrogate(self, mode: str) -> Any:
         return make_surrogate(mode, self.settings)
 
-    def allocate(
-        self, worker: str, k: int, budget: int | None, heartbeat: bool = True
-    ) -> list[TrialRecord]:
-        """Hand ``worker`` up to ``k`` RUNNING trials.
-
-        Stale trials are re-queued first, then WAITING trials are claimed (oldest first), then
-        the tuner proposes new ones while the study holds fewer than ``budget`` trials
-        (``None``: no limit). The claim reserves a proposal position per free slot under the
-        study's lock (reservations count against the budget); proposing runs outside any
-        transaction on a snapshot of the trials, seeded by the reserved positions (so processes
-        proposing at once propose different configurations, and other processes' heartbeats and
-        results are never blocked behind a model fit); the proposals are then inserted, except
-        one equal to a trial another process added meanwhile (see `studies.allocation`).
-        Returns fewer than ``k`` trials (possibly ``[]``) when the budget is used up or held by
-        other processes' reservations, or, rarely, when such a proposal was dropped.
-        """
-        return allocate(
-            self._storage, self.id, self.settings, self._propose, worker, k, budget, heartbeat
+    def trial_source(self) -> StudySource:
+        """The study as a `studies.source.TrialSource`: what `optimize` hands the driver
+        (`studies.driver.run`), and what claims `ask`'s trials (see `StudySource.claim`)."""
+        return StudySource(
+            self._storage,
+            self.id,
+            self.name,
+            self.settings,
+            self._problem,
+            self._propose,
+            self._judge,
         )
 
     def _propose(
@@ -406,9 +393,7 @@ class Study:
     def reap_stale(self) -> list[int]:
         """Declare stale RUNNING trials FAILED and re-queue their configs now; returns their
         numbers. `optimize` and `ask` do this on their own."""
-        with self._storage.write() as conn:
-            self._storage.lock_study(conn, self.id)
-            return reap(self._storage, conn, self.id, self.settings)
+        return self.trial_source().reap_stale()
 
     # ------------------------------------------------------------------ ask / tell
     def ask(self) -> TrialRecord:
@@ -417,7 +402,7 @@ class Study:
         The trial carries no heartbeat, so it is never declared stale; finish it with `tell`.
         """
         while True:
-            got = self.allocate(manual_worker_id(), 1, budget=None, heartbeat=False)
+            got = self.trial_source().claim(manual_worker_id(), 1, None, heartbeat=False)
             if got:
                 return got[0]
 
@@ -464,14 +449,14 @@ class Study:
                 f"Trial {number} of {self.name!r} is not RUNNING (already finished, or re-queued "
                 "after going stale); ask for a new trial."
             )
-        _log_finished(number, state, vals, msg, None)
+        log_finished(number, state, vals, msg, None)
         return next(t for t in self.trials if t.number == number)
 
     def _judge(
         self, values: Any, metrics: Any, *, from_evaluate: bool = False, number: int = -1
     ) -> tuple[dict[str, float] | None, dict[str, float], str | None]:
         """Told values and metrics judged by the one validator, `tuner.Problem.outcome` (`tell`
-        and `record` both come here): ``(values or None, metrics, error or None)``. A missing
+        and `StudySource.record` both come here): ``(values or None, metrics, error or None)``. A missing
         outcome raises from `tell` and is FAILED from `record` (``from_evaluate``); non-finite
         tracking metrics, and ones beyond ``±MAX_OUTCOME_MAGNITUDE``, are dropped with a warning
         (stored JSON holds finite numbers only, and the model could not use the huge ones)."""
@@ -491,52 +476,6 @@ class Study:
                 MAX_OUTCOME_MAGNITUDE,
             )
         return vals, {k: v for k, v in mets.items() if k not in dropped}, msg
-
-    def record(
-        self, number: int, outcome: Mapping[str, Any], worker: str
-    ) -> tuple[str, str | None] | None:
-        """Store a worker's `run_evaluate` outcome for trial ``number``; returns the state and
-        error stored, or ``None`` if the trial was no longer this worker's (dropped).
-
-        Raises:
-            EvaluateError: If the result lacks a constraint metric and no trial of the study
-                completed yet (the constraint names a metric evaluate does not return; the trial
-                is stored FAILED first).
-        """
-        missing: list[str] = []
-        if outcome.get("ok"):
-            result = outcome["result"]
-            told = self._problem.split_result(result)
-            vals, mets, msg = self._judge(*told, from_evaluate=True, number=number)
-            missing = [m for m in self._problem.constraint_metrics if m not in result]
-        else:
-            vals, mets, msg = None, {}, str(outcome.get("error") or "failed")
-        state = "FAILED" if msg else "COMPLETE"
-        stored = self._storage.finish_trial(
-            self.id,
-            number,
-            state=state,
-            values=vals,
-            metrics=mets,
-            error=msg,
-            worker=worker,
-            seconds=outcome.get("seconds"),
-        )
-        if not stored:
-            logger.warning(
-                "Trial %d was re-queued while running here; its result is dropped.", number
-            )
-            return None
-        _log_finished(number, state, vals, msg, outcome.get("seconds"))
-        if missing and not any(t.state == "COMPLETE" for t in self.trials):
-            named = [c for c in self.constraints if c.split()[0] in missing]
-            raise EvaluateError(
-                f"The constraints {named} name metrics {missing} that evaluate does not return "
-                f"(it returned {sorted(outcome['result'])}) and no trial of {self.name!r} "
-                "reports. Fix the constraint's metric name, or return the metric from evaluate; "
-                f"trial {number} was recorded FAILED."
-            )
-        return state, msg
 
     # ------------------------------------------------------------------ running
     def optimize(
@@ -578,7 +517,7 @@ class Study:
         if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
             raise StudyError(f"timeout must be a positive number of seconds, got {timeout!r}.")
         self._storage.update_study(self.id, budget=n_trials)
-        run(self, n_trials, n_workers, executor, timeout, progress)
+        run(self.trial_source(), self.evaluate, n_trials, n_workers, executor, timeout, progress)
 
     def progress(self, trials: Sequence[TrialRecord] | None = None) -> dict[str, int]:
         """Counts toward the budget: ``finished`` (COMPLETE + FAILED, re-queued ones not
@@ -589,18 +528,3 @@ class Study:
 # ---------------------------------------------------------------------- helpers
 def _storable(value: float, limit: float) -> bool:
     return math.isfinite(value) and abs(value) <= limit
-
-
-def _log_finished(
-    number: int,
-    state: str,
-    values: Mapping[str, float] | None,
-    error: str | None,
-    seconds: float | None,
-) -> None:
-    took = f" in {seconds:.2f} s" if seconds is not None else ""
-    if state == "COMPLETE":
-        shown = ", ".join(f"{k}={v:.6g}" for k, v in (values or {}).items())
-        logger.info("Trial %d COMPLETE%s: %s", number, took, shown)
-    else:
-        logger.info("Trial %d FAILED%s: %s", number, took, error)

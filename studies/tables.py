@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
-from studies.driver import best_values
 from studies.pareto import pareto_front
+from studies.views import best_values
 
 if TYPE_CHECKING:
     from studies.records import TrialRecord
@@ -90,5 +90,5 @@ def summary_line(study: Study, trials: Sequence[TrialRecord]) -> str:
     of = f"/{budget}" if budget is not None else ""
     return (
         f"{counts['finished']}{of} trials finished ({complete} COMPLETE, {failed} FAILED), "
-        f"{counts['running']} running, {counts['waiting']} waiting; {best_values(study, list(trials))}"
+        f"{counts['running']} running, {counts['waiting']} waiting; {best_values(trials, study.objectives, study.constraints)}"
     )

@@ -5,17 +5,34 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from studies.pareto import feasible
+
 if TYPE_CHECKING:
     import pandas as pd
 
     from studies.records import TrialRecord
 
-__all__ = ["progress_counts", "trials_dataframe", "used"]
+__all__ = ["best_values", "progress_counts", "trials_dataframe", "used"]
 
 
 def used(trials: Sequence[TrialRecord]) -> int:
     """Trials counted against the budget: a re-queued copy replaces its stale original."""
     return len(trials) - sum(t.retry_of is not None for t in trials)
+
+
+def best_values(
+    trials: Sequence[TrialRecord], objectives: Mapping[str, str], constraints: Sequence[str]
+) -> str:
+    """``"best f1=0.12 f2=3.4"``: each objective's best value over feasible trials."""
+    ok = feasible(list(trials), constraints)
+    if not ok:
+        return "no feasible trial yet"
+    parts = []
+    for k, d in objectives.items():
+        vals = [t.values[k] for t in ok if t.values]
+        best = max(vals) if d == "maximize" else min(vals)
+        parts.append(f"{k}={best:.4g}")
+    return "best " + " ".join(parts)
 
 
 def progress_counts(trials: Sequence[TrialRecord]) -> dict[str, int]:

@@ -13,21 +13,25 @@ Costs are scalarized as the mean of the objectives normalized by the input's cos
   some frontier point times ``alpha`` is at most its cost everywhere (the engine's alpha test,
   TASO's ``cost < alpha * best`` for vectors). The heap holds at most ``20 * population`` graphs
   (the worst are dropped).
+
+A baseline's own state (the expansion under way, the heap) is a `BaselineState`, passed in and
+returned by `baseline_step`; the engine keeps it in its `rewrite.optimize.engine.EngineState`.
 """
 
 from __future__ import annotations
 
 import heapq
-import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from rewrite.optimize.engine import Engine, Entry
+from rewrite.errors import SearchError
 
-__all__ = ["baseline_step", "scalar"]
+if TYPE_CHECKING:
+    from rewrite.optimize.engine import Engine, Entry, StrategyState
+
+__all__ = ["BaselineState", "baseline_step", "scalar"]
 
 
 def scalar(engine: Engine, entry: Entry) -> float:
@@ -43,12 +47,33 @@ class _Expansion:
     todo: list[tuple[int, int]]
     best: Entry | None = None
 
+    def copy(self) -> _Expansion:
+        return _Expansion(self.entry, list(self.todo), self.best)
+
 
 @dataclass
-class _State:
+class BaselineState:
+    """Search state of a baseline: the expansion under way and (best-first) the heap.
+
+    Attributes:
+        expansion: The graph whose neighbors are being evaluated, None before the first.
+        heap: ``(scalarized cost, push number, entry)`` of the kept graphs (best-first).
+        pushed: Entries pushed so far (the tie-breaking push number of the next one).
+    """
+
     expansion: _Expansion | None = None
     heap: list[tuple[float, int, Entry]] = field(default_factory=list)
-    counter: itertools.count = field(default_factory=itertools.count)
+    pushed: int = 0
+
+    def copy(self) -> BaselineState:
+        """A copy that later steps do not change (entries are shared)."""
+        exp = None if self.expansion is None else self.expansion.copy()
+        return BaselineState(exp, list(self.heap), self.pushed)
+
+    def push(self, cost: float, entry: Entry) -> None:
+        """Push ``entry`` on the heap with its scalarized ``cost``."""
+        heapq.heappush(self.heap, (cost, self.pushed, entry))
+        self.pushed += 1
 
 
 def _neighbors(engine: Engine, entry: Entry, shuffle: bool) -> list[tuple[int, int]]:
@@ -81,20 +106,35 @@ def _neighbor(engine: Engine, exp: _Expansion) -> Entry | None:
     )
 
 
-def baseline_step(engine: Engine) -> bool:
-    """One step of the configured baseline; returns whether the frontier improved."""
-    state = engine._strategy_state
+def baseline_step(engine: Engine, state: StrategyState | None) -> tuple[BaselineState, bool, bool]:
+    """One step of the configured baseline (the engine counts the step).
+
+    Args:
+        engine: The engine whose building blocks (sites, rewrites, evaluation) the step uses.
+        state: The `BaselineState` from the previous step, None for the first.
+
+    Returns:
+        ``(state, improved, exhausted)``: the state for the next step (``state`` updated in
+        place, or a new one), whether the frontier improved, and whether the baseline has
+        nothing left to do.
+
+    Raises:
+        SearchError: If ``state`` is not a `BaselineState`.
+    """
     if state is None:
-        state = engine._strategy_state = _State()
-        state.heap.append((scalar(engine, engine.root), next(state.counter), engine.root))
-    engine.steps += 1
-    engine.stats.steps += 1
+        state = BaselineState()
+        state.push(scalar(engine, engine.root), engine.root)
+    elif not isinstance(state, BaselineState):
+        raise SearchError(
+            f"A baseline continues from a BaselineState, but got {type(state).__name__}; "
+            f"restore a state taken from an engine with strategy {engine.config.strategy!r}."
+        )
     if engine.config.strategy == "greedy":
-        return _greedy(engine, state)
-    return _best_first(engine, state)
+        return state, *_greedy(engine, state)
+    return state, *_best_first(engine, state)
 
 
-def _greedy(engine: Engine, state: _State) -> bool:
+def _greedy(engine: Engine, state: BaselineState) -> tuple[bool, bool]:
     if state.expansion is None:
         state.expansion = _Expansion(engine.root, _neighbors(engine, engine.root, True))
     exp = state.expansion
@@ -108,30 +148,28 @@ def _greedy(engine: Engine, state: _State) -> bool:
     if not exp.todo:
         best = exp.best
         if best is None or scalar(engine, best) >= scalar(engine, exp.entry) - 1e-15:
-            engine.exhausted = True
-        elif engine.verify(best):
-            state.expansion = _Expansion(best, _neighbors(engine, best, True))
-        else:
-            engine.exhausted = True
-    return improved
+            return improved, True
+        if not engine.verify(best):
+            return improved, True
+        state.expansion = _Expansion(best, _neighbors(engine, best, True))
+    return improved, False
 
 
-def _best_first(engine: Engine, state: _State) -> bool:
+def _best_first(engine: Engine, state: BaselineState) -> tuple[bool, bool]:
     exp = state.expansion
     while exp is None or not exp.todo:
         if not state.heap:
-            engine.exhausted = True
-            return False
+            return False, True
         _, _, entry = heapq.heappop(state.heap)
         exp = state.expansion = _Expansion(entry, _neighbors(engine, entry, False)[::-1])
     child = _neighbor(engine, exp)
     if child is None:
-        return False
+        return False, False
     accepted, improved = engine.evaluate(child)
     if accepted:
-        heapq.heappush(state.heap, (scalar(engine, child), next(state.counter), child))
+        state.push(scalar(engine, child), child)
         cap = 20 * engine.config.population
         if len(state.heap) > cap:
             state.heap = heapq.nsmallest(cap, state.heap)
             heapq.heapify(state.heap)
-    return improved
+    return improved, False

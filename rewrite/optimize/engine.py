@@ -20,22 +20,27 @@ Credit is an exponentially weighted average (rate ``eta``) of frontier improveme
 improves the frontier rewards every rule in its history from the input; one that does not gives
 its own rules a zero reward.
 
-State is explicit: everything lives on the engine object, every random choice comes from its
-`numpy.random.Generator`, so a seeded run repeats exactly.
+State is explicit: every random choice comes from the engine's `numpy.random.Generator`, so a
+seeded run repeats exactly, and `Engine.state` returns the whole search state as an `EngineState`
+(root, population, frontier, seen digests, credit, generator state, ...), from which
+`Engine.from_state` or `Engine.restore` continue the search exactly where it was (the optax
+pattern: ``state = engine.state()``, later ``Engine.from_state(ctx, state)``). Derived fields (the
+frontier's hypervolume) are recomputed on restore, never carried.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from rewrite.cost import CostVector, cost
-from rewrite.errors import GraphError, MatchError, RuleError, VerificationError
+from rewrite.errors import GraphError, MatchError, RuleError, SearchError, VerificationError
 from rewrite.ir import Graph
 from rewrite.ops.collective import SHARD_OPS
 from rewrite.optimize.config import SearchConfig
@@ -50,7 +55,7 @@ from rewrite.optimize.result import RunStats, Step, normalizer
 from rewrite.rules.base import Rule, Site
 from rewrite.shard_cost import shard_cost
 
-__all__ = ["Context", "Engine", "Entry"]
+__all__ = ["Context", "Engine", "EngineState", "Entry"]
 
 _CREDIT0 = 0.5
 _CREDIT_FLOOR = 1e-3
@@ -147,8 +152,77 @@ class Entry:
     costs: dict[str, float] = field(default_factory=dict)
 
 
+class StrategyState(Protocol):
+    """Search state of a non-stochastic strategy (see `rewrite.optimize.baselines`)."""
+
+    def copy(self) -> StrategyState:
+        """A copy that later steps of the original do not change (entries may be shared)."""
+        ...
+
+
+@dataclass(frozen=True)
+class EngineState:
+    """The whole search state of one `Engine` (see `Engine.state`).
+
+    A snapshot: later steps of the engine it came from do not change it, and restoring it does
+    not tie the restored engine to it. Entries are shared, not copied: an `Entry`'s graph, cost
+    and history never change, only its verification marks (``verified``, ``pending``,
+    ``parent``) and its cached site table, which a restored engine reads the same way.
+
+    Attributes:
+        root: The input graph's entry (never dropped from the population).
+        population: The population, in order (order matters for seeded draws).
+        frontier: The Pareto archive (verified, feasible entries).
+        seen: Digests of every graph evaluated so far (the deduplication set).
+        credit: ``n``-dim online credit, aligned with the context's rules.
+        rng_state: ``bit_generator.state`` of the engine's `numpy.random.Generator`.
+        steps: Steps taken.
+        hv_trace: ``(step, seconds, hypervolume)`` each time the frontier changed.
+        improvements: Frontier entries not yet reported to other islands.
+        exhausted: No step can make a new child (the search space is spent).
+        strategy: The baseline strategy's own state (None for ``stochastic`` or before its
+            first step).
+    """
+
+    root: Entry
+    population: tuple[Entry, ...]
+    frontier: tuple[Entry, ...]
+    seen: frozenset[bytes]
+    credit: tuple[float, ...]
+    rng_state: Mapping[str, Any]
+    steps: int = 0
+    hv_trace: tuple[tuple[int, float, float], ...] = ()
+    improvements: tuple[Entry, ...] = ()
+    exhausted: bool = False
+    strategy: StrategyState | None = None
+
+    def __post_init__(self) -> None:
+        if not self.population:
+            raise SearchError(
+                "An EngineState's population must hold at least the root entry, but it is "
+                "empty; pass population=(root,)."
+            )
+
+
+def _normed(ctx: Context, entries: Sequence[Entry]) -> np.ndarray:
+    """``n x k`` objective values of ``entries`` normalized by the input's cost."""
+    if not entries:
+        return np.zeros((0, len(ctx.objectives)))
+    return np.stack([e.y for e in entries]) / ctx.scale
+
+
+def _generator(rng_state: Mapping[str, Any]) -> np.random.Generator:
+    """A generator whose bit generator is in ``rng_state`` (a ``bit_generator.state``)."""
+    bit_generator = getattr(np.random, str(rng_state["bit_generator"]))()
+    bit_generator.state = copy.deepcopy(dict(rng_state))
+    return np.random.Generator(bit_generator)
+
+
 class Engine:
     """One island of the search (see the module docstring).
+
+    The attributes (``root``, ``population``, ``frontier``, ``credit``, ``hv``, ...) are for
+    reading; the search state changes only through `step`, `import_entry` and `restore`.
 
     Args:
         ctx: Shared context.
@@ -156,30 +230,92 @@ class Engine:
     """
 
     def __init__(self, ctx: Context, seed: Any) -> None:
+        self._attach(ctx)
+        self.restore(self.initial_state(ctx, seed))
+
+    def _attach(self, ctx: Context) -> None:
         self.ctx = ctx
         self.config = ctx.config
-        self.rng = np.random.default_rng(seed)
         self.stats = RunStats()
-        self.credit = np.full(len(ctx.rules), _CREDIT0)
-        self.seen: set[bytes] = {ctx.graph.digest}
+        self.t0 = time.perf_counter()
+
+    @staticmethod
+    def initial_state(ctx: Context, seed: Any) -> EngineState:
+        """The state of a new search of ``ctx`` seeded with ``seed`` (only the input graph)."""
         costs, y, ok = ctx.measure(ctx.graph, ctx.input_cost, ())
         root = Entry(ctx.graph, ctx.input_cost, y, (), ok, verified=True, costs=costs)
-        self.root = root
-        self.population: list[Entry] = [root]
-        self.frontier: list[Entry] = [root] if root.feasible else []
-        self.improvements: list[Entry] = []  # frontier entries not yet reported to other islands
-        self.steps = 0
+        frontier = (root,) if root.feasible else ()
+        hv = hypervolume(_normed(ctx, frontier), ctx.ref)
+        return EngineState(
+            root=root,
+            population=(root,),
+            frontier=frontier,
+            seen=frozenset({ctx.graph.digest}),
+            credit=(_CREDIT0,) * len(ctx.rules),
+            rng_state=np.random.default_rng(seed).bit_generator.state,
+            hv_trace=((0, 0.0, hv),),
+        )
+
+    @classmethod
+    def from_state(cls, ctx: Context, state: EngineState) -> Engine:
+        """An engine on ``ctx`` that continues the search held in ``state``.
+
+        Its counters (`stats`) start at zero and its clock (``hv_trace`` seconds) at now.
+
+        Raises:
+            SearchError: If ``state`` does not fit ``ctx`` (see `restore`).
+        """
+        engine = cls.__new__(cls)
+        engine._attach(ctx)
+        engine.restore(state)
+        return engine
+
+    def state(self) -> EngineState:
+        """A snapshot of the whole search state (see `EngineState`)."""
+        return EngineState(
+            root=self.root,
+            population=tuple(self.population),
+            frontier=tuple(self.frontier),
+            seen=frozenset(self.seen),
+            credit=tuple(float(c) for c in self.credit),
+            rng_state=copy.deepcopy(self.rng.bit_generator.state),
+            steps=self.steps,
+            hv_trace=tuple(self.hv_trace),
+            improvements=tuple(self.improvements),
+            exhausted=self.exhausted,
+            strategy=None if self._strategy_state is None else self._strategy_state.copy(),
+        )
+
+    def restore(self, state: EngineState) -> None:
+        """Continue from ``state``: replace the search state, recompute the hypervolume.
+
+        The context, the counters (`stats`) and the clock are kept.
+
+        Raises:
+            SearchError: If ``state.credit`` does not have one entry per rule of the context.
+        """
+        if len(state.credit) != len(self.ctx.rules):
+            raise SearchError(
+                f"An EngineState's credit must have one entry per rule, but it has "
+                f"{len(state.credit)} for {len(self.ctx.rules)} rules; restore a state taken "
+                f"from an engine on the same rules."
+            )
+        self.root = state.root
+        self.population: list[Entry] = list(state.population)
+        self.frontier: list[Entry] = list(state.frontier)
+        self.seen: set[bytes] = set(state.seen)
+        self.credit = np.array(state.credit, dtype=np.float64)
+        self.rng = _generator(state.rng_state)
+        self.steps = state.steps
+        self.hv_trace: list[tuple[int, float, float]] = list(state.hv_trace)
+        self.improvements: list[Entry] = list(state.improvements)
+        self.exhausted = state.exhausted
+        self._strategy_state = None if state.strategy is None else state.strategy.copy()
         self.hv = self._hv()
-        self.hv_trace: list[tuple[int, float, float]] = [(0, 0.0, self.hv)]
-        self.t0 = time.perf_counter()
-        self.exhausted = False
-        self._strategy_state: Any = None
 
     # ------------------------------------------------------------------ archive
     def _norm(self, entries: Sequence[Entry]) -> np.ndarray:
-        if not entries:
-            return np.zeros((0, len(self.ctx.objectives)))
-        return np.stack([e.y for e in entries]) / self.ctx.scale
+        return _normed(self.ctx, entries)
 
     def _hv(self) -> float:
         return hypervolume(self._norm(self.frontier), self.ctx.ref)
@@ -442,21 +578,21 @@ class Engine:
         Returns:
             Whether the frontier improved.
         """
-        strategy = self.config.strategy
-        if strategy == "stochastic":
+        self.steps += 1
+        self.stats.steps += 1
+        if self.config.strategy == "stochastic":
             improved = self._stochastic_step()
         else:
             from rewrite.optimize.baselines import baseline_step
 
-            improved = baseline_step(self)
+            self._strategy_state, improved, exhausted = baseline_step(self, self._strategy_state)
+            self.exhausted = self.exhausted or exhausted
         self.stats.pop_sum += len(self.population)
         self.stats.front_sum += len(self.frontier)
         return improved
 
     def _stochastic_step(self) -> bool:
         parent = self.sample_parent()
-        self.steps += 1
-        self.stats.steps += 1
         child = self.make_child(parent, self.config.m)
         if child is None:
             if not any(any(self.sites_of(e).values()) for e in self.population):

@@ -28,7 +28,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
@@ -145,7 +145,7 @@ class _Runtime:
         self.ctx = Context(graph, rules, task.prior, cfg, task.device, verifier)
         self.by_name = {r.name: r for r in rules}
         self.entries: OrderedDict[tuple[Step, ...], Entry] = OrderedDict()
-        self.seen: set[bytes] = set()
+        self.seen: frozenset[bytes] = frozenset()
         self.root: Entry | None = None
 
     def remember(self, e: Entry) -> None:
@@ -155,7 +155,10 @@ class _Runtime:
             self.entries.popitem(last=False)
 
     def rebuild(self, spec: EntrySpec, engine: Engine) -> Entry | None:
-        """The entry for ``spec``: cached, or replayed from its longest cached prefix."""
+        """The entry for ``spec``: cached, or replayed from its longest cached prefix.
+
+        ``engine`` computes (and counts) the site table of the prefix it replays from.
+        """
         hit = self.entries.get(spec.steps)
         if hit is not None:
             if spec.verified and not hit.verified:
@@ -164,7 +167,7 @@ class _Runtime:
         k = len(spec.steps)
         while k > 0 and spec.steps[:k] not in self.entries:
             k -= 1
-        base = self.entries[spec.steps[:k]] if k else engine.root
+        base = self.entries[spec.steps[:k]] if k else self.root
         assert base is not None
         graph, c, sites = base.graph, base.cost, engine.sites_of(base)
         pending = []
@@ -199,29 +202,36 @@ def _runtime(task: IslandTask) -> _Runtime:
 
 
 def _restore(rt: _Runtime, task: IslandTask) -> Engine:
+    """The island's engine: a fresh one, then its carried state and the imported graphs.
+
+    The worker's root entry and seen digests are shared by every item it runs (so islands on one
+    worker never re-evaluate each other's graphs).
+    """
     engine = Engine(rt.ctx, task.seed)
+    fresh = engine.state()
     if rt.root is None:
-        rt.root = engine.root
-        rt.remember(engine.root)
-    engine.root = rt.root
-    engine.seen = rt.seen
-    engine.seen.add(rt.root.graph.digest)
+        rt.root = fresh.root
+        rt.remember(fresh.root)
+    root = rt.root
     st = task.state
+    state = replace(fresh, root=root, seen=rt.seen | {root.graph.digest})
     if st is None:
-        engine.population, engine.frontier = [rt.root], [rt.root] if rt.root.feasible else []
+        state = replace(state, population=(root,), frontier=(root,) if root.feasible else ())
     else:
-        engine.rng.bit_generator.state = st.rng_state
-        engine.credit = np.array(st.credit, dtype=np.float64)
         pop = [rt.rebuild(s, engine) for s in st.population]
-        engine.population = [e for e in pop if e is not None] or [rt.root]
         front = [rt.rebuild(s, engine) for s in st.frontier]
-        engine.frontier = [e for e in front if e is not None]
-    engine.hv = engine._hv()
+        state = replace(
+            state,
+            population=tuple(e for e in pop if e is not None) or (root,),
+            frontier=tuple(e for e in front if e is not None),
+            credit=tuple(float(c) for c in st.credit),
+            rng_state=st.rng_state,
+        )
+    engine.restore(state)
     for spec in task.imports:
         e = rt.rebuild(spec, engine)
         if e is not None and e.verified:
-            engine.import_entry(e)
-    engine.improvements = []
+            engine.import_entry(e)  # an imported entry is never reported back as an improvement
     return engine
 
 
@@ -236,23 +246,25 @@ def run_island(task: IslandTask) -> IslandReport:
             break
         engine.step()
         done += 1
-    for e in engine.population:
+    end = engine.state()
+    rt.seen = end.seen
+    for e in end.population:
         rt.remember(e)
     state = IslandState(
-        [_spec(e) for e in engine.population],
-        [_spec(e) for e in engine.frontier],
-        engine.credit.copy(),
-        dict(engine.rng.bit_generator.state),
+        [_spec(e) for e in end.population],
+        [_spec(e) for e in end.frontier],
+        np.array(end.credit, dtype=np.float64),
+        dict(end.rng_state),
     )
-    improvements = [_spec(e) for e in engine.improvements if e in engine.frontier]
+    improvements = [_spec(e) for e in end.improvements if e in end.frontier]
     return IslandReport(
         task.island,
         state,
         improvements,
         engine.stats,
         done,
-        engine.exhausted,
-        len(engine.population),
+        end.exhausted,
+        len(end.population),
     )
 
 

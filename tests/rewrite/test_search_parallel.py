@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import json
 import multiprocessing
 import subprocess
@@ -127,3 +128,40 @@ def test_seeded_run_repeats_exactly_in_fresh_processes() -> None:
     other = search(g, cfg, rules=TEST_RULES, verify_cache=None).metrics()
     fired = {k: v for k, v in other.items() if k.endswith(".fired")}
     assert fired != {k: v for k, v in a["metrics"].items() if k.endswith(".fired")}
+
+
+class _InlineExecutor(cf.Executor):
+    """Runs each work item at submission: one island through the parallel path, deterministic."""
+
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[override]
+        fut: cf.Future = cf.Future()
+        fut.set_result(fn(*args, **kwargs))
+        return fut
+
+
+def test_one_island_through_the_parallel_path_repeats_its_golden_run() -> None:
+    """Work items carry the engine state between items (`Engine.state`/`restore`): a seeded run
+    of one island in 20-step items is deterministic, and its figures were recorded before the
+    engine state became explicit (they must not move)."""
+    g = chain_graph([96, 8, 96, 8, 96, 8, 96, 8, 96], negs=2)
+    cfg = SearchConfig(max_steps=150, seed=7, epsilon=0.0, island_steps=20)
+
+    def run():
+        r = search(g, cfg, rules=TEST_RULES, verify_cache=None, executor=_InlineExecutor())
+        fired = {k: v for k, v in r.metrics().items() if k.endswith(".fired")}
+        return [(s.graph.hash, s.objectives, s.rules) for s in r.pareto], fired, r.hv_trace
+
+    (pareto, fired, trace), again = run(), run()
+    assert (pareto, fired, [(s, hv) for s, _, hv in trace]) == (
+        again[0],
+        again[1],
+        [(s, hv) for s, _, hv in again[2]],
+    )
+    assert fired == {
+        "rule.test_mm_assoc_left.fired": 59.0,
+        "rule.test_mm_assoc_right.fired": 84.0,
+        "rule.test_neg_neg.fired": 7.0,
+    }
+    assert pareto == [
+        ("5a2ea46f9d2a27aa0734cb040d707b0a", (2.84471539446e-05, 61440.0), ["test_neg_neg"] * 2)
+    ]

@@ -63,8 +63,10 @@ def _during_proposal(study: Study, action: Callable[[], Any]) -> list[Any]:
 
 def test_alone_a_process_proposes_at_the_trial_count(storage_url: str) -> None:
     study = _study(storage_url, n_initial=3)
-    _complete(study, study.allocate("a:1:x", 2, None))
-    _complete(study, study.allocate("a:1:x", 3, None))  # one initial-design point, two modelled
+    _complete(study, study.trial_source().claim("a:1:x", 2, None))
+    _complete(
+        study, study.trial_source().claim("a:1:x", 3, None)
+    )  # one initial-design point, two modelled
     assert _positions(study) == [0, 1, 2, 3, 4]
     assert study.storage.reservations(study.id) == []
 
@@ -77,7 +79,7 @@ def test_processes_proposing_at_once_propose_differently(
     the initial design the next design points, past it other seeds, with the first's in-flight
     design points pending; each keeps every proposal (no fit wasted)."""
     a, b = _study(storage_url, n_initial), _study(storage_url, n_initial)
-    _complete(a, a.allocate("a:1:x", 3, None))
+    _complete(a, a.trial_source().claim("a:1:x", 3, None))
     calls: list[int] = []
     for s in (a, b):
         inner = s._propose
@@ -87,8 +89,8 @@ def test_processes_proposing_at_once_propose_differently(
             return inner(*args)
 
         s._propose = counted  # type: ignore[method-assign]
-    seen = _during_proposal(a, lambda: b.allocate("b:1:x", 2, None))
-    mine = a.allocate("a:1:x", 2, None)
+    seen = _during_proposal(a, lambda: b.trial_source().claim("b:1:x", 2, None))
+    mine = a.trial_source().claim("a:1:x", 2, None)
     (theirs,) = seen
     assert len(mine) == 2 and len(theirs) == 2 and len(calls) == 2
     assert [t.worker for t in a.trials[3:]] == ["b:1:x"] * 2 + ["a:1:x"] * 2  # b filled first
@@ -97,7 +99,7 @@ def test_processes_proposing_at_once_propose_differently(
     assert len(set(configs)) == len(configs)
     if n_initial == 100:  # the design's points at the positions, whoever proposed them
         alone = _study(f"sqlite:///{tmp_path / 'alone.db'}", n_initial)
-        _complete(alone, alone.allocate("c:1:x", 7, None))
+        _complete(alone, alone.trial_source().claim("c:1:x", 7, None))
         order = [0, 1, 2, 5, 6, 3, 4]
         assert [t.config for t in a.trials] == [alone.trials[p].config for p in order]
     assert a.storage.reservations(a.id) == []
@@ -105,11 +107,11 @@ def test_processes_proposing_at_once_propose_differently(
 
 def test_reservations_count_against_the_budget(storage_url: str) -> None:
     a, b = _study(storage_url), _study(storage_url)
-    seen = _during_proposal(a, lambda: b.allocate("b:1:x", 2, 3))
-    assert len(a.allocate("a:1:x", 2, 3)) == 2
+    seen = _during_proposal(a, lambda: b.trial_source().claim("b:1:x", 2, 3))
+    assert len(a.trial_source().claim("a:1:x", 2, 3)) == 2
     assert len(seen[0]) == 1  # a held two of the three
-    seen = _during_proposal(a, lambda: b.allocate("b:1:x", 2, 4))
-    assert len(a.allocate("a:1:x", 1, 4)) == 1
+    seen = _during_proposal(a, lambda: b.trial_source().claim("b:1:x", 2, 4))
+    assert len(a.trial_source().claim("a:1:x", 1, 4)) == 1
     assert seen == [[]]  # a held the last one: b waits, it does not propose
     assert a.progress()["used"] == 4
 
@@ -123,11 +125,11 @@ def test_a_proposal_another_process_added_meanwhile_is_dropped(storage_url: str)
 
     def same_as_b(trials: Any, n: int, *rest: Any) -> list[dict[str, Any]]:
         calls.append(n)
-        taken.extend(b.allocate("b:1:x", 1, None))
+        taken.extend(b.trial_source().claim("b:1:x", 1, None))
         return [taken[0].config] + [toy_space().sample(1, 99)[0]] * (n - 1)
 
     a._propose = same_as_b  # type: ignore[method-assign]
-    got = a.allocate("a:1:x", 2, None)
+    got = a.trial_source().claim("a:1:x", 2, None)
     assert calls == [2] and len(got) == 1 and got[0].config != taken[0].config
     assert [t.worker for t in a.trials] == ["b:1:x", "a:1:x"]
     assert a.storage.reservations(a.id) == []
@@ -141,10 +143,10 @@ def test_a_failed_proposal_releases_its_reservation(storage_url: str) -> None:
 
     study._propose = broken  # type: ignore[method-assign]
     with pytest.raises(RuntimeError, match="blew up"):
-        study.allocate("a:1:x", 2, 2)
+        study.trial_source().claim("a:1:x", 2, 2)
     assert study.storage.reservations(study.id) == []
     del study._propose
-    assert len(study.allocate("a:1:x", 2, 2)) == 2
+    assert len(study.trial_source().claim("a:1:x", 2, 2)) == 2
 
 
 def test_a_stale_reservation_is_freed(storage_url: str) -> None:
@@ -155,9 +157,9 @@ def test_a_stale_reservation_is_freed(storage_url: str) -> None:
     study = _study(store)
     with store.write() as conn:
         store.reserve(conn, study.id, "elsewhere:1:x", 2)
-    assert study.allocate("a:1:x", 2, 2) == []
+    assert study.trial_source().claim("a:1:x", 2, 2) == []
     clock.advance(study.settings.grace_period + 0.1)
-    got = study.allocate("a:1:x", 2, 2)
+    got = study.trial_source().claim("a:1:x", 2, 2)
     assert len(got) == 2 and store.reservations(study.id) == []
     assert _positions(study) == [0, 1]  # the freed positions are proposed again
     # a dead process on this host: freed without waiting (`Study.reap_stale` does it too)
@@ -224,7 +226,7 @@ def test_a_trial_requeued_while_reserving_is_claimed_not_proposed_again(
     """A trial re-queued between the claim and the snapshot is claimed on a second pass: a tuner
     would hand its config out again as a new trial."""
     a, b = _study(storage_url), _study(storage_url)
-    (held,) = b.allocate("b:1:x", 1, None)
+    (held,) = b.trial_source().claim("b:1:x", 1, None)
     store = a.storage
     read = store.read
     calls: list[int] = []
@@ -236,7 +238,7 @@ def test_a_trial_requeued_while_reserving_is_claimed_not_proposed_again(
         return read()
 
     store.read = requeue_first  # type: ignore[method-assign]
-    got = a.allocate("a:1:x", 1, None)
+    got = a.trial_source().claim("a:1:x", 1, None)
     assert [t.retry_of for t in got] == [held.number] and got[0].config == held.config
     assert [t.state for t in a.trials] == ["FAILED", "RUNNING"]
     assert store.reservations(a.id) == []
