@@ -198,6 +198,15 @@ def test_packages_import_only_the_layers_below() -> None:
     assert not wrong, "imports against the layering:\n" + "\n".join(wrong)
 
 
+def test_the_driver_knows_a_trial_source_not_the_study() -> None:
+    # the optimize loop talks to `studies.source.TrialSource` only: no import of `studies.study`
+    # or of the package that re-exports `Study`, not even for annotations
+    tree = ast.parse((ROOT / "studies" / "driver.py").read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not imported & {"studies", "studies.study"}, sorted(imported)
+
+
 def test_no_import_cycle_between_modules() -> None:
     assert import_cycles(ROOT, set(LAYERS)) == []
 
