@@ -29,7 +29,8 @@ import numpy as np
 from rewrite.errors import SearchError
 
 if TYPE_CHECKING:
-    from rewrite.optimize.engine import Engine, Entry, StrategyState
+    from rewrite.optimize.engine import Engine
+    from rewrite.optimize.state import Entry, StrategyState
 
 __all__ = ["BaselineState", "baseline_step", "scalar"]
 

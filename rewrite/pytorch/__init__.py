@@ -12,9 +12,10 @@
 
 from __future__ import annotations
 
+from rewrite.pytorch.check import TOLERANCES, check_module
 from rewrite.pytorch.dynamo import backend
 from rewrite.pytorch.kernels import TorchCall, torch_call, torch_dtype
-from rewrite.pytorch.module import TOLERANCES, check_module, to_module
+from rewrite.pytorch.module import to_module
 from rewrite.pytorch.optimize import Candidate, OptimizeReport, default_profile, optimize_module
 from rewrite.pytorch.source import TorchSource, source_of
 

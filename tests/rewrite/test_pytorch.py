@@ -132,7 +132,7 @@ def test_search_result_module_folds_weight_only_subgraphs() -> None:
 
 
 def test_the_check_computes_float32_without_tf32_and_restores_the_flags() -> None:
-    from rewrite.pytorch.module import exact_float32
+    from rewrite.pytorch.check import exact_float32
 
     flags = (torch.backends.cudnn, torch.backends.cuda.matmul)
     before = [f.allow_tf32 for f in flags]
