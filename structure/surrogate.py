@@ -44,17 +44,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
-from botorch.models import SingleTaskGP
 from botorch.models.model import Model
-from botorch.models.transforms.outcome import Standardize
 from torch import Tensor
 
 from structure.dag import Edge, Knowledge, Structure, to_model
@@ -63,6 +59,7 @@ from structure.features import FeatureConfig, FeatureMap, fit_features, outcome_
 from structure.learn import LearnConfig, check_knowledge, learn_structure
 from structure.network import GPNetwork, NetworkConfig, fit_gp_network
 from structure.params import expand_knowledge, name_hints, node_columns, param_nodes
+from structure.scoring import compare
 from tuner.errors import InvalidArgumentError
 from tuner.options import TunerOptions
 from tuner.surrogate import FlatSurrogate, Surrogate, TrainingData
@@ -526,80 +523,13 @@ def _score(
     config: StructuredConfig,
     seed: int,
 ) -> tuple[dict[str, Any], dict[str, Model]]:
-    """Held-out and prequential log-likelihoods of the flat GP and the network on `data`, and
-    both models fitted on all of `data` (keys ``"flat"``, ``"network"``)."""
+    """Held-out and prequential log-likelihoods of the flat GP and the network on `data`
+    (`structure.scoring.compare`), and both models fitted on all of `data` (keys ``"flat"``,
+    ``"network"``)."""
     flat_model = flat.fit(data)
     values = _node_values(data, fmap, structure)
     net = _fit_network(data, structure, fmap, config.network, seed, values=values)
-    flat_state = {
-        k: v for k, v in flat_model.state_dict().items() if not k.startswith("outcome_transform")
-    }
-    noise = data.noise()  # the fixed noise the flat GP was fitted with (None: inferred)
-    n = data.n
-    folds = [
-        torch.arange(n)[torch.arange(n) % config.cv_folds == f] for f in range(config.cv_folds)
-    ]
-    start = max(n - config.window, 4)
-    steps = [torch.tensor([i]) for i in range(start, n)]
-    out: dict[str, Any] = {}
-    for kind, tests in (("heldout", folds), ("prequential", steps)):
-        ll_flat = ll_net = 0.0
-        for test in tests:
-            if kind == "heldout":
-                train = torch.tensor([i for i in range(n) if i not in set(test.tolist())])
-            else:
-                train = torch.arange(int(test[0]))
-            y = data.Y[test]
-            pair = None if noise is None else (noise[train], noise[test])
-            m, v = _flat_predict(data.X[train], data.Y[train], flat_state, data.X[test], pair)
-            ll_flat += _gauss_ll(y, m, v)
-            sub = net.conditioned(data.X[train], {k: v[train] for k, v in values.items()})
-            m, v = sub.predict(data.X[test], config.score_samples)
-            ll_net += _gauss_ll(y, m, v)
-        out[kind] = {
-            "flat": round(ll_flat, 4),
-            "network": round(ll_net, 4),
-            "n_points": int(sum(len(t) for t in tests)),
-            "advantage": round(ll_net - ll_flat, 4),
-        }
-    return out, {"flat": flat_model, "network": net}
-
-
-def _flat_predict(
-    X: Tensor,
-    Y: Tensor,
-    state: Mapping[str, Tensor],
-    X_test: Tensor,
-    noise: tuple[Tensor, Tensor] | None = None,
-) -> tuple[Tensor, Tensor]:
-    """Predictive mean and variance, observation noise included, of the flat GP with its fitted
-    hyper-parameters (``state``) conditioned on ``X``, ``Y``.
-
-    ``noise``: the observed noise variances ``(train, test)`` when the trials report standard
-    errors. The flat GP was then fitted with them as fixed noise (`TrainingData.noise`), so the
-    scoring model is built the same way: the fitted state holds no inferred noise to load, and
-    a model built without them would score with an untrained noise level (the default one,
-    orders of magnitude above the reported errors).
-    """
-    if noise is None:
-        gp = SingleTaskGP(X, Y, outcome_transform=Standardize(m=Y.shape[-1]))
-        gp.load_state_dict(dict(state), strict=False)
-        observation: bool | Tensor = True
-    else:
-        standardize = Standardize(m=Y.shape[-1])
-        gp = SingleTaskGP(X, Y, train_Yvar=noise[0], outcome_transform=standardize)
-        gp.load_state_dict(
-            {k: v for k, v in state.items() if not k.startswith("likelihood")}, strict=False
-        )
-        observation = noise[1] / standardize.stdvs**2  # in the model's (standardized) units
-    gp.eval()
-    with torch.no_grad():
-        post = gp.posterior(X_test, observation_noise=observation)
-    return post.mean, post.variance
-
-
-def _gauss_ll(y: Tensor, mean: Tensor, var: Tensor) -> float:
-    """Sum of Gaussian log densities; the variance is floored at 1e-9 * (1 + y^2)."""
-    var = var.clamp_min(1e-9 * (1.0 + y**2))
-    ll = -0.5 * (torch.log(2 * math.pi * var) + (y - mean) ** 2 / var)
-    return float(np.nan_to_num(float(ll.sum().detach()), nan=-1e9, neginf=-1e9))
+    scores = compare(
+        data, flat_model, net, values, config.cv_folds, config.window, config.score_samples
+    )
+    return scores, {"flat": flat_model, "network": net}

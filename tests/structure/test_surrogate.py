@@ -259,18 +259,18 @@ def test_ignore_metrics_must_be_name_patterns() -> None:
 def test_the_flat_gp_is_scored_with_the_noise_it_was_fitted_with() -> None:
     """Trials that report ``.sem`` fit the flat GP with fixed noise; scoring it must use that
     noise (a model rebuilt without it scored with an untrained noise level, issue 39)."""
-    from structure.surrogate import _flat_predict
+    from structure.scoring import flat_predict
 
     base = sum_sine_data(24, seed=3)
     data = dataclasses.replace(base, Yvar=torch.full_like(base.Y, 1e-4))
     flat = FlatSurrogate().fit(data)
     state = {k: v for k, v in flat.state_dict().items() if not k.startswith("outcome_transform")}
     noise = data.noise()
-    mean, var = _flat_predict(data.X, data.Y, state, data.X[:5], (noise, noise[:5]))
+    mean, var = flat_predict(data.X, data.Y, state, data.X[:5], (noise, noise[:5]))
     stdvs = flat.outcome_transform.stdvs
     post = flat.posterior(data.X[:5], observation_noise=noise[:5] / stdvs**2)
     torch.testing.assert_close(mean, post.mean)
     torch.testing.assert_close(var, post.variance)
     assert float(var.max()) < 10 * 1e-4  # the reported noise, not the default level
-    _, unfitted = _flat_predict(data.X, data.Y, state, data.X[:5])  # the old scoring
+    _, unfitted = flat_predict(data.X, data.Y, state, data.X[:5])  # the old scoring
     assert float(unfitted.min()) > 10 * float(var.max())

@@ -1,0 +1,109 @@
+"""Which surrogate predicts better: the flat GP or the GP network, scored on the trials they were
+fitted to by held-out and prequential log-likelihood (`compare`), each model re-conditioned with
+its fitted hyper-parameters and the noise it was fitted with. `structure.surrogate` adopts the
+network when it wins.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from botorch.models import SingleTaskGP
+from botorch.models.model import Model
+from botorch.models.transforms.outcome import Standardize
+from torch import Tensor
+
+from structure.network import GPNetwork
+from tuner.surrogate import TrainingData
+
+__all__ = ["compare", "flat_predict", "gauss_ll"]
+
+
+def compare(
+    data: TrainingData,
+    flat_model: Model,
+    net: GPNetwork,
+    values: Mapping[str, Tensor],
+    cv_folds: int,
+    window: int,
+    samples: int,
+) -> dict[str, Any]:
+    """Held-out (``cv_folds`` folds) and prequential (the last ``window`` trials, each predicted
+    from those before it) log-likelihoods of the flat GP ``flat_model`` and the network ``net``
+    on ``data``, both re-conditioned on each training part with their fitted hyper-parameters;
+    ``values`` are the network's node values. Per kind: both sums, the points scored and the
+    network's advantage."""
+    flat_state = {
+        k: v for k, v in flat_model.state_dict().items() if not k.startswith("outcome_transform")
+    }
+    noise = data.noise()  # the fixed noise the flat GP was fitted with (None: inferred)
+    n = data.n
+    folds = [torch.arange(n)[torch.arange(n) % cv_folds == f] for f in range(cv_folds)]
+    start = max(n - window, 4)
+    steps = [torch.tensor([i]) for i in range(start, n)]
+    out: dict[str, Any] = {}
+    for kind, tests in (("heldout", folds), ("prequential", steps)):
+        ll_flat = ll_net = 0.0
+        for test in tests:
+            if kind == "heldout":
+                train = torch.tensor([i for i in range(n) if i not in set(test.tolist())])
+            else:
+                train = torch.arange(int(test[0]))
+            y = data.Y[test]
+            pair = None if noise is None else (noise[train], noise[test])
+            m, v = flat_predict(data.X[train], data.Y[train], flat_state, data.X[test], pair)
+            ll_flat += gauss_ll(y, m, v)
+            sub = net.conditioned(data.X[train], {k: v[train] for k, v in values.items()})
+            m, v = sub.predict(data.X[test], samples)
+            ll_net += gauss_ll(y, m, v)
+        out[kind] = {
+            "flat": round(ll_flat, 4),
+            "network": round(ll_net, 4),
+            "n_points": int(sum(len(t) for t in tests)),
+            "advantage": round(ll_net - ll_flat, 4),
+        }
+    return out
+
+
+def flat_predict(
+    X: Tensor,
+    Y: Tensor,
+    state: Mapping[str, Tensor],
+    X_test: Tensor,
+    noise: tuple[Tensor, Tensor] | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Predictive mean and variance, observation noise included, of the flat GP with its fitted
+    hyper-parameters (``state``) conditioned on ``X``, ``Y``.
+
+    ``noise``: the observed noise variances ``(train, test)`` when the trials report standard
+    errors. The flat GP was then fitted with them as fixed noise (`TrainingData.noise`), so the
+    scoring model is built the same way: the fitted state holds no inferred noise to load, and
+    a model built without them would score with an untrained noise level (the default one,
+    orders of magnitude above the reported errors).
+    """
+    if noise is None:
+        gp = SingleTaskGP(X, Y, outcome_transform=Standardize(m=Y.shape[-1]))
+        gp.load_state_dict(dict(state), strict=False)
+        observation: bool | Tensor = True
+    else:
+        standardize = Standardize(m=Y.shape[-1])
+        gp = SingleTaskGP(X, Y, train_Yvar=noise[0], outcome_transform=standardize)
+        gp.load_state_dict(
+            {k: v for k, v in state.items() if not k.startswith("likelihood")}, strict=False
+        )
+        observation = noise[1] / standardize.stdvs**2  # in the model's (standardized) units
+    gp.eval()
+    with torch.no_grad():
+        post = gp.posterior(X_test, observation_noise=observation)
+    return post.mean, post.variance
+
+
+def gauss_ll(y: Tensor, mean: Tensor, var: Tensor) -> float:
+    """Sum of Gaussian log densities; the variance is floored at 1e-9 * (1 + y^2)."""
+    var = var.clamp_min(1e-9 * (1.0 + y**2))
+    ll = -0.5 * (torch.log(2 * math.pi * var) + (y - mean) ** 2 / var)
+    return float(np.nan_to_num(float(ll.sum().detach()), nan=-1e9, neginf=-1e9))
