@@ -2,7 +2,9 @@
 
 Every script saves its results through `write_results`, so every results file carries the same
 ``machine`` record (format version, commit, date, load average, platform, package versions); the
-script's payload (its settings, seeds and measurements) sits beside it.
+script's payload (its settings, seeds and measurements) sits beside it. One file per benchmark:
+a script whose modes are separate runs (CPU and GPU, two problem sets) writes each as a named
+run of that file (``{"runs": {name: record}}``), replacing only that run.
 """
 
 from __future__ import annotations
@@ -97,6 +99,7 @@ def write_results(
     *,
     machine: dict[str, Any] | None = None,
     dumps: Callable[[dict[str, Any]], str] | None = None,
+    run: str | None = None,
 ) -> Path:
     """Write ``payload`` plus machine info as JSON and return the file's path.
 
@@ -109,6 +112,8 @@ def write_results(
             None.
         dumps: The record's JSON text (a script with a layout of its own); indented by 2 when
             None.
+        run: Write the record as this named run of the file (``{"runs": {run: record}}``),
+            keeping its other runs; None: the record is the whole file.
 
     The file is replaced atomically: a run saving as it goes never leaves half a file.
     """
@@ -118,13 +123,24 @@ def write_results(
         machine = machine_info()
     elif hasattr(os, "getloadavg"):
         machine = {**machine, "load_average_end": list(os.getloadavg())}
-    record = {"machine": machine, **payload}
+    record: dict[str, Any] = {"machine": machine, **payload}
     path = name if isinstance(name, Path) else RESULTS_DIR / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
+    if run is not None:
+        runs = read_results(path).get("runs", {}) if path.exists() else {}
+        record = {"runs": {**runs, run: record}}
     text = dumps(record) if dumps else json.dumps(record, indent=2, default=str)
     from rewrite.serialize import write_text_atomic  # the project's one atomic writer
 
     return write_text_atomic(path, text if text.endswith("\n") else text + "\n")
+
+
+def read_results(name: str | Path, run: str | None = None) -> dict[str, Any]:
+    """A results file written by `write_results` (``benchmarks/results/<name>.json`` for a
+    stem), or one named ``run`` of it."""
+    path = name if isinstance(name, Path) else RESULTS_DIR / f"{name}.json"
+    record: dict[str, Any] = json.loads(path.read_text())
+    return record if run is None else record["runs"][run]
 
 
 def timeit(fn, repeat: int = 5) -> float:

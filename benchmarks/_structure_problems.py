@@ -315,15 +315,15 @@ def _rewrite_problem() -> Problem:
     from rewrite_tuner.rewrite_study import (
         DEFAULT_OBJECTIVES,
         evaluate_rewrite,
-        rewrite_space,
+        rewrite_problem,
         unmodeled_metrics,
     )
     from structure.params import param_nodes
 
-    space = rewrite_space(REWRITE_WORKLOADS, max_steps=150)
+    space, context = rewrite_problem(REWRITE_WORKLOADS, max_steps=150)
 
     def evaluate(config: Mapping[str, Any], rng: np.random.Generator | None) -> tuple[dict, dict]:
-        out = evaluate_rewrite(config)
+        out = evaluate_rewrite(config, context)
         values = {k: out[k] for k in DEFAULT_OBJECTIVES}
         return values, {k: v for k, v in out.items() if k not in values}
 

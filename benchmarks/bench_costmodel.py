@@ -17,7 +17,8 @@ graph latency) under each profile is set beside the measured one; the error is
 
 ``--size small`` (default) measures the small zoo models at CPU-sized shapes; ``--size full`` the
 full-size ones (GPT-2 124M, BERT-base, T5, ViT-B/16, ResNet-50; not the 8B Llama) at GPU-sized
-shapes. Prints tables and writes ``benchmarks/results/bench_costmodel[_<device>].json``
+shapes. Prints tables and writes a run of ``benchmarks/results/bench_costmodel.json`` (``cpu``, or
+the datasheet profile's name)
 (machine, versions, seeds, load average before and after, every case; ``--profile-out`` also
 writes the fitted profile, as shipped under ``rewrite/devices/measured/``). Targets (issue 20):
 Spearman >= 0.9 and median error <= 25% for the calibrated profile; Pareto speedups within 25%
@@ -86,7 +87,7 @@ PLANS = {
     # position embeddings and ResNet-50 were made for); Llama's full size (8B) is left out. The
     # seq-32 fit shape has products under the datasheet's 128-wide GEMM tile, so the fit can
     # choose the tile (`rewrite.measure.calibrate.tile_candidates`); the first H200 run
-    # (results/bench_costmodel_h200.json) was made before it was added.
+    # (the ``h200`` run of results/bench_costmodel.json) was made before it was added.
     "full": Plan(
         ("gpt2-full", "bert-full", "t5-full", "vit-full", "resnet-full"),
         (
@@ -304,9 +305,7 @@ def main() -> None:
         print(f"wrote {write_profile(fitted, args.profile_out)}")
     where = "1 CPU thread" if dev.type == "cpu" else torch.cuda.get_device_name(dev)
     path = write_results(
-        "bench_costmodel"
-        if dev.type == "cpu" and args.size == "small"
-        else f"bench_costmodel_{sheet}",
+        "bench_costmodel",
         {
             "device": f"{dev.type} ({where}, eager PyTorch; fused groups eager)",
             "mesh": "1 device",
@@ -330,6 +329,7 @@ def main() -> None:
             "fronts": fronts,
             "fronts_summary": front_summary,
         },
+        run="cpu" if dev.type == "cpu" and args.size == "small" else sheet,
     )
     print(f"wrote {path}")
 

@@ -224,6 +224,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads per driver (0: torch's)")
     ap.add_argument("--workers", type=int, default=2, help="evaluation slots per driver")
     ap.add_argument("--name", default="bench_drivers")
+    ap.add_argument("--run", default=None, help="run name in the file (default: trials<N>)")
     args = ap.parse_args(argv)
     if args.child:
         args.trials = args.trials[0]
@@ -236,6 +237,7 @@ def main(argv: list[str] | None = None) -> None:
     if "postgres" in backends and not args.postgres:
         ap.error("--backends postgres needs --postgres URL or RT_POSTGRES_URL (.ci/postgres.sh)")
     machine = machine_info()
+    run = args.run or "trials" + "_".join(str(n) for n in args.trials)
     rows: list[dict[str, Any]] = []
     settings = {
         "seed": 0,
@@ -258,9 +260,10 @@ def main(argv: list[str] | None = None) -> None:
                         row = run_one(url, d, n, evaluate, args.tuner, args.threads, args.workers)
                         rows.append(row)
                         print(json.dumps(row), flush=True)
-                        write_results(args.name, {**settings, "rows": rows}, machine=machine)
+                        payload = {**settings, "rows": rows}
+                        write_results(args.name, payload, machine=machine, run=run)
     _table(rows)
-    path = write_results(args.name, {**settings, "rows": rows}, machine=machine)
+    path = write_results(args.name, {**settings, "rows": rows}, machine=machine, run=run)
     print(f"wrote {path}")
 
 

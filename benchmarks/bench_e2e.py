@@ -19,7 +19,7 @@ machine's drift falls on all arms alike):
 Reported per model and arm: median latency, the speedup over ``compile`` (its median over the
 arm's) with a 95% bootstrap interval, compile and search seconds, the rules of the chosen graph
 and how the backend ran it. Repeated with one torch thread and with all threads (``--threads
-1,0``). Prints a table per thread count and writes ``benchmarks/results/bench_e2e.json``
+1,0``). Prints a table per thread count and writes ``benchmarks/results/bench_e2e.json`` (run ``cpu`` or ``cuda``)
 (machine, versions, seeds, every timed call).
 
 Targets (issue 34): the backend never slower than ``compile`` beyond noise on any model; at least
@@ -246,7 +246,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--priors", default=None, help="a tuned priors file (tuner export)")
     parser.add_argument("--device", default="cpu", help="torch device: cpu or cuda")
-    parser.add_argument("--out", default="bench_e2e")
+    parser.add_argument(
+        "--run", default=None, help="run name in results/bench_e2e.json (default: the device)"
+    )
     args = parser.parse_args(argv)
     names = [m for m in args.models.split(",") if m]
     unknown = sorted(set(names) - set(MODELS))
@@ -262,6 +264,7 @@ def main(argv: list[str] | None = None) -> None:
     torch._inductor.config.fx_graph_cache = False
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     machine = machine_info()
+    run = args.run or args.device.split(":")[0]
     results: list[dict[str, Any]] = []
     settings = {
         "models": names,
@@ -278,11 +281,12 @@ def main(argv: list[str] | None = None) -> None:
             print(f"== {name}, {torch.get_num_threads()} threads", flush=True)
             rows.append(run_model(name, args.repeats, args.priors, args.device))
             results.append(rows[-1])
-            write_results(args.out, {"settings": settings, "results": results}, machine=machine)
+            payload = {"settings": settings, "results": results}
+            write_results("bench_e2e", payload, machine=machine, run=run)
         where = "CPU" if args.device == "cpu" else torch.cuda.get_device_name(args.device)
         print(f"\n{torch.get_num_threads()} torch threads, {where}, batch 1, float32:")
         print_table(rows)
-    print(f"\nwrote benchmarks/results/{args.out}.json")
+    print(f"\nwrote run {run!r} of benchmarks/results/bench_e2e.json")
 
 
 if __name__ == "__main__":

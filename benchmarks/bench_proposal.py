@@ -37,7 +37,8 @@ from benchmarks.bench_structure import QUICK_OPTIONS, _config_overrides, _method
 from tuner import Trial, TrialState, Tuner
 
 RESULTS = Path(__file__).resolve().parent / "results"
-TRACES = [RESULTS / f"trace_rewrite_seed{s}.json.gz" for s in (0, 5)]
+#: Inputs, not results: stored rewrite-study trials the benchmark replays.
+TRACES = [RESULTS.parent / "data" / f"trace_rewrite_seed{s}.json.gz" for s in (0, 5)]
 FIRST = 10  # proposals before this trial come from the Sobol design
 
 

@@ -234,7 +234,7 @@ def main() -> None:
     print(f"{'measure':42s} {'result':48s} {'rate':18s} {'target':12s} ok")
     for name, result, rate, target, ok in rows:
         print(f"{name:42s} {result:48s} {rate:18s} {target:12s} {'yes' if ok else 'NO'}")
-    path = write_results("rules", res)
+    path = write_results("bench_rules", res)
     print(f"wrote {path}")
 
 

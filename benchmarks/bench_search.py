@@ -17,7 +17,7 @@ GPT-2 124M at seq 256 (target 10 s), the same with every check at the real shape
 verification ran before shape reduction), a 32-layer Llama-3-8B-shaped decoder (target 60 s
 and peak RSS under 4 GB), and a sweep over Llama-shaped decoders of 1 to 72 layers (about 100
 to 5,000 nodes) for seconds per step against node count, plotted to
-``results/<name>_nodes.png``. Wall time, CPU time and the load average are recorded per run.
+``results/<name>_nodes.png`` (the file's ``targets`` run; the comparison is its ``comparison`` run). Wall time, CPU time and the load average are recorded per run.
 
 Usage::
 
@@ -333,7 +333,7 @@ def main_targets(name: str) -> None:
     print(f"  gpt2: real-shape checks / reduced checks wall time: {ratio:.1f}x", flush=True)
     print("node sweep:", flush=True)
     sweep = node_sweep(known={32: res["llama"]})  # llama-full has 32 layers
-    png = str(RESULTS_DIR / f"{name}_nodes.png")
+    png = str(RESULTS_DIR / f"{name}_nodes.png")  # the plot of the file's "targets" run
     slope = plot_sweep(sweep, png)
     print(f"  CPU time per step grows as n^{slope:.2f} (target: <= 1); plot: {png}")
     path = write_results(
@@ -346,6 +346,7 @@ def main_targets(name: str) -> None:
             "sweep_exponent": slope,
             "config": "SearchConfig(max_steps=300, seed=0)",
         },
+        run="targets",
     )
     print(f"results: {path}")
 
@@ -367,7 +368,7 @@ def main() -> None:
     ap.add_argument("--targets", action="store_true", help="only the scale targets and sweep")
     args = ap.parse_args()
     if args.targets:
-        main_targets(args.name or "bench_search_targets")
+        main_targets(args.name or "bench_search")
         return
     budget = args.budget or (3.0 if args.quick else 40.0)
     seeds = args.seeds or (1 if args.quick else 3)
@@ -417,10 +418,11 @@ def main() -> None:
             "scaling": {str(k): v for k, v in scale.items()},
             "stochastic_ge_best_first": wins,
         },
+        run="comparison",
     )
     print(f"results: {path}")
     if not args.quick:
-        main_targets("bench_search_targets")
+        main_targets("bench_search")
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ def main() -> None:
     print(f"target encode + decode < 1 s: {'met' if total < 1.0 else 'MISSED'}")
     print(f"batched vs per-config loop: {t_naive / total:.1f}x faster")
     path = write_results(
-        "spaces",
+        "bench_spaces",
         {
             "n": args.n,
             "seed": args.seed,

@@ -44,19 +44,16 @@ HELD_OUT = ("llama", "vit")
 def _split(config: dict[str, Any]) -> tuple[Any, Any]:
     from rewrite.optimize import config_from_params
 
-    return config_from_params({k: v for k, v in config.items() if k != "suite"})
+    return config_from_params(config)
 
 
 def noise(steps: int, seeds: int = 8) -> dict[str, Any]:
     """Seed noise of the defaults and 6 Sobol configurations against their spread."""
     from rewrite.optimize import search_suite
-    from rewrite_tuner.rewrite_study import _graphs, rewrite_space
+    from rewrite_tuner.rewrite_study import Calibration, _graphs, rewrite_problem
 
-    space = rewrite_space(TRAIN, max_steps=steps)
-    cal = space.params["suite"].value["calibration"]
-    from rewrite_tuner.rewrite_study import Calibration
-
-    baselines = Calibration.from_dict(cal).baselines
+    space, context = rewrite_problem(TRAIN, max_steps=steps)
+    baselines = Calibration.from_dict(context["calibration"]).baselines
     configs = [space.default(), *space.sample(6, seed=11)]
     rows = []
     for i, config in enumerate(configs):
@@ -113,7 +110,7 @@ def transfer(tuner_seed: int, trials: int, steps: int, held_seeds: int) -> dict[
             "shown": shown,
             "beats_defaults": report.chosen is not None,
             "candidates": report.candidates,
-            "config": {k: v for k, v in chosen.items() if k not in ("suite", "prior_model")},
+            "config": {k: v for k, v in chosen.items() if k != "prior_model"},
             "arms": {},
         }
         arms = _arms(study, chosen)
@@ -143,16 +140,17 @@ def _surrogate(name: str) -> Any:
 def surrogates(names: list[str], tuner_seed: int, trials: int, steps: int) -> dict[str, Any]:
     """The study's problem under each ``[space:]surrogate`` (space ``family``, the default, or
     ``rules``: one weight per rule): hypervolume at 10/20/40 and proposal time."""
-    from rewrite_tuner.rewrite_study import DEFAULT_OBJECTIVES, evaluate_rewrite, rewrite_space
+    from rewrite_tuner.rewrite_study import (
+        DEFAULT_OBJECTIVES,
+        Calibration,
+        evaluate_rewrite,
+        rewrite_problem,
+    )
     from tuner import Tuner
 
-    family = rewrite_space(TRAIN, max_steps=steps)
-    cal = family.params["suite"].value["calibration"]
-    from rewrite_tuner.rewrite_study import Calibration
-
-    rules = rewrite_space(
-        TRAIN, max_steps=steps, priors="rules", calibration=Calibration.from_dict(cal)
-    )
+    family, context = rewrite_problem(TRAIN, max_steps=steps)
+    cal = Calibration.from_dict(context["calibration"])
+    rules, _ = rewrite_problem(TRAIN, max_steps=steps, priors="rules", calibration=cal)
     out: dict[str, Any] = {}
     for name in names:
         space_name, _, model = name.rpartition(":")
@@ -166,7 +164,7 @@ def surrogates(names: list[str], tuner_seed: int, trials: int, steps: int) -> di
             walls.append(time.perf_counter() - t0)
             cpus.append(time.process_time() - c0)
             used.append(str((surrogate.describe() if surrogate else {}).get("model", "flat")))
-            res = evaluate_rewrite(trial.config)
+            res = evaluate_rewrite(trial.config, context)
             vals = {k: res[k] for k in DEFAULT_OBJECTIVES}
             tuner.tell(trial.id, vals, metrics={k: v for k, v in res.items() if k not in vals})
             values.append([vals[k] for k in DEFAULT_OBJECTIVES])
@@ -202,6 +200,9 @@ def main() -> None:
     parser.add_argument("--surrogates", default="")
     parser.add_argument("--train", default=",".join(TRAIN), help="training workloads")
     parser.add_argument("--out", default="bench_transfer")
+    parser.add_argument(
+        "--run", default=None, help="run name in the file (default: transfer or surrogates)"
+    )
     args = parser.parse_args()
     TRAIN = tuple(args.train.split(","))
     if args.quick:
@@ -228,7 +229,8 @@ def main() -> None:
         runs = [surrogates(names, s, args.trials, args.steps) for s in range(args.tuner_seeds)]
         payload["surrogates"] = runs
         _print_surrogates(runs, names, args.trials)
-    print("wrote", write_results(args.out, payload))
+    run = args.run or ("surrogates" if args.no_transfer else "transfer")
+    print("wrote run", run, "of", write_results(args.out, payload, run=run))
 
 
 def _print_transfer(runs: list[dict[str, Any]]) -> None:

@@ -5,9 +5,9 @@
 #
 #   env.txt             GPU, driver, torch / transformers / cupy versions
 #   gpu_tests.txt       `pytest -m gpu tests/rewrite` (the cupy verifier and the CUDA timing paths)
-#   bench_e2e_cuda.json `benchmarks.bench_e2e --device cuda`: eager, torch.compile, optimize_module
-#                       and the rewrite backend, timed interleaved on the GPU (rows written as
-#                       each model finishes, so a run cut short keeps what it measured)
+#   bench_e2e.json      `benchmarks.bench_e2e --device cuda` (its run "cuda"): eager, torch.compile,
+#                       optimize_module and the rewrite backend, timed interleaved on the GPU (rows
+#                       written as each model finishes, so a run cut short keeps what it measured)
 #   e2e.log             its console output, the table at the end
 #   <gpu>_measured.json `python -m rewrite.measure`: a cost-model profile fitted on this GPU
 #
@@ -37,8 +37,8 @@ timeout 90 python3 -m pytest -q -m gpu tests/rewrite -p no:cacheprovider 2>&1 | 
   | tee "$OUT/gpu_tests.txt"
 
 timeout "$E2E_S" python3 -m benchmarks.bench_e2e --device cuda --threads 0 --models "$MODELS" \
-  --repeats 30 --out bench_e2e_cuda 2>&1 | tee "$OUT/e2e.log"
-cp benchmarks/results/bench_e2e_cuda.json "$OUT/" 2>/dev/null
+  --repeats 30 2>&1 | tee "$OUT/e2e.log"
+cp benchmarks/results/bench_e2e.json "$OUT/" 2>/dev/null
 
 gpu=$(python3 -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())")
 timeout "$CAL_S" python3 -m rewrite.measure --out "$OUT/${gpu}_measured.json" 2>&1 | tail -20 \

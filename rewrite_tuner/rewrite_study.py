@@ -5,8 +5,12 @@ on every training workload with a few seeds. That gives each workload's `Baselin
 default achieves: the reference of every score), the seed-to-seed noise of each objective, and
 the offline benchmark of the rules (`rewrite.optimize.RuleEvidence`: how often each rule fired
 and how often it lies on the path of a final Pareto graph), from which an informed
-`rewrite.optimize.PriorFamily` is built. All of it is stored in the space (`Fixed` parameters), so
-trials, resume and export need nothing else.
+`rewrite.optimize.PriorFamily` is built. The study's *context* (workloads, devices, seeds,
+racing, objectives and the calibration: `rewrite_problem`) is stored once with the study and
+handed to `evaluate_rewrite` beside each configuration; the prior family is a `Fixed` parameter
+of the space (the search configuration it completes). So trials, resume and export need nothing
+else. Studies written before the context existed carry it in the space as a ``Fixed("suite")``
+parameter, and every function here still reads them (`suite_of`).
 
 The space (`priors="family"`, the default) holds the knobs that matter (`FAMILY_TUNED`), a
 prior weight between uniform and informed, a specificity exponent and one weight per rule family:
@@ -46,7 +50,7 @@ import logging
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -65,9 +69,11 @@ __all__ = [
     "OBJECTIVES",
     "Calibration",
     "calibrate",
+    "RewriteProblem",
     "evaluate_rewrite",
-    "rewrite_space",
+    "rewrite_problem",
     "rewrite_study",
+    "suite_of",
     "unmodeled_metrics",
 ]
 
@@ -109,14 +115,26 @@ CALIBRATION_SEEDS = 5
 """Seeds of the calibration runs of the defaults (the first `DEFAULT_SEEDS` are the trials')."""
 
 _SUITE = "suite"
+"""The parameter that carried the context in studies written before `studies.Study` had one."""
 
 
-def suite_spec(space: Space) -> dict[str, Any] | None:
-    """The suite a rewrite study's space carries (workloads, seeds, budget, calibration), or None
-    for a space that is not a rewrite study's."""
+class RewriteProblem(NamedTuple):
+    """What a rewrite study tunes (`space`) and what every evaluation needs beside a
+    configuration (`context`: workloads, device, seeds, racing, objectives, calibration)."""
+
+    space: Space
+    context: dict[str, Any]
+
+
+def suite_of(study: Study) -> dict[str, Any] | None:
+    """The context of a rewrite study (workloads, seeds, calibration...): stored with it, or in
+    its space's ``Fixed("suite")`` parameter for a study written before studies had contexts;
+    None for a study that is not a rewrite study."""
     from spaces import Fixed
 
-    param = space.params.get(_SUITE)
+    if study.context is not None:
+        return study.context if "calibration" in study.context else None
+    param = study.space.params.get(_SUITE)
     return param.value if isinstance(param, Fixed) else None
 
 
@@ -253,7 +271,7 @@ def _check_workloads(workloads: Sequence[str], what: str = "A rewrite study") ->
     return workloads
 
 
-def rewrite_space(
+def rewrite_problem(
     workloads: Sequence[str] = DEFAULT_WORKLOADS,
     max_steps: int = 150,
     device: str = "h100",
@@ -268,8 +286,8 @@ def rewrite_space(
     race: bool = True,
     objectives: Sequence[str] = tuple(DEFAULT_OBJECTIVES),
     measure: bool | str = False,
-) -> Space:
-    """The space of the rewrite study: tunable knobs, the rule priors and the fixed suite.
+) -> RewriteProblem:
+    """The space of the rewrite study (tunable knobs, the rule priors) and its context.
 
     Args:
         workloads: `rewrite.zoo` model names of the training suite (``"gpt2"``,
@@ -284,7 +302,7 @@ def rewrite_space(
         devices: Devices of the mesh; sharding rules only from 2 on.
         priors: ``"family"`` (informed prior family, the default) or ``"rules"`` (one weight
             per rule).
-        calibration: A calibration to reuse (computed when None).
+        calibration: A calibration to reuse (computed when None; the context holds it).
         calibration_seeds: Seeds of the calibration (at least ``max(seeds, 2)``).
         race: Race trials against the defaults on their first seed (module docstring).
         objectives: The objectives racing compares (the study's).
@@ -293,6 +311,10 @@ def rewrite_space(
             ``measured_latency_reduction``; needed when that is one of ``objectives``. With
             ``"compile"`` the graphs are timed compiled by ``torch.compile`` and the objective
             is ``compiled_speedup`` (the best graph's speedup over the compiled input).
+
+    Returns:
+        The space and the context (`RewriteProblem`): ``evaluate_rewrite(config, context)``
+        runs a configuration of the space.
 
     Raises:
         StudyError: For an unknown workload, an empty suite, invalid counts, or the measured
@@ -344,8 +366,8 @@ def rewrite_space(
     else:
         names = list(rules) if rules is not None else [r.name for r in catalogue]
         base = search_space(names, tune=tuple(tune or DEFAULT_TUNED))
-    suite = {
-        "workloads": workloads,
+    context = {
+        "workloads": list(workloads),
         "device": device,
         "seeds": list(calibration.seeds[:seeds]),
         "race": bool(race),
@@ -353,14 +375,10 @@ def rewrite_space(
         **({"measure": measure} if measure else {}),  # absent: studies from before it existed
         "calibration": calibration.to_dict(),
     }
-    return Space(
-        {
-            **base.params,
-            "max_steps": Fixed(int(max_steps)),
-            "devices": Fixed(int(devices)),
-            _SUITE: Fixed(suite),
-        }
+    space = Space(
+        {**base.params, "max_steps": Fixed(int(max_steps)), "devices": Fixed(int(devices))}
     )
+    return RewriteProblem(space, context)
 
 
 def _pooled_sem(values: Sequence[float], prior_sd: float, prior_dof: int) -> float:
@@ -384,11 +402,15 @@ def _dominated(first: Mapping[str, float], cal: Calibration, objectives: Sequenc
     return bool(worse) and all(worse)
 
 
-def evaluate_rewrite(config: Mapping[str, Any]) -> dict[str, float]:
-    """Run the search with ``config`` on the suite it names; objectives, errors and metrics.
+def evaluate_rewrite(
+    config: Mapping[str, Any], context: Mapping[str, Any] | None = None
+) -> dict[str, float]:
+    """Run the search with ``config`` on the suite of ``context``; objectives, errors, metrics.
 
     Args:
-        config: A configuration of `rewrite_space`.
+        config: A configuration of `rewrite_problem`'s space.
+        context: Its context (the study's); None for a configuration of a study written before
+            studies had contexts, which carries it as its ``"suite"`` entry.
 
     Returns:
         Every entry of `OBJECTIVES` with its ``.sem``, ``search_time``, ``fidelity.seeds`` and the
@@ -396,7 +418,7 @@ def evaluate_rewrite(config: Mapping[str, Any]) -> dict[str, float]:
     """
     from rewrite.optimize import config_from_params, search_suite
 
-    suite = config[_SUITE]
+    suite = config[_SUITE] if context is None else context
     cal = Calibration.from_dict(suite["calibration"])
     search_config, priors = config_from_params({k: v for k, v in config.items() if k != _SUITE})
     graphs = _graphs(tuple(suite["workloads"]))
@@ -426,17 +448,12 @@ def evaluate_rewrite(config: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def _request(space: Space) -> list[dict[str, Any]]:
-    """What a rewrite study was asked for: its space without the measured calibration (and the
-    prior family built from it)."""
-    out = []
-    for p in space.to_dict()["parameters"]:
-        if p["name"] == "prior_model":
-            continue
-        if p["name"] == _SUITE:
-            p = {**p, "value": {k: v for k, v in p["value"].items() if k != "calibration"}}
-        out.append(p)
-    return out
+def _request(space: Space, suite: Mapping[str, Any]) -> tuple[list[dict[str, Any]], Any]:
+    """What a rewrite study was asked for: its space and context without the measured
+    calibration (and the prior family built from it), the same for a study written before
+    studies had contexts (whose space carries the context as ``"suite"``)."""
+    params = [p for p in space.to_dict()["parameters"] if p["name"] not in ("prior_model", _SUITE)]
+    return params, {k: v for k, v in suite.items() if k != "calibration"}
 
 
 def rewrite_study(
@@ -474,12 +491,12 @@ def rewrite_study(
         seed: The tuner's seed.
         device: Cost-model device profile.
         devices: Devices of the mesh (sharding rules only from 2 on).
-        measure: Time each run's best graphs on the device (see `rewrite_space`); required for
+        measure: Time each run's best graphs on the device (see `rewrite_problem`); required for
             the objective ``measured_latency_reduction``.
         seeds: Search seeds per trial.
         calibration_seeds: Seeds of the calibration runs.
         race: Race trials against the defaults on their first seed.
-        priors: ``"family"`` or ``"rules"`` (see `rewrite_space`).
+        priors: ``"family"`` or ``"rules"`` (see `rewrite_problem`).
         constraints: Outcome constraints on objectives or run metrics, e.g. ``"effort <= 1.2"``.
         tune: Search knobs to tune.
         rules: Rules whose priors are tuned with ``priors="rules"``.
@@ -519,15 +536,15 @@ def rewrite_study(
     }
     existing = _stored(name, storage)
     if existing is not None:
-        stored = _request(existing.space)
-        spec = suite_spec(existing.space)
+        spec = suite_of(existing)
         if spec is None:
             raise StudyConflictError(
-                f"Study {name!r} in {existing.storage.url} is not a rewrite study (its space has "
-                "no suite); pick another name."
+                f"Study {name!r} in {existing.storage.url} is not a rewrite study (it has no "
+                "calibrated suite); pick another name."
             )
+        stored = _request(existing.space, spec)
         cal = Calibration.from_dict(spec["calibration"])
-        asked = _request(rewrite_space(**args, calibration=cal))
+        asked = _request(*rewrite_problem(**args, calibration=cal))
         if asked != stored:
             raise StudyConflictError(
                 f"The storage {existing.storage.url} holds a rewrite study {name!r} asked for "
@@ -535,11 +552,11 @@ def rewrite_study(
                 "differ). "
                 "Choose another name to start a new study, or repeat the original arguments."
             )
-        space = existing.space
+        space, context = existing.space, existing.context  # None: the space carries it
     else:
         if on_calibrate is not None:
             on_calibrate()
-        space = rewrite_space(**args)
+        space, context = rewrite_problem(**args)
     return Study(
         name,
         space,
@@ -549,6 +566,7 @@ def rewrite_study(
         storage=storage,
         seed=seed,
         settings=_ignoring_machine_metrics(settings),
+        context=context,
     )
 
 

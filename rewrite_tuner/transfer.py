@@ -93,10 +93,12 @@ class TunedReport:
 
 
 def _split(study: Study, config: dict[str, Any]) -> tuple[Any, Any]:
-    """``(SearchConfig, priors)`` of a rewrite-study configuration."""
+    """``(SearchConfig, priors)`` of a rewrite-study configuration (without the ``"suite"`` entry
+    of a study written before studies had contexts)."""
     from rewrite.optimize import config_from_params
+    from rewrite_tuner.rewrite_study import _SUITE
 
-    return config_from_params({k: v for k, v in config.items() if k != "suite"})
+    return config_from_params({k: v for k, v in config.items() if k != _SUITE})
 
 
 def _beats(diffs: dict[str, dict[str, float]], objectives: dict[str, str]) -> bool:
@@ -140,12 +142,15 @@ def validate(
     """
     from rewrite.optimize import search_suite
     from rewrite.optimize.compare import compare
-    from rewrite_tuner.rewrite_study import HELD_OUT_WORKLOADS, _graphs, suite_spec
+    from rewrite_tuner.rewrite_study import HELD_OUT_WORKLOADS, _graphs, suite_of
     from studies.pareto import rank_pareto
 
-    spec = suite_spec(study.space)
+    spec = suite_of(study)
     if spec is None:
-        raise StudyError(f"Study {study.name!r} is not a rewrite study (its space has no suite).")
+        raise StudyError(
+            f"Study {study.name!r} is not a rewrite study (it has no calibrated suite): "
+            "validate studies made by rewrite_tuner.rewrite_study."
+        )
     tell = on_progress or (lambda line: None)
     default_cfg = dict(study.space.default())
     default = _split(study, default_cfg)

@@ -20,7 +20,7 @@ def check_same(stored: StudyRecord, new: StudyRecord, url: str) -> None:
     listing only what differs."""
     found = {
         field: differences(getattr(stored, field), getattr(new, field), field)
-        for field in ("space", "objectives", "constraints", "seed")
+        for field in ("space", "objectives", "constraints", "seed", "context")
     }
     fields = [field for field, diffs in found.items() if diffs]
     if not fields:

@@ -59,6 +59,7 @@ def study_record(row: Any) -> StudyRecord:
         budget=m["budget"],
         evaluate_ref=m["evaluate_ref"],
         created=float(m["created"]),
+        context=decode(m, "context", dict),
     )
 
 

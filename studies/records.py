@@ -31,6 +31,8 @@ class StudyRecord:
         evaluate_ref: Where ``tuner resume`` finds the evaluate function (``module:qualname`` or
             ``file:PATH:qualname``), or ``None``.
         created: Creation time, Unix seconds.
+        context: The JSON object every evaluation receives beside its configuration
+            (`studies.Study`'s ``context``), or ``None``.
     """
 
     id: int
@@ -43,6 +45,7 @@ class StudyRecord:
     budget: int | None
     evaluate_ref: str | None
     created: float
+    context: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

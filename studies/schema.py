@@ -4,7 +4,10 @@ Four tables (SQLAlchemy Core, portable between SQLite and PostgreSQL):
 
 - ``format_version``: one row, the schema version the database was written with.
 - ``studies``: one row per study (unique name, space / objectives / constraints / settings as JSON
-  text, seed, budget, evaluate reference, creation time).
+  text, seed, budget, evaluate reference, creation time) and, since version 3, its ``context``:
+  the JSON object every evaluation receives beside its configuration (what an application's
+  evaluate needs that is not tuned, e.g. workloads and a calibration), stored once here instead
+  of in every trial's configuration; ``NULL`` for studies without one and every older row.
 - ``trials``: one row per trial (study, number, state, config / values / metrics as JSON text, error,
   created / started / finished / heartbeat times as Unix seconds, worker, ``retry_of``, and the
   worker-measured evaluation time ``seconds``) and, since version 2, the proposal ``position``
@@ -65,8 +68,8 @@ __all__ = [
 ]
 
 #: Schema version written by this release. 2: ``trials.position`` and the ``reservations``
-#: table (proposals computed outside the study's lock).
-FORMAT_VERSION = 2
+#: table (proposals computed outside the study's lock). 3: ``studies.context``.
+FORMAT_VERSION = 3
 
 #: Allowed values of ``trials.state``.
 TRIAL_STATES = ("WAITING", "RUNNING", "COMPLETE", "FAILED")
@@ -95,6 +98,8 @@ studies = Table(
     Column("budget", Integer, nullable=True),
     Column("evaluate_ref", Text, nullable=True),
     Column("created", Float, nullable=False),
+    # version 3: the study's context (see the module docstring); added by MIGRATIONS[2]
+    Column("context", Text, nullable=True),
 )
 
 trials = Table(
@@ -209,6 +214,11 @@ def _v1_to_v2(conn: Connection) -> None:
     reservations.create(conn)
 
 
+def _v2_to_v3(conn: Connection) -> None:
+    """Version 3: ``studies.context`` (``NULL`` for the studies already stored)."""
+    add_column(conn, "studies", studies.c.context)
+
+
 #: ``MIGRATIONS[v](connection)`` upgrades a version-``v`` database to version ``v + 1`` in place.
 #: It runs inside the caller's transaction and must not commit.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}

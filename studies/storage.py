@@ -238,6 +238,7 @@ class Storage:
                 "budget": study.budget,
                 "evaluate_ref": study.evaluate_ref,
                 "created": study.created,
+                "context": None if study.context is None else dumps(study.context),
             }
             conn.execute(_S.insert().values(**values))
             return study_record(conn.execute(select(_S).where(_S.c.name == study.name)).one())

@@ -23,6 +23,7 @@ heartbeat, record) and `studies.driver` (the `optimize` loop, which sees only th
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import math
@@ -37,12 +38,13 @@ from studies.quiet import numerical_warnings_to_log
 from studies.records import StudyRecord, TrialRecord
 from studies.references import evaluate_reference
 from studies.report import structure_report
-from studies.schema import MAX_SEED, check_seed  # noqa: F401 - MAX_SEED: importable here
+from studies.schema import MAX_SEED, check_seed, dumps, loads  # noqa: F401 - MAX_SEED: here too
 from studies.settings import StudySettings
 from studies.source import StudySource, log_finished
 from studies.storage import DEFAULT_STORAGE, Storage
 from studies.tuning import make_surrogate, surrogate_mode
 from studies.views import progress_counts, trials_dataframe
+from studies.worker import WithContext
 from studies.workers_local import manual_worker_id, worker_id
 
 if TYPE_CHECKING:
@@ -72,9 +74,10 @@ class Study:
         space: The `spaces.Space` to search.
         objectives: Objective name to ``"minimize"`` or ``"maximize"``.
         evaluate: ``evaluate(config) -> dict`` returning every objective's value plus any metrics
-            (constraint metrics are required, other numbers are kept as tracking metrics). It runs
-            in worker processes, so it must be picklable (a module-level function). ``None``
-            gives a study that can be inspected, exported and driven with `ask` / `tell`.
+            (constraint metrics are required, other numbers are kept as tracking metrics); with a
+            ``context``, ``evaluate(config, context)``. It runs in worker processes, so it must
+            be picklable (a module-level function). ``None`` gives a study that can be
+            inspected, exported and driven with `ask` / `tell`.
         constraints: Outcome constraints such as ``"search_seconds <= 30"``.
         storage: A SQLAlchemy URL (``sqlite:///study.db`` by default, or
             ``postgresql+psycopg://...``) or a `Storage`.
@@ -82,10 +85,14 @@ class Study:
         settings: Heartbeat, staleness and tuner settings; stored on creation (a later process
             uses the stored ones). They replace stored settings only when those are invalid
             (written by a rewrite-tuner that did not check them).
+        context: What every evaluation needs that is not tuned (workloads, seeds, a
+            calibration...): a JSON object stored once with the study and passed to
+            ``evaluate(config, context)``, never into the configurations the tuner models and
+            stores. Part of the study's definition, like the space.
 
     Raises:
-        StudyError: For an empty name, a non-`Space` space or a seed that is not an int in
-            ``[0, 2**63 - 1]``.
+        StudyError: For an empty name, a non-`Space` space, a seed that is not an int in
+            ``[0, 2**63 - 1]``, or a context that is not a JSON object.
         StudyConflictError: If the name is taken by a different study.
         StorageError: If the storage cannot be opened (see `Storage`).
         tuner.InvalidSpecError: For malformed objectives or constraints.
@@ -107,6 +114,7 @@ class Study:
         seed: int = 0,
         *,
         settings: StudySettings | None = None,
+        context: Mapping[str, Any] | None = None,
     ) -> None:
         from spaces import Space
         from tuner.problem import Problem
@@ -122,6 +130,7 @@ class Study:
         if settings is not None and not isinstance(settings, StudySettings):
             raise StudyError(f"settings must be a StudySettings, got {type(settings).__name__}.")
         seed = check_seed(seed)
+        context = _json_object(context)
         problem = Problem(objectives, constraints)
         self._storage = storage if isinstance(storage, Storage) else Storage(storage)
         new = StudyRecord(
@@ -135,6 +144,7 @@ class Study:
             budget=None,
             evaluate_ref=None,
             created=self._storage.clock(),
+            context=context,
         )
         record = self._storage.create_study(new)
         self._attach(record, space, evaluate, settings)
@@ -308,6 +318,12 @@ class Study:
     def budget(self) -> int | None:
         """Total trials the last `optimize` call aimed for (stored), or ``None``."""
         return self._storage.get_study(self.name).budget
+
+    @property
+    def context(self) -> dict[str, Any] | None:
+        """The stored context every evaluation receives (``evaluate(config, context)``), or
+        ``None``. A fresh copy: changing it changes nothing stored."""
+        return copy.deepcopy(self._record.context)
 
     @property
     def evaluate_ref(self) -> str | None:
@@ -517,7 +533,10 @@ class Study:
         if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
             raise StudyError(f"timeout must be a positive number of seconds, got {timeout!r}.")
         self._storage.update_study(self.id, budget=n_trials)
-        run(self.trial_source(), self.evaluate, n_trials, n_workers, executor, timeout, progress)
+        evaluate = self.evaluate
+        if self._record.context is not None:
+            evaluate = WithContext(evaluate, self.context or {})
+        run(self.trial_source(), evaluate, n_trials, n_workers, executor, timeout, progress)
 
     def progress(self, trials: Sequence[TrialRecord] | None = None) -> dict[str, int]:
         """Counts toward the budget: ``finished`` (COMPLETE + FAILED, re-queued ones not
@@ -526,5 +545,32 @@ class Study:
 
 
 # ---------------------------------------------------------------------- helpers
+def _json_object(context: Any) -> dict[str, Any] | None:
+    """``context`` as the JSON object it is stored as (tuples become lists), or ``None``.
+
+    Raises:
+        StudyError: If it is not a mapping with string keys that JSON represents exactly.
+    """
+    if context is None:
+        return None
+    if not isinstance(context, Mapping):
+        raise StudyError(
+            f"context must be a dict of JSON values (what every evaluation needs that is not "
+            f"tuned), got {type(context).__name__}."
+        )
+    bad = [k for k in context if not isinstance(k, str)]
+    if bad:
+        raise StudyError(f"context keys must be strings, got {bad[:3]!r}; rename them.")
+    try:
+        stored: dict[str, Any] = loads(dumps(dict(context)))
+    except (TypeError, ValueError) as err:
+        raise StudyError(
+            f"context must hold only JSON values (numbers, strings, lists, dicts; finite "
+            f"floats): {err}. Store a description of the object (its name, its parameters) "
+            "and rebuild it inside evaluate."
+        ) from err
+    return stored
+
+
 def _storable(value: float, limit: float) -> bool:
     return math.isfinite(value) and abs(value) <= limit

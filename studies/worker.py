@@ -16,7 +16,39 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["TrialTimeout", "exit_with_parent", "run_evaluate"]
+__all__ = ["TrialTimeout", "WithContext", "exit_with_parent", "run_evaluate"]
+
+
+class WithContext:
+    """``evaluate`` bound to a study's context: calling it with a configuration calls
+    ``evaluate(config, context)``.
+
+    What `studies.Study.optimize` hands the driver for a study that has a context, so the
+    driver and `run_evaluate` keep one shape of function (config -> dict) and the context is
+    written once with the study, not into every trial's configuration. It pickles as the
+    function's reference and the context (module-level functions only, like any evaluate).
+    """
+
+    __slots__ = ("context", "evaluate")
+
+    def __init__(
+        self, evaluate: Callable[..., Mapping[str, Any]], context: Mapping[str, Any]
+    ) -> None:
+        self.evaluate = evaluate
+        self.context = context
+
+    def __call__(self, config: dict[str, Any]) -> Mapping[str, Any]:
+        return self.evaluate(config, self.context)
+
+    def __getstate__(self) -> tuple[Any, Any]:
+        return self.evaluate, self.context
+
+    def __setstate__(self, state: tuple[Any, Any]) -> None:
+        self.evaluate, self.context = state
+
+    def __repr__(self) -> str:  # the context may be large: name the function only
+        name = getattr(self.evaluate, "__qualname__", repr(self.evaluate))
+        return f"WithContext({name}, <context of {len(self.context)} keys>)"
 
 
 class TrialTimeout(Exception):

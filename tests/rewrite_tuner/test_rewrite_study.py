@@ -19,16 +19,18 @@ from rewrite_tuner.rewrite_study import (
     MEASURED,
     OBJECTIVES,
     Calibration,
+    RewriteProblem,
     _graphs,
     calibrate,
     evaluate_rewrite,
-    rewrite_space,
+    rewrite_problem,
     rewrite_study,
+    suite_of,
     timing_threads,
     unmodeled_metrics,
 )
 from rewrite_tuner.transfer import export_tuned, validate
-from spaces import Fixed, Simplex
+from spaces import Simplex
 from studies import StudyError
 from studies.errors import StudyConflictError
 from studies.plots import plot_study
@@ -62,18 +64,18 @@ def test_calibration_measures_the_defaults(calibration: Calibration) -> None:
 def test_family_space_is_small_and_its_default_is_the_search_default(
     calibration: Calibration,
 ) -> None:
-    space = rewrite_space(GPT2, **SMALL, calibration=calibration)
+    space, context = rewrite_problem(GPT2, **SMALL, calibration=calibration)
     assert space.dim <= 14  # knobs + weight + specificity + one multiplier per family
-    assert isinstance(space["suite"], Fixed) and space["suite"].value["seeds"] == [0, 1]
+    # the suite is the study's context, not a parameter every configuration carries
+    assert "suite" not in space.params and context["seeds"] == [0, 1]
+    assert context["workloads"] == ["gpt2"] and context["calibration"] == calibration.to_dict()
     assert space["max_steps"].value == 40 and space["devices"].value == 1
-    assert "suite" not in " ".join(space.columns)  # no GP column for the fixed suite
     from rewrite.optimize import config_from_params
 
-    params = {k: v for k, v in space.default().items() if k != "suite"}
-    cfg, priors = config_from_params(params)
+    cfg, priors = config_from_params(space.default())
     assert cfg == SearchConfig(max_steps=40)
     assert priors is not None and max(priors.values()) == pytest.approx(min(priors.values()))
-    rules = rewrite_space(
+    rules, _ = rewrite_problem(
         GPT2,
         **SMALL,
         calibration=calibration,
@@ -82,12 +84,12 @@ def test_family_space_is_small_and_its_default_is_the_search_default(
     )
     assert isinstance(rules["priors"], Simplex)
     with pytest.raises(StudyError, match="calibration_seeds"):
-        rewrite_space(GPT2, max_steps=40, seeds=3, calibration_seeds=2, calibration=calibration)
+        rewrite_problem(GPT2, max_steps=40, seeds=3, calibration_seeds=2, calibration=calibration)
 
 
 def test_a_trial_reports_means_errors_and_its_fidelity(calibration: Calibration) -> None:
-    space = rewrite_space(GPT2, **SMALL, calibration=calibration)
-    out = evaluate_rewrite(space.default())
+    space, context = rewrite_problem(GPT2, **SMALL, calibration=calibration)
+    out = evaluate_rewrite(space.default(), context)
     for name in set(OBJECTIVES) - {MEASURED, COMPILED}:
         assert f"{name}.sem" in out and out[f"{name}.sem"] >= 0
     assert MEASURED not in out and COMPILED not in out  # nothing was timed
@@ -105,13 +107,17 @@ def test_a_trial_reports_means_errors_and_its_fidelity(calibration: Calibration)
         },
         noise=dict.fromkeys(calibration.noise, 0.1),
     )
-    raced_space = rewrite_space(GPT2, **SMALL, calibration=strong)
-    raced = evaluate_rewrite(raced_space.default())
+    raced = evaluate_rewrite(*_default(rewrite_problem(GPT2, **SMALL, calibration=strong)))
     assert raced["fidelity.seeds"] == 1 and raced["steps"] == 40
     assert raced["anytime_hv"] == pytest.approx(calibration.default["anytime_hv"][0])
     assert raced["anytime_hv.sem"] == pytest.approx(0.1)  # one seed: the calibration's noise
-    unraced = rewrite_space(GPT2, **SMALL, calibration=strong, race=False)
-    assert evaluate_rewrite(unraced.default())["fidelity.seeds"] == 2
+    unraced = rewrite_problem(GPT2, **SMALL, calibration=strong, race=False)
+    assert evaluate_rewrite(*_default(unraced))["fidelity.seeds"] == 2
+
+
+def _default(problem: RewriteProblem) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The default configuration of a rewrite problem's space, and its context."""
+    return problem.space.default(), problem.context
 
 
 def _enqueue(study: Any, configs: list[dict[str, Any]]) -> None:
@@ -187,7 +193,8 @@ def test_a_measuring_study_times_the_best_graphs_on_the_device(tmp_path: Path) -
     objectives = {"final_hv": "maximize", MEASURED: "maximize"}
     args = {"budget": 20, "seeds": 2, "calibration_seeds": 2, "storage": url, "name": "m"}
     study = rewrite_study(GPT2, objectives, **args, measure="cpu")
-    spec = study.space.params["suite"].value
+    spec = study.context
+    assert spec is not None and "suite" not in study.space.params
     assert spec["measure"] == "cpu" and len(spec["calibration"]["default"][MEASURED]) == 2
     study.optimize(1, progress=False)
     (trial,) = study.trials
@@ -198,13 +205,13 @@ def test_a_measuring_study_times_the_best_graphs_on_the_device(tmp_path: Path) -
     with pytest.raises(StudyConflictError, match="other arguments"):
         rewrite_study(GPT2, {"final_hv": "maximize"}, **args)
     with pytest.raises(StudyError, match="measure=True"):
-        rewrite_space(GPT2, **SMALL, objectives=[MEASURED])
+        rewrite_problem(GPT2, **SMALL, objectives=[MEASURED])
     with pytest.raises(StudyError, match="measure must be"):
-        rewrite_space(GPT2, **SMALL, measure=1)  # type: ignore[arg-type]
+        rewrite_problem(GPT2, **SMALL, measure=1)  # type: ignore[arg-type]
     with pytest.raises(StudyError, match="measure='compile'"):
-        rewrite_space(GPT2, **SMALL, objectives=[COMPILED], measure="cpu")
+        rewrite_problem(GPT2, **SMALL, objectives=[COMPILED], measure="cpu")
     with pytest.raises(StudyError, match="measure=True"):
-        rewrite_space(GPT2, **SMALL, objectives=[MEASURED], measure="compile")
+        rewrite_problem(GPT2, **SMALL, objectives=[MEASURED], measure="compile")
 
 
 @pytest.mark.slow
@@ -245,4 +252,36 @@ def test_bad_workload_and_objective_are_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(StudyError, match="Unknown objectives"):
         rewrite_study(GPT2, {"anytime_hv": "minimize"}, storage=url)
     with pytest.raises(StudyError, match="priors must be"):
-        rewrite_space(GPT2, priors="free")
+        rewrite_problem(GPT2, priors="free")
+
+
+def test_a_study_from_before_contexts_opens_resumes_and_validates(tmp_path: Path) -> None:
+    """tests/data/studies/rewrite_v2.db (frozen; schema version 2) holds a rewrite study whose
+    context rode in its space as ``Fixed("suite")`` and in every trial's configuration. Asked
+    for with its original arguments it opens as stored (no recalibration, no conflict), its
+    trials keep their values, a resumed trial runs with the suite its configuration carries, and
+    validation and export read the suite from the space."""
+    import json
+    import shutil
+
+    data = Path(__file__).resolve().parents[1] / "data" / "studies"
+    shutil.copy(data / "rewrite_v2.db", tmp_path / "old.db")
+    expected = json.loads((data / "rewrite_v2.json").read_text())
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+
+    def boom() -> None:
+        raise AssertionError("an existing study is never recalibrated")
+
+    args = {"budget": 40, "seeds": 2, "calibration_seeds": 2, "storage": url, "name": "legacy"}
+    study = rewrite_study(GPT2, **args, on_calibrate=boom)
+    assert study.context is None and sorted(study.space.params) == expected["parameters"]
+    assert suite_of(study) == expected["suite"]
+    old = [{"state": str(t.state), "values": t.values} for t in study.trials]
+    assert old == expected["trials"]
+    with pytest.raises(StudyConflictError, match="other arguments"):
+        rewrite_study(GPT2, **{**args, "budget": 60}, on_calibrate=boom)
+    study.optimize(4, progress=False)
+    resumed = study.trials[3]
+    assert resumed.state == "COMPLETE" and resumed.config["suite"] == expected["suite"]
+    report = validate(study, held_out=(), n_candidates=1, validation_seeds=[7, 8])
+    assert report.workloads == ["gpt2"] and report.budget == 40

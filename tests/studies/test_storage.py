@@ -265,6 +265,7 @@ def test_golden_v1_database_loads_and_resumes(tmp_path) -> None:
     first = study.trials[0]
     assert first.duration == first.finished - first.started
     stored = dataclasses.asdict(study.storage.get_study("golden"))
+    assert stored.pop("context") is None  # schema version 3 adds the column, NULL for old rows
     assert {k: v for k, v in stored.items() if k != "id"} == expected["study"]
     assert study.constraints == ["search_seconds <= 5"] and study.seed == 3
     # trial 7 is held by hand (no heartbeat): it counts against the budget, never goes stale,
@@ -449,9 +450,9 @@ def test_reap_reservations(storage_url: str) -> None:
     assert (left.position, left.worker, left.heartbeat) == (0, "me", clock.now)
 
 
-def test_v1_database_migrates_to_v2(tmp_path) -> None:
-    """Opening a version-1 database adds ``trials.position`` and the ``reservations`` table in
-    place (old rows hold no position), and writes version 2."""
+def test_v1_database_migrates_to_v3(tmp_path) -> None:
+    """Opening a version-1 database adds ``trials.position``, the ``reservations`` table and
+    ``studies.context`` in place (old rows hold NULL in both columns), and writes version 3."""
     import shutil
     from pathlib import Path
 
@@ -465,8 +466,9 @@ def test_v1_database_migrates_to_v2(tmp_path) -> None:
         con.close()
     store = Storage(f"sqlite:///{tmp_path / 'v1.db'}")
     with store.read() as conn:
-        assert conn.execute(select(schema.format_version.c.version)).scalar() == 2
+        assert conn.execute(select(schema.format_version.c.version)).scalar() == 3
         assert set(conn.execute(select(schema.trials.c.position)).scalars()) == {None}
+        assert set(conn.execute(select(schema.studies.c.context)).scalars()) == {None}
     sid = store.get_study("golden").id
     assert store.reservations(sid) == []
     with store.write() as conn:
@@ -491,6 +493,7 @@ def test_golden_v2_database_loads_and_resumes(tmp_path) -> None:
     study = Study.load("golden", url, evaluate=toy_evaluate)
     assert [dataclasses.asdict(t) for t in study.trials] == expected["trials"]
     stored = dataclasses.asdict(study.storage.get_study("golden"))
+    assert stored.pop("context") is None and study.context is None  # version 3: NULL when old
     assert {k: v for k, v in stored.items() if k != "id"} == expected["study"]
     held = [dataclasses.asdict(r) for r in study.storage.reservations(study.id)]
     assert held == expected["reservations"]

@@ -1,0 +1,51 @@
+"""`benchmarks/results/`: one current file per benchmark script (its modes as named runs), small
+enough to keep in git; history lives in git, inputs in `benchmarks/data/`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from benchmarks._common import read_results, write_results
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def test_a_named_run_replaces_only_itself(tmp_path: Path) -> None:
+    path = tmp_path / "bench_x.json"
+    machine = {"commit": "abc", "date": "2026-11-26"}
+    write_results(path, {"rows": [1]}, machine=machine, run="cpu")
+    write_results(path, {"rows": [2]}, machine=machine, run="cuda")
+    write_results(path, {"rows": [3]}, machine=machine, run="cpu")  # a rerun of one mode
+    doc = json.loads(path.read_text())
+    assert list(doc) == ["runs"] and list(doc["runs"]) == ["cpu", "cuda"]
+    assert read_results(path, "cpu")["rows"] == [3] and read_results(path, "cuda")["rows"] == [2]
+    assert read_results(path, "cuda")["machine"]["commit"] == "abc"
+    write_results(path, {"rows": [4]}, machine=machine)  # without a run: the whole file
+    assert list(read_results(path)) == ["machine", "rows"] and read_results(path)["rows"] == [4]
+
+
+def test_every_results_file_is_one_benchmarks_current_record() -> None:
+    scripts = {p.stem for p in BENCHMARKS.glob("*.py") if not p.stem.startswith("_")}
+    files = sorted((BENCHMARKS / "results").iterdir())
+    stray = [f.name for f in files if f.is_file() and f.name.split(".")[0] not in _owners(scripts)]
+    assert not stray, f"results files that no benchmark script writes: {stray}"
+    for f in files:
+        if f.suffix == ".json":
+            doc = json.loads(f.read_text())
+            records = doc["runs"].values() if set(doc) == {"runs"} else [doc]
+            for record in records:  # the machine, commit and date inside each record
+                machine = record["machine"]
+                # files written before results recorded their commit say which commit holds them
+                commit = machine.get("commit") or record["record"]["recorded_in_commit"]
+                assert commit and (machine.get("date") or machine.get("time_utc")), f.name
+    assert sum(f.stat().st_size for f in files) < 1 << 20
+
+
+def _owners(scripts: set[str]) -> set[str]:
+    """File stems a script may write: its own, its plot (``<script>_nodes``) and, for
+    bench_structure, one file per problem set (``bench_structure_<set>``)."""
+    return scripts | {f"{s}_nodes" for s in scripts} | {
+        "bench_structure_search8",
+        "bench_structure_rewrite",
+    }
