@@ -476,24 +476,30 @@ def test_v1_database_migrates_to_v3(tmp_path) -> None:
     assert store.integrity_check() == "ok"
 
 
-def test_golden_v2_database_loads_and_resumes(tmp_path) -> None:
-    """A database written by schema version 2 (positions, a reservation left behind by a process
-    on a host that went away) stays readable and resumable: the stale reservation is freed."""
+@pytest.mark.parametrize("version", [2, 3])
+def test_golden_v2_v3_databases_load_and_resume(tmp_path, version: int) -> None:
+    """Databases written by schema versions 2 (positions, a reservation left behind by a process
+    on a host that went away) and 3 (the same with a study context) stay readable and
+    resumable: the stale reservation is freed, the stored context reaches evaluate."""
     import dataclasses
     import shutil
     from pathlib import Path
 
     from studies import Study
     from studies.examples import toy_evaluate
+    from tests.studies.test_context import scaled
 
     data = Path(__file__).resolve().parents[1] / "data" / "studies"
-    shutil.copy(data / "study_v2.db", tmp_path / "v2.db")
-    expected = json.loads((data / "study_v2.json").read_text())
-    url = f"sqlite:///{tmp_path / 'v2.db'}"
-    study = Study.load("golden", url, evaluate=toy_evaluate)
+    shutil.copy(data / f"study_v{version}.db", tmp_path / "old.db")
+    expected = json.loads((data / f"study_v{version}.json").read_text())
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    study = Study.load("golden", url, evaluate=toy_evaluate if version == 2 else scaled)
     assert [dataclasses.asdict(t) for t in study.trials] == expected["trials"]
     stored = dataclasses.asdict(study.storage.get_study("golden"))
-    assert stored.pop("context") is None and study.context is None  # version 3: NULL when old
+    if version == 2:  # version 3 adds the column, NULL for older studies
+        assert stored.pop("context") is None and study.context is None
+    else:
+        assert study.context == expected["study"]["context"] is not None
     assert {k: v for k, v in stored.items() if k != "id"} == expected["study"]
     held = [dataclasses.asdict(r) for r in study.storage.reservations(study.id)]
     assert held == expected["reservations"]
@@ -503,6 +509,8 @@ def test_golden_v2_database_loads_and_resumes(tmp_path) -> None:
     with study.storage.read() as conn:
         query = select(schema.trials.c.position).order_by(schema.trials.c.number)
         assert list(conn.execute(query).scalars()) == expected["positions"] + [6, 7]
+    if version == 3:
+        assert study.trials[7].metrics["workloads"] == 2.0  # evaluate saw the stored context
 
 
 def test_integrity_check_finds_broken_invariants(storage_url: str) -> None:
