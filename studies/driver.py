@@ -65,6 +65,7 @@ class _Pool(ProcessPoolExecutor):
         pool's processes at exit, so a hung evaluate would keep the program from ending.
         """
         processes = list((self._processes or {}).values())  # private, stable since 3.8
+        manager = self._executor_manager_thread  # private, stable since 3.9; shutdown drops it
         self.shutdown(wait=False, cancel_futures=True)
         for p in processes:
             if p.is_alive():
@@ -77,6 +78,8 @@ class _Pool(ProcessPoolExecutor):
                 logger.warning("Worker process %s ignored SIGTERM; killing it.", p.pid)
                 p.kill()
                 p.join(5.0)
+        if manager is not None:  # see `run`'s last lines: no manager thread outlives the pool
+            manager.join(grace)
 
 
 @dataclass(frozen=True)
@@ -175,7 +178,11 @@ def run(
             if running and isinstance(pool, _Pool):
                 pool.kill()  # trials in flight (an exception): no worker outlives the call
             else:
-                pool.shutdown(wait=False, cancel_futures=True)
+                # no trial runs, so the workers exit at once: wait for them and for the pool's
+                # manager thread, which Python 3.11's exit handler would otherwise wake without
+                # its lock while it closes its pipe (``OSError: [Errno 9] Bad file descriptor``
+                # printed at exit by a program that ends right after `run` returns)
+                pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _check_sendable(evaluate: Callable[..., Any], executor: Executor | None) -> None:

@@ -101,3 +101,16 @@ def test_the_default_pool_forks_without_setting_the_global_start_method() -> Non
     finally:
         pool.shutdown()
     assert multiprocessing.get_start_method(allow_none=True) == before
+
+
+def test_the_pool_is_closed_when_optimize_returns(tmp_path: Path) -> None:
+    """No pool manager thread outlives `optimize`: one still closing its pool when the program
+    exits right after made Python 3.11 print ``OSError: [Errno 9] Bad file descriptor`` at exit
+    (its exit handler wakes manager threads without their lock)."""
+    import threading
+    from concurrent.futures.process import _ExecutorManagerThread
+
+    study = toy_study("closed", f"sqlite:///{tmp_path / 's.db'}", settings=fast_settings())
+    study.optimize(3, n_workers=2, progress=False)
+    alive = [t for t in threading.enumerate() if isinstance(t, _ExecutorManagerThread)]
+    assert not [t for t in alive if t.is_alive()]
