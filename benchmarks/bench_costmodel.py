@@ -41,7 +41,7 @@ import gzip  # noqa: E402
 import json  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
+from dataclasses import dataclass, replace  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -148,11 +148,22 @@ def stats(pred: np.ndarray, meas: np.ndarray) -> dict[str, float]:
 
 
 def bench_shapes(
-    plan: Plan, dev: Any, sheet: str, shipped: str | None, repeats: int, dump: dict | None = None
+    plan: Plan,
+    dev: Any,
+    sheet: Any,
+    shipped: Any,
+    repeats: int,
+    dump: dict | None = None,
+    compile: bool = False,
 ) -> tuple[list[dict[str, Any]], Any]:
+    """Fit a profile on the plan's fit shapes; predicted against measured latency of every
+    model at the fit and the held-out shapes (compiled by ``torch.compile`` with ``compile``,
+    fitted as a compiled profile: `rewrite.measure.calibrate`)."""
     t0 = time.perf_counter()
-    name = "cpu-bench-fit" if dev.type == "cpu" else f"{sheet}-measured"
-    cal = calibrate(dev, plan.models, plan.fit_shapes, name=name, repeats=repeats, seed=SEED)
+    name = "cpu-bench-fit" if dev.type == "cpu" else f"{datasheet_profile(dev)}-measured"
+    cal = calibrate(
+        dev, plan.models, plan.fit_shapes, name=name, repeats=repeats, seed=SEED, compile=compile
+    )
     fitted = cal.profile
     if dump is not None:
         dump["samples"] = [_sample_record(smp, sheet) for smp in cal.samples]
@@ -163,7 +174,7 @@ def bench_shapes(
         for model in plan.models:
             for shape in shapes:
                 g = _build(model, shape)
-                m = measure(g, dev, repeats=repeats, seed=SEED)
+                m = measure(g, dev, repeats=repeats, seed=SEED, compile=compile)
                 rows.append(
                     {
                         "case": _label(model, shape),
@@ -231,13 +242,14 @@ def bench_fronts(
     fronts: list[dict[str, Any]] = []
     errors: dict[str, list[float]] = {}
     profiles = {"calibrated": profile, "datasheet": sheet}
+    compile = profile.fusion == "compiled"  # the fronts are timed as the profile was fitted
     shape = plan.held_out_shapes[0]
     for name in plan.models:
         g = _build(name, shape)
         base = {k: cost(g, p).latency for k, p in profiles.items()}
         for searched, prof in profiles.items():
             res = rewrite.search(g, {"max_steps": steps, "seed": SEED}, device=prof)
-            rows = res.measure(dev, repeats=repeats, seed=SEED)
+            rows = res.measure(dev, repeats=repeats, seed=SEED, compile=compile)
             print(f"\n{_label(name, shape)}, searched with the {searched} profile:")
             print(format_front(rows))
             out = []
@@ -280,21 +292,38 @@ def main() -> None:
     ap.add_argument(
         "--dump", default=None, help="write the calibration samples and Pareto graphs (.json.gz)"
     )
+    ap.add_argument(
+        "--compile",
+        action="store_true",
+        help="time the graphs compiled by torch.compile and fit a compiled profile; the "
+        "datasheet and shipped profiles are read in their compiled mode (run 'cpu-compiled')",
+    )
+    ap.add_argument("--no-fronts", action="store_true", help="skip the search fronts")
     args = ap.parse_args()
     torch.set_num_threads(1)
     dev, plan = torch_device(args.device), PLANS[args.size]
-    sheet = datasheet_profile(dev)
+    sheet: Any = datasheet_profile(dev)
     named = SHIPPED.get(sheet, f"{sheet}-measured")
-    shipped = named if _known(named) else None
+    shipped: Any = named if _known(named) else None
+    if args.compile:  # the profiles a compiled model is searched with without a compiled fit
+        sheet, shipped = (
+            None if p is None else replace(load_device(p), name=f"{p}+compiled", fusion="compiled")
+            for p in (sheet, shipped)
+        )
     load0 = os.getloadavg()
     t0, c0 = time.perf_counter(), time.process_time()
     dump: dict[str, Any] | None = {} if args.dump else None
-    rows, fitted = bench_shapes(plan, dev, sheet, shipped, args.repeats, dump)
+    rows, fitted = bench_shapes(plan, dev, sheet, shipped, args.repeats, dump, args.compile)
     if args.dump:  # written now and again with the fronts, so a cut run keeps its samples
         with gzip.open(args.dump, "wt") as f:
             json.dump(dump, f)
     summary = summarize_shapes(rows)
-    fronts, front_summary = bench_fronts(plan, dev, sheet, fitted, args.steps, args.repeats, dump)
+    fronts: list[dict[str, Any]] = []
+    front_summary: dict[str, Any] = {}
+    if not args.no_fronts:
+        fronts, front_summary = bench_fronts(
+            plan, dev, sheet, fitted, args.steps, args.repeats, dump
+        )
     if args.dump:
         with gzip.open(args.dump, "wt") as f:
             json.dump(dump, f)
@@ -307,11 +336,12 @@ def main() -> None:
     path = write_results(
         "bench_costmodel",
         {
-            "device": f"{dev.type} ({where}, eager PyTorch; fused groups eager)",
+            "device": f"{dev.type} ({where}, "
+            + ("graphs compiled by torch.compile)" if args.compile else "eager PyTorch)"),
             "mesh": "1 device",
             "size": args.size,
-            "datasheet_profile": sheet,
-            "shipped_profile": shipped,
+            "datasheet_profile": getattr(sheet, "name", sheet),
+            "shipped_profile": getattr(shipped, "name", shipped),
             "seed": SEED,
             "repeats": args.repeats,
             "steps": args.steps,
@@ -329,7 +359,8 @@ def main() -> None:
             "fronts": fronts,
             "fronts_summary": front_summary,
         },
-        run="cpu" if dev.type == "cpu" and args.size == "small" else sheet,
+        run=("cpu" if dev.type == "cpu" and args.size == "small" else datasheet_profile(dev))
+        + ("-compiled" if args.compile else ""),
     )
     print(f"wrote {path}")
 

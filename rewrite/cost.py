@@ -62,6 +62,7 @@ from rewrite.ops import get_op
 
 __all__ = [
     "COST_FIELDS",
+    "EXTERN_FAMILIES",
     "CostVector",
     "NodeCost",
     "cost",
@@ -83,7 +84,7 @@ _MATMUL_OPS = frozenset({"mm", "bmm", "matmul", "linear", "addmm"})
 _MATMUL_FAMILIES = frozenset({"matmul", "attention", "conv"})
 #: Families a compiler calls a library kernel for instead of generating code (``fusion:
 #: "compiled"``); the fused groups that hold one are charged as such a kernel.
-_EXTERN_FAMILIES = _MATMUL_FAMILIES
+EXTERN_FAMILIES = _MATMUL_FAMILIES
 _PROFILES: dict[int, DeviceProfile] = {}  # keeps profiles alive so id() keys stay unique
 _SIG_CACHE: dict[tuple[int, bytes, Any], NodeCost] = {}
 _SIG_CACHE_MAX = 1_000_000
@@ -287,7 +288,7 @@ def _compute_node_cost(node: Node, p: DeviceProfile) -> NodeCost:
             lat, fl, by, ke, host = lat + c[0], fl + c[1], by + c[2], ke + c[3], host + c[4]
         return (lat, fl, by, ke, host)
     unit, family, work, flops, nbytes = kernel_terms(node, p)
-    if p.fusion == "compiled" and family not in _EXTERN_FAMILIES:
+    if p.fusion == "compiled" and family not in EXTERN_FAMILIES:
         # generated and fused by the compiler: its arithmetic only (see the module docstring)
         eta = p.efficiency["vector"] * p.family_efficiency.get(family, 1.0)
         return (work / eta, flops, 0, 0, 0.0)

@@ -68,6 +68,7 @@ __all__ = [
     "DeviceProfile",
     "device_names",
     "load_device",
+    "measured_profiles",
 ]
 
 DEVICE_FORMAT_VERSION = 4
@@ -286,6 +287,15 @@ def _builtin() -> dict[str, DeviceProfile]:
         for key in (prof.name, *prof.aliases):
             out[key] = prof
     return out
+
+
+def measured_profiles() -> list[DeviceProfile]:
+    """The shipped profiles fitted by `rewrite.measure.calibrate` on real machines
+    (``rewrite/devices/measured/``; their provenance names the machine), sorted by file name."""
+    return [
+        DeviceProfile.from_dict(json.loads(p.read_text()))
+        for p in sorted((_DIR / "measured").glob("*.json"))
+    ]
 
 
 def device_names() -> list[str]:

@@ -19,7 +19,12 @@ the constants of the cost model's roofline (`rewrite.cost.kernel_time`, the one 
   data better by `TILE_MARGIN` (a GPU library runs small products on smaller tiles; data
   without a dimension under the base tile cannot tell them apart and keeps the base's);
 * ``view_overhead``: the median time of the view nodes;
-* ``fusion``: ``"eager"``, since the measurements run fused groups op by op (eager PyTorch);
+* ``fusion``: ``"eager"``, since the measurements run fused groups op by op (eager PyTorch); with
+  ``compile=True``, ``"compiled"``: the whole graphs are timed compiled by ``torch.compile``
+  (Inductor) and fitted as the cost model charges a compiled graph (`rewrite.cost`: library
+  kernels, the `rewrite.cost.EXTERN_FAMILIES`, as timed alone; every other kernel generated and
+  fused, its arithmetic only; views free), while every kernel's own time is still the one
+  timed alone, eagerly, which pins down the efficiencies;
 * ``dispatch``: ``"serial"`` on a CPU; ``"async"`` on CUDA, where the host queues launches while
   the device runs: there the kernel times are the device's alone, ``launch_overhead`` and
   ``view_overhead`` are the median host times to issue a kernel node and a view, and a whole
@@ -45,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from rewrite.cost import kernel_terms, kernel_time
+from rewrite.cost import EXTERN_FAMILIES, kernel_terms, kernel_time
 from rewrite.devices import DeviceProfile, load_device
 from rewrite.errors import MeasureError
 from rewrite.ir import Graph
@@ -127,8 +132,12 @@ def collect(
     *,
     repeats: int = 10,
     seed: int = 0,
+    compile: bool = False,
 ) -> list[Sample]:
     """Measure every workload at every shape (a `Graph` workload is measured once, as is).
+
+    Every kernel is timed alone (eagerly); the whole graph eagerly, or compiled by
+    ``torch.compile`` with ``compile``.
 
     Returns:
         One `Sample` per measured graph.
@@ -147,7 +156,7 @@ def collect(
                 jobs.append((label, zoo.build(w, **kw)))
         for label, g in jobs:
             nodes = node_times(g, device, repeats=repeats, seed=seed)
-            m = measure(g, device, repeats=repeats, seed=seed)
+            m = measure(g, device, repeats=repeats, seed=seed, compile=compile)
             samples.append(Sample(label, g, m.latency, nodes.kernel, nodes.host))
     return samples
 
@@ -212,6 +221,7 @@ def _with_peaks(base: DeviceProfile, peaks: Mapping[str, float]) -> DeviceProfil
 @dataclass
 class _Data:
     unit: np.ndarray  # kernel -> 0 matmul, 1 vector
+    extern: np.ndarray  # kernel -> whether a compiler calls a library kernel for it
     fam: np.ndarray  # kernel -> index into families (-1: reference family)
     work: np.ndarray
     nbytes: np.ndarray
@@ -229,7 +239,7 @@ class _Data:
 
 
 def _gather(samples: Sequence[Sample], ref: DeviceProfile) -> tuple[_Data, list[str]]:
-    rows: list[tuple[str, str, float, int, float, int]] = []
+    rows: list[tuple[str, str, float, int, float, int]] = []  # unit, family, work, bytes, t, i
     views: list[int] = []
     view_times: list[float] = []
     launch_times: list[float] = []
@@ -258,6 +268,7 @@ def _gather(samples: Sequence[Sample], ref: DeviceProfile) -> tuple[_Data, list[
     fidx = {f: i for i, f in enumerate(families)}
     data = _Data(
         unit=np.array([r[0] == "vector" for r in rows], dtype=np.int64),
+        extern=np.array([r[1] in EXTERN_FAMILIES for r in rows]),
         fam=np.array([fidx.get(r[1], -1) for r in rows], dtype=np.int64),
         work=np.array([r[2] for r in rows]),
         nbytes=np.array([r[3] for r in rows], dtype=np.float64),
@@ -271,22 +282,36 @@ def _gather(samples: Sequence[Sample], ref: DeviceProfile) -> tuple[_Data, list[
     return data, families
 
 
-def _predict(x: np.ndarray, d: _Data, bandwidth: float, launch: float) -> np.ndarray:
+def _predict(
+    x: np.ndarray, d: _Data, bandwidth: float, launch: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every kernel's time alone, and its arithmetic alone (what a compiled graph charges a
+    generated kernel, `rewrite.cost`)."""
     eta_mm, eta_vec, eta_mem = np.exp(x[:3])
     fam = np.concatenate([np.exp(x[3:]), [1.0]])[d.fam]  # index -1: the reference, 1
     eta_c = np.where(d.unit == 0, eta_mm, eta_vec) * fam
-    return kernel_time(d.work, d.nbytes, eta_c, eta_mem * fam, bandwidth, launch, np.maximum)
+    alone = kernel_time(d.work, d.nbytes, eta_c, eta_mem * fam, bandwidth, launch, np.maximum)
+    return alone, d.work / eta_c
 
 
 def _residuals(
-    x: np.ndarray, d: _Data, bandwidth: float, view: float, host: np.ndarray | None
+    x: np.ndarray,
+    d: _Data,
+    bandwidth: float,
+    view: float,
+    host: np.ndarray | None,
+    compiled: bool = False,
 ) -> np.ndarray:
     """Log errors of every kernel and (weighted) every graph. ``x``: the logs of the per-kernel
     constant (the launch overhead when serial, the device overhead when async), the three
     efficiencies and the family factors; ``host``: per sample, the host's seconds on an async
-    device (a graph then takes the longer of its host and device times), None when serial."""
-    pred = _predict(x[1:], d, bandwidth, float(np.exp(x[0])))
-    device = np.bincount(d.graph, weights=pred, minlength=len(d.latency))
+    device (a graph then takes the longer of its host and device times), None when serial;
+    ``compiled``: the graphs' latencies are compiled ones (module docstring)."""
+    pred, arithmetic = _predict(x[1:], d, bandwidth, float(np.exp(x[0])))
+    charged = np.where(d.extern, pred, arithmetic) if compiled else pred
+    device = np.bincount(d.graph, weights=charged, minlength=len(d.latency))
+    if compiled:
+        view = 0.0  # a compiled graph's views are free
     total = device + d.views * view if host is None else np.maximum(device, host)
     return np.concatenate(
         [np.log(pred / d.t), GRAPH_WEIGHT * np.log(np.maximum(total, 1e-12) / d.latency)]
@@ -299,6 +324,8 @@ def fit_profile(
     peaks: Mapping[str, float],
     name: str,
     provenance: Mapping[str, Any] | None = None,
+    *,
+    compiled: bool = False,
 ) -> DeviceProfile:
     """Fit the free constants to ``samples`` (see the module docstring).
 
@@ -308,6 +335,8 @@ def fit_profile(
         peaks: Measured peaks (`measure_peaks`).
         name: Name of the new profile.
         provenance: Extra provenance entries.
+        compiled: The samples' graph latencies were timed compiled (``collect(...,
+            compile=True)``): fit a ``fusion="compiled"`` profile.
 
     Returns:
         The fitted `DeviceProfile`.
@@ -325,13 +354,15 @@ def fit_profile(
     host = None
     if dispatch == "async":  # launches are measured on the host; the device side is fitted
         launch = float(np.median(d.launch_times))
-        host = d.kernels * launch + d.views * view
+        # compiled: the library kernels' launches (a generated kernel's is not charged)
+        kernels = np.bincount(d.graph, weights=d.extern, minlength=len(d.latency))
+        host = kernels * launch if compiled else d.kernels * launch + d.views * view
     fits = {}
     for t, (ref, d, families) in data.items():
         x0 = np.log(
             [max(float(np.percentile(d.t, 10)), 1e-7), 0.5, 0.5, 0.5, *[1.0] * len(families)]
         )
-        args = (d, ref.memory_bandwidth, view, host)
+        args = (d, ref.memory_bandwidth, view, host, compiled)
         fits[t] = least_squares(_residuals, x0, args=args, loss="soft_l1", f_scale=0.2)
     # The base profile's tile unless a smaller one fits clearly better (`TILE_MARGIN`).
     best = min(fits, key=lambda t: fits[t].cost)
@@ -341,7 +372,7 @@ def fit_profile(
         else base.matmul_tile
     )
     (ref, d, families), sol = data[tile], fits[tile]
-    args = (d, ref.memory_bandwidth, view, host)
+    args = (d, ref.memory_bandwidth, view, host, compiled)
     per_kernel, eta_mm, eta_vec, eta_mem = (float(v) for v in np.exp(sol.x[:4]))
     if dispatch == "serial":
         launch = per_kernel
@@ -369,7 +400,7 @@ def fit_profile(
         peak_flops=table,
         memory_bandwidth=ref.memory_bandwidth * max(eta_mem, 1.0),
         launch_overhead=launch,
-        view_overhead=view,
+        view_overhead=0.0 if compiled else view,
         device_overhead=per_kernel if dispatch == "async" else 0.0,
         efficiency={
             "matmul": min(eta_mm, 1.0),
@@ -377,7 +408,8 @@ def fit_profile(
             "memory": min(eta_mem, 1.0),
         },
         family_efficiency={f: float(np.exp(v)) for f, v in zip(families, sol.x[4:])},
-        fusion="eager",  # measured eagerly: a fused group runs its body op by op
+        # measured eagerly, a fused group runs its body op by op; compiled, it is generated
+        fusion="compiled" if compiled else "eager",
         dispatch=dispatch,
         provenance={**(provenance or {}), "fit": quality},
     )
@@ -465,6 +497,7 @@ def calibrate(
     out: str | Path | None = None,
     repeats: int = 10,
     seed: int = 0,
+    compile: bool = False,
 ) -> Calibration:
     """Measure ``workloads`` x ``shapes`` on ``device`` and fit a profile to them.
 
@@ -478,6 +511,9 @@ def calibrate(
         out: Write the profile JSON here.
         repeats: Timed runs per graph.
         seed: Seed of the random inputs and weights.
+        compile: Time the whole graphs compiled by ``torch.compile`` (Inductor) and fit a
+            ``fusion="compiled"`` profile, the one to search with for a model that will be
+            compiled (module docstring); every kernel is still timed alone, eagerly.
 
     Returns:
         A `Calibration` (profile, samples, path written).
@@ -494,13 +530,14 @@ def calibrate(
     prof_base = load_device(base if base is not None else datasheet_profile(dev))
     prof_base = replace(prof_base, memory_capacity=_capacity(dev))
     peaks = measure_peaks(dev)
-    samples = collect(workloads, shapes, dev, repeats=repeats, seed=seed)
+    samples = collect(workloads, shapes, dev, repeats=repeats, seed=seed, compile=compile)
     profile = fit_profile(
         samples,
         prof_base,
         peaks,
-        name or f"{dev.type}-measured",
-        _provenance(dev, workloads, shapes, repeats, seed),
+        name or f"{dev.type}-{'compiled' if compile else 'measured'}",
+        {**_provenance(dev, workloads, shapes, repeats, seed), "compiled": compile},
+        compiled=compile,
     )
     path = write_profile(profile, out) if out is not None else None
     return Calibration(profile, samples, path)
@@ -514,14 +551,30 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("--out", required=True, help="profile JSON to write")
-    ap.add_argument("--name", default=None, help="profile name (default <device>-measured)")
+    ap.add_argument(
+        "--name",
+        default=None,
+        help="profile name (default <device>-measured, <device>-compiled with --compile)",
+    )
     ap.add_argument("--device", default=None, help="torch device (default cuda if present)")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--compile",
+        action="store_true",
+        help="time the graphs compiled by torch.compile: a profile for models that will be",
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    c = calibrate(args.device, name=args.name, out=args.out, repeats=args.repeats, seed=args.seed)
+    c = calibrate(
+        args.device,
+        name=args.name,
+        out=args.out,
+        repeats=args.repeats,
+        seed=args.seed,
+        compile=args.compile,
+    )
     print(json.dumps(c.profile.provenance["fit"], indent=1))
 
 

@@ -147,36 +147,36 @@ class OptimizeReport:
 def default_profile(device: Any = None, *, compiled: bool = False) -> Any:
     """The cost-model profile for running rewritten modules on a torch device.
 
-    The base is a measured profile shipped for this very machine when there is one (its
-    provenance names this CPU or GPU), else the datasheet profile of the device's kind
-    (`rewrite.measure.calibrate.datasheet_profile`); it is returned with ``fold_weights`` on (as
-    `to_module` folds weight-only subgraphs) and ``fusion="eager"`` (eager PyTorch runs a fused
-    group op by op) or, with ``compiled``, ``fusion="compiled"`` (the module goes to Inductor,
-    which generates and fuses every kernel outside the matmul, convolution and attention
-    families).
+    A measured profile shipped for this very machine (its provenance names this CPU or GPU)
+    and fitted in the mode asked for (``rewrite.measure.calibrate(..., compile=compiled)``) is
+    returned as is, with ``fold_weights`` on (as `to_module` folds weight-only subgraphs).
+    Otherwise the base is this machine's measured eager profile when there is one, else the
+    datasheet profile of the device's kind (`rewrite.measure.calibrate.datasheet_profile`),
+    returned with ``fold_weights`` on and ``fusion="eager"`` (eager PyTorch runs a fused group op
+    by op) or, with ``compiled``, ``fusion="compiled"`` (the module goes to Inductor, which
+    generates and fuses every kernel outside the matmul, convolution and attention families).
 
     Returns:
-        A `rewrite.DeviceProfile` named ``<base>+eager`` or ``<base>+compiled``.
+        A `rewrite.DeviceProfile`: a measured one of this mode, or one named ``<base>+eager`` or
+        ``<base>+compiled``.
     """
     import dataclasses
-    import json
-    from pathlib import Path
 
-    from rewrite.devices import load_device
+    from rewrite import devices
+    from rewrite.devices import DeviceProfile, load_device
     from rewrite.measure.calibrate import datasheet_profile, device_name
     from rewrite.measure.timing import torch_device
 
     dev = torch_device(device)
     here, base = device_name(dev), datasheet_profile(dev)
-    for path in sorted((Path(__file__).parents[1] / "devices" / "measured").glob("*.json")):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if data.get("provenance", {}).get("device_name") == here:
-            base = str(data["name"])
-            break
-    p = load_device(base)
+    mode = "compiled" if compiled else "eager"
+    found: dict[str, DeviceProfile] = {}  # fusion mode -> a measured profile of this machine
+    for prof in devices.measured_profiles():
+        if prof.provenance.get("device_name") == here:
+            found.setdefault(prof.fusion, prof)
+    if mode in found:  # fitted in this very mode (`rewrite.measure.calibrate(compile=...)`)
+        return dataclasses.replace(found[mode], fold_weights=True)
+    p = found.get("eager") or found.get("kernel") or load_device(base)
     if compiled:
         return dataclasses.replace(
             p, name=f"{p.name}+compiled", fusion="compiled", fold_weights=True

@@ -321,6 +321,63 @@ def test_fit_recovers_a_known_profile_from_its_own_times() -> None:
     assert fitted.provenance["fit"]["graph_median_error_factor"] < 1.02
 
 
+def test_compiled_fit_recovers_a_compiled_profile_from_eager_kernels_and_compiled_graphs() -> None:
+    """``compile=True`` data: every kernel timed alone (eagerly), every graph compiled. The fit
+    charges the graphs as a compiled profile does (library kernels as timed alone, generated
+    ones their arithmetic, views free) and recovers the profile that made the times; the eager
+    fit of the same data is far off on the compiled graphs."""
+    from rewrite.measure.calibrate import fit_profile
+
+    d = load_device("cpu").to_dict()
+    d.update(
+        name="truth",
+        launch_overhead=8e-6,
+        view_overhead=0.0,
+        efficiency={"matmul": 0.6, "vector": 0.3, "memory": 0.8},
+        family_efficiency={"norm": 0.5, "attention": 0.25},
+    )
+    eager = DeviceProfile.from_dict({**d, "fusion": "eager"})
+    truth = dataclasses.replace(eager, fusion="compiled")
+    graphs = [
+        (n, zoo.build(n, **kw))
+        for n, kw in (("gpt2", {}), ("gpt2", {"batch": 4}), ("bert", {"seq_len": 64}))
+    ]
+    samples = [
+        dataclasses.replace(s, latency=cost(s.graph, truth).latency)
+        for s in _samples_from(eager, graphs, floor=2e-6)
+    ]
+    fitted = fit_profile(samples, load_device("cpu"), CPU_PEAKS, "fitted", compiled=True)
+    assert fitted.fusion == "compiled" and fitted.view_overhead == 0.0
+    assert fitted.launch_overhead == pytest.approx(8e-6, rel=0.05)
+    for s in samples:
+        assert cost(s.graph, fitted).latency == pytest.approx(s.latency, rel=0.02)
+    assert fitted.provenance["fit"]["graph_median_error_factor"] < 1.02
+    as_eager = fit_profile(samples, load_device("cpu"), CPU_PEAKS, "eager")
+    assert as_eager.provenance["fit"]["graph_median_error_factor"] > 1.1
+
+
+def test_the_module_path_searches_with_this_machines_profile_of_its_mode(monkeypatch) -> None:
+    """`default_profile`: a measured profile of this machine fitted in the mode asked for wins;
+    an eager one is the base of the other mode; without either, the datasheet's."""
+    from rewrite import devices
+    from rewrite.measure.calibrate import device_name
+    from rewrite.pytorch import default_profile
+
+    here = {"device_name": device_name(None)}
+    eager = dataclasses.replace(load_device("cpu"), name="here-eager", provenance=here)
+    eager = dataclasses.replace(eager, fusion="eager")
+    compiled = dataclasses.replace(eager, name="here-compiled", fusion="compiled")
+    other = dataclasses.replace(compiled, name="elsewhere", provenance={"device_name": "x"})
+    monkeypatch.setattr(devices, "measured_profiles", lambda: [other, eager, compiled])
+    assert default_profile("cpu", compiled=True).name == "here-compiled"
+    assert default_profile("cpu").name == "here-eager"
+    monkeypatch.setattr(devices, "measured_profiles", lambda: [other, eager])
+    got = default_profile("cpu", compiled=True)
+    assert (got.name, got.fusion, got.fold_weights) == ("here-eager+compiled", "compiled", True)
+    monkeypatch.setattr(devices, "measured_profiles", lambda: [other])
+    assert default_profile("cpu", compiled=True).name == "cpu+compiled"
+
+
 def test_async_fit_takes_launches_from_the_host_and_fits_the_device() -> None:
     from rewrite.measure.calibrate import fit_profile
 
