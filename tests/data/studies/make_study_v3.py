@@ -1,6 +1,6 @@
-"""How study_v3.db / study_v3.json were made (schema format_version 3: ``studies.context``; as version 2, with
-a context and a reservation left behind). Do not re-run to "fix" a failing golden test: the files are frozen; a new
-schema version gets its own golden pair.
+"""How study_v3.db / study_v3.json were made (schema format_version 3: ``studies.context``; as
+version 2, with a context and a reservation left behind). Do not re-run to "fix" a failing golden
+test: the files are frozen; a new schema version gets its own golden pair.
 
     PYTHONPATH=. .venv/bin/python tests/data/studies/make_study_v3.py
 """
