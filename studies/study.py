@@ -412,6 +412,42 @@ class Study:
         return self.trial_source().reap_stale()
 
     # ------------------------------------------------------------------ ask / tell
+    def enqueue(self, config: Mapping[str, Any]) -> TrialRecord:
+        """Queue a configuration to run before any proposal: a known good one, the defaults, a
+        configuration from another study. It becomes a WAITING trial that the next `optimize`
+        (any driving process) or `ask` claims first; it counts toward the budget and the tuner
+        treats it as pending until it finishes.
+
+        Args:
+            config: Values of some or all parameters; those left out take the space's
+                defaults.
+
+        Returns:
+            The stored WAITING trial.
+
+        Raises:
+            StudyError: For unknown parameters or values outside the space (the message names
+                them).
+        """
+        from spaces import SpaceError
+
+        if not isinstance(config, Mapping):
+            raise StudyError(
+                f"enqueue takes a dict of parameter name to value, got {type(config).__name__}."
+            )
+        unknown = [k for k in config if k not in self.space.params]
+        if unknown:
+            raise StudyError(
+                f"enqueue: unknown parameters {unknown}; the space has {self.space.names}."
+            )
+        try:
+            full = self.space.validate({**self.space.default(), **config})
+        except SpaceError as err:
+            raise StudyError(f"enqueue: {err}") from None
+        with self._storage.write() as conn:
+            self._storage.lock_study(conn, self.id)
+            return self._storage.add_trial(conn, self.id, full, state="WAITING")
+
     def ask(self) -> TrialRecord:
         """Start one trial for evaluation by the caller (a WAITING one if any, else a proposal).
 

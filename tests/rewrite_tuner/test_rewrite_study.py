@@ -120,14 +120,6 @@ def _default(problem: RewriteProblem) -> tuple[dict[str, Any], dict[str, Any]]:
     return problem.space.default(), problem.context
 
 
-def _enqueue(study: Any, configs: list[dict[str, Any]]) -> None:
-    sid = study.id
-    with study.storage.write() as conn:
-        study.storage.lock_study(conn, sid)
-        for config in configs:
-            study.storage.add_trial(conn, sid, config, state="WAITING")
-
-
 def test_resume_skips_calibration_and_other_arguments_conflict(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     calls: list[int] = []
@@ -150,7 +142,8 @@ def test_only_a_configuration_that_beats_the_defaults_is_exported(tmp_path: Path
     study = rewrite_study(GPT2, budget=40, seeds=1, calibration_seeds=2, storage=url)
     default = study.space.default()
     same = {**default, "verify_rate": 0.5}  # checks more, searches alike: no better
-    _enqueue(study, [default, same])
+    for config in (default, same):
+        study.enqueue(config)
     study.optimize(2, progress=False)
     report = validate(study, held_out=[], validation_seeds=(1000, 1001, 1002))
     assert report.chosen is None and [c["trial"] for c in report.candidates] == [1]
@@ -162,7 +155,7 @@ def test_only_a_configuration_that_beats_the_defaults_is_exported(tmp_path: Path
 
     informed = {**default, "prior_weight": 0.95, "prior_specificity": 2.0, "beta": 0.8}
     informed |= {"tau": 0.1, "alpha": 1.0}
-    _enqueue(study, [informed])
+    study.enqueue(informed)
     study.optimize(3, progress=False)
     report = validate(
         study, held_out=["vit"], validation_seeds=(1000, 1001, 1002), held_out_seeds=(2000, 2001)

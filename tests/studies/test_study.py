@@ -493,3 +493,31 @@ def test_one_tuner_per_process_proposes_what_a_restart_would(
     trials = study.trials
     again = Study.load("s", sqlite_url)
     assert study._propose(trials, 2) == again._propose(trials, 2)
+
+
+def test_enqueued_configurations_run_first_and_count_toward_the_budget(tmp_path) -> None:
+    """`Study.enqueue`: a WAITING trial the next `optimize` claims before any proposal; left-out
+    parameters take the defaults; unknown parameters and values outside the space are refused."""
+    from studies import StudyError
+    from studies.examples import toy_study
+    from tests.studies.helpers import fast_settings
+
+    study = toy_study("q", f"sqlite:///{tmp_path / 's.db'}", settings=fast_settings())
+    known = {"tau": 1.0, "population": 64, "priors": {"fuse": 0.4, "merge": 0.3, "shard": 0.2,
+                                                        "reorder": 0.1}}  # fmt: skip
+    queued = study.enqueue(known)
+    half = study.enqueue({"population": 8})
+    assert (queued.number, queued.state, half.number) == (0, "WAITING", 1)
+    assert half.config == {**study.space.default(), "population": 8}
+    study.optimize(3, progress=False)
+    trials = study.trials
+    assert [t.state for t in trials] == ["COMPLETE"] * 3
+    assert trials[0].config == known and trials[1].config["population"] == 8
+    for bad, match in (
+        ({"temperature": 1.0}, r"unknown parameters \['temperature'\]"),
+        ({"population": 1000}, "population"),
+        ([1, 2], "dict of parameter name to value, got list"),
+    ):
+        with pytest.raises(StudyError, match=match):
+            study.enqueue(bad)  # type: ignore[arg-type]
+    assert len(study.trials) == 3  # nothing was stored
