@@ -235,6 +235,13 @@ def test_shipped_measured_cpu_profile_loads(zoo_gpt2: rewrite.Graph) -> None:
     assert cost(zoo_gpt2, "cpu-xeon-2core").latency > 0
 
 
+def test_shipped_measured_compiled_cpu_profile_loads(zoo_gpt2: rewrite.Graph) -> None:
+    p = load_device("cpu-epyc-2core-compiled")
+    assert p.fusion == "compiled" and p.view_overhead == 0.0 and p.provenance["compiled"]
+    c = cost(zoo_gpt2, p)
+    assert 0 < c.latency < cost(zoo_gpt2, dataclasses.replace(p, fusion="eager")).latency
+
+
 def test_shipped_measured_h200_profile_is_async() -> None:
     prof = load_device("h200-measured")
     assert prof.provenance["device_name"] == "NVIDIA H200" and prof.dispatch == "async"
