@@ -1,7 +1,8 @@
 """The ``tuner`` command line of the rewrite application: the generic commands of `studies.cli`
 (run, resume, status, plot, structure, space) plus ``demo`` (the main job: tune the rewrite search
-on zoo models, validate and export the priors) and ``export`` (a trial's rule priors as a priors
-file). ``plot`` is registered again with the application's priors reader, so it draws the rule
+on zoo models, validate and export the priors), ``tune-model`` (the same for a user's own model,
+starting from a priors file: `rewrite_tuner.tune_model`) and ``export`` (a trial's rule priors as
+a priors file). ``plot`` is registered again with the application's priors reader, so it draws the rule
 priors of an informed prior family too. This module's `app` is the ``tuner`` console script.
 
 Importing this module registers these commands on `studies.cli.app` (the one Typer app).
@@ -170,6 +171,88 @@ def demo(
         out_path, export_tuned, study, report, out_path, force=force, anyway=export_anyway
     )
     _print_tuned(report, out_path if doc is not None else None)
+
+
+@_command(
+    name="tune-model",
+    short_help="Tune the rewrite search for your own model in a few trials, starting from a "
+    "priors file; export priors for it if they beat the defaults and that file.",
+)
+def tune_model_command(
+    model: Annotated[
+        str,
+        typer.Argument(
+            help="path/to/file.py:Name: a torch.nn.Module, or a class or function called "
+            "without arguments to make one."
+        ),
+    ],
+    inputs: Annotated[
+        list[str],
+        typer.Option(
+            "--inputs",
+            "-i",
+            help="An example input per positional argument, dtype[d0,...] (e.g. int64[1,128]; "
+            "integers are drawn below the smallest embedding's vocabulary). Repeat for several.",
+        ),
+    ],
+    priors: Annotated[
+        Path | None,
+        typer.Option("--from", help="Priors file to start from (e.g. demo-priors.json)."),
+    ] = None,
+    n_trials: Annotated[int, typer.Option("--trials", "-n", min=2, help="Trial budget.")] = 10,
+    workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Parallel trials.")] = 2,
+    steps: Annotated[int, typer.Option(min=1, help="Search steps per seed.")] = 150,
+    seeds: Annotated[int, typer.Option(min=1, help="Search seeds per trial.")] = 3,
+    storage: Annotated[
+        str, typer.Option("--storage", "-s", help="SQLAlchemy URL of the study database.")
+    ] = "sqlite:///tune-model.db",
+    name: Annotated[
+        str | None, typer.Option("--name", help="Study name (default tune-<file>:<Name>).")
+    ] = None,
+    out_path: Annotated[Path, typer.Option("--out", "-o", help="Priors JSON to write.")] = Path(
+        "model-priors.json"
+    ),
+    force: ForceOpt = False,
+) -> None:
+    """Tune the rewrite search for one model of your own and export priors for it.
+
+    Imports the model, calibrates the default search on it, starts from --from's priors (the
+    first trial, and the centre of the priors the study explores), runs --trials trials, then
+    checks the best against the defaults and against --from's priors on fresh seeds. The priors
+    are written only when they beat both with 95% confidence. Run it again and it resumes."""
+    from rewrite_tuner.rewrite_study import CALIBRATION_SEEDS
+    from rewrite_tuner.tables import transfer_lines
+    from rewrite_tuner.tune_model import tune_model
+
+    _guard_write(out_path, _check_out_path, out_path)
+    result = _guard(
+        tune_model,
+        model,
+        inputs,
+        priors=priors,
+        trials=n_trials,
+        budget=steps,
+        seeds=seeds,
+        calibration_seeds=max(CALIBRATION_SEEDS, seeds),
+        n_workers=workers,
+        storage=storage,
+        name=name,
+        out=out_path,
+        force=force,
+        on_progress=lambda line: console.print(line, highlight=False),
+    )
+    for line in transfer_lines(result.validation):
+        out.print(line, highlight=False)
+    if result.against_given is not None:
+        first = next(iter(result.validation.objectives))
+        diff = result.against_given.overall[first]["difference"]
+        out.print(
+            f"against {priors}: {first} {diff['value']:+.3f} [{diff['low']:+.3f}, "
+            f"{diff['high']:+.3f}] (paired, {len(result.against_given.seeds)} fresh seeds)",
+            highlight=False,
+        )
+    secs = ", ".join(f"{k} {v:.0f} s" for k, v in result.seconds.items())
+    out.print(f"{result.verdict} ({secs})", highlight=False)
 
 
 def _check_zoo_names(option: str, names: list[str], required: bool) -> None:

@@ -250,24 +250,44 @@ def timing_threads(on: bool = True) -> Iterator[None]:
 
 @functools.lru_cache(maxsize=8)
 def _graphs(workloads: tuple[str, ...]) -> dict[str, Graph]:
-    """Zoo graphs, built once per process (building costs about a second each)."""
+    """The graphs of zoo names and model references (`rewrite_tuner.user_model`), built once
+    per process (about a second each), by workload name (a reference's ``file:Name``)."""
     from rewrite import zoo
+    from rewrite_tuner.user_model import is_model_ref, model_ref, user_graph
 
-    return {w: zoo.build(w) for w in workloads}
+    return {
+        model_ref(w).name if is_model_ref(w) else w: user_graph(w)
+        if is_model_ref(w)
+        else zoo.build(w)
+        for w in workloads
+    }
 
 
 def _check_workloads(workloads: Sequence[str], what: str = "A rewrite study") -> list[str]:
-    from rewrite import zoo
+    """Zoo names as given, model references made canonical (absolute paths); the graphs' names
+    must differ.
 
-    workloads = list(workloads)
+    Raises:
+        StudyError: For no workloads, an unknown zoo name, a malformed model reference, or two
+            workloads of one name.
+    """
+    from rewrite import zoo
+    from rewrite_tuner.user_model import is_model_ref, model_ref
+
+    workloads = [str(model_ref(w)) if is_model_ref(w) else w for w in workloads]
     if not workloads:
         raise StudyError(f"{what} needs at least one workload, e.g. ('gpt2',).")
     known = set(zoo.names())
-    unknown = [w for w in workloads if w.removesuffix("-full") not in known]
+    unknown = [w for w in workloads if not is_model_ref(w) and w.removesuffix("-full") not in known]
     if unknown:
         raise StudyError(
-            f"Unknown workloads {unknown}; choose from {sorted(known)} (add '-full' for full size)."
+            f"Unknown workloads {unknown}; choose from {sorted(known)} (add '-full' for full "
+            "size), or name your own model as 'path/to/file.py:Name(int64[1,128])'."
         )
+    names = [model_ref(w).name if is_model_ref(w) else w for w in workloads]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise StudyError(f"Workloads {twice} are named twice; each workload must differ.")
     return workloads
 
 
@@ -286,12 +306,13 @@ def rewrite_problem(
     race: bool = True,
     objectives: Sequence[str] = tuple(DEFAULT_OBJECTIVES),
     measure: bool | str = False,
+    centre: Mapping[str, float] | None = None,
 ) -> RewriteProblem:
     """The space of the rewrite study (tunable knobs, the rule priors) and its context.
 
     Args:
         workloads: `rewrite.zoo` model names of the training suite (``"gpt2"``,
-            ``"gpt2-full"``, ...).
+            ``"gpt2-full"``, ...) or model references (`rewrite_tuner.user_model`).
         max_steps: Search step budget per workload and seed.
         device: Cost-model device profile.
         seeds: Search seeds per trial (the first of the calibration seeds).
@@ -311,6 +332,9 @@ def rewrite_problem(
             ``measured_latency_reduction``; needed when that is one of ``objectives``. With
             ``"compile"`` the graphs are timed compiled by ``torch.compile`` and the objective
             is ``compiled_speedup`` (the best graph's speedup over the compiled input).
+        centre: Rule priors to centre the prior family on (`PriorFamily.centred_on`: its
+            informed member is these priors, e.g. a priors file tuned on other models) instead
+            of the calibration's evidence; ``priors="family"`` only.
 
     Returns:
         The space and the context (`RewriteProblem`): ``evaluate_rewrite(config, context)``
@@ -360,8 +384,14 @@ def rewrite_problem(
             measure,
         )
     catalogue = mesh_rules(default_rules(), devices)
+    if centre is not None and priors != "family":
+        raise StudyError("centre= gives the prior family's centre: it needs priors='family'.")
     if priors == "family":
-        family = PriorFamily.from_rules(catalogue, calibration.evidence)
+        family = (
+            PriorFamily.from_rules(catalogue, calibration.evidence)
+            if centre is None
+            else _centred(catalogue, centre)
+        )
         base = search_space(list(family.rules), tune=tuple(tune or FAMILY_TUNED), family=family)
     else:
         names = list(rules) if rules is not None else [r.name for r in catalogue]
@@ -373,12 +403,33 @@ def rewrite_problem(
         "race": bool(race),
         "objectives": list(objectives),
         **({"measure": measure} if measure else {}),  # absent: studies from before it existed
+        **({"centre": _digest(centre)} if centre is not None else {}),
         "calibration": calibration.to_dict(),
     }
     space = Space(
         {**base.params, "max_steps": Fixed(int(max_steps)), "devices": Fixed(int(devices))}
     )
     return RewriteProblem(space, context)
+
+
+def _centred(catalogue: Sequence[Any], centre: Mapping[str, float]) -> Any:
+    """`PriorFamily.centred_on`, its errors as `StudyError`."""
+    from rewrite.errors import PriorsError
+    from rewrite.optimize import PriorFamily
+
+    try:
+        return PriorFamily.centred_on(catalogue, centre)
+    except PriorsError as err:
+        raise StudyError(f"Cannot centre the prior family on the priors given: {err}") from None
+
+
+def _digest(priors: Mapping[str, float]) -> str:
+    """A short fingerprint of rule priors (the context names the centre by it)."""
+    import hashlib
+    import json
+
+    text = json.dumps({k: round(float(v), 12) for k, v in sorted(priors.items())})
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _pooled_sem(values: Sequence[float], prior_sd: float, prior_dof: int) -> float:
@@ -476,6 +527,7 @@ def rewrite_study(
     rules: Sequence[str] | None = None,
     settings: Any = None,
     on_calibrate: Callable[[], None] | None = None,
+    centre: Mapping[str, float] | None = None,
 ) -> Study:
     """A `Study` that tunes `rewrite.search` over a suite of `rewrite.zoo` graphs.
 
@@ -483,7 +535,9 @@ def rewrite_study(
     as stored (no recalibration) when it was asked for with the same arguments.
 
     Args:
-        workloads: Zoo model names of the training suite (``"<name>-full"`` for full size).
+        workloads: Zoo model names of the training suite (``"<name>-full"`` for full size), or
+            references to a user's own models (``"path/to/file.py:Name(int64[1,128])"``,
+            `rewrite_tuner.user_model`).
         objectives: Subset of `OBJECTIVES` (name -> direction); `DEFAULT_OBJECTIVES` when None.
         budget: Search steps per workload and seed.
         name: Study name in the storage.
@@ -503,6 +557,7 @@ def rewrite_study(
         settings: `studies.StudySettings` (defaults when None); the search's
             machine-dependent metrics (`unmodeled_metrics`) are added to its ``ignore_metrics``.
         on_calibrate: Called before a new study's calibration starts (to tell the user).
+        centre: Rule priors to centre the prior family on (see `rewrite_problem`).
 
     Returns:
         The study (created, or opened when the storage already holds it).
@@ -533,6 +588,7 @@ def rewrite_study(
         "race": race,
         "objectives": tuple(objectives),
         "measure": measure,
+        "centre": centre,
     }
     existing = _stored(name, storage)
     if existing is not None:

@@ -21,7 +21,7 @@ provenance, and writes nothing when no candidate beat the defaults (unless asked
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -210,6 +210,7 @@ def export_tuned(
     *,
     force: bool = False,
     anyway: bool = False,
+    extra: Mapping[str, Any] | None = None,
 ) -> PriorsFile | None:
     """Write the chosen configuration's priors file, with the report in its provenance.
 
@@ -220,6 +221,7 @@ def export_tuned(
         force: Replace an existing file that is not a priors file.
         anyway: Export the best-ranked candidate even though it did not beat the defaults (its
             provenance says so).
+        extra: More provenance entries.
 
     Returns:
         What was written, or None when nothing beat the defaults and ``anyway`` is false.
@@ -230,6 +232,7 @@ def export_tuned(
     extra = {
         "beats_defaults": report.chosen is not None,
         "validation": report.to_dict(),
+        **dict(extra or {}),
     }
     from rewrite_tuner.export import export_priors
 

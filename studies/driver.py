@@ -26,6 +26,7 @@ import logging
 import multiprocessing
 import pickle
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
@@ -65,7 +66,8 @@ class _Pool(ProcessPoolExecutor):
         pool's processes at exit, so a hung evaluate would keep the program from ending.
         """
         processes = list((self._processes or {}).values())  # private, stable since 3.8
-        manager = self._executor_manager_thread  # private, stable since 3.9; shutdown drops it
+        # private, stable since 3.9 (typeshed mistypes it); shutdown drops it
+        manager: threading.Thread | None = getattr(self, "_executor_manager_thread", None)
         self.shutdown(wait=False, cancel_futures=True)
         for p in processes:
             if p.is_alive():

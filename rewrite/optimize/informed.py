@@ -145,6 +145,36 @@ class PriorFamily:
             float(shrinkage),
         )
 
+    @classmethod
+    def centred_on(cls, rules: Sequence[Rule], priors: Mapping[str, float]) -> PriorFamily:
+        """The family over ``rules`` whose informed member (``weight`` 1, ``specificity`` 0,
+        equal family weights) is ``priors`` renormalized over ``rules`` (a rule ``priors`` does
+        not name gets 0): its members explore around given priors, e.g. a tuned priors file
+        applied to a new model. Evidence of one firing per rule, used as often as its prior,
+        without shrinkage, so each rule's rate is its prior.
+
+        Raises:
+            PriorsError: If ``priors`` holds a negative or non-finite value, or gives every rule
+                of ``rules`` 0.
+        """
+        names = [r.name for r in rules]
+        bad = {k: v for k, v in priors.items() if not (math.isfinite(v) and v >= 0)}
+        if bad:
+            raise PriorsError(f"Priors must be finite and >= 0, but got {bad}.")
+        if not any(priors.get(n, 0.0) > 0 for n in names):
+            raise PriorsError(
+                f"The priors give every rule of the catalogue 0 (they name {sorted(priors)[:5]}"
+                f"...); a family cannot be centred on them."
+            )
+        evidence = RuleEvidence(dict.fromkeys(names, 1.0), {n: priors.get(n, 0.0) for n in names})
+        return cls(
+            tuple(names),
+            {r.name: r.family for r in rules},
+            {r.name: pattern_size(r) for r in rules},
+            evidence,
+            0.0,
+        )
+
     @property
     def family_names(self) -> list[str]:
         """Families of the rules, in first-appearance order."""

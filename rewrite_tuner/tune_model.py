@@ -1,0 +1,248 @@
+"""Tune the rewrite search for a user's own model in a handful of trials (``tuner tune-model``).
+
+`tune_model` runs a short rewrite study on one model (a reference such as
+``"model.py:build(int64[1,128])"``, `rewrite_tuner.user_model`):
+
+1. **Calibrate** the default search on the model (`rewrite_tuner.rewrite_study`).
+2. **Start from given priors** (a priors file, e.g. the main job's ``demo-priors.json``): the
+   study's prior family is centred on them (`rewrite.optimize.PriorFamily.centred_on`), and
+   the configuration that reproduces them (weight 1, equal family weights, the file's knobs) is
+   the first trial (`studies.Study.enqueue`); the defaults are the initial design's first
+   point, as in every rewrite study.
+3. **Tune** for the given number of trials.
+4. **Validate on fresh seeds** the best-ranked trials against the defaults
+   (`rewrite_tuner.transfer.validate`), and the one shown against the given priors.
+5. **Export** its priors, with both comparisons in the provenance, when it beats the defaults
+   and the given priors; otherwise write nothing and say which was as good.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from studies.errors import StudyError
+
+if TYPE_CHECKING:
+    from rewrite.optimize import PriorsFile
+    from rewrite.optimize.compare import Comparison
+    from rewrite_tuner.transfer import TunedReport
+    from studies.study import Study
+
+__all__ = ["ModelTuning", "tune_model"]
+
+#: Fresh seeds of the validation (the trials use the calibration seeds 0, 1, ...).
+VALIDATION_SEEDS = tuple(range(100, 106))
+
+
+@dataclass
+class ModelTuning:
+    """What `tune_model` did.
+
+    Attributes:
+        model: The model reference tuned on.
+        study: The study's name.
+        validation: The best trials against the defaults on fresh seeds.
+        against_given: The trial shown against the given priors on the same seeds (None without
+            given priors).
+        exported: The priors file written, or None.
+        verdict: One line: what was exported, or why nothing was.
+        seconds: Wall seconds of each phase (calibration, tuning, validation).
+    """
+
+    model: str
+    study: str
+    validation: TunedReport
+    against_given: Comparison | None
+    exported: PriorsFile | None
+    verdict: str
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def tune_model(
+    model: str,
+    inputs: Sequence[str] | None = None,
+    *,
+    priors: str | Path | None = None,
+    trials: int = 10,
+    budget: int = 150,
+    seeds: int = 3,
+    calibration_seeds: int = 5,
+    n_workers: int = 2,
+    storage: str = "sqlite:///tune-model.db",
+    name: str | None = None,
+    seed: int = 0,
+    out: str | Path = "model-priors.json",
+    force: bool = False,
+    validation_seeds: Sequence[int] = VALIDATION_SEEDS,
+    device: str = "h100",
+    on_progress: Callable[[str], None] | None = None,
+) -> ModelTuning:
+    """Tune the rewrite search for one model and export its priors (module docstring).
+
+    Args:
+        model: ``"path/to/file.py:Name"`` (with ``inputs``) or ``"...:Name(int64[1,128])"``.
+        inputs: Example inputs, ``dtype[d0,d1,...]`` each, when ``model`` does not name them.
+        priors: A priors file to start from; None starts from the defaults alone.
+        trials: The study's trial budget (the defaults and the given priors included).
+        budget: Search steps per seed.
+        seeds: Search seeds per trial.
+        calibration_seeds: Seeds of the defaults' calibration (at least ``max(seeds, 2)``).
+        n_workers: Trials evaluated at once.
+        storage: The study's database; a study of that name there is resumed.
+        name: The study's name (default ``tune-<file>:<Name>``).
+        seed: The tuner's seed.
+        out: Where to write the tuned priors.
+        force: Replace an ``out`` that is not a priors file (see `export_priors`).
+        validation_seeds: Fresh search seeds of the validation (at least 2).
+        device: Cost-model device profile.
+        on_progress: Called with a line before each phase (for the console).
+
+    Raises:
+        StudyError: For a bad model reference or inputs, a model `rewrite` cannot import, an
+            unreadable priors file, or invalid counts.
+    """
+    from rewrite.errors import PriorsError
+    from rewrite.optimize import read_priors_file
+    from rewrite_tuner.rewrite_study import _graphs, rewrite_study
+    from rewrite_tuner.transfer import export_tuned, validate
+    from rewrite_tuner.user_model import model_ref, user_graph
+    from studies.settings import StudySettings
+
+    tell = on_progress or (lambda line: None)
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 2:
+        raise StudyError(f"trials must be an int >= 2 (the defaults and one more), got {trials!r}.")
+    ref = model_ref(model, list(inputs) if inputs is not None else None)
+    workload = str(ref)
+    tell(f"importing {ref.name}")
+    graph = user_graph(workload)  # fails here, with the import's message, not in a worker
+    given: PriorsFile | None = None
+    if priors is not None:
+        try:
+            given = read_priors_file(priors)
+        except (PriorsError, OSError) as err:
+            raise StudyError(f"Cannot read the priors file {str(priors)!r}: {err}") from None
+    seconds: dict[str, float] = {}
+    t0 = time.perf_counter()
+    settings = StudySettings(n_initial=max(3, trials // 2))
+    study = rewrite_study(
+        (workload,),
+        budget=budget,
+        name=name or f"tune-{ref.name}",
+        storage=storage,
+        seed=seed,
+        seeds=seeds,
+        calibration_seeds=calibration_seeds,
+        settings=settings,
+        device=device,
+        centre=given.priors if given is not None else None,
+        on_calibrate=lambda: tell(
+            f"calibrating the default search on {ref.name} ({len(graph)} nodes, "
+            f"{calibration_seeds} seeds x {budget} steps)"
+        ),
+    )
+    seconds["calibration"] = time.perf_counter() - t0
+    if given is not None and not study.trials:
+        study.enqueue(_centre_config(study, given))
+    tell(f"tuning: {trials} trials on {n_workers} workers")
+    t0 = time.perf_counter()
+    study.optimize(trials, n_workers=n_workers, progress=False)
+    seconds["tuning"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    report = validate(
+        study, held_out=(), validation_seeds=validation_seeds, n_candidates=3, on_progress=tell
+    )
+    against = None
+    centre = _centre_trial(study, given) if given is not None else None
+    if given is not None and report.shown is not None and report.shown != centre:
+        tell(f"checking trial {report.shown} against the given priors on the same seeds")
+        against = _against_given(study, report, given, validation_seeds, device)
+    seconds["validation"] = time.perf_counter() - t0
+    beats_given = against is None or _first_better(against, study.objectives)
+    exported = None
+    if report.chosen is not None and report.chosen == centre:
+        verdict = (
+            f"the given priors were the best trial (trial {centre}) and beat the defaults on "
+            f"fresh seeds: nothing new to export; use {priors} for this model"
+        )
+    elif report.chosen is None:
+        verdict = "no trial beat the defaults on fresh seeds: nothing exported" + (
+            "; use the given priors as they are" if given is not None else ""
+        )
+    elif not beats_given:
+        verdict = (
+            f"trial {report.chosen} beat the defaults but not the given priors on fresh seeds: "
+            "nothing exported; the given priors were already as good for this model"
+        )
+    else:
+        extra: dict[str, Any] = {"model": workload}
+        if against is not None:
+            extra["against_given_priors"] = {"file": str(priors), **against.to_dict()}
+        exported = export_tuned(study, report, out, force=force, extra=extra)
+        verdict = f"trial {report.chosen} beat the defaults" + (
+            " and the given priors" if given is not None else ""
+        )
+        verdict += f" on fresh seeds: wrote {out}"
+    _graphs.cache_clear()  # a later call may name an edited file
+    user_graph.cache_clear()
+    return ModelTuning(workload, study.name, report, against, exported, verdict, seconds)
+
+
+def _centre_config(study: Study, given: PriorsFile) -> dict[str, Any]:
+    """The configuration of the study's space that reproduces ``given``: the family's informed
+    member (weight 1, specificity 0, equal family weights) with the file's knobs where the
+    space tunes them and holds their values."""
+    from rewrite.optimize.config import PRIOR_WEIGHT
+    from spaces import Fixed
+
+    config: dict[str, Any] = {PRIOR_WEIGHT: 1.0, "prior_specificity": 0.0}
+    config |= {n: 1.0 for n in study.space.params if n.startswith("family_")}
+    for knob, value in given.search_config.items():
+        param = study.space.params.get(knob)
+        if param is None or isinstance(param, Fixed):
+            continue
+        try:
+            param.check(knob, value)
+        except ValueError:
+            continue  # outside the space: the knob keeps its default
+        config[knob] = value
+    return {k: v for k, v in config.items() if k in study.space.params}
+
+
+def _centre_trial(study: Study, given: PriorsFile) -> int | None:
+    """The number of the trial that ran the given priors (`_centre_config`), if one did."""
+    centre = _centre_config(study, given)
+    return next(
+        (t.number for t in study.trials if all(t.config.get(k) == v for k, v in centre.items())),
+        None,
+    )
+
+
+def _against_given(
+    study: Study, report: TunedReport, given: PriorsFile, seeds: Sequence[int], device: str
+) -> Comparison:
+    """The trial `report` shows against the given priors (with their knobs, at the study's
+    step budget) on ``seeds``."""
+    from rewrite.optimize import config_from_params
+    from rewrite.optimize.compare import compare
+    from rewrite_tuner.rewrite_study import _graphs, suite_of
+    from rewrite_tuner.transfer import _split
+
+    spec = suite_of(study)
+    assert spec is not None
+    trial = next(t for t in study.trials if t.number == report.shown)
+    reference = config_from_params({**study.space.default(), **_centre_config(study, given)})
+    graphs = _graphs(tuple(spec["workloads"]))
+    return compare(graphs, _split(study, trial.config), reference, seeds, device)
+
+
+def _first_better(comp: Comparison, objectives: dict[str, str]) -> bool:
+    """Whether the candidate is better on the first objective (interval above 0) and not
+    significantly worse on any other (`rewrite_tuner.transfer._beats`)."""
+    from rewrite_tuner.transfer import _beats
+
+    diffs = {k: comp.overall[k]["difference"] for k in objectives}
+    return _beats(diffs, objectives)

@@ -1,0 +1,92 @@
+"""`tune_model`: a user's own model (a file and a factory) tuned in a few trials, starting from a
+priors file, validated against the defaults and those priors, exported only when it beats both.
+Real searches on a tiny model at small budgets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rewrite.optimize import PriorsFile, config_from_params, default_rules, read_priors_file
+from rewrite_tuner.tune_model import tune_model
+from rewrite_tuner.user_model import model_ref, user_graph
+from studies import StudyError
+
+MODEL = str(Path(__file__).resolve().parents[1] / "data" / "models" / "tiny_lm.py")
+
+
+def test_a_model_reference_names_a_file_a_factory_and_inputs() -> None:
+    ref = model_ref(f"{MODEL}:build", ["int64[2,16]"])
+    assert ref.name == "tiny_lm:build" and ref.inputs == (("int64", (2, 16)),)
+    assert model_ref(str(ref)) == ref  # the canonical string parses back
+    g = user_graph(str(ref))
+    assert g.name == "tiny_lm:build" and len(g) > 10
+
+
+@pytest.mark.parametrize(
+    ("target", "inputs", "match"),
+    [
+        ("nope.py:build", ["int64[1,8]"], "does not exist"),
+        (f"{MODEL}", ["int64[1,8]"], "is not of the form"),
+        (f"{MODEL}:build", ["int8[1,8]"], "dtype among"),
+        (f"{MODEL}:build", [], "no example inputs"),
+        (f"{MODEL}:build(int64[1,8])", ["int64[1,8]"], "give them once"),
+        (f"{MODEL}:missing", ["int64[1,8]"], r"has no 'missing'; it defines \[.*'build'"),
+        (f"{MODEL}:not_a_model", ["int64[1,8]"], "is a int, not a module or factory"),
+        (f"{MODEL}:TinyLM", ["float32[1,8]"], "Importing tiny_lm:TinyLM for the search failed"),
+    ],
+)
+def test_bad_model_references_are_clear_errors(target: str, inputs: list, match: str) -> None:
+    with pytest.raises(StudyError, match=match):
+        user_graph(str(model_ref(target, inputs)))
+
+
+def test_tune_model_starts_from_the_given_priors_and_checks_against_them(tmp_path: Path) -> None:
+    names = [r.name for r in default_rules()]
+    boosted = {n: (5.0 if n.startswith("fuse_") else 1.0) for n in names}
+    total = sum(boosted.values())
+    given = PriorsFile({n: v / total for n, v in boosted.items()}, {"beta": 0.6})
+    given.save(tmp_path / "given.json")
+    lines: list[str] = []
+    result = tune_model(
+        f"{MODEL}:build",
+        ["int64[1,16]"],
+        priors=tmp_path / "given.json",
+        trials=3,
+        budget=20,
+        seeds=2,
+        calibration_seeds=2,
+        n_workers=1,
+        storage=f"sqlite:///{tmp_path / 's.db'}",
+        out=tmp_path / "tuned.json",
+        validation_seeds=(100, 101),
+        on_progress=lines.append,
+    )
+    from studies import Study
+
+    study = Study.load(result.study, f"sqlite:///{tmp_path / 's.db'}")
+    trials = study.trials
+    assert [t.state for t in trials] == ["COMPLETE"] * 3
+    # trial 0: the given priors (the family's centre) with the file's knob
+    centre = trials[0].config
+    assert centre["prior_weight"] == 1.0 and centre["beta"] == 0.6
+    cfg, priors = config_from_params(centre)
+    assert priors is not None
+    # the given priors over the rules a one-device mesh can use (no sharding), renormalized
+    kept = sum(given.priors[r] for r in priors)
+    assert priors == pytest.approx({r: given.priors[r] / kept for r in priors}, abs=1e-12)
+    assert cfg.max_steps == 20 and study.context["workloads"] == [result.model]  # type: ignore[index]
+    if result.validation.shown == 0:  # the given priors ranked first: nothing to compare
+        assert result.against_given is None
+    else:
+        assert result.against_given is not None and result.against_given.seeds == (100, 101)
+    assert set(result.seconds) == {"calibration", "tuning", "validation"}
+    assert any(line.startswith("calibrating the default search on tiny_lm:build") for line in lines)
+    if result.exported is not None:  # it beat the defaults and the given priors
+        doc = read_priors_file(tmp_path / "tuned.json")
+        assert doc.provenance["model"] == result.model
+        assert doc.provenance["against_given_priors"]["file"].endswith("given.json")
+        assert "wrote" in result.verdict
+    else:
+        assert not (tmp_path / "tuned.json").exists() and "nothing exported" in result.verdict
