@@ -90,3 +90,21 @@ def test_tune_model_starts_from_the_given_priors_and_checks_against_them(tmp_pat
         assert "wrote" in result.verdict
     else:
         assert not (tmp_path / "tuned.json").exists() and "nothing exported" in result.verdict
+
+
+def test_the_tune_model_command_prints_the_comparisons_and_the_verdict(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from rewrite_tuner.cli import app
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    base = ["tune-model", f"{MODEL}:build", "--inputs", "int64[1,16]", "--storage", url]
+    small = ["--trials", "2", "--steps", "20", "--seeds", "1", "-w", "1"]
+    out = tmp_path / "p.json"
+    result = CliRunner().invoke(app, [*base, *small, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "calibrating the default search on tiny_lm:build" in result.output
+    assert "against the defaults on 6 fresh" in result.output
+    assert ("wrote" in result.output) == out.exists()
+    missing = CliRunner().invoke(app, ["tune-model", "nope.py:build", "--inputs", "int64[1,8]"])
+    assert missing.exit_code == 1 and "does not exist" in missing.output
