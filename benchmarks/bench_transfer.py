@@ -26,6 +26,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
 import time
@@ -138,12 +139,17 @@ def _surrogate(name: str) -> Any:
 
 
 def surrogates(names: list[str], tuner_seed: int, trials: int, steps: int) -> dict[str, Any]:
-    """The study's problem under each ``[space:]surrogate`` (space ``family``, the default, or
-    ``rules``: one weight per rule): hypervolume at 10/20/40 and proposal time."""
+    """The study's problem under each ``[space:]surrogate[+lead]`` (space ``family``, the
+    default, or ``rules``: one weight per rule; ``+lead``: the defaults and the family's informed
+    member run first, then a 5-point design, as a new rewrite study does): hypervolume at
+    10/20/40 and proposal time. Evaluations are deterministic (fixed search seeds) and shared
+    between arms of one tuner seed."""
     from rewrite_tuner.rewrite_study import (
         DEFAULT_OBJECTIVES,
+        LEAD_DESIGN,
         Calibration,
         evaluate_rewrite,
+        lead_configs,
         rewrite_problem,
     )
     from tuner import Tuner
@@ -152,11 +158,23 @@ def surrogates(names: list[str], tuner_seed: int, trials: int, steps: int) -> di
     cal = Calibration.from_dict(context["calibration"])
     rules, _ = rewrite_problem(TRAIN, max_steps=steps, priors="rules", calibration=cal)
     out: dict[str, Any] = {}
+    seen: dict[str, dict[str, float]] = {}  # config -> evaluation, shared by the arms
     for name in names:
         space_name, _, model = name.rpartition(":")
+        model, _, design = model.partition("+")
         space = rules if space_name == "rules" else family
         surrogate = _surrogate(model)
-        tuner = Tuner(space, DEFAULT_OBJECTIVES, seed=tuner_seed, surrogate=surrogate)
+        lead = design == "lead"
+        tuner = Tuner(
+            space,
+            DEFAULT_OBJECTIVES,
+            seed=tuner_seed,
+            surrogate=surrogate,
+            n_initial=LEAD_DESIGN if lead else None,
+        )
+        if lead:
+            for config in lead_configs(space):
+                tuner.enqueue(config)
         values, walls, cpus, used = [], [], [], []
         for _ in range(trials):
             t0, c0 = time.perf_counter(), time.process_time()
@@ -164,7 +182,9 @@ def surrogates(names: list[str], tuner_seed: int, trials: int, steps: int) -> di
             walls.append(time.perf_counter() - t0)
             cpus.append(time.process_time() - c0)
             used.append(str((surrogate.describe() if surrogate else {}).get("model", "flat")))
-            res = evaluate_rewrite(trial.config, context)
+            key = json.dumps(trial.config, sort_keys=True, default=str)
+            res = seen.get(key) or evaluate_rewrite(trial.config, context)
+            seen[key] = res
             vals = {k: res[k] for k in DEFAULT_OBJECTIVES}
             tuner.tell(trial.id, vals, metrics={k: v for k, v in res.items() if k not in vals})
             values.append([vals[k] for k in DEFAULT_OBJECTIVES])

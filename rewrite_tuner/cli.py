@@ -11,6 +11,7 @@ Importing this module registers these commands on `studies.cli.app` (the one Typ
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -156,8 +157,23 @@ def demo(
         _check_zoo_names("--workloads", names, required=True)
         _check_zoo_names("--held-out", held, required=False)
         _guard_write(out_path, _check_out_path, out_path)
+    if not toy:
+        console.print(
+            "The main job takes about 4 minutes on an idle 2-core machine (the estimate is "
+            "refined after the calibration).",
+            highlight=False,
+        )
+    t0 = time.perf_counter()
     study = _guard(_demo_study, toy, study_name, storage, names, steps, seeds)
-    _optimize(study, n_trials, workers, None, progress)
+    calibration = time.perf_counter() - t0
+    if not toy and calibration > 1.0:  # calibrated now (an existing study opens at once)
+        rest = _estimate(calibration, len(names), len(held), n_trials - len(study.trials), workers)
+        console.print(
+            f"calibrated in {calibration:.0f} s; the rest should take about {rest / 60:.0f} min "
+            "(from the calibration's pace; proposals counted at 5 s each)",
+            highlight=False,
+        )
+    stats = _optimize(study, n_trials, workers, None, progress)
     if toy:
         from rewrite_tuner.export import export_priors
 
@@ -166,11 +182,36 @@ def demo(
         return
     from rewrite_tuner.transfer import export_tuned, validate
 
+    t0 = time.perf_counter()
     report = _guard(validate, study, held, on_progress=lambda line: console.print(line))
+    validation = time.perf_counter() - t0
     doc = _guard_write(
         out_path, export_tuned, study, report, out_path, force=force, anyway=export_anyway
     )
     _print_tuned(report, out_path if doc is not None else None)
+    out.print(
+        f"\ntime: calibration {calibration:.0f} s, tuning {stats.wall:.0f} s (proposing "
+        f"{stats.proposing:.0f} s, evaluating {stats.evaluating:.0f} s of worker time on "
+        f"{workers} workers), validation {validation:.0f} s; total "
+        f"{calibration + stats.wall + validation:.0f} s",
+        highlight=False,
+    )
+
+
+def _estimate(
+    calibration: float, workloads: int, held_out: int, trials: int, workers: int
+) -> float:
+    """Seconds the demo's tuning and validation should take after a calibration that took
+    ``calibration`` seconds (`CALIBRATION_SEEDS` default searches per workload): a trial runs up
+    to `DEFAULT_SEEDS` searches per workload, the validation 4 x 8 per training workload (the
+    defaults and 3 candidates on 8 seeds) and 2 x 5 per held-out one (held-out models taken as
+    twice as large); a proposal is counted at 5 s."""
+    from rewrite_tuner.rewrite_study import CALIBRATION_SEEDS, DEFAULT_SEEDS
+
+    per_search = calibration / (CALIBRATION_SEEDS * workloads)
+    tuning = max(trials, 0) * (DEFAULT_SEEDS * workloads * per_search / workers + 5.0)
+    validation = (32 * workloads + 2 * 10 * held_out) * per_search
+    return tuning + validation
 
 
 @_command(

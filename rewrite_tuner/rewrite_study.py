@@ -412,6 +412,49 @@ def rewrite_problem(
     return RewriteProblem(space, context)
 
 
+LEAD_DESIGN = 5
+"""Initial-design size of a rewrite study whose first trials are `lead_configs`."""
+
+
+def lead_configs(space: Space) -> list[dict[str, Any]]:
+    """What a new prior-family rewrite study runs first: the defaults, then the family's
+    informed member (`informed_config`); nothing for another space."""
+    from rewrite.optimize.config import PRIOR_WEIGHT
+
+    if PRIOR_WEIGHT not in space.params:
+        return []
+    return [dict(space.default()), informed_config(space)]
+
+
+def informed_config(space: Space, knobs: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The configuration of a prior-family space (`rewrite_problem`) at the family's informed
+    member: weight 1, specificity 0, equal family weights, the other parameters at their
+    defaults, except the search knobs of ``knobs`` that the space tunes and whose values it
+    holds (a priors file's search config).
+
+    Raises:
+        StudyError: If the space is not a prior-family space.
+    """
+    from rewrite.optimize.config import PRIOR_WEIGHT
+    from spaces import Fixed
+
+    if PRIOR_WEIGHT not in space.params:
+        raise StudyError(f"informed_config needs a prior-family space (with {PRIOR_WEIGHT!r}).")
+    member = {PRIOR_WEIGHT: 1.0, "prior_specificity": 0.0}
+    member |= {n: 1.0 for n in space.params if n.startswith("family_")}
+    config = dict(space.default()) | member
+    for knob, value in (knobs or {}).items():
+        param = space.params.get(knob)
+        if param is None or isinstance(param, Fixed) or knob in member:
+            continue
+        try:
+            param.check(knob, value)
+        except ValueError:
+            continue  # outside the space: the knob keeps its default
+        config[knob] = value
+    return {k: v for k, v in config.items() if k in space.params}
+
+
 def _centred(catalogue: Sequence[Any], centre: Mapping[str, float]) -> Any:
     """`PriorFamily.centred_on`, its errors as `StudyError`."""
     from rewrite.errors import PriorsError

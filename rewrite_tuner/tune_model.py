@@ -192,24 +192,11 @@ def tune_model(
 
 
 def _centre_config(study: Study, given: PriorsFile) -> dict[str, Any]:
-    """The configuration of the study's space that reproduces ``given``: the family's informed
-    member (weight 1, specificity 0, equal family weights) with the file's knobs where the
-    space tunes them and holds their values."""
-    from rewrite.optimize.config import PRIOR_WEIGHT
-    from spaces import Fixed
+    """The configuration of the study's space that reproduces ``given``: the centred family's
+    informed member with the file's knobs (`rewrite_tuner.rewrite_study.informed_config`)."""
+    from rewrite_tuner.rewrite_study import informed_config
 
-    config: dict[str, Any] = {PRIOR_WEIGHT: 1.0, "prior_specificity": 0.0}
-    config |= {n: 1.0 for n in study.space.params if n.startswith("family_")}
-    for knob, value in given.search_config.items():
-        param = study.space.params.get(knob)
-        if param is None or isinstance(param, Fixed):
-            continue
-        try:
-            param.check(knob, value)
-        except ValueError:
-            continue  # outside the space: the knob keeps its default
-        config[knob] = value
-    return {k: v for k, v in config.items() if k in study.space.params}
+    return informed_config(study.space, given.search_config)
 
 
 def _centre_trial(study: Study, given: PriorsFile) -> int | None:
@@ -234,7 +221,7 @@ def _against_given(
     spec = suite_of(study)
     assert spec is not None
     trial = next(t for t in study.trials if t.number == report.shown)
-    reference = config_from_params({**study.space.default(), **_centre_config(study, given)})
+    reference = config_from_params(_centre_config(study, given))
     graphs = _graphs(tuple(spec["workloads"]))
     return compare(graphs, _split(study, trial.config), reference, seeds, device)
 

@@ -26,6 +26,7 @@ from studies._discover import DEFAULT_URL
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from studies.driver import RunStats
     from studies.pareto import PickRule
     from studies.plots import PriorsOf
     from studies.study import Study
@@ -302,18 +303,24 @@ def resume(
 
 def _optimize(
     study: Study, n_trials: int | None, workers: int, timeout: float | None, progress: bool
-) -> None:
+) -> RunStats:
+    """Run the study to its budget, print its status and where the time went."""
     budget = n_trials if n_trials is not None else study.budget
     if budget is None:
         raise _fail(f"No trial budget for {study.name!r}: pass --n-trials N.")
     try:
-        _guard(study.optimize, budget, n_workers=workers, timeout=timeout, progress=progress)
+        stats = _guard(
+            study.optimize, budget, n_workers=workers, timeout=timeout, progress=progress
+        )
     except KeyboardInterrupt:
         raise _fail(
             f"interrupted; trials in flight were re-queued. Continue with `{_resume_hint(study)}`.",
             130,
         ) from None
     _print_status(study, last=10)
+    if stats.trials:
+        out.print(f"tuning took {stats.summary()}", highlight=False)
+    return stats
 
 
 # ---------------------------------------------------------------------- status

@@ -41,7 +41,7 @@ from studies.workers_local import worker_id
 if TYPE_CHECKING:
     from studies.source import TrialSource
 
-__all__ = ["run"]
+__all__ = ["RunStats", "run"]
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +84,37 @@ class _Pool(ProcessPoolExecutor):
             manager.join(grace)
 
 
+@dataclass
+class RunStats:
+    """Where one `run` call's time went (what `studies.Study.optimize` returns).
+
+    Attributes:
+        wall: Seconds the call took.
+        proposing: Seconds the driving process spent claiming trials from the source: fitting
+            the model and proposing, and the storage transactions around them.
+        evaluating: Worker seconds of the evaluations that finished in this call (as the
+            workers measured them; summed over workers, so up to ``n_workers`` times ``wall``).
+        trials: Trials claimed (proposed or taken from the queue) in this call.
+        finished: Outcomes recorded in this call.
+        n_workers: Trials evaluated at once.
+    """
+
+    wall: float = 0.0
+    proposing: float = 0.0
+    evaluating: float = 0.0
+    trials: int = 0
+    finished: int = 0
+    n_workers: int = 1
+
+    def summary(self) -> str:
+        """One line: the split, e.g. for a console."""
+        return (
+            f"{self.wall:.0f} s: proposing {self.proposing:.0f} s in the driving process, "
+            f"evaluating {self.evaluating:.0f} s of worker time on {self.n_workers} workers "
+            f"({self.trials} trials claimed, {self.finished} finished)"
+        )
+
+
 @dataclass(frozen=True)
 class _Job:
     """What one `run` call drives: its source, evaluate and limits."""
@@ -105,7 +136,7 @@ def run(
     executor: Executor | None,
     timeout: float | None,
     progress: bool,
-) -> None:
+) -> RunStats:
     """Drive ``source`` until it holds ``n_trials`` finished trials (see module docstring).
 
     Args:
@@ -117,6 +148,9 @@ def run(
         timeout: Seconds one trial may run (None: no limit).
         progress: Show a rich progress bar.
 
+    Returns:
+        Where the time went (`RunStats`).
+
     Raises:
         EvaluateError: If a process pool cannot send ``evaluate`` to its workers.
         RepeatedFailureError: After `TrialSource.max_repeated_failures` equal failures in a row.
@@ -127,7 +161,9 @@ def run(
     worker = job.worker
     exhausted = False
     _check_sendable(evaluate, executor)
-    rec = _Recorder(source, worker)
+    stats = RunStats(n_workers=n_workers)
+    started = time.monotonic()
+    rec = _Recorder(source, worker, stats)
     pool = executor if executor is not None else _process_pool(n_workers)
     running: dict[Future[Any], _Slot] = {}
     interval = source.heartbeat_interval
@@ -138,7 +174,7 @@ def run(
             while True:
                 try:
                     if not exhausted:
-                        pool = _fill(job, rec, pool, running)
+                        pool = _fill(job, rec, pool, running, stats)
                 except SpaceExhaustedError as err:
                     exhausted = True
                     logger.warning("%s Finishing the trials in flight, then stopping.", err)
@@ -185,6 +221,8 @@ def run(
                 # its lock while it closes its pipe (``OSError: [Errno 9] Bad file descriptor``
                 # printed at exit by a program that ends right after `run` returns)
                 pool.shutdown(wait=True, cancel_futures=True)
+    stats.wall = time.monotonic() - started
+    return stats
 
 
 def _check_sendable(evaluate: Callable[..., Any], executor: Executor | None) -> None:
@@ -207,13 +245,16 @@ class _Recorder:
     """Stores outcomes and stops the run once `StudySettings.max_repeated_failures` trials in a
     row failed with the same error (numbers aside)."""
 
-    def __init__(self, source: TrialSource, worker: str) -> None:
+    def __init__(self, source: TrialSource, worker: str, stats: RunStats | None = None) -> None:
         self.source, self.worker = source, worker
+        self.stats = stats if stats is not None else RunStats()
         self.limit = source.max_repeated_failures
         self.key: str | None = None
         self.count = 0
 
     def __call__(self, number: int, outcome: dict[str, Any]) -> None:
+        self.stats.finished += 1
+        self.stats.evaluating += float(outcome.get("seconds") or 0.0)
         got = self.source.record(self.worker, number, outcome)
         if got is None:
             return
@@ -271,11 +312,21 @@ def _process_pool(n_workers: int) -> _Pool:
     )
 
 
-def _fill(job: _Job, rec: _Recorder, pool: Executor, running: dict[Future[Any], _Slot]) -> Executor:
+def _fill(
+    job: _Job,
+    rec: _Recorder,
+    pool: Executor,
+    running: dict[Future[Any], _Slot],
+    stats: RunStats,
+) -> Executor:
     free = job.n_workers - len(running)
     if free <= 0:
         return pool
-    for trial in job.source.claim(job.worker, free, job.n_trials):
+    t0 = time.monotonic()
+    claimed = job.source.claim(job.worker, free, job.n_trials)
+    stats.proposing += time.monotonic() - t0
+    stats.trials += len(claimed)
+    for trial in claimed:
         try:
             fut = pool.submit(run_evaluate, job.evaluate, trial.config, job.timeout)
         except BrokenProcessPool:

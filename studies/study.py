@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
-from studies.driver import run
+from studies.driver import RunStats, run
 from studies.errors import EvaluateError, StorageCorruptError, StudyError, StudySettingsError
 from studies.pareto import pareto_front
 from studies.quiet import numerical_warnings_to_log
@@ -538,7 +538,7 @@ class Study:
         timeout: float | None = None,
         *,
         progress: bool = True,
-    ) -> None:
+    ) -> RunStats:
         """Run trials until the study holds ``n_trials`` finished trials.
 
         ``n_trials`` is the study's total budget, not an increment: a resumed study (or a second
@@ -553,6 +553,10 @@ class Study:
                 shut down on return. An executor you pass is not shut down.
             timeout: Seconds one trial may run; past it the trial is FAILED with a TimeoutError.
             progress: Show a rich progress bar (trials, best values, elapsed, remaining).
+
+        Returns:
+            Where this call's time went: proposing in this process, evaluating in the workers
+            (`studies.driver.RunStats`).
 
         Raises:
             EvaluateError: If the study has no evaluate function.
@@ -572,7 +576,7 @@ class Study:
         evaluate = self.evaluate
         if self._record.context is not None:
             evaluate = WithContext(evaluate, self.context or {})
-        run(self.trial_source(), evaluate, n_trials, n_workers, executor, timeout, progress)
+        return run(self.trial_source(), evaluate, n_trials, n_workers, executor, timeout, progress)
 
     def progress(self, trials: Sequence[TrialRecord] | None = None) -> dict[str, int]:
         """Counts toward the budget: ``finished`` (COMPLETE + FAILED, re-queued ones not

@@ -521,3 +521,16 @@ def test_enqueued_configurations_run_first_and_count_toward_the_budget(tmp_path)
         with pytest.raises(StudyError, match=match):
             study.enqueue(bad)  # type: ignore[arg-type]
     assert len(study.trials) == 3  # nothing was stored
+
+
+def test_optimize_says_where_the_time_went(tmp_path) -> None:
+    from studies.examples import toy_study
+    from tests.studies.helpers import fast_settings
+
+    study = toy_study("t", f"sqlite:///{tmp_path / 's.db'}", settings=fast_settings())
+    stats = study.optimize(4, n_workers=2, progress=False)
+    assert (stats.trials, stats.finished, stats.n_workers) == (4, 4, 2)
+    assert 0 < stats.proposing <= stats.wall and stats.evaluating > 0
+    assert stats.summary().startswith(f"{stats.wall:.0f} s: proposing")
+    again = study.optimize(4, progress=False)  # nothing left to run
+    assert (again.trials, again.finished) == (0, 0)
