@@ -5,10 +5,9 @@
 
 1. **Calibrate** the default search on the model (`rewrite_tuner.rewrite_study`).
 2. **Start from given priors** (a priors file, e.g. the main job's ``demo-priors.json``): the
-   study's prior family is centred on them (`rewrite.optimize.PriorFamily.centred_on`), and
-   the configuration that reproduces them (weight 1, equal family weights, the file's knobs) is
-   the first trial (`studies.Study.enqueue`); the defaults are the initial design's first
-   point, as in every rewrite study.
+   study's prior family is centred on them (`rewrite.optimize.PriorFamily.centred_on`); the
+   first trials are the defaults and the configuration that reproduces the given priors
+   (weight 1, equal family weights, the file's knobs), queued with `studies.Study.enqueue`.
 3. **Tune** for the given number of trials.
 4. **Validate on fresh seeds** the best-ranked trials against the defaults
    (`rewrite_tuner.transfer.validate`), and the one shown against the given priors.
@@ -146,6 +145,9 @@ def tune_model(
     )
     seconds["calibration"] = time.perf_counter() - t0
     if given is not None and not study.trials:
+        # the defaults first (an enqueued trial takes the initial design's position 0, where
+        # the defaults would be), then the given priors
+        study.enqueue(study.space.default())
         study.enqueue(_centre_config(study, given))
     tell(f"tuning: {trials} trials on {n_workers} workers")
     t0 = time.perf_counter()

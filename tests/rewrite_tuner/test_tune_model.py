@@ -68,8 +68,9 @@ def test_tune_model_starts_from_the_given_priors_and_checks_against_them(tmp_pat
     study = Study.load(result.study, f"sqlite:///{tmp_path / 's.db'}")
     trials = study.trials
     assert [t.state for t in trials] == ["COMPLETE"] * 3
-    # trial 0: the given priors (the family's centre) with the file's knob
-    centre = trials[0].config
+    # trial 0: the defaults; trial 1: the given priors (the family's centre), the file's knob
+    assert trials[0].config == study.space.default()
+    centre = trials[1].config
     assert centre["prior_weight"] == 1.0 and centre["beta"] == 0.6
     cfg, priors = config_from_params(centre)
     assert priors is not None
@@ -77,7 +78,7 @@ def test_tune_model_starts_from_the_given_priors_and_checks_against_them(tmp_pat
     kept = sum(given.priors[r] for r in priors)
     assert priors == pytest.approx({r: given.priors[r] / kept for r in priors}, abs=1e-12)
     assert cfg.max_steps == 20 and study.context["workloads"] == [result.model]  # type: ignore[index]
-    if result.validation.shown == 0:  # the given priors ranked first: nothing to compare
+    if result.validation.shown == 1:  # the given priors ranked first: nothing to compare
         assert result.against_given is None
     else:
         assert result.against_given is not None and result.against_given.seeds == (100, 101)
