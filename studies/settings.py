@@ -59,6 +59,13 @@ class StudySettings:
             objectives objective nodes, any other name a reported metric; every objective
             needs an edge into it. The surrogate still falls back to the flat GP while the
             network predicts clearly worse. Give either this or ``knowledge``.
+        warm_start: Finished studies whose trials inform this one's model, as names (same
+            storage) or ``{"study": name, "storage": url}`` dicts: their completed trials,
+            mapped onto this space by parameter name, are related tasks of a multi-task GP that
+            keeps each only while it predicts this study's trials better than the flat GP
+            (`studies.warmstart`, `tuner.warmstart.WarmStartSurrogate`). It replaces
+            ``surrogate``. `studies.warmstart.seed_from_related` also queues their best
+            configurations first.
     """
 
     heartbeat_interval: float = 10.0
@@ -71,8 +78,12 @@ class StudySettings:
     ignore_metrics: tuple[str, ...] = ()
     knowledge: Mapping[str, Any] | None = None
     structure: Sequence[Sequence[str]] | None = None
+    warm_start: Sequence[Any] = ()
 
     def __post_init__(self) -> None:
+        from studies.warmstart import check_entries
+
+        object.__setattr__(self, "warm_start", check_entries(self.warm_start))
         object.__setattr__(self, "knowledge", _knowledge_dict(self.knowledge))
         if self.structure is not None:
             edges = _name_pairs(self.structure, "structure")

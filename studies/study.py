@@ -378,6 +378,13 @@ class Study:
         return surrogate_mode(self.settings.surrogate, self._problem.constraint_metrics, trials)
 
     def _make_surrogate(self, mode: str) -> Any:
+        if self.settings.warm_start:  # the related studies' trials, read once per tuner
+            from studies.warmstart import related_tasks
+            from tuner.warmstart import WarmStartSurrogate
+
+            maxiter = self.settings.options().fit_maxiter
+            options = {"maxiter": maxiter} if maxiter else None
+            return WarmStartSurrogate(related_tasks(self), fit_options=options)
         return make_surrogate(mode, self.settings)
 
     def trial_source(self) -> StudySource:

@@ -1,0 +1,156 @@
+"""Warm start from finished studies (`StudySettings.warm_start`).
+
+A study that names related studies (same storage or another URL) models its outcomes with
+`tuner.warmstart.WarmStartSurrogate`: their completed trials, mapped onto this study's space,
+are related tasks of a multi-task GP that each keeps only while it predicts this study's own
+trials better than the flat GP. `seed_from_related` also queues their best configurations as
+this study's first trials, so the initial design starts where they ended.
+
+Mapping a configuration of another space: parameters of the same name keep their value when this
+space accepts it (else the trial is left out); parameters this space has and the other lacks take
+their defaults; the rest are dropped. The related studies must have this study's objectives
+(names and directions), and report its constraint metrics when it has constraints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from studies.errors import StudyError, StudySettingsError
+
+if TYPE_CHECKING:
+    from studies.records import TrialRecord
+    from studies.study import Study
+    from tuner.warmstart import RelatedTask
+
+__all__ = ["check_entries", "related_tasks", "seed_from_related"]
+
+logger = logging.getLogger(__name__)
+
+
+def check_entries(value: Any) -> list[dict[str, str | None]]:
+    """`StudySettings.warm_start` as stored: ``[{"study": name, "storage": url or None}]``.
+
+    Raises:
+        StudySettingsError: For anything but a list of names or such dicts.
+    """
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, list | tuple):
+        raise StudySettingsError(
+            "StudySettings.warm_start must be a list of study names or {'study': name, "
+            f"'storage': url}} dicts, e.g. ['rewrite-demo']; got {value!r}."
+        )
+    out: list[dict[str, str | None]] = []
+    for entry in value:
+        if isinstance(entry, str):
+            entry = {"study": entry, "storage": None}
+        if (
+            not isinstance(entry, Mapping)
+            or not isinstance(entry.get("study"), str)
+            or not entry["study"]
+            or set(entry) - {"study", "storage"}
+            or not isinstance(entry.get("storage"), str | None)
+        ):
+            raise StudySettingsError(
+                "Each StudySettings.warm_start entry is a study name or {'study': name, "
+                f"'storage': url}}; got {entry!r}."
+            )
+        out.append({"study": entry["study"], "storage": entry.get("storage")})
+    return out
+
+
+def _related_studies(study: Study) -> list[Study]:
+    """The studies `StudySettings.warm_start` names, opened read-only.
+
+    Raises:
+        StudyError: If one is missing, is this study, or has other objectives.
+    """
+    from studies.study import Study
+
+    out = []
+    for entry in study.settings.warm_start:
+        storage = entry["storage"] or study.storage
+        other = Study.load(str(entry["study"]), storage)
+        if other.name == study.name and other.storage.url == study.storage.url:
+            raise StudyError(f"Study {study.name!r} cannot warm-start from itself.")
+        if other.objectives != study.objectives:
+            raise StudyError(
+                f"Warm start: study {other.name!r} optimizes {other.objectives}, but "
+                f"{study.name!r} optimizes {study.objectives}; a related study needs the same "
+                "objectives and directions. Remove it from StudySettings.warm_start."
+            )
+        out.append(other)
+    return out
+
+
+def _mapped(study: Study, other: Study) -> list[TrialRecord]:
+    """``other``'s COMPLETE trials with their configurations mapped onto ``study``'s space."""
+    from spaces import SpaceError
+
+    space, default = study.space, study.space.default()
+    shared = [n for n in space.params if n in other.space.params]
+    if not shared:
+        raise StudyError(
+            f"Warm start: study {other.name!r} shares no parameter with {study.name!r} (its "
+            f"parameters are {other.space.names}); remove it from StudySettings.warm_start."
+        )
+    out = []
+    for t in other.trials:
+        if t.state != "COMPLETE":
+            continue
+        config = {n: t.config[n] if n in t.config else default[n] for n in space.params}
+        try:
+            config = space.validate(config)
+        except SpaceError:
+            continue  # a value this space does not hold
+        out.append(dataclasses.replace(t, config=config))
+    return out
+
+
+def related_tasks(study: Study) -> list[RelatedTask]:
+    """The related studies' completed trials as `tuner.warmstart.RelatedTask` in ``study``'s
+    space and outcome order (module docstring)."""
+    from tuner.warmstart import RelatedTask
+
+    tasks = []
+    for other in _related_studies(study):
+        trials = _mapped(study, other)
+        missing = [
+            m for m in study.problem.constraint_metrics if any(m not in t.metrics for t in trials)
+        ]
+        if missing:
+            raise StudyError(
+                f"Warm start: trials of {other.name!r} lack the constraint metrics {missing} of "
+                f"{study.name!r}; remove it from StudySettings.warm_start."
+            )
+        if not trials:
+            logger.warning("Warm start: study %r has no completed trial to lend.", other.name)
+            continue
+        data = study.problem.training_data(study.space, trials, seed=0)
+        tasks.append(RelatedTask(other.name, data.X, data.Y, data.Yvar))
+    return tasks
+
+
+def seed_from_related(study: Study, per_study: int = 2) -> list[TrialRecord]:
+    """Queue the best ``per_study`` configurations of each related study (its Pareto trials,
+    ranked as `studies.pareto.rank_pareto` ranks them), mapped onto ``study``'s space, as its
+    next trials (`Study.enqueue`), skipping any this study already holds. Call it on a new
+    study, before `optimize`.
+
+    Returns:
+        The trials queued.
+    """
+    from studies.pareto import rank_pareto
+
+    held = [t.config for t in study.trials]
+    queued = []
+    for other in _related_studies(study):
+        mapped = {t.number: t for t in _mapped(study, other)}
+        ranked = rank_pareto(other.trials, other.objectives, other.constraints)
+        for t in [mapped[t.number] for t in ranked if t.number in mapped][:per_study]:
+            if t.config not in held:
+                queued.append(study.enqueue(t.config))
+                held.append(t.config)
+    return queued

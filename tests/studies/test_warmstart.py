@@ -1,0 +1,88 @@
+"""`StudySettings(warm_start=...)`: a new study's model learns from finished studies' trials
+(mapped onto its space by parameter name); `seed_from_related` queues their best first; bad
+references are clear errors."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from spaces import Float, Int, Space
+from studies import Study, StudyError, StudySettings
+from studies.errors import StudySettingsError
+from studies.pareto import rank_pareto
+from studies.examples import toy_evaluate, toy_space, toy_study
+from studies.warmstart import related_tasks, seed_from_related
+from tests.studies.helpers import fast_settings
+
+OBJ = {"latency": "minimize", "search_seconds": "minimize"}
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    toy_study("src", url, settings=fast_settings()).optimize(8, progress=False)
+    return url
+
+
+def _warm(url: str, name: str = "dst", **kwargs) -> Study:
+    settings = dataclasses.replace(fast_settings(), warm_start=["src"], n_initial=2)
+    return toy_study(name, url, settings=settings, seed=1, **kwargs)
+
+
+def test_a_warm_started_study_models_with_the_related_trials(source: str) -> None:
+    study = _warm(source)
+    assert study.settings.warm_start == [{"study": "src", "storage": None}]
+    (task,) = related_tasks(study)
+    assert task.name == "src" and task.X.shape == (8, study.space.dim)
+    queued = seed_from_related(study, per_study=2)
+    assert len(queued) == 2 and all(t.state == "WAITING" for t in queued)
+    src = Study.load("src", source)
+    best = rank_pareto(src.trials, src.objectives, src.constraints)[:2]
+    assert [t.config for t in queued] == [t.config for t in best]  # the same space: as is
+    study.optimize(9, progress=False)
+    assert [t.state for t in study.trials] == ["COMPLETE"] * 9
+    surrogate = next(iter(study._tuners.values())).surrogate
+    assert type(surrogate).__name__ == "WarmStartSurrogate"
+    assert set(surrogate.describe()["loo"]) == {"flat", "src"}  # judged once enough trials
+    again = StudySettings.from_dict(study.settings.to_dict())
+    assert again == study.settings
+
+
+def test_another_space_lends_its_shared_parameters(source: str, tmp_path: Path) -> None:
+    narrow = Space({"population": Int(4, 64, log=True), "alpha": Float(0.0, 1.0)})
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+
+    def evaluate(config):  # noqa: ANN001, ANN202 - threads only
+        return {"latency": 1.0 / config["population"], "search_seconds": config["alpha"]}
+
+    other = Study("src", narrow, OBJ, storage=url)
+    for _ in range(3):
+        trial = other.ask()
+        other.tell(trial, evaluate(trial.config))
+    settings = StudySettings(warm_start=[{"study": "src", "storage": url}])
+    study = Study("dst", toy_space(), OBJ, toy_evaluate, storage=source, settings=settings)
+    (task,) = related_tasks(study)
+    assert task.X.shape == (3, study.space.dim)  # population kept, the rest at the defaults
+
+
+def test_bad_warm_start_references_are_clear_errors(source: str, tmp_path: Path) -> None:
+    with pytest.raises(StudySettingsError, match="list of study names"):
+        StudySettings(warm_start="src")
+    with pytest.raises(StudySettingsError, match="entry is a study name"):
+        StudySettings(warm_start=[{"name": "src"}])
+    missing = toy_study("x", source, settings=StudySettings(warm_start=["nope"]))
+    with pytest.raises(StudyError, match="No study named 'nope'"):
+        related_tasks(missing)
+    other = Study(
+        "max", toy_space(), {"latency": "maximize", "search_seconds": "minimize"}, storage=source
+    )
+    del other
+    flipped = toy_study("y", source, settings=StudySettings(warm_start=["max"]))
+    with pytest.raises(StudyError, match="same objectives and directions"):
+        related_tasks(flipped)
+    itself = toy_study("z", source, settings=StudySettings(warm_start=["z"]))
+    with pytest.raises(StudyError, match="cannot warm-start from itself"):
+        related_tasks(itself)

@@ -1,0 +1,71 @@
+"""`WarmStartSurrogate`: a related task's trials improve the target's model; an unrelated task
+is dropped by the leave-one-out check, so the model is the flat GP's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from spaces import Float, Space
+from tuner.errors import SurrogateError
+from tuner.surrogate import FlatSurrogate, TrainingData
+from tuner.warmstart import MIN_TARGET, RelatedTask, WarmStartSurrogate
+
+SPACE = Space({"x": Float(0.0, 1.0), "y": Float(0.0, 1.0)})
+
+
+def _f(X: torch.Tensor, shift: float = 0.0) -> torch.Tensor:
+    return (torch.sin(6 * X[:, 0]) + X[:, 1] ** 2 + shift).unsqueeze(-1)
+
+
+def _rmse(surrogate: object, data: TrainingData, X: torch.Tensor) -> float:
+    model = surrogate.fit(data)  # type: ignore[attr-defined]
+    with torch.no_grad():
+        return float(((model.posterior(X).mean - _f(X)) ** 2).mean().sqrt())
+
+
+@pytest.fixture(scope="module")
+def tasks() -> tuple[RelatedTask, RelatedTask, TrainingData, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    Xr, Xu, Xt, Xtest = (
+        torch.rand(n, 2, generator=g, dtype=torch.float64) for n in (40, 40, 8, 200)
+    )
+    related = RelatedTask("shifted", Xr, _f(Xr, 0.3))
+    unrelated = RelatedTask("noise", Xu, torch.rand(40, 1, generator=g, dtype=torch.float64))
+    return related, unrelated, TrainingData(Xt, _f(Xt), ["f"], {}, SPACE, 0), Xtest
+
+
+def test_a_related_task_is_kept_and_an_unrelated_one_dropped(tasks) -> None:
+    related, unrelated, data, Xtest = tasks
+    flat = _rmse(FlatSurrogate(), data, Xtest)
+    both = WarmStartSurrogate([related, unrelated])
+    warm = _rmse(both, data, Xtest)
+    assert warm < 0.2 * flat  # the shifted copy of the target lends its 40 trials
+    kept = both.describe()["related"]
+    assert [r["name"] for r in kept] == ["shifted"] and kept[0]["correlation"][0] > 0.5
+    assert set(both.describe()["loo"]) == {"flat", "shifted", "noise"}
+    alone = WarmStartSurrogate([unrelated])
+    assert _rmse(alone, data, Xtest) == pytest.approx(flat)  # dropped: the flat GP itself
+    assert alone.describe()["related"] == []
+
+
+def test_too_few_target_trials_use_the_flat_gp(tasks) -> None:
+    related, _, data, _ = tasks
+    few = TrainingData(data.X[: MIN_TARGET - 1], data.Y[: MIN_TARGET - 1], ["f"], {}, SPACE, 0)
+    surrogate = WarmStartSurrogate([related])
+    surrogate.fit(few)
+    assert surrogate.describe()["related"] == [] and surrogate.describe()["loo"] == {}
+
+
+def test_related_tasks_must_match_the_target() -> None:
+    bad = RelatedTask(
+        "wide", torch.zeros(3, 5, dtype=torch.float64), torch.zeros(3, 1, dtype=torch.float64)
+    )
+    with pytest.raises(SurrogateError, match="'wide' has 5 input columns"):
+        WarmStartSurrogate([bad]).check(SPACE, ["f"], 1)
+    with pytest.raises(SurrogateError, match="Y must be finite"):
+        RelatedTask(
+            "nan",
+            torch.zeros(1, 2, dtype=torch.float64),
+            torch.full((1, 1), float("nan"), dtype=torch.float64),
+        )

@@ -1,0 +1,242 @@
+"""Warm start: completed trials of related tasks (finished studies) inform a new one's model.
+
+`WarmStartSurrogate` fits, per outcome, a multi-task GP over the target's trials and every
+related task's (BoTorch `MultiTaskGP`: its default kernel on the inputs times a learned, positive
+task-covariance matrix, the intrinsic coregionalization model), and predicts the target task.
+A related task whose outcomes move with the target's lends its trials through a high learned
+correlation. With few target trials the learned correlation cannot tell a related task from an
+unrelated one (on a synthetic pair with 4 target trials: 0.81 for a shifted copy of the
+target, 0.85 for noise), so each related task must earn its place the way the structured
+surrogate does (`structure`): it is kept only when the multi-task GP over the target and that
+task predicts the target's trials better, in leave-one-out log likelihood (closed form, with
+the fitted hyper-parameters), than the flat GP on the target alone. Without a kept task the
+model is the flat GP: an unrelated study costs nothing but the fits (measured in
+``benchmarks/bench_warmstart.py``).
+
+The related tasks' inputs must already be encoded in the target's space (`RelatedTask`); the
+study layer maps another study's configurations onto shared parameters by name
+(`studies.warmstart`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from botorch.fit import fit_gpytorch_mll
+from botorch.models import ModelListGP, MultiTaskGP
+from botorch.models.model import Model
+from botorch.models.transforms.outcome import Standardize
+from gpytorch.mlls import ExactMarginalLogLikelihood
+from torch import Tensor
+
+from tuner.errors import SurrogateError
+from tuner.surrogate import FlatSurrogate, Surrogate, TrainingData
+
+__all__ = ["MIN_TARGET", "RelatedTask", "WarmStartSurrogate"]
+
+#: Target trials needed before a related task can be judged; below, the flat GP is used (the
+#: initial design runs first anyway).
+MIN_TARGET = 6
+
+
+@dataclass(frozen=True)
+class RelatedTask:
+    """Completed trials of a related task, encoded for the target's model.
+
+    Attributes:
+        name: How reports name the task (e.g. a study's name).
+        X: ``n x d`` float64 unit-cube inputs in the target's space.
+        Y: ``n x m`` float64 outcomes in the target's `TrainingData.outcome_names` order and
+            convention (objectives maximized).
+        Yvar: Their known variances (``n x m``), or None.
+    """
+
+    name: str
+    X: Tensor
+    Y: Tensor
+    Yvar: Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if self.X.dim() != 2 or self.Y.dim() != 2 or self.X.shape[0] != self.Y.shape[0]:
+            raise SurrogateError(
+                f"Related task {self.name!r}: X must be n x d and Y n x m with one n, got "
+                f"{tuple(self.X.shape)} and {tuple(self.Y.shape)}."
+            )
+        if self.Yvar is not None and self.Yvar.shape != self.Y.shape:
+            raise SurrogateError(f"Related task {self.name!r}: Yvar must be shaped like Y.")
+        if not bool(torch.isfinite(self.Y).all()):
+            raise SurrogateError(f"Related task {self.name!r}: Y must be finite.")
+
+
+class WarmStartSurrogate(Surrogate):
+    """A multi-task GP per outcome over the target's trials and the related tasks' (module
+    docstring); the flat GP (`FlatSurrogate`) when no related task has a trial.
+
+    Args:
+        related: The related tasks (each encoded in the target's space).
+        fit_options: Options for the L-BFGS-B fit (scipy keys such as ``{"maxiter": 50}``).
+        max_related: Keep at most this many trials per related task (its best by the first
+            objective, then the rest in order), bounding the fit's cost.
+    """
+
+    def __init__(
+        self,
+        related: Sequence[RelatedTask],
+        fit_options: Mapping[str, Any] | None = None,
+        max_related: int = 100,
+    ) -> None:
+        self.related = [r for r in related if r.X.shape[0] > 0]
+        self.fit_options = dict(fit_options or {})
+        self.max_related = int(max_related)
+        self._last: dict[str, Any] = {}
+
+    def check(self, space: Any, outcome_names: Sequence[str], n_objectives: int) -> None:
+        """Refuse related tasks whose inputs or outcomes do not match the target's."""
+        for r in self.related:
+            if r.X.shape[1] != space.dim or r.Y.shape[1] != len(outcome_names):
+                raise SurrogateError(
+                    f"Related task {r.name!r} has {r.X.shape[1]} input columns and "
+                    f"{r.Y.shape[1]} outcomes; the target has {space.dim} and "
+                    f"{len(outcome_names)} ({list(outcome_names)})."
+                )
+
+    def fit(self, data: TrainingData) -> Model:
+        """The flat GP, or one `MultiTaskGP` per outcome (task 0: the target) over the target
+        and the related tasks that predict its trials better (module docstring)."""
+        flat_surrogate = FlatSurrogate(self.fit_options)
+        flat = flat_surrogate.fit(data)
+        scores: dict[str, float] = {"flat": _loo_flat(flat)} if data.n >= MIN_TARGET else {}
+        kept, fitted = [], {}
+        for r in self.related:
+            if data.n < MIN_TARGET:
+                break
+            model = self._fit_tasks(data, [r])
+            scores[r.name] = _loo_tasks(model, data.n)
+            if scores[r.name] > scores["flat"]:
+                kept.append(r)
+                fitted[r.name] = model
+        if not kept:
+            self._last = {**flat_surrogate.describe(), "related": [], "loo": scores}
+            return flat
+        model = fitted[kept[0].name] if len(kept) == 1 else self._fit_tasks(data, kept)
+        self._last = {
+            "model": "WarmStartSurrogate(MultiTaskGP per outcome)",
+            "n_train": data.n,
+            "related": [
+                {"name": r.name, "n": int(min(r.X.shape[0], self.max_related)), "correlation": c}
+                for r, c in zip(kept, _correlations(_models(model)), strict=True)
+            ],
+            "loo": scores,
+        }
+        return model
+
+    def _fit_tasks(self, data: TrainingData, related: Sequence[RelatedTask]) -> ModelListGP:
+        """One `MultiTaskGP` per outcome over the target (task 0) and ``related``."""
+        tasks = [(data.X, data.Y, data.noise())] + [self._trimmed(r) for r in related]
+        X = torch.cat(
+            [
+                torch.cat([x, torch.full((x.shape[0], 1), float(i), dtype=x.dtype)], dim=-1)
+                for i, (x, _, _) in enumerate(tasks)
+            ]
+        )
+        Y = torch.cat([y for _, y, _ in tasks])
+        known = all(v is not None for _, _, v in tasks)
+        Yvar = torch.cat([v for _, _, v in tasks if v is not None]) if known else None
+        models = []
+        with torch.random.fork_rng():
+            torch.manual_seed(data.seed)
+            for j in range(Y.shape[-1]):
+                gp = MultiTaskGP(
+                    X,
+                    Y[:, j : j + 1],
+                    task_feature=-1,
+                    train_Yvar=Yvar[:, j : j + 1] if Yvar is not None else None,
+                    output_tasks=[0],
+                    all_tasks=list(range(len(tasks))),
+                    outcome_transform=Standardize(m=1),
+                ).to(torch.float64)
+                mll = ExactMarginalLogLikelihood(gp.likelihood, gp)
+                options = {"options": dict(self.fit_options)} if self.fit_options else None
+                try:
+                    fit_gpytorch_mll(mll, optimizer_kwargs=options)
+                except Exception as err:
+                    raise SurrogateError(
+                        f"Fitting the warm-start GP of {data.outcome_names[j]!r} on "
+                        f"{data.n} + {Y.shape[0] - data.n} trials failed: {err}"
+                    ) from err
+                models.append(gp.eval())
+        return ModelListGP(*models).eval()
+
+    def _trimmed(self, r: RelatedTask) -> tuple[Tensor, Tensor, Tensor | None]:
+        """At most `max_related` trials of ``r``: its best by the first outcome first."""
+        if r.X.shape[0] <= self.max_related:
+            return r.X, r.Y, r.Yvar
+        keep = torch.argsort(r.Y[:, 0], descending=True)[: self.max_related]
+        return r.X[keep], r.Y[keep], None if r.Yvar is None else r.Yvar[keep]
+
+    def describe(self) -> dict[str, Any]:
+        """The last fit: training size, and per related task its trials and, per outcome, its
+        learned correlation with the target task."""
+        return dict(self._last)
+
+
+def _correlations(models: Sequence[Any]) -> list[list[float]]:
+    """Per related task (1, 2, ...), per outcome, the learned correlation with task 0."""
+    out: list[list[float]] = []
+    for gp in models:
+        index = next(k for k in gp.covar_module.kernels if hasattr(k, "covar_matrix"))
+        cov = index.covar_matrix.to_dense().detach()
+        sd = cov.diagonal().clamp_min(1e-12).sqrt()
+        corr = (cov[0] / (sd[0] * sd)).tolist()
+        out.append(corr)
+    return [[round(float(c[i]), 3) for c in out] for i in range(1, len(out[0]))]
+
+
+def _loo(prior_cov: Tensor, noise: Tensor, resid: Tensor, scale: Tensor) -> Tensor:
+    """Leave-one-out log likelihoods of an exact GP's training points (closed form, fitted
+    hyper-parameters): ``prior_cov`` ``... x n x n``, ``noise`` broadcastable to ``... x n``,
+    ``resid`` the targets minus the prior mean (``... x n``), ``scale`` the outcome transform's
+    standard deviation (``...``), so the values are in the outcomes' own units."""
+    K = prior_cov + torch.diag_embed(noise.expand_as(resid))
+    Kinv = torch.linalg.inv(K)
+    diag = Kinv.diagonal(dim1=-2, dim2=-1)
+    err = (Kinv @ resid.unsqueeze(-1)).squeeze(-1) / diag
+    var = 1.0 / diag
+    ll = -0.5 * (torch.log(2 * torch.pi * var) + err**2 / var)
+    return ll - torch.log(scale).unsqueeze(-1)
+
+
+def _loo_flat(model: Any) -> float:
+    """Summed LOO log likelihood of the flat batched GP's training points, all outcomes."""
+    with torch.no_grad():
+        X = model.train_inputs[0]
+        prior = model.forward(X)
+        resid = model.train_targets - prior.mean
+        scale = model.outcome_transform.stdvs.squeeze(0)
+        return float(_loo(prior.covariance_matrix, model.likelihood.noise, resid, scale).sum())
+
+
+def _loo_tasks(model: Any, n_target: int) -> float:
+    """Summed LOO log likelihood of the target's training points (the first ``n_target`` of
+    each multi-task GP), all outcomes."""
+    total = 0.0
+    with torch.no_grad():
+        for gp in model.models:
+            X = gp.train_inputs[0]
+            prior = gp.forward(X)
+            resid = gp.train_targets - prior.mean
+            scale = gp.outcome_transform.stdvs.reshape(())
+            noise = gp.likelihood.noise
+            if noise.shape[-1] != resid.shape[-1]:  # one noise level per task
+                noise = noise.reshape(-1)[X[:, -1].long()]
+            ll = _loo(prior.covariance_matrix, noise, resid, scale)
+            total += float(ll[..., :n_target].sum())
+    return total
+
+
+def _models(model: Any) -> list[Any]:
+    """The per-outcome GPs of a `ModelListGP`."""
+    return list(model.models)
