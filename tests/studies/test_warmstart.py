@@ -12,8 +12,8 @@ import pytest
 from spaces import Float, Int, Space
 from studies import Study, StudyError, StudySettings
 from studies.errors import StudySettingsError
-from studies.pareto import rank_pareto
 from studies.examples import toy_evaluate, toy_space, toy_study
+from studies.pareto import rank_pareto
 from studies.warmstart import related_tasks, seed_from_related
 from tests.studies.helpers import fast_settings
 
