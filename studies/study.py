@@ -422,8 +422,9 @@ class Study:
     def enqueue(self, config: Mapping[str, Any]) -> TrialRecord:
         """Queue a configuration to run before any proposal: a known good one, the defaults, a
         configuration from another study. It becomes a WAITING trial that the next `optimize`
-        (any driving process) or `ask` claims first; it counts toward the budget and the tuner
-        treats it as pending until it finishes.
+        (any driving process) or `ask` claims first; it counts toward the budget, and the tuner
+        treats it as pending until it finishes. Queued trials always run: `optimize` returns
+        only once none is waiting, even past its budget.
 
         Args:
             config: Values of some or all parameters; those left out take the space's

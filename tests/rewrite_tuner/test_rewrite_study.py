@@ -139,7 +139,7 @@ def test_resume_skips_calibration_and_other_arguments_conflict(tmp_path: Path) -
 
 def test_only_a_configuration_that_beats_the_defaults_is_exported(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
-    study = rewrite_study(GPT2, budget=40, seeds=1, calibration_seeds=2, storage=url)
+    study = rewrite_study(GPT2, budget=40, seeds=1, calibration_seeds=2, storage=url, lead=False)
     default = study.space.default()
     same = {**default, "verify_rate": 0.5}  # checks more, searches alike: no better
     for config in (default, same):
@@ -185,7 +185,7 @@ def test_a_measuring_study_times_the_best_graphs_on_the_device(tmp_path: Path) -
     url = f"sqlite:///{tmp_path / 's.db'}"
     objectives = {"final_hv": "maximize", MEASURED: "maximize"}
     args = {"budget": 20, "seeds": 2, "calibration_seeds": 2, "storage": url, "name": "m"}
-    study = rewrite_study(GPT2, objectives, **args, measure="cpu")
+    study = rewrite_study(GPT2, objectives, **args, measure="cpu", lead=False)
     spec = study.context
     assert spec is not None and "suite" not in study.space.params
     assert spec["measure"] == "cpu" and len(spec["calibration"]["default"][MEASURED]) == 2
@@ -214,7 +214,7 @@ def test_a_compiling_study_reports_the_speedup_over_torch_compile(tmp_path: Path
     url = f"sqlite:///{tmp_path / 's.db'}"
     objectives = {"final_hv": "maximize", COMPILED: "maximize"}
     args = {"budget": 20, "seeds": 2, "calibration_seeds": 2, "storage": url, "name": "c"}
-    study = rewrite_study(GPT2, objectives, **args, measure="compile")
+    study = rewrite_study(GPT2, objectives, **args, measure="compile", lead=False)
     study.optimize(1, progress=False)
     (trial,) = study.trials
     assert trial.state == "COMPLETE" and 0.2 < trial.values[COMPILED] < 5.0
@@ -278,3 +278,19 @@ def test_a_study_from_before_contexts_opens_resumes_and_validates(tmp_path: Path
     assert resumed.state == "COMPLETE" and resumed.config["suite"] == expected["suite"]
     report = validate(study, held_out=(), n_candidates=1, validation_seeds=[7, 8])
     assert report.workloads == ["gpt2"] and report.budget == 40
+
+
+def test_a_new_study_runs_the_defaults_and_the_informed_prior_first(tmp_path: Path) -> None:
+    from rewrite_tuner.rewrite_study import LEAD_DESIGN, informed_config
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    args = {"budget": 20, "seeds": 1, "calibration_seeds": 2, "storage": url}
+    study = rewrite_study(GPT2, **args)
+    first = [t.config for t in study.trials]
+    assert first == [study.space.default(), informed_config(study.space)]
+    assert first[1]["prior_weight"] == 1.0 and study.settings.n_initial == LEAD_DESIGN
+    assert all(t.state == "WAITING" for t in study.trials)
+    again = rewrite_study(GPT2, **args)  # reopened: nothing queued twice
+    assert len(again.trials) == 2
+    plain = rewrite_study(GPT2, **args, name="plain", lead=False)
+    assert plain.trials == [] and plain.settings.n_initial is None
