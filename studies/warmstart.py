@@ -6,9 +6,9 @@ are related tasks of a multi-task GP that each keeps only while it predicts this
 trials better than the flat GP. `seed_from_related` also queues their best configurations as
 this study's first trials, so the initial design starts where they ended.
 
-Mapping a configuration of another space: parameters of the same name keep their value when this
-space accepts it (else the trial is left out); parameters this space has and the other lacks take
-their defaults; the rest are dropped. The related studies must have this study's objectives
+Mapping a configuration of another space: tuned parameters of the same name keep their value
+when this space accepts it (else the trial is left out); this space's `Fixed` parameters and the
+ones the other lacks take their defaults; the rest are dropped. The related studies must have this study's objectives
 (names and directions), and report its constraint metrics when it has constraints.
 """
 
@@ -87,10 +87,11 @@ def _related_studies(study: Study) -> list[Study]:
 
 def _mapped(study: Study, other: Study) -> list[TrialRecord]:
     """``other``'s COMPLETE trials with their configurations mapped onto ``study``'s space."""
-    from spaces import SpaceError
+    from spaces import Fixed, SpaceError
 
     space, default = study.space, study.space.default()
-    shared = [n for n in space.params if n in other.space.params]
+    tuned = [n for n, p in space.params.items() if not isinstance(p, Fixed)]
+    shared = [n for n in tuned if n in other.space.params]
     if not shared:
         raise StudyError(
             f"Warm start: study {other.name!r} shares no parameter with {study.name!r} (its "
@@ -100,7 +101,7 @@ def _mapped(study: Study, other: Study) -> list[TrialRecord]:
     for t in other.trials:
         if t.state != "COMPLETE":
             continue
-        config = {n: t.config[n] if n in t.config else default[n] for n in space.params}
+        config = {n: t.config[n] if n in shared else default[n] for n in space.params}
         try:
             config = space.validate(config)
         except SpaceError:
