@@ -274,6 +274,12 @@ def main(argv: list[str] | None = None) -> int:
         help="JSON path (default benchmarks/results/bench_structure[_quick].json)",
     )
     parser.add_argument(
+        "--run",
+        default=None,
+        help="write the record as this named run of the file (functions, search8, rewrite: "
+        "the problem sets results/bench_structure.json holds), keeping its other runs",
+    )
+    parser.add_argument(
         "--raw",
         default=None,
         help="also write the raw traces (objectives and proposal times per trial) to this JSON "
@@ -283,7 +289,9 @@ def main(argv: list[str] | None = None) -> int:
         "--merge",
         nargs="+",
         default=None,
-        help="combine the cells of these result files (runs split across processes) into --out",
+        help="combine the cells of these result files (runs split across processes) into --out; "
+        "FILE::RUN reads one run of a file (e.g. the stored flat runs: "
+        "benchmarks/results/bench_structure.json::search8)",
     )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -292,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
             [Path(p) for p in args.merge],
             Path(args.out or RESULTS / "bench_structure.json"),
             Path(args.raw) if args.raw else None,
+            args.run,
         )
     quick = args.quick
     overrides = _config_overrides(args.config)
@@ -358,21 +367,27 @@ def main(argv: list[str] | None = None) -> int:
                     same_for_every_k[label] = cell["methods"][label]
             add_ratios(cell, budget, problem.ref)
             record["cells"].append(cell)
-            _save(record, out, args.raw, machine)
+            _save(record, out, args.raw, machine, args.run)
     record["finished"] = datetime.now(UTC).isoformat()
-    _save(record, out, args.raw, machine)
+    _save(record, out, args.raw, machine, args.run)
     print_table(record)
     print(f"wrote {out}")
     return 0
 
 
-def _save(record: dict[str, Any], out: Path, raw: str | None, machine: dict[str, Any]) -> None:
-    """The compact summary to `out`, the raw traces to `raw` (when given), both with the
-    run's `machine` (`benchmarks._common.write_results`)."""
+def _save(
+    record: dict[str, Any],
+    out: Path,
+    raw: str | None,
+    machine: dict[str, Any],
+    run: str | None = None,
+) -> None:
+    """The compact summary to `out` (as its run ``run`` when given), the raw traces to `raw`
+    (when given), both with the run's `machine` (`benchmarks._common.write_results`)."""
     if raw:
         write_results(Path(raw), record, machine=machine, dumps=dumps)
     compact = compact_record(record, _refs(record))
-    write_results(out, compact, machine=machine, dumps=dumps)
+    write_results(out, compact, machine=machine, dumps=dumps, run=run)
 
 
 def _refs(record: dict[str, Any]) -> dict[str, tuple[float, ...]]:
@@ -380,10 +395,10 @@ def _refs(record: dict[str, Any]) -> dict[str, tuple[float, ...]]:
     return {c["problem"]: PROBLEMS[c["problem"]].ref for c in record["cells"]}
 
 
-def merge(paths: list[Path], out: Path, raw: Path | None = None) -> int:
+def merge(paths: list[Path], out: Path, raw: Path | None = None, run: str | None = None) -> int:
     """Combine result files (runs split across processes by problem, k, method or seeds; raw
     or compact) into one and print its table (`_structure_results.merge_cells`)."""
-    records = [json.loads(p.read_text()) for p in paths]
+    records = [_read(p) for p in paths]
     if len({r["budget"] for r in records}) > 1:
         raise SystemExit(
             f"--merge needs files of one trial budget, got {[r['budget'] for r in records]}."
@@ -403,10 +418,17 @@ def merge(paths: list[Path], out: Path, raw: Path | None = None) -> int:
     record["merged_from"] = [source for p, r in zip(paths, records) for source in _sources(p, r)]
     if raw:
         write_results(raw, record, dumps=dumps)
-    write_results(out, compact_record(record, refs), dumps=dumps)
+    write_results(out, compact_record(record, refs), dumps=dumps, run=run)
     print_table(record)
     print(f"wrote {out}")
     return 0
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """A result file, or one run of it (``results/bench_structure.json::search8``)."""
+    name, _, run = str(path).partition("::")
+    record: dict[str, Any] = json.loads(Path(name).read_text())
+    return record["runs"][run] if run else record
 
 
 def _sources(path: Path, record: dict[str, Any]) -> list[dict[str, Any]]:

@@ -43,13 +43,5 @@ def test_every_results_file_is_one_benchmarks_current_record() -> None:
 
 
 def _owners(scripts: set[str]) -> set[str]:
-    """File stems a script may write: its own, its plot (``<script>_nodes``) and, for
-    bench_structure, one file per problem set (``bench_structure_<set>``)."""
-    return (
-        scripts
-        | {f"{s}_nodes" for s in scripts}
-        | {
-            "bench_structure_search8",
-            "bench_structure_rewrite",
-        }
-    )
+    """File stems a script may write: its own and its plot (``<script>_nodes``)."""
+    return scripts | {f"{s}_nodes" for s in scripts}
