@@ -164,9 +164,10 @@ def demo(
             highlight=False,
         )
     t0 = time.perf_counter()
-    study = _guard(_demo_study, toy, study_name, storage, names, steps, seeds)
+    calibrated: list[bool] = []
+    study = _guard(_demo_study, toy, study_name, storage, names, steps, seeds, calibrated)
     calibration = time.perf_counter() - t0
-    if not toy and calibration > 1.0:  # calibrated now (an existing study opens at once)
+    if calibrated:  # a new study (an existing one opens without calibrating)
         rest = _estimate(calibration, len(names), len(held), n_trials - len(study.trials), workers)
         console.print(
             f"calibrated in {calibration:.0f} s; the rest should take about {rest / 60:.0f} min "
@@ -319,9 +320,16 @@ def _check_out_path(path: Path) -> None:
 
 
 def _demo_study(
-    toy: bool, name: str, storage: str, workloads: list[str], steps: int, seeds: int
+    toy: bool,
+    name: str,
+    storage: str,
+    workloads: list[str],
+    steps: int,
+    seeds: int,
+    calibrated: list[bool],
 ) -> Study:
-    """The demo's study; a name clash with different settings says how to start a new one."""
+    """The demo's study (``calibrated`` gets an entry when a new one is calibrated); a name
+    clash with different settings says how to start a new one."""
     from studies.errors import StudyConflictError
 
     try:
@@ -332,6 +340,15 @@ def _demo_study(
         from rewrite_tuner.rewrite_study import CALIBRATION_SEEDS, rewrite_study
 
         cal = max(CALIBRATION_SEEDS, seeds)
+
+        def announce() -> None:
+            calibrated.append(True)
+            console.print(
+                f"calibrating: the default search on {', '.join(workloads)}, {cal} seeds of "
+                f"{steps} steps each",
+                highlight=False,
+            )
+
         return rewrite_study(
             workloads,
             budget=steps,
@@ -339,11 +356,7 @@ def _demo_study(
             storage=storage,
             seeds=seeds,
             calibration_seeds=cal,
-            on_calibrate=lambda: console.print(
-                f"calibrating: the default search on {', '.join(workloads)}, {cal} seeds of "
-                f"{steps} steps each",
-                highlight=False,
-            ),
+            on_calibrate=announce,
         )
     except StudyConflictError as err:
         raise StudyConflictError(

@@ -17,13 +17,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from studies.errors import StudyError, StudySettingsError
 
 if TYPE_CHECKING:
     from studies.records import TrialRecord
-    from studies.study import Study
     from tuner.warmstart import RelatedTask
 
 __all__ = ["check_entries", "related_tasks", "seed_from_related"]
@@ -61,31 +61,47 @@ def check_entries(value: Any) -> list[dict[str, str | None]]:
     return out
 
 
-def _related_studies(study: Study) -> list[Study]:
-    """The studies `StudySettings.warm_start` names, opened read-only.
+@dataclass(frozen=True)
+class _Other:
+    """A related study as stored: its name, space, objectives, constraints and trials."""
+
+    name: str
+    space: Any
+    objectives: dict[str, str]
+    constraints: list[str]
+    trials: list[TrialRecord]
+
+
+def _related_studies(study: Any) -> list[_Other]:
+    """The studies ``study``'s `StudySettings.warm_start` names (``study``: a `Study`), read
+    from their storages without opening them as studies.
 
     Raises:
-        StudyError: If one is missing, is this study, or has other objectives.
+        StudyError: If one is missing, is ``study`` itself, or has other objectives.
     """
-    from studies.study import Study
+    from spaces import Space
+    from studies.storage import Storage
 
     out = []
     for entry in study.settings.warm_start:
-        storage = entry["storage"] or study.storage
-        other = Study.load(str(entry["study"]), storage)
-        if other.name == study.name and other.storage.url == study.storage.url:
+        url = entry["storage"]
+        store = Storage(url, create=False) if url else study.storage
+        record = store.get_study(str(entry["study"]))
+        if record.name == study.name and store.url == study.storage.url:
             raise StudyError(f"Study {study.name!r} cannot warm-start from itself.")
-        if other.objectives != study.objectives:
+        if record.objectives != study.objectives:
             raise StudyError(
-                f"Warm start: study {other.name!r} optimizes {other.objectives}, but "
+                f"Warm start: study {record.name!r} optimizes {record.objectives}, but "
                 f"{study.name!r} optimizes {study.objectives}; a related study needs the same "
                 "objectives and directions. Remove it from StudySettings.warm_start."
             )
-        out.append(other)
+        space = Space.from_dict(record.space)
+        other = _Other(record.name, space, record.objectives, record.constraints, [])
+        out.append(dataclasses.replace(other, trials=store.trials(record.id)))
     return out
 
 
-def _mapped(study: Study, other: Study) -> list[TrialRecord]:
+def _mapped(study: Any, other: _Other) -> list[TrialRecord]:
     """``other``'s COMPLETE trials with their configurations mapped onto ``study``'s space."""
     from spaces import Fixed, SpaceError
 
@@ -110,9 +126,9 @@ def _mapped(study: Study, other: Study) -> list[TrialRecord]:
     return out
 
 
-def related_tasks(study: Study) -> list[RelatedTask]:
+def related_tasks(study: Any) -> list[RelatedTask]:
     """The related studies' completed trials as `tuner.warmstart.RelatedTask` in ``study``'s
-    space and outcome order (module docstring)."""
+    (a `Study`'s) space and outcome order (module docstring)."""
     from tuner.warmstart import RelatedTask
 
     tasks = []
@@ -134,10 +150,10 @@ def related_tasks(study: Study) -> list[RelatedTask]:
     return tasks
 
 
-def seed_from_related(study: Study, per_study: int = 2) -> list[TrialRecord]:
-    """Queue the best ``per_study`` configurations of each related study (its Pareto trials,
-    ranked as `studies.pareto.rank_pareto` ranks them), mapped onto ``study``'s space, as its
-    next trials (`Study.enqueue`), skipping any this study already holds. Call it on a new
+def seed_from_related(study: Any, per_study: int = 2) -> list[TrialRecord]:
+    """Queue the best ``per_study`` configurations of each related study (ranked as
+    `studies.pareto.rank_pareto` ranks its trials), mapped onto ``study``'s (a `Study`'s)
+    space, as its next trials (`Study.enqueue`), skipping any it already holds. Call it on a new
     study, before `optimize`.
 
     Returns:
