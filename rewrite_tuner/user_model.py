@@ -17,7 +17,6 @@ reference, never the model, and each worker rebuilds the graph from it.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import re
 import sys
 from dataclasses import dataclass
@@ -135,24 +134,16 @@ def load_module(ref: ModelRef) -> Any:
     """
     import torch
 
+    from studies.errors import StudyFileError
+    from studies.loader import import_file
+
     key = "__tuner_model__" + "".join(c if c.isalnum() else "_" for c in str(ref.path))
-    module = sys.modules.get(key)
+    module = sys.modules.get(key)  # imported once per process
     if module is None:
-        spec = importlib.util.spec_from_file_location(key, ref.path)
-        if spec is None or spec.loader is None:
-            raise StudyError(f"Cannot import {str(ref.path)!r} as a Python module.")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[key] = module  # worker processes unpickle what it defines
-        sys.path.insert(0, str(ref.path.parent))
         try:
-            spec.loader.exec_module(module)
-        except Exception as err:
-            del sys.modules[key]
-            raise StudyError(
-                f"Importing model file {str(ref.path)!r} failed with {type(err).__name__}: {err}"
-            ) from err
-        finally:
-            sys.path.remove(str(ref.path.parent))
+            module = import_file(ref.path, key, "model file")
+        except StudyFileError as err:
+            raise StudyError(str(err)) from err
     obj: Any = module
     for part in ref.attr.split("."):
         if not hasattr(obj, part):

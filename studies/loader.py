@@ -19,7 +19,39 @@ from studies.errors import StudyFileError
 from studies.references import STUDY_FILE_PREFIX as _PREFIX
 from studies.references import current_module
 
-__all__ = ["load_study_file", "resolve_evaluate"]
+__all__ = ["import_file", "load_study_file", "resolve_evaluate"]
+
+
+def import_file(path: Path, name: str, what: str = "file") -> ModuleType:
+    """Import the ``.py`` file ``path`` as module ``name``, kept in `sys.modules` (worker
+    processes unpickle the functions it defines), with its folder on `sys.path` while it runs
+    (so it imports its neighbours); it runs again when imported again.
+
+    Raises:
+        StudyFileError: If it cannot be imported (the error and, for a syntax error, the line
+            are named; ``what`` says what the file is).
+    """
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise StudyFileError(f"Cannot import {str(path)!r} as a Python module.")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    sys.path.insert(0, str(path.parent))  # let the file import its neighbours
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as err:
+        del sys.modules[name]
+        raise StudyFileError(
+            f"{path}:{err.lineno}: syntax error in the {what}: {err.msg}."
+        ) from err
+    except Exception as err:
+        del sys.modules[name]
+        raise StudyFileError(
+            f"Importing {what} {str(path)!r} failed with {type(err).__name__}: {err}"
+        ) from err
+    finally:
+        sys.path.remove(str(path.parent))
+    return module
 
 
 def load_study_file(path: str | os.PathLike[str]) -> ModuleType:
@@ -38,26 +70,7 @@ def load_study_file(path: str | os.PathLike[str]) -> ModuleType:
     if not path.is_file() or path.suffix != ".py":
         raise StudyFileError(f"Study file {str(path)!r} must be an existing .py file.")
     name = _PREFIX + "".join(c if c.isalnum() else "_" for c in path.stem)
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise StudyFileError(f"Cannot import {str(path)!r} as a Python module.")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    sys.path.insert(0, str(path.parent))  # let the file import its neighbours
-    try:
-        spec.loader.exec_module(module)
-    except SyntaxError as err:
-        del sys.modules[name]
-        raise StudyFileError(
-            f"{path}:{err.lineno}: syntax error in the study file: {err.msg}."
-        ) from err
-    except Exception as err:
-        del sys.modules[name]
-        raise StudyFileError(
-            f"Importing study file {str(path)!r} failed with {type(err).__name__}: {err}"
-        ) from err
-    finally:
-        sys.path.remove(str(path.parent))
+    module = import_file(path, name, "study file")
     if callable(getattr(module, "main", None)):
         return module
     study = getattr(module, "study", None)
