@@ -14,6 +14,7 @@ __all__ = ["StudySettings"]
 
 
 SURROGATES = ("auto", "structured", "flat", "saas")
+WARM_START_MODELS = ("mtgp", "rgpe")
 KNOWLEDGE_KEYS = ("required", "forbidden", "formulas", "phase_order")  # `Knowledge.to_dict`'s
 
 
@@ -66,6 +67,9 @@ class StudySettings:
             (`studies.warmstart`, `tuner.warmstart.WarmStartSurrogate`). It replaces
             ``surrogate``. `studies.warmstart.seed_from_related` also queues their best
             configurations first.
+        warm_start_model: How the related studies' trials inform the model: ``"mtgp"`` (a
+            multi-task GP, `tuner.warmstart.WarmStartSurrogate`) or ``"rgpe"`` (a
+            ranking-weighted ensemble of per-study GPs, `tuner.rgpe.RGPESurrogate`).
     """
 
     heartbeat_interval: float = 10.0
@@ -79,6 +83,7 @@ class StudySettings:
     knowledge: Mapping[str, Any] | None = None
     structure: Sequence[Sequence[str]] | None = None
     warm_start: Sequence[Any] = ()
+    warm_start_model: str = "mtgp"
 
     def __post_init__(self) -> None:
         from studies.warmstart import check_entries
@@ -110,6 +115,11 @@ class StudySettings:
         if not isinstance(self.surrogate, str) or self.surrogate not in SURROGATES:
             raise StudySettingsError(
                 f"StudySettings.surrogate must be one of {SURROGATES}, got {self.surrogate!r}."
+            )
+        if self.warm_start_model not in WARM_START_MODELS:
+            raise StudySettingsError(
+                f"StudySettings.warm_start_model must be one of {WARM_START_MODELS}, got "
+                f"{self.warm_start_model!r}."
             )
         for name in ("heartbeat_interval", "grace_period"):
             value = getattr(self, name)

@@ -379,12 +379,9 @@ class Study:
 
     def _make_surrogate(self, mode: str) -> Any:
         if self.settings.warm_start:  # the related studies' trials, read once per tuner
-            from studies.warmstart import related_tasks
-            from tuner.warmstart import WarmStartSurrogate
+            from studies.warmstart import warm_surrogate
 
-            maxiter = self.settings.options().fit_maxiter
-            options = {"maxiter": maxiter} if maxiter else None
-            return WarmStartSurrogate(related_tasks(self), fit_options=options)
+            return warm_surrogate(self)
         return make_surrogate(mode, self.settings)
 
     def trial_source(self) -> StudySource:

@@ -20,13 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from studies.errors import StudyError, StudySettingsError
+from studies.errors import StudyError, StudyNotFoundError, StudySettingsError
 
 if TYPE_CHECKING:
     from studies.records import TrialRecord
     from tuner.warmstart import RelatedTask
 
-__all__ = ["check_entries", "related_tasks", "seed_from_related"]
+__all__ = ["check_entries", "related_tasks", "seed_from_related", "warm_surrogate"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,8 +85,14 @@ def _related_studies(study: Any) -> list[_Other]:
     out = []
     for entry in study.settings.warm_start:
         url = entry["storage"]
-        store = Storage(url, create=False) if url else study.storage
-        record = store.get_study(str(entry["study"]))
+        try:
+            store = Storage(url, create=False) if url else study.storage
+            record = store.get_study(str(entry["study"]))
+        except StudyNotFoundError as err:
+            raise type(err)(
+                f"Warm start: {err} (StudySettings.warm_start of {study.name!r} names it; fix "
+                "the entry or remove it)."
+            ) from None
         if record.name == study.name and store.url == study.storage.url:
             raise StudyError(f"Study {study.name!r} cannot warm-start from itself.")
         if record.objectives != study.objectives:
@@ -148,6 +154,22 @@ def related_tasks(study: Any) -> list[RelatedTask]:
         data = study.problem.training_data(study.space, trials, seed=0)
         tasks.append(RelatedTask(other.name, data.X, data.Y, data.Yvar))
     return tasks
+
+
+def warm_surrogate(study: Any) -> Any:
+    """The surrogate of ``study`` (a `Study` with `StudySettings.warm_start`): the model
+    `StudySettings.warm_start_model` names over its related tasks (`related_tasks`), with the
+    study's GP-fit cap."""
+    maxiter = study.settings.options().fit_maxiter
+    options = {"maxiter": maxiter} if maxiter else None
+    tasks = related_tasks(study)
+    if study.settings.warm_start_model == "rgpe":
+        from tuner.rgpe import RGPESurrogate
+
+        return RGPESurrogate(tasks, fit_options=options)
+    from tuner.warmstart import WarmStartSurrogate
+
+    return WarmStartSurrogate(tasks, fit_options=options)
 
 
 def seed_from_related(study: Any, per_study: int = 2) -> list[TrialRecord]:

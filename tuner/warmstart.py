@@ -35,7 +35,7 @@ from torch import Tensor
 from tuner.errors import SurrogateError
 from tuner.surrogate import FlatSurrogate, Surrogate, TrainingData
 
-__all__ = ["MIN_TARGET", "RelatedTask", "WarmStartSurrogate"]
+__all__ = ["MIN_TARGET", "RelatedTask", "WarmStartSurrogate", "check_related"]
 
 #: Target trials needed before a related task can be judged; below, the flat GP is used (the
 #: initial design runs first anyway).
@@ -95,13 +95,7 @@ class WarmStartSurrogate(Surrogate):
 
     def check(self, space: Any, outcome_names: Sequence[str], n_objectives: int) -> None:
         """Refuse related tasks whose inputs or outcomes do not match the target's."""
-        for r in self.related:
-            if r.X.shape[1] != space.dim or r.Y.shape[1] != len(outcome_names):
-                raise SurrogateError(
-                    f"Related task {r.name!r} has {r.X.shape[1]} input columns and "
-                    f"{r.Y.shape[1]} outcomes; the target has {space.dim} and "
-                    f"{len(outcome_names)} ({list(outcome_names)})."
-                )
+        check_related(self.related, space, outcome_names)
 
     def fit(self, data: TrainingData) -> Model:
         """The flat GP, or one `MultiTaskGP` per outcome (task 0: the target) over the target
@@ -181,6 +175,22 @@ class WarmStartSurrogate(Surrogate):
         """The last fit: training size, and per related task its trials and, per outcome, its
         learned correlation with the target task."""
         return dict(self._last)
+
+
+def check_related(related: Sequence[RelatedTask], space: Any, outcome_names: Sequence[str]) -> None:
+    """Refuse related tasks whose inputs or outcomes do not match the target's.
+
+    Raises:
+        SurrogateError: Naming the task and both shapes.
+    """
+    for r in related:
+        if r.X.shape[1] != space.dim or r.Y.shape[1] != len(outcome_names):
+            raise SurrogateError(
+                f"Related task {r.name!r} has {r.X.shape[1]} input columns and "
+                f"{r.Y.shape[1]} outcomes; the target has {space.dim} and "
+                f"{len(outcome_names)} ({list(outcome_names)}). Encode its trials in the "
+                "target's space and outcome order (`studies.warmstart.related_tasks` does)."
+            )
 
 
 def _correlations(models: Sequence[Any]) -> list[list[float]]:

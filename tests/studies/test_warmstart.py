@@ -20,9 +20,10 @@ from tests.studies.helpers import fast_settings
 OBJ = {"latency": "minimize", "search_seconds": "minimize"}
 
 
-@pytest.fixture
-def source(tmp_path: Path) -> str:
-    url = f"sqlite:///{tmp_path / 's.db'}"
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One finished study ``src`` shared by the tests (each adds studies of its own names)."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('warm') / 's.db'}"
     toy_study("src", url, settings=fast_settings()).optimize(8, progress=False)
     return url
 
@@ -51,6 +52,19 @@ def test_a_warm_started_study_models_with_the_related_trials(source: str) -> Non
     assert again == study.settings
 
 
+def test_rgpe_models_a_warm_started_study(source: str) -> None:
+    settings = dataclasses.replace(fast_settings(), warm_start=["src"], warm_start_model="rgpe")
+    study = toy_study("rgpe", source, settings=settings, seed=1)
+    seed_from_related(study, per_study=2)
+    study.optimize(6, progress=False)
+    assert [t.state for t in study.trials] == ["COMPLETE"] * 6
+    surrogate = next(iter(study._tuners.values())).surrogate
+    assert type(surrogate).__name__ == "RGPESurrogate"
+    assert set(surrogate.describe()["weights"]) == {"src", "target"}
+    assert StudySettings.from_dict(study.settings.to_dict()).warm_start_model == "rgpe"
+    assert StudySettings.from_dict({"warm_start": ["src"]}).warm_start_model == "mtgp"  # older
+
+
 def test_another_space_lends_its_shared_parameters(source: str, tmp_path: Path) -> None:
     narrow = Space({"population": Int(4, 64, log=True), "alpha": Float(0.0, 1.0)})
     url = f"sqlite:///{tmp_path / 'o.db'}"
@@ -63,7 +77,7 @@ def test_another_space_lends_its_shared_parameters(source: str, tmp_path: Path) 
         trial = other.ask()
         other.tell(trial, evaluate(trial.config))
     settings = StudySettings(warm_start=[{"study": "src", "storage": url}])
-    study = Study("dst", toy_space(), OBJ, toy_evaluate, storage=source, settings=settings)
+    study = Study("narrowed", toy_space(), OBJ, toy_evaluate, storage=source, settings=settings)
     (task,) = related_tasks(study)
     assert task.X.shape == (3, study.space.dim)  # population kept, the rest at the defaults
 
@@ -74,8 +88,18 @@ def test_bad_warm_start_references_are_clear_errors(source: str, tmp_path: Path)
     with pytest.raises(StudySettingsError, match="entry is a study name"):
         StudySettings(warm_start=[{"name": "src"}])
     missing = toy_study("x", source, settings=StudySettings(warm_start=["nope"]))
-    with pytest.raises(StudyError, match="No study named 'nope'"):
+    with pytest.raises(StudyError, match="No study named 'nope'.*warm_start of 'x' names it"):
         related_tasks(missing)
+    elsewhere = [{"study": "src", "storage": f"sqlite:///{tmp_path / 'none.db'}"}]
+    gone = toy_study("w", source, settings=StudySettings(warm_start=elsewhere))
+    with pytest.raises(StudyError, match="none.db.*warm_start of 'w' names it"):
+        related_tasks(gone)
+    Study("disjoint", Space({"other": Float(0.0, 1.0)}), OBJ, storage=source)
+    apart = toy_study("v", source, settings=StudySettings(warm_start=["disjoint"]))
+    with pytest.raises(StudyError, match=r"'disjoint' shares no parameter.*\['other'\]"):
+        related_tasks(apart)
+    with pytest.raises(StudySettingsError, match="warm_start_model must be one of"):
+        StudySettings(warm_start=["src"], warm_start_model="gp")
     other = Study(
         "max", toy_space(), {"latency": "maximize", "search_seconds": "minimize"}, storage=source
     )
