@@ -12,7 +12,9 @@ processes on the machine take their share of the cores.
 The split (`split_lines`) is measured, in wall-clock seconds that add up to the run's total:
 calibration, proposals (the driving process fitting and acquiring, `studies.driver.RunStats`),
 evaluations (the rest of the tuning, which the driving process spends waiting on its workers and
-storing their results) and validation.
+storing their results) and validation. The workers evaluate while the driving process proposes,
+so the evaluations' wall time is what the proposals leave uncovered; their worker seconds are
+printed beside it.
 """
 
 from __future__ import annotations
@@ -40,17 +42,18 @@ __all__ = [
 PHASES = ("calibration", "proposals", "evaluations", "validation")
 
 #: Seconds one default search of 150 steps takes on an average training workload (gpt2, bert,
-#: resnet, t5) with one core to itself: the calibration of `tuner demo` on a 2-core machine
-#: (2026-05, AMD EPYC, 2 vCPUs), 20 default searches in 41 s.
-REFERENCE = 2.0
-#: A proposal (model fit and acquisition in the driving process) costs about this many default
-#: searches of 150 steps (the main job on the same machine: proposals p50 ~ 5 s against ~2 s per
-#: search).
-PROPOSAL_SEARCHES = 2.5
-#: Validation: the defaults and up to 3 candidates, on 8 fresh seeds of every training workload;
-#: held out, the defaults and the pick on 5 seeds of each model (taken as twice as large).
-_VALIDATION_RUNS = 4 * 8
-_HELD_OUT_RUNS = 2 * 5 * 2
+#: resnet, t5): the calibration of `tuner demo` on a 2-core machine (AMD EPYC, 2 vCPUs, shared:
+#: load average ~5 from other processes), 20 default searches in 10 s.
+REFERENCE = 0.5
+#: A proposal by the model (fit and acquisition in the driving process; design points cost
+#: nothing) costs about this many default searches of 150 steps: `tuner demo` on the same machine,
+#: 25 model proposals in 400 s (p50 13 s, max 47 s; they get slower as trials accumulate).
+PROPOSAL_SEARCHES = 30.0
+#: Validation in default-search equivalents per training workload and per held-out model (the
+#: defaults and 3 candidates on 8 fresh seeds; held out, the defaults and the pick on 5 seeds):
+#: fitted to the same run (40 s for 4 + 2 workloads: tuned searches finish sooner).
+_VALIDATION_RUNS = 16
+_HELD_OUT_RUNS = 8
 
 
 @dataclass(frozen=True)
@@ -80,15 +83,22 @@ class DemoShape:
 
 
 def estimate(shape: DemoShape, per_search: float) -> dict[str, float]:
-    """Seconds per phase (`PHASES`) for ``shape`` at ``per_search`` seconds per default search
-    of ``shape.steps`` steps on one workload."""
-    return {
+    """Seconds per phase (`PHASES`; no calibration for a calibrated study) for ``shape`` at
+    ``per_search`` seconds per default search of ``shape.steps`` steps on one workload."""
+    proposals = shape.proposals * PROPOSAL_SEARCHES * per_search * 150 / shape.steps
+    worker = shape.trials * shape.seeds * shape.workloads * per_search  # worker seconds
+    phases = {
         "calibration": shape.calibration_seeds * shape.workloads * per_search,
-        "proposals": shape.proposals * PROPOSAL_SEARCHES * per_search * 150 / shape.steps,
-        "evaluations": shape.trials * shape.seeds * shape.workloads * per_search / shape.workers,
+        "proposals": proposals,
+        # the workers evaluate while the driving process proposes: the wall clock shows only
+        # what the proposals do not cover (at least one trial's evaluation)
+        "evaluations": max(worker / shape.workers - proposals, worker / max(shape.trials, 1)),
         "validation": (_VALIDATION_RUNS * shape.workloads + _HELD_OUT_RUNS * shape.held_out)
         * per_search,
     }
+    if not shape.calibration_seeds:
+        del phases["calibration"]
+    return phases
 
 
 def reference_pace(steps: int) -> float:
@@ -104,7 +114,7 @@ def estimate_line(phases: Mapping[str, float], basis: str, what: str = "estimate
     line = f"{what}: about {_duration(total)} ({parts}), from {basis}"
     load, cores = _load()
     if load is not None and cores and load > cores:
-        line += f"; the machine is busy (load average {load:.1f} on {cores} cores): expect longer"
+        line += f"; other processes share the machine (load average {load:.1f} on {cores} cores)"
     return line + "."
 
 
@@ -124,7 +134,8 @@ def split_lines(calibration: float, stats: RunStats, validation: float) -> list[
         f"time split (wall clock): {head} = {total} s",
         f"  proposals: {stats.proposal_summary()}, in the driving process",
         f"  evaluations: {stats.finished} trials, {stats.evaluating:.0f} s of worker time on "
-        f"{stats.n_workers} workers (the wall time above is the tuning time not spent proposing)",
+        f"{stats.n_workers} workers, partly while the driving process proposed (the wall time "
+        "above is the tuning time it did not spend proposing)",
     ]
 
 

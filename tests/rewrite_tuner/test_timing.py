@@ -20,11 +20,12 @@ def test_estimate_prices_every_phase_and_scales_with_the_pace() -> None:
     assert tuple(slow) == PHASES and all(v > 0 for v in slow.values())
     assert slow == pytest.approx({k: 2 * v for k, v in fast.items()})
     calibrated = estimate(DemoShape(**{**vars(_SHAPE), "calibration_seeds": 0}), 1.0)
-    assert calibrated["calibration"] == 0 and calibrated["proposals"] == fast["proposals"]
-    # twice the workers, half the evaluation wall time; proposals are serial in the driver
+    assert "calibration" not in calibrated and calibrated["proposals"] == fast["proposals"]
+    # proposals are serial in the driver; the evaluations' wall time is what they leave over
     wide = estimate(DemoShape(**{**vars(_SHAPE), "workers": 4}), 1.0)
-    assert wide["evaluations"] == pytest.approx(fast["evaluations"] / 2)
-    assert wide["proposals"] == fast["proposals"]
+    assert wide["evaluations"] <= fast["evaluations"] and wide["proposals"] == fast["proposals"]
+    cheap = estimate(DemoShape(**{**vars(_SHAPE), "proposals": 0}), 1.0)
+    assert cheap["evaluations"] == pytest.approx(30 * 3 * 4 / 2)
 
 
 def test_estimate_line_says_it_is_an_estimate_and_its_basis() -> None:
