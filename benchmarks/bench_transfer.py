@@ -87,11 +87,43 @@ def _arms(study: Any, chosen: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
+def pick(study: Any) -> tuple[Any, dict[str, Any]]:
+    """The main job's validation of a finished study (its best trials against the defaults on
+    fresh training seeds; `rewrite_tuner.transfer.validate`): the report and the configuration
+    it shows (the defaults when no other trial is on the Pareto front)."""
+    from rewrite_tuner.transfer import validate
+
+    report = validate(study, held_out=[])
+    if report.shown is None:
+        return report, dict(study.space.default())
+    return report, next(t.config for t in study.trials if t.number == report.shown)
+
+
+def held_out(
+    arms: dict[str, dict[str, Any]], default: dict[str, Any], held_seeds: int, label: str = ""
+) -> dict[str, dict[str, Any]]:
+    """Each arm's configuration against ``default`` on the held-out workloads (`HELD_OUT`,
+    seeds 3000 onward; the defaults' runs shared by the arms): `Comparison.to_dict` per arm."""
+    from rewrite.optimize.compare import compare
+    from rewrite_tuner.rewrite_study import _graphs
+
+    seeds = range(3000, 3000 + held_seeds)
+    graphs = _graphs(HELD_OUT)
+    reference = _split(default)
+    ref = None
+    out: dict[str, dict[str, Any]] = {}
+    for name, config in arms.items():
+        comp = compare(graphs, _split(config), reference, seeds, reference_result=ref)
+        ref = comp.reference
+        out[name] = comp.to_dict()
+        ratios = {w: round(r["reach"]["ratio"], 2) for w, r in comp.per_workload.items()}
+        print(f"  {label}{name:28s} reach ratio {ratios}", flush=True)
+    return out
+
+
 def transfer(tuner_seed: int, trials: int, steps: int, held_seeds: int) -> dict[str, Any]:
     """One tuner seed of the main job, then the arms on the held-out workloads."""
-    from rewrite.optimize.compare import compare
-    from rewrite_tuner.rewrite_study import _graphs, rewrite_study
-    from rewrite_tuner.transfer import validate
+    from rewrite_tuner.rewrite_study import rewrite_study
 
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{Path(tmp) / 'study.db'}"
@@ -100,32 +132,19 @@ def transfer(tuner_seed: int, trials: int, steps: int, held_seeds: int) -> dict[
         t_cal = time.perf_counter() - t0
         study.optimize(trials, n_workers=2, progress=False)
         t_opt = time.perf_counter() - t0 - t_cal
-        report = validate(study, held_out=[])
+        report, chosen = pick(study)
         t_val = time.perf_counter() - t0 - t_cal - t_opt
-        shown = report.shown
-        chosen = next(t.config for t in study.trials if t.number == shown)
-        out: dict[str, Any] = {
+        arms = _arms(study, chosen)
+        return {
             "tuner_seed": tuner_seed,
             "seconds": {"calibration": t_cal, "optimize": t_opt, "validation": t_val},
             "chosen": report.chosen,
-            "shown": shown,
+            "shown": report.shown,
             "beats_defaults": report.chosen is not None,
             "candidates": report.candidates,
             "config": {k: v for k, v in chosen.items() if k != "prior_model"},
-            "arms": {},
+            "arms": held_out(arms, arms["defaults"], held_seeds, f"seed {tuner_seed} "),
         }
-        arms = _arms(study, chosen)
-        seeds = range(3000, 3000 + held_seeds)
-        graphs = _graphs(HELD_OUT)
-        default = _split(arms["defaults"])
-        ref = None
-        for name, config in arms.items():
-            comp = compare(graphs, _split(config), default, seeds, reference_result=ref)
-            ref = comp.reference
-            out["arms"][name] = comp.to_dict()
-            ratios = {w: round(r["reach"]["ratio"], 2) for w, r in comp.per_workload.items()}
-            print(f"  seed {tuner_seed} {name:28s} reach ratio {ratios}", flush=True)
-        return out
 
 
 def _surrogate(name: str) -> Any:

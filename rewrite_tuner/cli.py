@@ -38,6 +38,7 @@ from studies.cli import (
 )
 
 if TYPE_CHECKING:
+    from rewrite_tuner.timing import DemoShape
     from studies.study import Study
 
 __all__ = ["app"]
@@ -157,23 +158,19 @@ def demo(
         _check_zoo_names("--workloads", names, required=True)
         _check_zoo_names("--held-out", held, required=False)
         _guard_write(out_path, _check_out_path, out_path)
-    if not toy:
-        console.print(
-            "The main job takes about 4 minutes on an idle 2-core machine (the estimate is "
-            "refined after the calibration).",
-            highlight=False,
-        )
+    new = not toy and _stored(study_name, storage) is None  # a resumed study: `_print_rest`
+    if new:
+        from rewrite_tuner.timing import estimate, estimate_line, reference_pace
+
+        shape = _shape(names, held, n_trials, 0, steps, seeds, workers)
+        basis = "a 2-core machine's pace; refined after the calibration"
+        console.print(estimate_line(estimate(shape, reference_pace(steps)), basis), highlight=False)
     t0 = time.perf_counter()
-    calibrated: list[bool] = []
-    study = _guard(_demo_study, toy, study_name, storage, names, steps, seeds, calibrated)
+    study = _guard(_demo_study, toy, study_name, storage, names, steps, seeds)
     calibration = time.perf_counter() - t0
-    if calibrated:  # a new study (an existing one opens without calibrating)
-        rest = _estimate(calibration, len(names), len(held), n_trials - len(study.trials), workers)
-        console.print(
-            f"calibrated in {calibration:.0f} s; the rest should take about {rest / 60:.0f} min "
-            "(from the calibration's pace; proposals counted at 5 s each)",
-            highlight=False,
-        )
+    if not toy:
+        cal = calibration if new else None
+        _print_rest(study, names, held, n_trials, cal, steps, seeds, workers)
     stats = _optimize(study, n_trials, workers, None, progress)
     if toy:
         from rewrite_tuner.export import export_priors
@@ -190,29 +187,66 @@ def demo(
         out_path, export_tuned, study, report, out_path, force=force, anyway=export_anyway
     )
     _print_tuned(report, out_path if doc is not None else None)
-    out.print(
-        f"\ntime: calibration {calibration:.0f} s, tuning {stats.wall:.0f} s (proposing "
-        f"{stats.proposing:.0f} s, evaluating {stats.evaluating:.0f} s of worker time on "
-        f"{workers} workers), validation {validation:.0f} s; total "
-        f"{calibration + stats.wall + validation:.0f} s",
-        highlight=False,
+    from rewrite_tuner.timing import split_lines
+
+    out.print("", highlight=False)
+    for line in split_lines(calibration, stats, validation):
+        out.print(line, highlight=False)
+
+
+def _shape(
+    names: list[str],
+    held: list[str],
+    n_trials: int,
+    done: int,
+    steps: int,
+    seeds: int,
+    workers: int,
+    calibrated: bool = False,
+) -> DemoShape:
+    """The demo's `rewrite_tuner.timing.DemoShape` with ``done`` trials already in the study."""
+    from rewrite_tuner.rewrite_study import CALIBRATION_SEEDS, LEAD_DESIGN
+    from rewrite_tuner.timing import DemoShape
+
+    return DemoShape(
+        workloads=len(names),
+        held_out=len(held),
+        trials=max(n_trials - done, 0),
+        proposals=max(n_trials - max(done, LEAD_DESIGN), 0),
+        seeds=seeds,
+        calibration_seeds=0 if calibrated else max(CALIBRATION_SEEDS, seeds),
+        steps=steps,
+        workers=workers,
     )
 
 
-def _estimate(
-    calibration: float, workloads: int, held_out: int, trials: int, workers: int
-) -> float:
-    """Seconds the demo's tuning and validation should take after a calibration that took
-    ``calibration`` seconds (`CALIBRATION_SEEDS` default searches per workload): a trial runs up
-    to `DEFAULT_SEEDS` searches per workload, the validation 4 x 8 per training workload (the
-    defaults and 3 candidates on 8 seeds) and 2 x 5 per held-out one (held-out models taken as
-    twice as large); a proposal is counted at 5 s."""
-    from rewrite_tuner.rewrite_study import CALIBRATION_SEEDS, DEFAULT_SEEDS
+def _print_rest(
+    study: Study,
+    names: list[str],
+    held: list[str],
+    n_trials: int,
+    calibration: float | None,
+    steps: int,
+    seeds: int,
+    workers: int,
+) -> None:
+    """The estimate of what is left once the study is open: at the calibration's pace when it
+    was calibrated now (``calibration``, its seconds), at the stored trials' pace when it
+    resumes (``calibration`` None)."""
+    from rewrite_tuner.rewrite_study import CALIBRATION_SEEDS
+    from rewrite_tuner.timing import estimate, estimate_line
 
-    per_search = calibration / (CALIBRATION_SEEDS * workloads)
-    tuning = max(trials, 0) * (DEFAULT_SEEDS * workloads * per_search / workers + 5.0)
-    validation = (32 * workloads + 2 * 10 * held_out) * per_search
-    return tuning + validation
+    shape = _shape(names, held, n_trials, len(study.trials), steps, seeds, workers, True)
+    timed = [t.seconds for t in study.trials if t.seconds]
+    if calibration is not None:  # calibrated now
+        pace = calibration / (max(CALIBRATION_SEEDS, seeds) * len(names))
+        basis = f"the calibration's pace here ({calibration:.0f} s)"
+    elif timed:
+        pace = sorted(timed)[len(timed) // 2] / (seeds * len(names))
+        basis = f"the pace of the {len(timed)} trials this study ran"
+    else:
+        return
+    console.print(estimate_line(estimate(shape, pace), basis, what="the rest"), highlight=False)
 
 
 @_command(
@@ -319,17 +353,17 @@ def _check_out_path(path: Path) -> None:
         raise IsADirectoryError(21, "Is a directory", str(path))
 
 
+def _stored(name: str, storage: str) -> Study | None:
+    """`rewrite_tuner.rewrite_study._stored`: the study if the storage holds it (a resume)."""
+    from rewrite_tuner.rewrite_study import _stored as stored
+
+    return _guard(stored, name, storage)
+
+
 def _demo_study(
-    toy: bool,
-    name: str,
-    storage: str,
-    workloads: list[str],
-    steps: int,
-    seeds: int,
-    calibrated: list[bool],
+    toy: bool, name: str, storage: str, workloads: list[str], steps: int, seeds: int
 ) -> Study:
-    """The demo's study (``calibrated`` gets an entry when a new one is calibrated); a name
-    clash with different settings says how to start a new one."""
+    """The demo's study; a name clash with different settings says how to start a new one."""
     from studies.errors import StudyConflictError
 
     try:
@@ -342,7 +376,6 @@ def _demo_study(
         cal = max(CALIBRATION_SEEDS, seeds)
 
         def announce() -> None:
-            calibrated.append(True)
             console.print(
                 f"calibrating: the default search on {', '.join(workloads)}, {cal} seeds of "
                 f"{steps} steps each",

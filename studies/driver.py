@@ -26,12 +26,13 @@ import logging
 import multiprocessing
 import pickle
 import re
+import statistics
 import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from studies.errors import EvaluateError, RepeatedFailureError
@@ -90,28 +91,51 @@ class RunStats:
 
     Attributes:
         wall: Seconds the call took.
-        proposing: Seconds the driving process spent claiming trials from the source: fitting
-            the model and proposing, and the storage transactions around them.
+        claiming: Seconds the driving process spent claiming trials from the source: proposing
+            and the storage transactions around it.
         evaluating: Worker seconds of the evaluations that finished in this call (as the
             workers measured them; summed over workers, so up to ``n_workers`` times ``wall``).
         trials: Trials claimed (proposed or taken from the queue) in this call.
         finished: Outcomes recorded in this call.
         n_workers: Trials evaluated at once.
+        proposals: Seconds per configuration proposed in this call, in order, as the source
+            timed them (`TrialSource.proposals`; a batch's seconds are shared equally by its
+            configurations). Trials taken from the queue are not proposals.
     """
 
     wall: float = 0.0
-    proposing: float = 0.0
+    claiming: float = 0.0
     evaluating: float = 0.0
     trials: int = 0
     finished: int = 0
     n_workers: int = 1
+    proposals: list[float] = field(default_factory=list)
+
+    @property
+    def proposing(self) -> float:
+        """Seconds the source spent proposing in this call (model fits and acquisition)."""
+        return float(sum(self.proposals))
+
+    @property
+    def waiting(self) -> float:
+        """Seconds of ``wall`` the driving process did not spend proposing: waiting for the
+        workers' evaluations, and storing their results."""
+        return max(self.wall - self.proposing, 0.0)
+
+    def proposal_summary(self) -> str:
+        """``"12 proposals, p50 3.1 s, max 7.9 s"``, or ``"no proposals"``."""
+        if not self.proposals:
+            return "no proposals"
+        ordered = sorted(self.proposals)
+        p50 = statistics.median(ordered)
+        return f"{len(ordered)} proposals, p50 {p50:.1f} s, max {ordered[-1]:.1f} s"
 
     def summary(self) -> str:
         """One line: the split, e.g. for a console."""
         return (
-            f"{self.wall:.0f} s: proposing {self.proposing:.0f} s in the driving process, "
-            f"evaluating {self.evaluating:.0f} s of worker time on {self.n_workers} workers "
-            f"({self.trials} trials claimed, {self.finished} finished)"
+            f"{self.wall:.0f} s: proposing {self.proposing:.0f} s in the driving process "
+            f"({self.proposal_summary()}), evaluating {self.evaluating:.0f} s of worker time on "
+            f"{self.n_workers} workers ({self.trials} trials claimed, {self.finished} finished)"
         )
 
 
@@ -322,9 +346,15 @@ def _fill(
     free = job.n_workers - len(running)
     if free <= 0:
         return pool
+    count, seconds = job.source.proposals()
     t0 = time.monotonic()
-    claimed = job.source.claim(job.worker, free, job.n_trials)
-    stats.proposing += time.monotonic() - t0
+    try:
+        claimed = job.source.claim(job.worker, free, job.n_trials)
+    finally:
+        stats.claiming += time.monotonic() - t0
+        made, took = job.source.proposals()
+        if made > count:
+            stats.proposals += [(took - seconds) / (made - count)] * (made - count)
     stats.trials += len(claimed)
     for trial in claimed:
         try:

@@ -23,6 +23,10 @@ may drive the same study through their own sources at the same time):
   it holds) with ``reason`` and queues their configurations again; returns those re-queued.
 * ``reap_stale()`` re-queues every process's stale trials now; ``status()`` counts the trials
   toward the budget; ``best()`` is a one-line summary of the best values (for display).
+* ``proposals()`` is ``(count, seconds)``: the configurations this source proposed since it was
+  made and the seconds spent proposing them (model fit and acquisition, not the storage
+  transactions around them; trials claimed from the queue are not proposals). The driver reads
+  it around each claim to time its proposals (`studies.driver.RunStats`).
 
 Transactions (`StudySource`): ``claim`` runs the allocation transactions of
 `studies.allocation` (the model fit outside them); ``record``, ``heartbeat``, ``requeue`` and
@@ -33,8 +37,9 @@ RUNNING (and then reaped once stale); ``status`` and ``best`` read one snapshot.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from studies.allocation import Propose, allocate, reap
@@ -47,7 +52,14 @@ if TYPE_CHECKING:
     from studies.storage import Storage
     from tuner.problem import Problem
 
-__all__ = ["ClaimedTrial", "SourceStatus", "StudySource", "TrialSource", "log_finished"]
+__all__ = [
+    "ClaimedTrial",
+    "ProposalClock",
+    "SourceStatus",
+    "StudySource",
+    "TrialSource",
+    "log_finished",
+]
 
 # a study's log lines keep the logger they always had
 logger = logging.getLogger("studies.study")
@@ -117,6 +129,39 @@ class TrialSource(Protocol):
 
     def best(self) -> str: ...
 
+    def proposals(self) -> tuple[int, float]: ...
+
+
+@dataclass
+class ProposalClock:
+    """Configurations proposed and the seconds spent proposing them, counted by `timed`.
+
+    Mutated by the one thread that drives a source (see the module docstring).
+
+    Attributes:
+        count: Configurations proposed so far.
+        seconds: Wall seconds spent in the propose calls that made them.
+    """
+
+    count: int = 0
+    seconds: float = 0.0
+
+    def timed(self, propose: Propose) -> Propose:
+        """``propose``, counting each call's configurations and wall seconds on this clock."""
+
+        def timed_propose(
+            trials: list[TrialRecord], n: int, position: int, reserved: Sequence[int]
+        ) -> list[dict[str, Any]]:
+            t0 = time.perf_counter()
+            try:
+                configs = propose(trials, n, position, reserved)
+            finally:
+                self.seconds += time.perf_counter() - t0
+            self.count += len(configs)
+            return configs
+
+        return timed_propose
+
 
 @dataclass(frozen=True)
 class StudySource:
@@ -130,6 +175,7 @@ class StudySource:
         problem: Its objectives and constraints.
         propose: New configurations for a snapshot of the trials (`studies.allocation`).
         judge: Validates an outcome's values and metrics (``Study._judge``).
+        clock: Times this source's proposals (`proposals`); a new source starts at zero.
     """
 
     storage: Storage
@@ -139,6 +185,7 @@ class StudySource:
     problem: Problem
     propose: Propose
     judge: Judge
+    clock: ProposalClock = field(default_factory=ProposalClock, compare=False)
 
     @property
     def heartbeat_interval(self) -> float:
@@ -167,8 +214,9 @@ class StudySource:
         Returns fewer than ``k`` trials (possibly ``[]``) when the budget is used up or held by
         other processes' reservations, or, rarely, when such a proposal was dropped.
         """
+        propose = self.clock.timed(self.propose)
         return allocate(
-            self.storage, self.study_id, self.settings, self.propose, worker, k, budget, heartbeat
+            self.storage, self.study_id, self.settings, propose, worker, k, budget, heartbeat
         )
 
     def heartbeat(self, worker: str, numbers: Sequence[int]) -> None:
@@ -254,6 +302,11 @@ class StudySource:
         trials = self.storage.trials(self.study_id)
         constraints = [str(c) for c in self.problem.constraints]
         return best_values(trials, dict(self.problem.objectives), constraints)
+
+    def proposals(self) -> tuple[int, float]:
+        """Configurations this source proposed and the seconds spent proposing them (the
+        tuner's model fit and acquisition, outside the storage transactions)."""
+        return self.clock.count, self.clock.seconds
 
 
 def log_finished(

@@ -11,24 +11,45 @@ from typer.testing import CliRunner
 
 from rewrite_tuner.cli import app
 
+_SPLIT = re.compile(
+    r"time split \(wall clock\): calibration (\d+) s \+ proposals (\d+) s \+ evaluations (\d+) s "
+    r"\+ validation (\d+) s = (\d+) s"
+)
+
 
 def test_the_demo_estimates_its_time_and_prints_the_split(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    args = ["demo", "-s", f"sqlite:///{tmp_path / 'd.db'}", "-n", "3", "-w", "1", "--steps", "20"]
+    args = ["demo", "-s", f"sqlite:///{tmp_path / 'd.db'}", "-w", "1", "--steps", "20"]
     args += ["--seeds", "1", "--workloads", "gpt2", "--held-out", "", "--no-progress"]
-    result = CliRunner().invoke(app, args)
+    result = CliRunner().invoke(app, [*args, "-n", "3"])
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
-    assert "takes about 4 minutes on an idle 2-core machine" in text
-    assert re.search(r"calibrated in \d+ s; the rest should take about \d+ min", text)
-    assert "tuning took" in text and "proposing" in text
-    split = re.search(
-        r"time: calibration (\d+) s, tuning (\d+) s \(proposing (\d+) s, evaluating (\d+) s of "
-        r"worker time on 1 workers\), validation (\d+) s; total (\d+) s",
-        text,
-    )
+    before, calibrating, _ = text.partition("calibrating:")
+    assert calibrating, text
+    # before anything runs: the whole job, per phase, said to be an estimate
+    assert re.search(
+        r"estimate: about \d+ (s|min) \(calibration ~\d+ (s|min), proposals ~\d+ (s|min), "
+        r"evaluations ~\d+ (s|min), validation ~\d+ (s|min)\), from a 2-core machine's pace",
+        before,
+    ), before
+    assert re.search(r"the rest: about \d+ (s|min) \(.*\), from the calibration's pace here", text)
+    assert "tuning took" in text
+    split = _SPLIT.search(text)
     assert split, text
-    cal, tuning, proposing, _, validation, total = (int(x) for x in split.groups())
-    assert proposing <= tuning + 1 and abs(cal + tuning + validation - total) <= 2
+    *phases, total = (int(x) for x in split.groups())
+    assert sum(phases) == total
+    assert re.search(r"proposals: \d+ proposals, p50 [\d.]+ s, max [\d.]+ s", text), text
+    assert re.search(r"evaluations: 3 trials, \d+ s of worker time on 1 workers", text), text
+
+    # resumed: no estimate of a whole new run; the rest at the stored trials' pace
+    result = CliRunner().invoke(app, [*args, "-n", "4"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "estimate:" not in text and "calibrating:" not in text
+    assert re.search(r"the rest: about .*, from the pace of the 3 trials this study ran", text)
+    split = _SPLIT.search(text)
+    assert split and split.group(1) == "0", text
+    *phases, total = (int(x) for x in split.groups())
+    assert sum(phases) == total

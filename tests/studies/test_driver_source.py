@@ -43,16 +43,25 @@ class MemorySource:
     trials: list[_Trial] = field(default_factory=list)
     beats: list[tuple[float, tuple[int, ...]]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    propose_seconds: float = 0.0  # each new configuration takes this long to propose
+    made: int = 0
+    proposing: float = 0.0
 
     def claim(self, worker: str, k: int, budget: int | None) -> list[_Trial]:
         out = [t for t in self.trials if t.state == "WAITING"][:k]
         for t in out:
             t.state, t.worker = "RUNNING", worker
         while len(out) < k and (budget is None or self._used() < budget):
+            t0 = time.perf_counter()
+            time.sleep(self.propose_seconds)
+            self.made, self.proposing = self.made + 1, self.proposing + time.perf_counter() - t0
             t = _Trial(len(self.trials), {"x": len(self.trials)}, worker=worker)
             self.trials.append(t)
             out.append(t)
         return out
+
+    def proposals(self) -> tuple[int, float]:
+        return self.made, self.proposing
 
     def heartbeat(self, worker: str, numbers: Sequence[int]) -> None:
         held = {t.number for t in self.trials if t.state == "RUNNING" and t.worker == worker}
@@ -180,3 +189,19 @@ def test_default_process_pool_with_a_memory_source() -> None:
     source = MemorySource()
     driver.run(source, square, 3, 2, None, 5.0, False)
     assert [t.result for t in source.trials] == [{"f": 0.0}, {"f": 1.0}, {"f": 4.0}]
+
+
+def test_run_stats_time_every_proposal_and_add_up() -> None:
+    """The driver times each configuration the source proposes (a re-queued trial is none) and
+    the wall time splits into proposing and the rest; no timing magnitudes are asserted."""
+    source = MemorySource(propose_seconds=0.02)
+    source.trials.append(_Trial(0, {"x": -1}, "WAITING"))  # queued: claimed, not proposed
+    with ThreadPoolExecutor(2) as pool:
+        stats = driver.run(source, square, 4, 2, pool, None, False)
+    assert (stats.trials, stats.finished, len(stats.proposals)) == (4, 4, 3)
+    assert all(p > 0 for p in stats.proposals)
+    assert stats.proposing == pytest.approx(sum(stats.proposals))
+    assert stats.proposing <= stats.claiming <= stats.wall
+    assert stats.proposing + stats.waiting == pytest.approx(stats.wall)
+    assert stats.proposal_summary().startswith("3 proposals, p50 ")
+    assert "(3 proposals, p50" in stats.summary()
