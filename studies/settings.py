@@ -69,7 +69,8 @@ class StudySettings:
             configurations first.
         warm_start_model: How the related studies' trials inform the model: ``"mtgp"`` (a
             multi-task GP, `tuner.warmstart.WarmStartSurrogate`) or ``"rgpe"`` (a
-            ranking-weighted ensemble of per-study GPs, `tuner.rgpe.RGPESurrogate`).
+            ranking-weighted ensemble of per-study GPs, `tuner.rgpe.RGPESurrogate`). The
+            multi-task GP is the default by measurement (`benchmarks/bench_warmstart.py`).
     """
 
     heartbeat_interval: float = 10.0
