@@ -78,8 +78,7 @@ class AxPeer:
 
         from spaces import Int
 
-        for name in ("ax", "ax.api", "ax.service", "ax.modelbridge", "ax.generators"):
-            logging.getLogger(name).setLevel(logging.ERROR)
+        _quiet_ax()
         self.client = Client(random_seed=seed)
         params = [
             RangeParameterConfig(
@@ -99,11 +98,19 @@ class AxPeer:
 
     def ask(self) -> dict[str, Any]:
         ((self.index, params),) = self.client.get_next_trials(max_trials=1).items()
+        _quiet_ax()  # loggers of the modules the first proposals imported
         return dict(params)
 
     def tell(self, values: dict[str, float]) -> None:
         assert self.index is not None
         self.client.complete_trial(self.index, raw_data=dict(values))
+
+
+def _quiet_ax() -> None:
+    """Ax sets INFO on each of its loggers as its modules load: raise them to ERROR."""
+    for name in list(logging.Logger.manager.loggerDict):
+        if name.startswith("ax"):
+            logging.getLogger(name).setLevel(logging.ERROR)
 
 
 class OptunaPeer:
