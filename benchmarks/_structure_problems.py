@@ -364,7 +364,9 @@ def _rewrite_problem(priors: str = "family") -> Problem:
     )
     from structure.params import param_nodes
 
-    space, context = rewrite_problem(REWRITE_WORKLOADS, max_steps=150, priors=priors)
+    space, context = rewrite_problem(
+        REWRITE_WORKLOADS, max_steps=150, priors=priors, run_metrics=True
+    )
     known = rule_knowledge(space)
 
     def evaluate(config: Mapping[str, Any], rng: np.random.Generator | None) -> tuple[dict, dict]:

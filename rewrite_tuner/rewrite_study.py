@@ -38,9 +38,9 @@ gets a usable noise level from few seeds):
   than the cost model (the calibration times the defaults' graphs too);
 - tracking metrics: the search's run metrics (per-rule counters, phase times, cache rates,
   sizes) averaged over seeds, wall seconds (``search_time``) and ``fidelity.seeds``;
-- per-run metrics (``<name>@<workload>/<seed>``, `tuner.trial.run_metric`): each run's
-  objectives and its counters of `RUN_METRICS`, the grain at which the structured surrogate
-  can learn (``StructuredConfig(rows="runs")``).
+- with ``run_metrics=True``, per-run metrics (``<name>@<workload>/<seed>``,
+  `tuner.trial.run_metric`): each run's objectives and its counters of `RUN_METRICS`, the grain
+  at which the structured surrogate can learn (``StructuredConfig(rows="runs")``).
 
 With ``priors="rules"`` the study states what it knows about the per-rule space
 (`rule_knowledge`): each rule's prior is a candidate parent of that rule's counters, which the
@@ -338,6 +338,7 @@ def rewrite_problem(
     objectives: Sequence[str] = tuple(DEFAULT_OBJECTIVES),
     measure: bool | str = False,
     centre: Mapping[str, float] | None = None,
+    run_metrics: bool = False,
 ) -> RewriteProblem:
     """The space of the rewrite study (tunable knobs, the rule priors) and its context.
 
@@ -366,6 +367,10 @@ def rewrite_problem(
         centre: Rule priors to centre the prior family on (`PriorFamily.centred_on`: its
             informed member is these priors, e.g. a priors file tuned on other models) instead
             of the calibration's evidence; ``priors="family"`` only.
+        run_metrics: Also report each run's objectives and its counters of `RUN_METRICS`
+            (``<name>@<workload>/<seed>``, about 100 numbers per run), the rows a structured
+            surrogate with ``StructuredConfig(rows="runs")`` learns from. Off by default: a
+            study's surrogate reads the trials' aggregates.
 
     Returns:
         The space and the context (`RewriteProblem`): ``evaluate_rewrite(config, context)``
@@ -435,6 +440,7 @@ def rewrite_problem(
         "objectives": list(objectives),
         **({"measure": measure} if measure else {}),  # absent: studies from before it existed
         **({"centre": _digest(centre)} if centre is not None else {}),
+        **({"run_metrics": True} if run_metrics else {}),
         "calibration": calibration.to_dict(),
     }
     space = Space(
@@ -562,7 +568,9 @@ def evaluate_rewrite(
             )
             result = result.extend(rest)
     per_seed = _per_seed_objectives(result, cal.baselines)
-    out = {**result.metrics(), **_run_metrics(result, cal.baselines)}
+    out = dict(result.metrics())
+    if suite.get("run_metrics"):
+        out.update(_run_metrics(result, cal.baselines))
     dof = len(cal.seeds) - 1
     for name in per_seed[0]:
         values = [row[name] for row in per_seed]
@@ -646,6 +654,7 @@ def rewrite_study(
     on_calibrate: Callable[[], None] | None = None,
     centre: Mapping[str, float] | None = None,
     lead: bool = True,
+    run_metrics: bool = False,
 ) -> Study:
     """A `Study` that tunes `rewrite.search` over a suite of `rewrite.zoo` graphs.
 
@@ -679,6 +688,7 @@ def rewrite_study(
         lead: A new study with a prior family and no ``centre`` runs the defaults and the
             family's informed member first (`lead_configs`), then a `LEAD_DESIGN`-point design
             unless ``settings`` sizes it; False: the tuner's initial design alone.
+        run_metrics: Also report each run's values (see `rewrite_problem`).
 
     Returns:
         The study (created, or opened when the storage already holds it).
@@ -710,6 +720,7 @@ def rewrite_study(
         "objectives": tuple(objectives),
         "measure": measure,
         "centre": centre,
+        "run_metrics": run_metrics,
     }
     existing = _stored(name, storage)
     if existing is not None:

@@ -120,7 +120,10 @@ def test_a_trial_reports_means_errors_and_its_fidelity(calibration: Calibration)
 
 
 def test_a_trial_reports_every_runs_objectives_and_counters(calibration: Calibration) -> None:
-    space, context = rewrite_problem(GPT2, **SMALL, calibration=calibration)
+    plain = rewrite_problem(GPT2, **SMALL, calibration=calibration)
+    assert not any(split_run_metric(k) for k in evaluate_rewrite(*_default(plain)))  # opt-in
+    assert "run_metrics" not in plain.context  # contexts of studies written before stay equal
+    space, context = rewrite_problem(GPT2, **SMALL, calibration=calibration, run_metrics=True)
     out = evaluate_rewrite(space.default(), context)
     runs = {split_run_metric(k) for k in out} - {None}
     assert {run for _, run in runs} == {"gpt2/0", "gpt2/1"}  # workload/seed
