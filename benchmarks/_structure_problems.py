@@ -38,7 +38,11 @@ Search-shaped (``search8``, see `_search`): the knobs of a stochastic rewrite se
 (population, mutations, temperature, prior weight) and a `Simplex` of 8 rule priors; per-rule
 counters driven by their own rule's prior, four search metrics, two objectives (gain,
 maximized; search seconds, minimized), every reported value with multiplicative log-normal
-noise (sd 0.1).
+noise (sd 0.1). ``search8x4`` is the same search measured as a trial of the rewrite study is:
+the mean of 4 runs, each with noise sd 0.2 (so the trial's noise is about search8's), every
+run's metrics and objectives also reported (``<name>@s<i>``, `tuner.trial.run_metric`).
+Both state the rule knowledge a user has (`Problem.knowledge`: each rule's prior is a
+candidate parent of its counters).
 
 The rewrite study (``rewrite``, `_rewrite_problem`): the built-in study's own problem as `tuner
 demo` tunes it (`rewrite_tuner.rewrite_study`: training suite GPT-2, BERT, ResNet, T5; 150 search
@@ -47,6 +51,9 @@ exactly; the prior-family space; objectives ``anytime_hv`` and ``final_hv``, eac
 ``.sem``), reporting every run metric of the search (per-rule counters, phase times, cache rates,
 per-workload hypervolumes). Building it calibrates the study (the default search on every
 workload, about 10 s). It has no true DAG, only a hand-written structure (`_rewrite_hand_edges`).
+``rewrite-rules`` is the same study with ``priors="rules"`` (one prior per rule, about 50
+columns); its knowledge is the study's own (`rewrite_tuner.rewrite_study.rule_knowledge`). Both
+report each run's metrics and objectives too (``<name>@<workload>/<seed>``).
 """
 
 from __future__ import annotations
@@ -61,6 +68,8 @@ import numpy as np
 import torch
 
 from spaces import Float, Simplex, Space
+from structure import Knowledge
+from tuner.trial import run_metric
 
 Evaluate = Callable[[Mapping[str, Any], np.random.Generator | None], tuple[dict[str, float], dict]]
 
@@ -88,6 +97,8 @@ class Problem:
         ignore_metrics: Metrics the structured surrogates never read
             (`structure.StructuredConfig.ignore_metrics`; the rewrite study's
             machine-dependent ones, as its `Study` does).
+        knowledge: What the problem's maker states about it (candidate edges: a rule's prior
+            -> that rule's counters), told to the ``known`` methods; None: nothing.
     """
 
     name: str
@@ -101,6 +112,7 @@ class Problem:
     noisy: bool = False
     hand_edges: tuple[tuple[str, str], ...] = ()
     ignore_metrics: tuple[str, ...] = ()
+    knowledge: Knowledge | None = None
 
     @property
     def hand_metrics(self) -> tuple[str, ...]:
@@ -200,8 +212,11 @@ _ACCEPT = np.array([0.5, 0.9, 0.6, 1.0, 0.7, 0.8, 0.4, 0.3])  # rule's share of 
 _NOISE = 0.1
 
 
-def _search(config: Mapping[str, Any], rng: np.random.Generator | None) -> tuple[dict, dict]:
-    """A stochastic rewrite search in closed form (every reported value times ``exp(0.1 e)``):
+def _search(
+    config: Mapping[str, Any], rng: np.random.Generator | None, noise: float = _NOISE
+) -> tuple[dict, dict]:
+    """A stochastic rewrite search in closed form (every reported value times
+    ``exp(noise e)``, ``noise`` 0.1 unless given):
 
     - ``N = 10 * population * mutations`` rule firings, rule ``r`` with probability
       ``q_r = 0.9 * prior_r + 0.1 / 8``: ``rule.<r>.applied = round(N q_r)``;
@@ -217,7 +232,7 @@ def _search(config: Mapping[str, Any], rng: np.random.Generator | None) -> tuple
     """
 
     def noisy(v: float) -> float:
-        return float(v if rng is None else v * math.exp(_NOISE * rng.standard_normal()))
+        return float(v if rng is None else v * math.exp(noise * rng.standard_normal()))
 
     pop, mut = float(config["population"]), float(config["mutations"])
     temp, weight = float(config["temperature"]), float(config["prior_weight"])
@@ -240,6 +255,33 @@ def _search(config: Mapping[str, Any], rng: np.random.Generator | None) -> tuple
         "time.verify_seconds": verify,
     }
     return {"gain": gain, "search_seconds": seconds}, metrics
+
+
+SEARCH_RUNS = 4
+"""Runs per trial of ``search8x4``."""
+
+
+def _search_runs(config: Mapping[str, Any], rng: np.random.Generator | None) -> tuple[dict, dict]:
+    """`_search` measured as the mean of `SEARCH_RUNS` runs, each with noise ``0.1 *
+    sqrt(SEARCH_RUNS)`` (the mean's noise is about search8's), every run's values also reported
+    as ``<name>@s<i>``; noise-free (``rng`` None) it is `_search`'s value."""
+    if rng is None:
+        return _search(config, None)
+    runs = [_search(config, rng, _NOISE * math.sqrt(SEARCH_RUNS)) for _ in range(SEARCH_RUNS)]
+    values = {k: float(np.mean([v[k] for v, _ in runs])) for k in runs[0][0]}
+    metrics = {k: float(np.mean([m[k] for _, m in runs])) for k in runs[0][1]}
+    for i, (v, m) in enumerate(runs):
+        metrics.update({run_metric(k, f"s{i}"): x for k, x in {**v, **m}.items()})
+    return values, metrics
+
+
+def _search_knowledge() -> Knowledge:
+    """Each rule's prior is a candidate parent of that rule's counters."""
+    return Knowledge(
+        candidates=tuple(
+            (f"priors.{r}", f"rule.{r}.{c}") for r in RULES for c in ("applied", "accepted")
+        )
+    )
 
 
 def _search_edges() -> tuple[tuple[str, str], ...]:
@@ -266,7 +308,7 @@ def _search_hand_edges() -> tuple[tuple[str, str], ...]:
     return tuple(edges + [(s, "time.verify_seconds") for s in sources])
 
 
-def _search_problem() -> Problem:
+def _search_problem(runs: bool = False) -> Problem:
     space = Space(
         {
             "population": Float(8.0, 128.0, log=True),
@@ -283,8 +325,9 @@ def _search_problem() -> Problem:
     )
     objectives = {"gain": "maximize", "search_seconds": "minimize"}
     return Problem(
-        "search8", space, objectives, (0.0, -5.0), _search, _search_edges(), metrics,
-        ax=False, noisy=True, hand_edges=_search_hand_edges(),
+        "search8x4" if runs else "search8", space, objectives, (0.0, -5.0),
+        _search_runs if runs else _search, _search_edges(), metrics,
+        ax=False, noisy=True, hand_edges=_search_hand_edges(), knowledge=_search_knowledge(),
     )  # fmt: skip
 
 
@@ -311,16 +354,20 @@ def _rewrite_hand_edges(params: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(edges)
 
 
-def _rewrite_problem() -> Problem:
+def _rewrite_problem(priors: str = "family") -> Problem:
     from rewrite_tuner.rewrite_study import (
         DEFAULT_OBJECTIVES,
         evaluate_rewrite,
         rewrite_problem,
+        rule_knowledge,
         unmodeled_metrics,
     )
     from structure.params import param_nodes
 
-    space, context = rewrite_problem(REWRITE_WORKLOADS, max_steps=150)
+    space, context = rewrite_problem(
+        REWRITE_WORKLOADS, max_steps=150, priors=priors, run_metrics=True
+    )
+    known = rule_knowledge(space)
 
     def evaluate(config: Mapping[str, Any], rng: np.random.Generator | None) -> tuple[dict, dict]:
         out = evaluate_rewrite(config, context)
@@ -330,8 +377,10 @@ def _rewrite_problem() -> Problem:
     hand = _rewrite_hand_edges(list(param_nodes(space)))
     metrics = tuple(dict.fromkeys(t for _, t in hand if t not in DEFAULT_OBJECTIVES))
     return Problem(
-        "rewrite", space, dict(DEFAULT_OBJECTIVES), (0.0, 0.0), evaluate, (), metrics,
-        ax=False, hand_edges=hand, ignore_metrics=unmodeled_metrics(),
+        "rewrite" if priors == "family" else f"rewrite-{priors}", space,
+        dict(DEFAULT_OBJECTIVES), (0.0, 0.0), evaluate, (), metrics, ax=False, hand_edges=hand,
+        ignore_metrics=unmodeled_metrics(),
+        knowledge=None if known is None else Knowledge.from_dict(known),
     )  # fmt: skip
 
 
@@ -389,5 +438,7 @@ PROBLEMS: Mapping[str, Problem] = _Problems({
         _botorch_problem("VehicleSafety"),
     ),
     "search8": _search_problem,
+    "search8x4": functools.partial(_search_problem, runs=True),
     "rewrite": _rewrite_problem,
+    "rewrite-rules": functools.partial(_rewrite_problem, "rules"),
 })  # fmt: skip

@@ -4,9 +4,10 @@ Problems (`_structure_problems.PROBLEMS`): the function networks of Astudillo & 
 (``ackley6``, ``alpine2``, ``dropwave``, ``rosenbrock5``), unstructured BoTorch problems
 (``branincurrin``, ``vehiclesafety``) and a search-shaped problem (``search8``: search knobs, a
 simplex of 8 rule priors, per-rule counters and noisy search metrics, a time-like objective).
-``rewrite`` is the built-in rewrite study itself (real searches on four model graphs, every run
-metric reported; no true DAG, a hand-written structure); it runs only when named in
-``--problems``.
+``search8x4`` is search8 measured as the mean of 4 runs that are reported too. ``rewrite`` is the
+built-in rewrite study itself (real searches on four model graphs, every run metric reported; no
+true DAG, a hand-written structure), ``rewrite-rules`` the same with one prior per rule; they run
+only when named in ``--problems``.
 
 Each problem also reports ``k`` nuisance metric columns (``--nuisance``): half independent noise,
 half random smooth functions of ``x`` that do not reach an objective.
@@ -16,8 +17,11 @@ structure learned from the metrics, model selection on), ``true`` (`StructuredSu
 true DAG, model selection off: the BOFN-style GP network), ``hand`` (the same on the problem's
 hand-written structure, `Problem.hand_edges`, where it has one), ``guided`` (``learned`` told the
 hand-written structure's metric -> objective edges as required `Knowledge`: what a user knows
-about which metrics the objectives read; the rest is learned), ``ax`` (Ax 1.x ``Client`` default
-generation strategy, peer). Recorded per trial: dominated hypervolume of the observed objectives
+about which metrics the objectives read; the rest is learned), ``runs`` (``learned`` from one
+row per run, `structure.StructuredConfig.rows`, on the problems whose trials report their runs),
+``known`` (``learned`` told the problem's candidate edges, `Problem.knowledge`: a rule's prior
+-> its counters), ``runs_known`` (both), ``saas`` (`tuner.SaasSurrogate`), ``ax`` (Ax 1.x
+``Client`` default generation strategy, peer). Recorded per trial: dominated hypervolume of the observed objectives
 and the proposal wall and CPU time.
 
 Usage: ``python -m benchmarks.bench_structure [--quick] [--seeds N] [--trials T]``. Result files
@@ -59,11 +63,15 @@ from structure import (
 )
 from structure.params import param_nodes
 from structure.select import SelectConfig
-from tuner import FlatSurrogate, Tuner
+from tuner import FlatSurrogate, SaasSurrogate, Tuner
 from tuner.options import TunerOptions
 
 RESULTS = Path(__file__).resolve().parent / "results"
-METHODS = ("flat", "learned", "guided", "true", "hand", "ax")
+METHODS = ("flat", "learned", "guided", "runs", "known", "runs_known", "saas", "true", "hand", "ax")
+LEARNED = ("learned", "guided", "runs", "known", "runs_known")
+"""The methods that learn a structure (and so read the metrics)."""
+# Not run unless named: each runs real searches (the rewrite study; about an hour for 10 seeds).
+EXPENSIVE = ("rewrite", "rewrite-rules")
 # ``--quick``'s acquisition budget, starting from a Sobol design (see `run_tuner`).
 QUICK_OPTIONS = TunerOptions(
     num_restarts=4, raw_samples=128, maxiter=50, mc_samples=64, start_with_default=False
@@ -116,16 +124,23 @@ def make_surrogate(
     flat = FlatSurrogate(fit)
     if method == "flat":
         return flat
+    if method == "saas":
+        return SaasSurrogate(fit)
     learn = LearnConfig(
         bootstrap=6 if quick else 12, select=SelectConfig(**(select_overrides or {}))
     )
     network = NetworkConfig(64, 256, fit_options=fit, **(network_overrides or {}))
     ignore = problem.ignore_metrics
-    if method in ("learned", "guided"):
+    if method in LEARNED:
+        rows = "runs" if method in ("runs", "runs_known") else "trials"
         config = StructuredConfig(
-            learn=learn, network=network, ignore_metrics=ignore, **(overrides or {})
+            learn=learn, network=network, ignore_metrics=ignore, rows=rows, **(overrides or {})
         )
-        knowledge = Knowledge(required=objective_inputs(problem)) if method == "guided" else None
+        knowledge = None
+        if method == "guided":
+            knowledge = Knowledge(required=objective_inputs(problem))
+        elif method in ("known", "runs_known"):
+            knowledge = problem.knowledge
         return StructuredSurrogate(knowledge, config=config, flat=flat)
     config = StructuredConfig(
         selection=False, min_trials=4, learn=learn, network=network, ignore_metrics=ignore
@@ -228,13 +243,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--problems",
         default=None,
-        help="comma-separated subset of " + ",".join(PROBLEMS) + " (default: all but rewrite, "
-        "the rewrite study itself, which runs real searches: about an hour for 10 seeds)",
+        help="comma-separated subset of "
+        + ",".join(PROBLEMS)
+        + " (default: all but "
+        + " and ".join(EXPENSIVE)
+        + ", the rewrite study itself, which runs real searches: "
+        "about an hour for 10 seeds)",
     )
     parser.add_argument(
         "--methods",
         default="flat,learned,true,ax",
-        help="comma-separated methods (flat, learned, guided, true, hand, ax); LABEL=METHOD "
+        help=f"comma-separated methods ({', '.join(METHODS)}); LABEL=METHOD "
         "stores a variant (--config, --network) under its own name, to --merge with another "
         "file's runs",
     )
@@ -246,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         default=[],
         metavar="FIELD=VALUE",
-        help="numeric `StructuredConfig` fields of `learned` and `guided`, e.g. tolerance=2 "
+        help="numeric `StructuredConfig` fields of the learning methods, e.g. tolerance=2 "
         "relearn_every=1",
     )
     parser.add_argument(
@@ -262,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         default=[],
         metavar="FIELD=VALUE",
-        help="numeric or bool `SelectConfig` fields of `learned` and `guided`, e.g. max_parents=6 "
+        help="numeric or bool `SelectConfig` fields of the learning methods, e.g. max_parents=6 "
         "recurse=false",
     )
     parser.add_argument(
@@ -310,7 +329,9 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--first-seed must be >= 0, got {args.first_seed}.")
     seeds = args.seeds or (2 if quick else 10)
     budget = args.trials or (20 if quick else 50)
-    default = "ackley6,branincurrin" if quick else ",".join(p for p in PROBLEMS if p != "rewrite")
+    default = (
+        "ackley6,branincurrin" if quick else ",".join(p for p in PROBLEMS if p not in EXPENSIVE)
+    )
     problems = (args.problems or default).split(",")
     unknown = [p for p in problems if p not in PROBLEMS]
     if unknown:
@@ -328,8 +349,9 @@ def main(argv: list[str] | None = None) -> int:
     machine = machine_info()  # the start's load average; write_results adds the end's
     for name in problems:
         problem = PROBLEMS[name]
-        # Only `learned` reads the metrics: flat, true (a fixed DAG over the problem's own
-        # metrics) and Ax give the same runs for every k, so they run once per problem.
+        # Only the learning methods read the metrics: flat, true (a fixed DAG over the
+        # problem's own metrics) and Ax give the same runs for every k, so they run once per
+        # problem.
         same_for_every_k: dict[str, dict[str, Any]] = {}
         # Without metrics of its own a problem is only worth running with nuisance metrics.
         for k in [k for k in ks if k > 0 or problem.metrics] or ks[:1]:
@@ -338,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
                 if (
                     (method == "true" and not problem.true_edges)
                     or (method in ("hand", "guided") and not problem.hand_edges)
+                    or (method in ("known", "runs_known") and problem.knowledge is None)
                     or (method == "ax" and not problem.ax)
                 ):
                     continue
@@ -363,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
                     "summary": summarize(runs, problem.ref, budget),
                     "runs": runs,
                 }
-                if method not in ("learned", "guided"):
+                if method not in LEARNED:
                     same_for_every_k[label] = cell["methods"][label]
             add_ratios(cell, budget, problem.ref)
             record["cells"].append(cell)

@@ -145,6 +145,7 @@ def export_priors(
             ``force``). Nothing is written then.
     """
     from studies import __version__
+    from tuner.trial import split_run_metric
 
     trial, rule = choose_trial(study.trials, study.objectives, study.constraints, pick)
     name, priors, search_config = priors_from_trial(study.space, trial, simplex)
@@ -152,7 +153,8 @@ def export_priors(
         "study": study.name,
         "trial": trial.number,
         "values": dict(trial.values or {}),
-        "metrics": dict(trial.metrics),
+        # per-run values (`RUN_METRICS`, about 100 per run) stay in the study
+        "metrics": {k: v for k, v in trial.metrics.items() if split_run_metric(k) is None},
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         "package_version": __version__,
         "pick": rule,

@@ -37,7 +37,14 @@ gets a usable noise level from few seeds):
   `rewrite.optimize.SearchResult.measured_ratio`), an objective grounded in the hardware rather
   than the cost model (the calibration times the defaults' graphs too);
 - tracking metrics: the search's run metrics (per-rule counters, phase times, cache rates,
-  sizes) averaged over seeds, wall seconds (``search_time``) and ``fidelity.seeds``.
+  sizes) averaged over seeds, wall seconds (``search_time``) and ``fidelity.seeds``;
+- with ``run_metrics=True``, per-run metrics (``<name>@<workload>/<seed>``,
+  `tuner.trial.run_metric`): each run's objectives and its counters of `RUN_METRICS`, the grain
+  at which the structured surrogate can learn (``StructuredConfig(rows="runs")``).
+
+With ``priors="rules"`` the study states what it knows about the per-rule space
+(`rule_knowledge`): each rule's prior is a candidate parent of that rule's counters, which the
+structured surrogate's structure learning may confirm or drop.
 
 Racing (cheap fidelity first): a trial runs its first seed on every workload, and only a
 configuration that the defaults do not clearly dominate on that seed (worse by more than one
@@ -71,12 +78,15 @@ __all__ = [
     "DEFAULT_WORKLOADS",
     "HELD_OUT_WORKLOADS",
     "OBJECTIVES",
+    "RULE_COUNTERS_KNOWN",
+    "RUN_METRICS",
     "Calibration",
     "calibrate",
     "RewriteProblem",
     "evaluate_rewrite",
     "rewrite_problem",
     "rewrite_study",
+    "rule_knowledge",
     "suite_of",
     "unmodeled_metrics",
 ]
@@ -111,6 +121,23 @@ COMPILED = "compiled_speedup"
 
 DEFAULT_OBJECTIVES: dict[str, str] = {"anytime_hv": "maximize", "final_hv": "maximize"}
 """The study's objectives unless told otherwise: how fast and how far the search gets."""
+
+RUN_METRICS = (
+    "rule.*.fired",
+    "rule.*.improved",
+    "work.*",
+    "dropped.*",
+    "steps",
+    "frontier.size",
+    "population.size",
+)
+"""`fnmatch` patterns of the run metrics a trial also reports per run (``<name>@<run>``,
+beside their aggregate): the counters through which the parameters act (how often each rule
+fired and improved the graph, the work done, what was dropped) and the search's sizes; not the
+machine-dependent times and cache hits (`unmodeled_metrics`). About 100 numbers per run."""
+
+RULE_COUNTERS_KNOWN = ("fired", "improved")
+"""The per-rule counters that `rule_knowledge` names as driven by the rule's own prior."""
 
 DEFAULT_SEEDS = 3
 """Search seeds per trial (see `benchmarks/bench_transfer.py` for the noise measurements)."""
@@ -311,6 +338,7 @@ def rewrite_problem(
     objectives: Sequence[str] = tuple(DEFAULT_OBJECTIVES),
     measure: bool | str = False,
     centre: Mapping[str, float] | None = None,
+    run_metrics: bool = False,
 ) -> RewriteProblem:
     """The space of the rewrite study (tunable knobs, the rule priors) and its context.
 
@@ -339,6 +367,10 @@ def rewrite_problem(
         centre: Rule priors to centre the prior family on (`PriorFamily.centred_on`: its
             informed member is these priors, e.g. a priors file tuned on other models) instead
             of the calibration's evidence; ``priors="family"`` only.
+        run_metrics: Also report each run's objectives and its counters of `RUN_METRICS`
+            (``<name>@<workload>/<seed>``, about 100 numbers per run), the rows a structured
+            surrogate with ``StructuredConfig(rows="runs")`` learns from. Off by default: a
+            study's surrogate reads the trials' aggregates.
 
     Returns:
         The space and the context (`RewriteProblem`): ``evaluate_rewrite(config, context)``
@@ -408,6 +440,7 @@ def rewrite_problem(
         "objectives": list(objectives),
         **({"measure": measure} if measure else {}),  # absent: studies from before it existed
         **({"centre": _digest(centre)} if centre is not None else {}),
+        **({"run_metrics": True} if run_metrics else {}),
         "calibration": calibration.to_dict(),
     }
     space = Space(
@@ -535,7 +568,9 @@ def evaluate_rewrite(
             )
             result = result.extend(rest)
     per_seed = _per_seed_objectives(result, cal.baselines)
-    out = {**result.metrics()}
+    out = dict(result.metrics())
+    if suite.get("run_metrics"):
+        out.update(_run_metrics(result, cal.baselines))
     dof = len(cal.seeds) - 1
     for name in per_seed[0]:
         values = [row[name] for row in per_seed]
@@ -544,6 +579,49 @@ def evaluate_rewrite(
     out["search_time"] = float(np.mean([row["search_time"] for row in result.per_seed(None)]))
     out["fidelity.seeds"] = float(len(result.seeds))
     return out
+
+
+def _run_metrics(result: SuiteResult, baselines: Mapping[str, Baseline]) -> dict[str, float]:
+    """Each run's objectives (`OBJECTIVES`) and its metrics of `RUN_METRICS`, named
+    ``<name>@<workload>/<seed>``."""
+    from fnmatch import fnmatchcase
+
+    from tuner.trial import run_metric
+
+    out: dict[str, float] = {}
+    for workload, rows in result.per_run(baselines).items():
+        for i, row in enumerate(rows):
+            label = f"{workload}/{result.seeds[i]}"
+            out.update({run_metric(k, label): v for k, v in row.items() if k in OBJECTIVES})
+            metrics = result.results[workload][i].metrics()
+            out.update(
+                {
+                    run_metric(k, label): v
+                    for k, v in metrics.items()
+                    if any(fnmatchcase(k, p) for p in RUN_METRICS)
+                }
+            )
+    return out
+
+
+def rule_knowledge(space: Space) -> dict[str, Any] | None:
+    """What the study knows of a per-rule space (``priors="rules"``): for every rule of its
+    ``"priors"`` simplex, candidate edges from the rule's prior (the simplex part
+    ``priors.<rule>``) to its counters of `RULE_COUNTERS_KNOWN` (``rule.<rule>.fired``, ...),
+    as the dict form of `structure.Knowledge` (``StudySettings.knowledge``). Candidates, not
+    required edges: structure learning keeps the ones the trials support. None for another
+    space."""
+    from spaces import Simplex
+
+    param = space.params.get("priors")
+    if not isinstance(param, Simplex):
+        return None
+    candidates = [
+        [f"priors.{rule}", f"rule.{rule}.{counter}"]
+        for rule in param.names
+        for counter in RULE_COUNTERS_KNOWN
+    ]
+    return {"candidates": candidates}
 
 
 def _request(space: Space, suite: Mapping[str, Any]) -> tuple[list[dict[str, Any]], Any]:
@@ -576,6 +654,7 @@ def rewrite_study(
     on_calibrate: Callable[[], None] | None = None,
     centre: Mapping[str, float] | None = None,
     lead: bool = True,
+    run_metrics: bool = False,
 ) -> Study:
     """A `Study` that tunes `rewrite.search` over a suite of `rewrite.zoo` graphs.
 
@@ -609,6 +688,7 @@ def rewrite_study(
         lead: A new study with a prior family and no ``centre`` runs the defaults and the
             family's informed member first (`lead_configs`), then a `LEAD_DESIGN`-point design
             unless ``settings`` sizes it; False: the tuner's initial design alone.
+        run_metrics: Also report each run's values (see `rewrite_problem`).
 
     Returns:
         The study (created, or opened when the storage already holds it).
@@ -640,6 +720,7 @@ def rewrite_study(
         "objectives": tuple(objectives),
         "measure": measure,
         "centre": centre,
+        "run_metrics": run_metrics,
     }
     existing = _stored(name, storage)
     if existing is not None:
@@ -664,7 +745,7 @@ def rewrite_study(
         if on_calibrate is not None:
             on_calibrate()
         space, context = rewrite_problem(**args)
-    settings = _ignoring_machine_metrics(settings)
+    settings = _with_rule_knowledge(_ignoring_machine_metrics(settings), space)
     lead = lead and existing is None and centre is None and bool(lead_configs(space))
     from studies.settings import StudySettings
 
@@ -708,6 +789,24 @@ def _ignoring_machine_metrics(settings: Any) -> Any:
         return settings
     patterns = tuple(dict.fromkeys((*base.ignore_metrics, *unmodeled_metrics())))
     return dataclasses.replace(base, ignore_metrics=patterns)
+
+
+def _with_rule_knowledge(settings: Any, space: Space) -> Any:
+    """`settings` with `rule_knowledge`'s candidate edges added to its ``knowledge`` for a
+    per-rule space, unless the settings fix the structure; anything but a `StudySettings` (or
+    a space without per-rule priors) is passed on as it is."""
+    from studies.settings import StudySettings
+
+    known = rule_knowledge(space)
+    if known is None or not isinstance(settings, StudySettings) or settings.structure:
+        return settings
+    given = dict(settings.knowledge or {})
+    candidates = [list(e) for e in given.get("candidates", [])]
+    forbidden = {tuple(e) for e in given.get("forbidden", [])}
+    candidates += [
+        e for e in known["candidates"] if e not in candidates and tuple(e) not in forbidden
+    ]
+    return dataclasses.replace(settings, knowledge={**given, "candidates": candidates})
 
 
 def _stored(name: str, storage: str) -> Study | None:

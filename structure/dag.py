@@ -172,15 +172,21 @@ class Knowledge:
         phase_order: Metric-name prefixes in the search's phase order, earliest first. An
             edge between two metrics that the data cannot orient points from the earlier phase
             to the later one.
+        candidates: ``(source, target)`` edges that are likely but not certain, such as a
+            rule's prior -> that rule's counters: soft knowledge that structure learning tries
+            first and keeps only where the data supports it (`structure.learn`). A metric they
+            name stays a column of its own (not summed into a counter family,
+            `structure.features`); a name no trial reports is ignored.
     """
 
     required: tuple[tuple[str, str], ...] = ()
     forbidden: tuple[tuple[str, str], ...] = ()
     formulas: tuple[Formula, ...] = ()
     phase_order: tuple[str, ...] = ()
+    candidates: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("required", "forbidden"):
+        for name in ("required", "forbidden", "candidates"):
             object.__setattr__(self, name, _edge_pairs(name, getattr(self, name)))
         formulas = _sequence("formulas", self.formulas, "Formula objects")
         bad = [f for f in formulas if not isinstance(f, Formula)]
@@ -197,6 +203,12 @@ class Knowledge:
         clash = set(self.required) & set(self.forbidden)
         if clash:
             raise KnowledgeError(f"Edges cannot be both required and forbidden: {sorted(clash)}.")
+        clash = set(self.candidates) & set(self.forbidden)
+        if clash:
+            raise KnowledgeError(
+                f"Knowledge edges cannot be both candidates and forbidden: {sorted(clash)}; drop "
+                "them from one of the two."
+            )
         nodes = [f.node for f in self.formulas]
         if len(set(nodes)) != len(nodes):
             raise KnowledgeError(f"At most one formula per node, got nodes {nodes}.")
@@ -215,6 +227,7 @@ class Knowledge:
             "forbidden": [list(e) for e in self.forbidden],
             "formulas": [_formula_to_dict(f) for f in self.formulas],
             "phase_order": list(self.phase_order),
+            "candidates": [list(e) for e in self.candidates],
         }
 
     @classmethod
@@ -228,6 +241,7 @@ class Knowledge:
             forbidden=d.get("forbidden", ()),
             formulas=tuple(_formula_from_dict(f) for f in formulas),
             phase_order=d.get("phase_order", ()),
+            candidates=d.get("candidates", ()),
         )
 
 

@@ -13,7 +13,8 @@ so `fit_features` (fitted on the trials table) produces a `FeatureMap` that
    objective (as BoGraph ranks by ``f_regression``).
 
 Names listed in ``keep`` (formula inputs, required-edge endpoints) skip grouping, ranking and the
-constant filter.
+constant filter. Names listed in ``ungrouped`` (the metrics of candidate edges, e.g. a rule's own
+counters) skip only the grouping: they compete for the columns like any other metric.
 """
 
 from __future__ import annotations
@@ -151,6 +152,7 @@ def fit_features(
     objectives: np.ndarray,
     config: FeatureConfig | None = None,
     keep: Collection[str] = (),
+    ungrouped: Collection[str] = (),
 ) -> FeatureMap:
     """Fit the featurization on a trials table.
 
@@ -159,6 +161,8 @@ def fit_features(
         objectives: ``n x k``-dim array of objective values (used to rank columns).
         config: Options; defaults when None.
         keep: Raw names that must stay individual columns.
+        ungrouped: Raw names that stay individual columns when they are kept (not summed into a
+            family), but are filtered and ranked as the others are.
 
     Returns:
         The fitted `FeatureMap`.
@@ -167,7 +171,8 @@ def fit_features(
     n = int(objectives.shape[0])
     dropped: dict[str, str] = {}
     candidates: list[tuple[Feature, np.ndarray]] = []
-    for name, sources in _groups(metrics, config.group_pattern, keep).items():
+    individual = {*keep, *ungrouped}
+    for name, sources in _groups(metrics, config.group_pattern, individual).items():
         cols = np.stack([_as_array(metrics[s], n) for s in sources], axis=1)
         missing = np.isnan(cols).all(1)
         if missing.mean() > config.max_missing and name not in keep:
@@ -199,14 +204,15 @@ def fit_features(
 
 
 def _groups(
-    metrics: Mapping[str, Any], pattern: str, keep: Collection[str]
+    metrics: Mapping[str, Any], pattern: str, individual: Collection[str]
 ) -> dict[str, list[str]]:
-    """Column name -> raw sources: per-rule counters grouped by counter, others alone."""
+    """Column name -> raw sources: per-rule counters grouped by counter, others (and the
+    `individual` names) alone."""
     regex = re.compile(pattern)
     groups: dict[str, list[str]] = {}
     for name in sorted(metrics):
         match = regex.match(name)
-        key = name if (match is None or name in keep) else f"rule.*.{match.group(2)}"
+        key = name if (match is None or name in individual) else f"rule.*.{match.group(2)}"
         groups.setdefault(key, []).append(name)
     return groups
 

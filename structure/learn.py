@@ -24,10 +24,12 @@ selection, or metrics kept as outputs) get every parameter as a parent (``all_pa
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import numbers
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import networkx as nx
 import numpy as np
@@ -35,7 +37,8 @@ import numpy as np
 from structure.dag import Edge, Knowledge, Structure
 from structure.errors import KnowledgeError, StructureLearningError
 from structure.pc import TIER_RANK, bootstrap_pc, make_table, orient, pc_metrics
-from structure.select import SelectConfig, select_parents
+from structure.runs import RunTable, subsample_groups
+from structure.select import SelectConfig, Selection, select_parents
 
 __all__ = ["LearnConfig", "learn_structure"]
 
@@ -68,6 +71,10 @@ class LearnConfig:
             for the metrics it selects; replaces PC's parents of those nodes (PC's neighbours
             are always among the inputs tried) and, there, `direct_edges` and
             `all_param_parents`. None keeps PC's parents.
+        select_rows: Most rows selection scores when the rows are runs (`learn_structure`'s
+            ``groups``): a seeded subsample spread evenly over the trials
+            (`structure.runs.subsample_groups`). Each GP fit of selection costs the cube of its
+            rows, and selection fits hundreds; PC reads every row.
     """
 
     alpha: float = 0.05
@@ -79,9 +86,11 @@ class LearnConfig:
     direct_edges: bool = True
     all_param_parents: bool = True
     select: SelectConfig | None = field(default_factory=SelectConfig)
+    select_rows: int = 120
 
     def __post_init__(self) -> None:
-        for name in ("alpha", "stability", "bootstrap", "max_parents", "min_rows", "pc_metrics"):
+        names = ("alpha", "stability", "bootstrap", "max_parents", "min_rows", "pc_metrics")
+        for name in (*names, "select_rows"):
             value = getattr(self, name)
             real = name in ("alpha", "stability")
             ok = isinstance(value, numbers.Real if real else numbers.Integral)
@@ -94,11 +103,17 @@ class LearnConfig:
                 f"`0 < alpha < 1` and `0 < stability <= 1` must hold, got {self.alpha=}, "
                 f"{self.stability=}."
             )
-        if self.bootstrap < 1 or self.max_parents < 1 or self.min_rows < 4 or self.pc_metrics < 0:
+        if (
+            self.bootstrap < 1
+            or self.max_parents < 1
+            or self.min_rows < 4
+            or self.pc_metrics < 0
+            or self.select_rows < self.min_rows
+        ):
             raise StructureLearningError(
-                "`bootstrap >= 1`, `max_parents >= 1`, `min_rows >= 4` and `pc_metrics >= 0` "
-                f"must hold, got {self.bootstrap=}, {self.max_parents=}, {self.min_rows=}, "
-                f"{self.pc_metrics=}."
+                "`bootstrap >= 1`, `max_parents >= 1`, `min_rows >= 4`, `pc_metrics >= 0` and "
+                f"`select_rows >= min_rows` must hold, got {self.bootstrap=}, "
+                f"{self.max_parents=}, {self.min_rows=}, {self.pc_metrics=}, {self.select_rows=}."
             )
 
 
@@ -112,8 +127,9 @@ def learn_structure(
     transforms: Mapping[str, str] | None = None,
     outputs: Collection[str] = (),
     hints: Mapping[str, Sequence[str]] | None = None,
+    runs: RunTable | None = None,
 ) -> Structure:
-    """Learn a tiered DAG from a trials table.
+    """Learn a tiered DAG from a trials table (and, given `runs`, from the trials' runs).
 
     Args:
         params: Parameter name -> ``n x k``-dim array of its unit-cube columns (``k >= 1``).
@@ -121,7 +137,7 @@ def learn_structure(
             tests as many as its Fisher-z tests allow at ``n`` trials, in this order (metrics
             named in `knowledge` or `outputs` first); selection considers them all.
         objectives: Objective name -> ``n``-dim array.
-        knowledge: Expert knowledge (required/forbidden edges, formulas, phase order).
+        knowledge: Expert knowledge (required/forbidden/candidate edges, formulas, phase order).
         config: Options; defaults when None.
         seed: Seed of the bootstrap resampling.
         transforms: Node -> ``"identity"``/``"log1p"``, recorded in the result.
@@ -129,13 +145,18 @@ def learn_structure(
             (the outcome-constraint metrics of the tuner).
         hints: Metric -> parameters its name points to (`structure.params.name_hints`): soft
             knowledge that selection tries first and keeps unless the data overturns it.
+        runs: The same nodes with one row per run of the trials (`structure.runs.run_table`):
+            PC reads them (its bootstrap resamples whole trials), and so does the selection of
+            the metrics each objective reads (at most ``config.select_rows`` rows spread over
+            the trials; `_objective_on_runs`); the rest is chosen on the trials. None: the
+            trials alone.
 
     Returns:
         The learned `Structure`.
 
     Raises:
         StructureLearningError: Fewer than ``config.min_rows`` trials, no objective, columns of
-            different lengths or a value that is not finite.
+            different lengths, a value that is not finite, or `runs` of other nodes.
         KnowledgeError: Knowledge names an unknown node or breaks the tier rules.
     """
     config = config or LearnConfig()
@@ -147,6 +168,16 @@ def learn_structure(
             f"Structure learning needs at least {config.min_rows} trials and one objective, got "
             f"n={n} trials and objectives {list(objectives)}."
         )
+    if runs is not None:
+        names = [list(params), list(metrics), list(objectives)]
+        if [list(runs.params), list(runs.metrics), list(runs.objectives)] != names:
+            raise StructureLearningError(
+                "The run rows must hold the trials' nodes, in their order: parameters, metrics "
+                f"and objectives {names}, but got {list(runs.params)}, {list(runs.metrics)} and "
+                f"{list(runs.objectives)}."
+            )
+        table = make_table(runs.params, runs.metrics, runs.objectives)
+    knowledge = _known_candidates(knowledge, table.tier)
     check_knowledge(knowledge, table.tier)
     protected = {f.node for f in knowledge.formulas} | {
         i for f in knowledge.formulas for i in f.inputs
@@ -155,17 +186,23 @@ def learn_structure(
     forbidden_nodes = {n for pair in knowledge.forbidden for n in pair}
     tested = pc_metrics(table, [*metrics], protected | forbidden_nodes, config.pc_metrics)
     adj, votes = bootstrap_pc(
-        table, knowledge, config.alpha, config.bootstrap, seed, tested, config.select is None
-    )
+        table, knowledge, config.alpha, config.bootstrap, seed, tested, config.select is None,
+        None if runs is None else runs.groups,
+    )  # fmt: skip
     edges = orient(table, adj, votes, knowledge, config.stability)
     edges = _add_knowledge(edges, knowledge, table.tier)
     edges = _cap_in_degree(edges, config.max_parents)
     exact = {f.node for f in knowledge.formulas if not f.residual}
     selected: set[str] = set()
     if config.select is not None:
-        edges, selected = _select(
-            params, metrics, objectives, edges, knowledge, config, hints or {}
-        )
+        trials = _Rows(params, metrics, objectives)
+        run_rows = None
+        if runs is not None:
+            rows = subsample_groups(runs.groups, config.select_rows, seed)
+            run_rows = _Rows(
+                *({k: np.asarray(v)[rows] for k, v in part.items()} for part in runs[:3])
+            )
+        edges, selected = _select(trials, edges, knowledge, config, hints or {}, run_rows)
     forbidden = set(knowledge.forbidden)
     # An objective whose parents selection chose has weighed every parameter already.
     edges = _prune_and_repair(
@@ -191,30 +228,41 @@ def learn_structure(
     )
 
 
+class _Rows(NamedTuple):
+    """The node columns selection reads: one row per trial, or per run."""
+
+    params: Mapping[str, np.ndarray]
+    metrics: Mapping[str, np.ndarray]
+    objectives: Mapping[str, np.ndarray]
+
+
 def _select(
-    params: Mapping[str, np.ndarray],
-    metrics: Mapping[str, np.ndarray],
-    objectives: Mapping[str, np.ndarray],
+    trials: _Rows,
     edges: dict[tuple[str, str], Edge],
     knowledge: Knowledge,
     config: LearnConfig,
     hints: Mapping[str, Sequence[str]],
+    runs: _Rows | None = None,
 ) -> tuple[dict[tuple[str, str], Edge], set[str]]:
     """GP parent selection for the objectives and, recursively, their selected metric parents.
 
     A node's candidates are every parameter and every metric that is not its descendant nor of a
-    later search phase (`Knowledge.phase_order`); its PC parents are always tried, required
-    parents kept; the base set is all (allowed) parameters; formula nodes keep their formula's
-    inputs. With ``select.recurse``, a selected metric that nothing
-    predicts (`Selection.predictable`: pure noise, or unlearnable at this many trials) is
-    unknown at a new configuration and cannot help the network: it is excluded and the nodes
+    later search phase (`Knowledge.phase_order`); its PC parents and its candidate edges'
+    sources are always tried, required parents kept; the base set is all (allowed) parameters;
+    formula nodes keep their formula's inputs. With ``select.recurse``, a selected metric that
+    nothing predicts (`Selection.predictable`: pure noise, or unlearnable at this many trials)
+    is unknown at a new configuration and cannot help the network: it is excluded and the nodes
     that chose it choose again.
+
+    With run rows (`runs`), an objective's parents are chosen in two steps
+    (`_objective_on_runs`); every other choice reads the trials.
 
     Returns:
         The edges with the selected nodes' parents replaced, and the selected nodes.
     """
     assert config.select is not None
-    values = {**metrics, **objectives}
+    params, metrics, objectives = trials
+    values, inputs = {**metrics, **objectives}, {**params, **metrics}
     formula_nodes = {f.node for f in knowledge.formulas}
     out = dict(edges)
     graph = nx.DiGraph(list(out))
@@ -230,37 +278,48 @@ def _select(
             continue
         below = nx.descendants(graph, node) | {node}
         required = [s for s, t in knowledge.required if t == node]
-        candidates: dict[str, np.ndarray] = {
-            p: v for p, v in params.items() if (p, node) not in knowledge.forbidden
-        }
-        for m, v in metrics.items():
-            allowed = m not in below and m not in unpredictable and not _later(m, node, knowledge)
-            if m in required or (allowed and (m, node) not in knowledge.forbidden):
-                candidates[m] = v
+        allowed = [p for p in params if (p, node) not in knowledge.forbidden]
+        for m in metrics:
+            ok = m not in below and m not in unpredictable and not _later(m, node, knowledge)
+            if m in required or (ok and (m, node) not in knowledge.forbidden):
+                allowed.append(m)
         prefer = [s for (s, t), e in out.items() if t == node and e.origin == "learned"]
+        candidate = [s for s, t in knowledge.candidates if t == node]
+        prefer = [s for s in dict.fromkeys([*candidate, *prefer]) if s in allowed]
         sparse = config.select.sparse_metrics and node in metrics
-        sel = select_parents(
-            np.asarray(values[node], dtype=np.float64),
-            candidates,
-            base=[p for p in params if p in candidates],
-            required=required,
-            prefer=[s for s in prefer if s in candidates],
-            config=config.select,
-            hints=[h for h in hints.get(node, ()) if h in candidates] if sparse else (),
-            sparse=sparse,
-        )
+        hinted = [*candidate, *hints.get(node, ())] if sparse else []
+        base = [p for p in params if p in allowed]
+        run_metrics: dict[str, float] = {}
+        if runs is not None and node in objectives:
+            sel, run_metrics = _objective_on_runs(
+                node, trials, runs, allowed, base, required, prefer, config.select
+            )
+        else:
+            sel = select_parents(
+                np.asarray(values[node], dtype=np.float64),
+                {a: inputs[a] for a in allowed},
+                base=base,
+                required=required,
+                prefer=prefer,
+                config=config.select,
+                hints=list(dict.fromkeys(h for h in hinted if h in allowed)),
+                sparse=sparse,
+            )
         for key in [k for k, e in out.items() if k[1] == node and e.origin != "required"]:
             del out[key]
             graph.remove_edge(*key)
         # A base input kept without a gain of its own (selection did not test it:
-        # `SelectConfig.keep_base`) is a direct edge, as the base set's are.
+        # `SelectConfig.keep_base`) is a direct edge, as the base set's are; a metric the runs
+        # chose is learned, with its strength there.
         for parent in sel.parents:
             if (parent, node) not in out:
-                out[(parent, node)] = (
-                    Edge(parent, node, 0.0, "direct")
-                    if sel.used_base or parent not in sel.gains
-                    else Edge(parent, node, sel.strength(parent), "learned")
-                )
+                if parent in run_metrics:
+                    edge = Edge(parent, node, run_metrics[parent], "learned")
+                elif sel.used_base or parent not in sel.gains:
+                    edge = Edge(parent, node, 0.0, "direct")
+                else:
+                    edge = Edge(parent, node, sel.strength(parent), "learned")
+                out[(parent, node)] = edge
                 graph.add_edge(parent, node)
         chosen[node] = sel.parents
         if not config.select.recurse:
@@ -276,6 +335,64 @@ def _select(
                 depth[p] = min(depth.get(p, depth[node] + 1), depth[node] + 1)
                 queue.append(p)
     return out, set(chosen)
+
+
+def _objective_on_runs(
+    node: str,
+    trials: _Rows,
+    runs: _Rows,
+    allowed: Sequence[str],
+    base: Sequence[str],
+    required: Sequence[str],
+    prefer: Sequence[str],
+    config: SelectConfig,
+) -> tuple[Selection, dict[str, float]]:
+    """An objective's parents from run rows, in two steps. First its metrics, chosen on the
+    runs with every parameter kept (`SelectConfig.keep_base`): within one configuration, what
+    varies from run to run is what the metrics explain, and the runs of a trial hold that
+    evidence many times over. Then its parameters, chosen on the trials with those metrics
+    required and the parameters that do not help dropped (``sparse``): the parameters' effects
+    show between trials, which the run rows hold no more of. Without a metric from the runs,
+    the trials decide as they do without runs.
+
+    Returns:
+        The selection, and the metrics the runs chose with their strengths there.
+    """
+    run_inputs = {**runs.params, **runs.metrics}
+    on_runs = select_parents(
+        np.asarray(runs.objectives[node], dtype=np.float64),
+        {a: run_inputs[a] for a in allowed},
+        base=base,
+        required=required,
+        prefer=prefer,
+        config=dataclasses.replace(config, keep_base=True),
+    )
+    found = {p: on_runs.strength(p) for p in on_runs.parents if p in runs.metrics}
+    inputs = {**trials.params, **trials.metrics}
+    target = np.asarray(trials.objectives[node], dtype=np.float64)
+    if not found:
+        sel = select_parents(
+            target, {a: inputs[a] for a in allowed}, base, required, prefer, config
+        )
+        return sel, {}
+    sel = select_parents(
+        target,
+        {a: inputs[a] for a in [*base, *found]},
+        base=base,
+        required=list(dict.fromkeys([*required, *found])),
+        config=config,
+        sparse=True,
+    )
+    return sel, found
+
+
+def _known_candidates(knowledge: Knowledge, tier: Mapping[str, str]) -> Knowledge:
+    """`knowledge` without the candidate edges that name a node not in the table: soft
+    knowledge about a metric no trial reports (a rule that never fired) says nothing here."""
+    kept = tuple((s, t) for s, t in knowledge.candidates if s in tier and t in tier)
+    if kept == knowledge.candidates:
+        return knowledge
+    return dataclasses.replace(knowledge, candidates=kept)
 
 
 def _later(source: str, target: str, knowledge: Knowledge) -> bool:
@@ -300,7 +417,7 @@ def check_knowledge(
         KnowledgeError: A name is unknown, an edge breaks the tier rules, or a formula reads a
             parameter.
     """
-    pairs = [*knowledge.required, *knowledge.forbidden]
+    pairs = [*knowledge.required, *knowledge.forbidden, *knowledge.candidates]
     pairs += [(i, f.node) for f in knowledge.formulas for i in f.inputs]
     if unknown_tier is not None:
         tier = {n: tier.get(n, unknown_tier) for pair in pairs for n in pair}

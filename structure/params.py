@@ -74,6 +74,7 @@ def expand_knowledge(knowledge: Knowledge, space: Space) -> Knowledge:
         forbidden=expand(knowledge.forbidden),
         formulas=knowledge.formulas,
         phase_order=knowledge.phase_order,
+        candidates=expand(knowledge.candidates),
     )
 
 

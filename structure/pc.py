@@ -99,9 +99,13 @@ def bootstrap_pc(
     seed: int,
     pc_metrics: set[str],
     must_succeed: bool,
+    groups: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Node-level adjacency counts and directed-vote counts over the bootstrap resamples, PC
     run on the parameters, objectives and `pc_metrics` (other metrics get no adjacency).
+
+    With `groups` (``n``-dim labels: the trial of each row when rows are runs), a resample
+    draws whole groups, so that rows which share a configuration stay together.
 
     Returns:
         ``adj`` (``N x N`` symmetric counts of adjacencies) and ``votes`` (``N x N``,
@@ -125,8 +129,19 @@ def bootstrap_pc(
     votes = np.zeros((size, size))
     ok = 0
     n = table.data.shape[0]
+    members = (
+        [np.arange(n)]
+        if groups is None
+        else [np.flatnonzero(groups == g) for g in np.unique(groups)]
+    )
     for b in range(bootstrap):
-        rows = np.arange(n) if b == 0 else np.asarray(rng.integers(0, n, size=n))
+        if b == 0:
+            rows = np.arange(n)
+        elif groups is None:
+            rows = np.asarray(rng.integers(0, n, size=n))
+        else:
+            drawn = rng.integers(0, len(members), size=len(members))
+            rows = np.concatenate([members[g] for g in drawn])
         node_adj = np.zeros((size, size), dtype=bool)
         node_dir = np.zeros((size, size), dtype=bool)
         failed = False

@@ -59,16 +59,20 @@ from structure.features import FeatureConfig, FeatureMap, fit_features, outcome_
 from structure.learn import LearnConfig, check_knowledge, learn_structure
 from structure.network import GPNetwork, NetworkConfig, fit_gp_network
 from structure.params import expand_knowledge, name_hints, node_columns, param_nodes
+from structure.runs import RunRows, run_rows, run_table
 from structure.scoring import compare
 from tuner.errors import InvalidArgumentError
 from tuner.options import TunerOptions
 from tuner.surrogate import FlatSurrogate, Surrogate, TrainingData
-from tuner.trial import metric_patterns
+from tuner.trial import metric_patterns, split_run_metric
 
 if TYPE_CHECKING:
     from spaces import Space
 
-__all__ = ["StructuredConfig", "StructuredSurrogate"]
+__all__ = ["ROWS", "StructuredConfig", "StructuredSurrogate"]
+
+ROWS = ("trials", "runs")
+"""The values of `StructuredConfig.rows`."""
 
 _log = logging.getLogger(__name__)
 
@@ -101,7 +105,13 @@ class StructuredConfig:
         ignore_metrics: `fnmatch` patterns of tracking metrics the surrogate never reads, such
             as wall-clock times (`rewrite.optimize.MACHINE_METRICS`): a metric that changes from
             run to run of one configuration would carry the machine's state into the model and
-            make seeded runs differ. They are still stored and plotted.
+            make seeded runs differ. They are still stored and plotted. A per-run metric
+            (``<metric>@<run>``) is ignored when its ``<metric>`` matches.
+        rows: What structure learning reads: ``"trials"``, one row per trial (its aggregated
+            metrics), or ``"runs"``, one row per run of a trial with the trial's parameters
+            repeated, where the trials report per-run metrics (``<metric>@<run>``,
+            `structure.runs`; the trials' rows otherwise, and `describe` says why). Either way
+            the network is fitted on, and scored against the flat GP on, the trials.
     """
 
     min_trials: int = 8
@@ -118,8 +128,11 @@ class StructuredConfig:
     score_samples: int = 256
     selection: bool = True
     ignore_metrics: tuple[str, ...] = ()
+    rows: str = "trials"
 
     def __post_init__(self) -> None:
+        if self.rows not in ROWS:
+            raise StructureError(f"StructuredConfig.rows must be one of {ROWS}, got {self.rows!r}.")
         try:
             patterns = metric_patterns(self.ignore_metrics, "StructuredConfig.ignore_metrics")
         except InvalidArgumentError as err:
@@ -158,6 +171,7 @@ class _Checkpoint:
     feature_map: FeatureMap | None = None
     scores: Mapping[str, Any] = field(default_factory=dict)
     models: Mapping[str, Model] = field(default_factory=dict)  # fitted on the n_j trials
+    rows: Mapping[str, Any] = field(default_factory=dict)  # what structure learning read
 
 
 class StructuredSurrogate(Surrogate):
@@ -289,6 +303,7 @@ class StructuredSurrogate(Surrogate):
             else [[e.source, e.target, e.strength, e.origin] for e in s.edges],
             "structure": None if s is None else s.to_dict(),
             "features": None if ck.feature_map is None else ck.feature_map.to_dict(),
+            "rows": dict(ck.rows),
         }
         edges = [e for e in self._last["edges"] if e[3] in ("learned", "required")]
         self.history.append(
@@ -312,13 +327,19 @@ class StructuredSurrogate(Surrogate):
         return self._checkpoint
 
     def _compute_checkpoint(self, data: TrainingData, key: str) -> _Checkpoint:
-        seed = data.seed
         try:
-            fmap, structure = self._learn(data, seed)
+            fmap, structure, rows = self._learn(data, data.seed)
         except KnowledgeError:
             raise  # the user's input, not the data: falling back would hide it
         except StructureError as err:
             return _Checkpoint(key, data.n, "flat", f"structure learning failed: {err}")
+        return dataclasses.replace(self._choose(data, key, fmap, structure), rows=rows)
+
+    def _choose(
+        self, data: TrainingData, key: str, fmap: FeatureMap, structure: Structure
+    ) -> _Checkpoint:
+        """The checkpoint's model: the network on `structure`, or the flat GP and why."""
+        seed = data.seed
         used = {e.source for e in structure.edges} | {e.target for e in structure.edges}
         if not used & set(structure.metrics) - set(data.outcome_names):
             reason = "no tracking metric lies on a path to an objective; using the flat GP"
@@ -359,15 +380,21 @@ class StructuredSurrogate(Surrogate):
             )
         return _Checkpoint(key, data.n, choice, reason, structure, fmap, scores, models)
 
-    def _learn(self, data: TrainingData, seed: int) -> tuple[FeatureMap, Structure]:
-        """Featurize the metrics and learn (or take) the structure on `data`."""
-        keep = {n for f in self.knowledge.formulas for n in (f.node, *f.inputs)}
-        keep |= {n for pair in (*self.knowledge.required, *self.knowledge.forbidden) for n in pair}
+    def _learn(self, data: TrainingData, seed: int) -> tuple[FeatureMap, Structure, dict[str, Any]]:
+        """Featurize the metrics and learn (or take) the structure on `data`; also says which
+        rows structure learning read (``kind``, ``n``, and ``reason`` where per-run rows were
+        asked for and the trials' were read)."""
+        know = self.knowledge
+        keep = {n for f in know.formulas for n in (f.node, *f.inputs)}
+        keep |= {n for pair in (*know.required, *know.forbidden) for n in pair}
         if self.fixed_structure is not None:
             keep |= set(self.fixed_structure.metrics)
         raw = _raw_metrics(data)
         objectives = data.Y[:, : data.n_objectives].numpy()
-        fmap = fit_features(raw, objectives, self.config.features, keep=keep & set(raw))
+        ungrouped = {n for pair in know.candidates for n in pair} & set(raw)
+        fmap = fit_features(
+            raw, objectives, self.config.features, keep=keep & set(raw), ungrouped=ungrouped
+        )
         outcome = outcome_transforms(data.outcome_names, data.Y.numpy())
         if self.fixed_structure is not None:
             fixed = self.fixed_structure
@@ -380,29 +407,39 @@ class StructuredSurrogate(Surrogate):
                     f"of the space ({data.space.names}) is taken for a metric. Check its spelling."
                 )
             outcome = {k: v for k, v in outcome.items() if k in fixed.nodes}
-            return fmap, dataclasses.replace(fixed, transforms={**outcome, **fixed.transforms})
-        feats = fmap.transform(raw, data.n)
+            structure = dataclasses.replace(fixed, transforms={**outcome, **fixed.transforms})
+            return fmap, structure, {"kind": "fixed"}
         space = data.space
+        constraints = data.outcome_names[data.n_objectives :]
+        transforms = {**{f.name: f.transform for f in fmap.features}, **outcome}
+        feats = fmap.transform(raw, data.n)
         params = {name: data.X[:, cols].numpy() for name, cols in param_nodes(space).items()}
         metrics = {f.name: feats[:, j] for j, f in enumerate(fmap.features)}
         Y = _outcome_values(data, outcome).numpy()  # model units
-        constraints = data.outcome_names[data.n_objectives :]
         metrics.update({c: Y[:, data.n_objectives + i] for i, c in enumerate(constraints)})
         objs = {o: Y[:, i] for i, o in enumerate(data.outcome_names[: data.n_objectives])}
-        transforms = {**{f.name: f.transform for f in fmap.features}, **outcome}
+        runs = run_rows(data) if self.config.rows == "runs" else None
+        table = None
+        if isinstance(runs, RunRows):
+            table = run_table(data, runs, fmap, outcome)
+            metrics = {m: metrics[m] for m in table.metrics}  # what the runs report
+            rows: dict[str, Any] = {"kind": "runs", "n": runs.n, "trials": runs.n_trials}
+        else:
+            rows = {"kind": "trials", "n": data.n, **({"reason": runs} if runs else {})}
         knowledge = expand_knowledge(self.knowledge, space)
         structure = learn_structure(
             params, metrics, objs, knowledge, self.config.learn, seed, transforms, constraints,
-            hints=name_hints(space, metrics),
+            hints=name_hints(space, metrics), runs=table,
         )  # fmt: skip
-        return fmap, structure
+        return fmap, structure, rows
 
 
 def _raw_metrics(data: TrainingData) -> dict[str, Any]:
-    """The tracking metrics to featurize: not the modelled outcomes, and not a metric named
-    like a parameter (it would only echo the parameter, and a node has one name)."""
+    """The tracking metrics to featurize: not the modelled outcomes, not a metric named like a
+    parameter (it would only echo the parameter, and a node has one name), and not the per-run
+    values (``<metric>@<run>``: `structure.runs` reads them)."""
     skip = {*data.outcome_names, *data.space.names}
-    return {k: v for k, v in data.metrics.items() if k not in skip}
+    return {k: v for k, v in data.metrics.items() if k not in skip and split_run_metric(k) is None}
 
 
 def _edge_pairs(
@@ -453,7 +490,13 @@ def _without_metrics(data: TrainingData, patterns: Sequence[str]) -> TrainingDat
     not learned from, not part of a checkpoint's key or seed."""
     if not patterns:
         return data
-    kept = {k: v for k, v in data.metrics.items() if not any(fnmatchcase(k, p) for p in patterns)}
+
+    def ignored(name: str) -> bool:
+        per_run = split_run_metric(name)
+        names = (name,) if per_run is None else (name, per_run[0])
+        return any(fnmatchcase(n, p) for n in names for p in patterns)
+
+    kept = {k: v for k, v in data.metrics.items() if not ignored(k)}
     return dataclasses.replace(data, metrics=kept)
 
 
@@ -467,6 +510,7 @@ def _prefix(data: TrainingData, n: int) -> TrainingData:
         seed=data.seed,
         n_objectives=data.n_objectives,
         Yvar=data.Yvar[:n] if data.Yvar is not None else None,
+        directions=data.directions,
     )
 
 

@@ -15,7 +15,7 @@ __all__ = ["StudySettings"]
 
 SURROGATES = ("auto", "structured", "flat", "saas")
 WARM_START_MODELS = ("mtgp", "rgpe")
-KNOWLEDGE_KEYS = ("required", "forbidden", "formulas", "phase_order")  # `Knowledge.to_dict`'s
+KNOWLEDGE_KEYS = ("required", "forbidden", "formulas", "phase_order", "candidates")  # `Knowledge.to_dict`'s
 
 
 @dataclass(frozen=True)
@@ -49,8 +49,9 @@ class StudySettings:
         knowledge: Expert knowledge for the structured surrogate's structure learning
             (`structure.Knowledge`), as a `Knowledge` or its dict form (`Knowledge.to_dict`:
             ``required`` and ``forbidden`` ``[source, target]`` edges, ``formulas``,
-            ``phase_order``), e.g. ``{"required": [["acceptance_rate", "gain"]]}``: edges the
-            learned structure must or must not have. Stored as that dict; its names are checked
+            ``phase_order``, ``candidates``), e.g. ``{"required": [["acceptance_rate", "gain"]]}``:
+            edges the learned structure must or must not have (``candidates``: edges it tries
+            first and keeps where the trials support them). Stored as that dict; its names are checked
             against the space, the objectives and the reported metrics when the tuner is
             built and at each structure checkpoint.
         structure: A known structure for the structured surrogate to use instead of learning
@@ -216,7 +217,7 @@ def _knowledge_dict(value: Any) -> dict[str, Any] | None:
             f"among {list(KNOWLEDGE_KEYS)}, e.g. {{'required': [['metric', 'objective']]}}; got "
             f"{value!r}" + (f" (unknown keys {unknown})." if unknown else ".")
         )
-    for key in ("required", "forbidden"):
+    for key in ("required", "forbidden", "candidates"):
         _name_pairs(value.get(key, []), f"knowledge[{key!r}]")
     formulas = value.get("formulas", [])
     if not isinstance(formulas, list | tuple) or not all(isinstance(f, Mapping) for f in formulas):

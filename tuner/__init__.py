@@ -17,7 +17,7 @@ from tuner.errors import (
     UnknownTrialError,
 )
 from tuner.options import TunerOptions
-from tuner.trial import Trial, TrialState
+from tuner.trial import Trial, TrialState, run_metric, split_run_metric
 
 if TYPE_CHECKING:
     from tuner.problem import OutcomeConstraint, parse_constraint
@@ -68,4 +68,6 @@ __all__ = [
     "TunerOptions",
     "UnknownTrialError",
     "parse_constraint",
+    "run_metric",
+    "split_run_metric",
 ]

@@ -383,6 +383,7 @@ class Problem:
             seed=seed,
             n_objectives=self.n_objectives,
             Yvar=self.observed_noise(completed),
+            directions=tuple(self.objectives.values()),
         )
 
     def outliers(self, completed: Sequence[Trial]) -> list[tuple[int, str, float, float]]:

@@ -50,6 +50,10 @@ class TrainingData:
         n_objectives: How many leading columns of `Y` are objectives.
         Yvar: ``n x m``-dim float64 Tensor of known observation variances of `Y` (from the
             trials' ``<outcome>.sem`` metrics, see `tuner.problem`), or None to infer the noise.
+        directions: The objectives' directions (``"maximize"`` or ``"minimize"``), in
+            `outcome_names` order; empty where the caller does not say. A surrogate that reads
+            per-run objective values (``<objective>@<run>`` metrics, `tuner.trial`), which are
+            in each objective's own direction, needs them.
     """
 
     X: Tensor
@@ -60,6 +64,7 @@ class TrainingData:
     seed: int
     n_objectives: int = field(default=-1)
     Yvar: Tensor | None = None
+    directions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.X.dim() != 2 or self.Y.dim() != 2 or self.X.shape[0] != self.Y.shape[0]:
@@ -95,6 +100,16 @@ class TrainingData:
                 f"`Yvar` must be a finite, non-negative float64 Tensor shaped like `Y` "
                 f"{tuple(self.Y.shape)}, but got shape {tuple(self.Yvar.shape)}."
             )
+        directions = tuple(self.directions)
+        if directions and (
+            len(directions) != self.n_objectives
+            or any(d not in ("maximize", "minimize") for d in directions)
+        ):
+            raise SurrogateError(
+                f"`directions` must name 'maximize' or 'minimize' for each of the "
+                f"{self.n_objectives} objectives (or be empty), but got {directions}."
+            )
+        object.__setattr__(self, "directions", directions)
 
     def noise(self) -> Tensor | None:
         """`Yvar` floored at ``1e-6`` of each outcome's variance over the trials (a standard error

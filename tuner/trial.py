@@ -4,6 +4,14 @@ A trial is created WAITING (enqueued, not yet handed out) or RUNNING (returned b
 and ends COMPLETE (told finite values) or FAILED (failed, or told NaN/inf). Trials are immutable
 snapshots: a state change replaces the tuner's record with a new `Trial`; a `Trial` you hold is
 never modified by later calls. Do not mutate its `config`, `values` or `metrics` dicts.
+
+Per-run metrics. A trial often aggregates several runs (workloads, seeds); a metric named
+``<metric>@<run>`` (`run_metric`) is the value of ``<metric>`` in one run of the trial, beside the
+trial's aggregate ``<metric>``. An objective's per-run value (``anytime_hv@gpt2/0``) is in the
+objective's own direction. A run label ``<group>/<replicate>`` (e.g. ``workload/seed``) says which
+runs are alike: runs of one group are compared with each other across trials (the structured
+surrogate centres each per-run column on its group's mean). They are ordinary metrics to
+storage; `split_run_metric` reads the name back.
 """
 
 from __future__ import annotations
@@ -16,7 +24,37 @@ from typing import Any
 
 from tuner.errors import InvalidArgumentError, InvalidTrialRecordError
 
-__all__ = ["Trial", "TrialState", "metric_patterns"]
+__all__ = [
+    "RUN_SEPARATOR",
+    "Trial",
+    "TrialState",
+    "metric_patterns",
+    "run_metric",
+    "split_run_metric",
+]
+
+RUN_SEPARATOR = "@"
+"""Separates a per-run metric's name from its run label: ``<metric>@<run>``."""
+
+
+def run_metric(metric: str, run: str) -> str:
+    """The name of `metric`'s value in one run: ``<metric>@<run>`` (see the module docstring).
+
+    Raises:
+        InvalidArgumentError: `metric` or `run` is empty, or `run` holds the separator.
+    """
+    if not metric or not run or RUN_SEPARATOR in run:
+        raise InvalidArgumentError(
+            f"A per-run metric needs a metric name and a run label without {RUN_SEPARATOR!r}, "
+            f"e.g. run_metric('final_hv', 'gpt2/0'); got {metric=}, {run=}."
+        )
+    return f"{metric}{RUN_SEPARATOR}{run}"
+
+
+def split_run_metric(name: str) -> tuple[str, str] | None:
+    """``(metric, run)`` of a per-run metric name (`run_metric`), None for any other name."""
+    metric, sep, run = name.rpartition(RUN_SEPARATOR)
+    return (metric, run) if sep and metric and run else None
 
 
 def metric_patterns(value: Any, owner: str) -> tuple[str, ...]:

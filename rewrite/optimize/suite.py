@@ -225,6 +225,37 @@ class SuiteResult:
                     row[s] = float(arr[i].mean())
         return per_seed
 
+    def per_run(
+        self, baselines: Mapping[str, Baseline] | None = None
+    ) -> dict[str, list[dict[str, float]]]:
+        """The objectives of `per_seed` for each run alone: workload -> one dict per seed (in
+        `seeds` order) with the run's own values (``latency_reduction``: one minus its best
+        latency ratio; ``hypervolume``, ``search_time`` and, with ``baselines``, its `SCORES`),
+        whose means over the workloads are `per_seed`'s."""
+        scores = self.scores(baselines) if baselines is not None else {}
+        out: dict[str, list[dict[str, float]]] = {}
+        for j, (w, runs) in enumerate(self.results.items()):
+            rows = []
+            for i, r in enumerate(runs):
+                m = r.metrics()
+                row = {
+                    f"{name}_reduction": 1.0 - m[f"best.{name}.ratio"]
+                    for name in ("latency", "peak_memory")
+                    if name in r.objectives
+                }
+                measured = r.measured_ratio()
+                if measured is not None:
+                    key = (
+                        "compiled_speedup" if r.measured_compiled else "measured_latency_reduction"
+                    )
+                    row[key] = 1.0 / measured if r.measured_compiled else 1.0 - measured
+                row["hypervolume"] = float(r.hypervolume)
+                row["search_time"] = float(r.wall_time)
+                row.update({s: float(arr[i, j]) for s, arr in scores.items()})
+                rows.append(row)
+            out[w] = rows
+        return out
+
     def metrics(self) -> dict[str, float]:
         """Run metrics summed over workloads and averaged over seeds, rates recomputed, plus
         per-workload summaries.

@@ -96,7 +96,8 @@ def _study(tmp_path: Path) -> Study:
     )
     for i in range(4):
         t = study.ask()
-        study.tell(t, {"latency": 1.0 / (i + 1), "search_seconds": float(i)})
+        values = {"latency": 1.0 / (i + 1), "search_seconds": float(i)}
+        study.tell(t, values, metrics={"steps": 10.0 * i, "steps@gpt2/0": 9.0 * i})
     return study
 
 
@@ -113,6 +114,7 @@ def test_export_round_trip(tmp_path: Path) -> None:
     prov = raw["provenance"]
     assert prov["study"] == "e" and prov["values"] == chosen.values and prov["simplex"] == "priors"
     assert prov["package_version"] and prov["date"].endswith("Z")
+    assert prov["metrics"] == {"steps": 20.0}  # per-run values stay in the study
     back = read_priors_file(path)
     assert back.priors == pytest.approx(chosen.config["priors"])
     assert math.isclose(sum(back.priors.values()), 1.0)

@@ -18,6 +18,7 @@ from rewrite_tuner.rewrite_study import (
     DEFAULT_OBJECTIVES,
     MEASURED,
     OBJECTIVES,
+    RULE_COUNTERS_KNOWN,
     Calibration,
     RewriteProblem,
     _graphs,
@@ -25,6 +26,7 @@ from rewrite_tuner.rewrite_study import (
     evaluate_rewrite,
     rewrite_problem,
     rewrite_study,
+    rule_knowledge,
     suite_of,
     timing_threads,
     unmodeled_metrics,
@@ -34,7 +36,9 @@ from spaces import Simplex
 from studies import StudyError
 from studies.errors import StudyConflictError
 from studies.plots import plot_study
+from studies.settings import StudySettings
 from studies.tuning import make_surrogate
+from tuner.trial import split_run_metric
 
 GPT2 = ("gpt2",)
 SMALL = {"max_steps": 40, "seeds": 2, "calibration_seeds": 2}
@@ -113,6 +117,47 @@ def test_a_trial_reports_means_errors_and_its_fidelity(calibration: Calibration)
     assert raced["anytime_hv.sem"] == pytest.approx(0.1)  # one seed: the calibration's noise
     unraced = rewrite_problem(GPT2, **SMALL, calibration=strong, race=False)
     assert evaluate_rewrite(*_default(unraced))["fidelity.seeds"] == 2
+
+
+def test_a_trial_reports_every_runs_objectives_and_counters(calibration: Calibration) -> None:
+    plain = rewrite_problem(GPT2, **SMALL, calibration=calibration)
+    assert not any(split_run_metric(k) for k in evaluate_rewrite(*_default(plain)))  # opt-in
+    assert "run_metrics" not in plain.context  # contexts of studies written before stay equal
+    space, context = rewrite_problem(GPT2, **SMALL, calibration=calibration, run_metrics=True)
+    out = evaluate_rewrite(space.default(), context)
+    runs = {split_run_metric(k) for k in out} - {None}
+    assert {run for _, run in runs} == {"gpt2/0", "gpt2/1"}  # workload/seed
+    for name in ("anytime_hv", "final_hv", "reach"):  # a trial's value: the mean of its runs'
+        assert out[name] == pytest.approx((out[f"{name}@gpt2/0"] + out[f"{name}@gpt2/1"]) / 2)
+    assert out["rule.fuse_elementwise.fired@gpt2/0"] >= 0 and "steps@gpt2/1" in out
+    # machine-dependent numbers stay aggregates only; so do the errors
+    assert not any(m.startswith(("time.", "cache.", "search_time")) or ".sem" in m for m, _ in runs)
+    assert len(runs) < 120 * 2  # about 100 numbers per run
+
+
+def test_a_per_rule_study_states_that_a_rules_prior_drives_its_counters(tmp_path: Path) -> None:
+    rules = ["fuse_elementwise", "cse_unary"]
+    known = rule_knowledge(
+        rewrite_problem(GPT2, **SMALL, calibration=calibrate(_graphs(GPT2), 40, [0, 1]),
+                        priors="rules", rules=rules).space
+    )  # fmt: skip
+    assert known == {
+        "candidates": [[f"priors.{r}", f"rule.{r}.{c}"] for r in rules for c in RULE_COUNTERS_KNOWN]
+    }
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    args = {"budget": 40, "seeds": 1, "calibration_seeds": 2, "storage": url}
+    study = rewrite_study(GPT2, **args, name="rules", priors="rules", rules=rules)
+    assert study.settings.knowledge is not None
+    assert study.settings.knowledge["candidates"] == known["candidates"]
+    surrogate = make_surrogate("structured", study.settings)
+    assert ("priors.cse_unary", "rule.cse_unary.improved") in surrogate.knowledge.candidates
+    # the user's own knowledge is kept (and a forbidden edge is not made a candidate)
+    mine = StudySettings(knowledge={"forbidden": [["priors.cse_unary", "rule.cse_unary.fired"]]})
+    own = rewrite_study(GPT2, **args, name="own", priors="rules", rules=rules, settings=mine)
+    assert own.settings.knowledge["forbidden"] == [["priors.cse_unary", "rule.cse_unary.fired"]]
+    assert ["priors.cse_unary", "rule.cse_unary.fired"] not in own.settings.knowledge["candidates"]
+    family = rewrite_study(GPT2, **args, name="family")
+    assert rule_knowledge(family.space) is None and family.settings.knowledge is None
 
 
 def _default(problem: RewriteProblem) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -9,7 +9,7 @@ import torch
 
 from spaces import Float, Space
 from structure import Edge, Structure
-from tuner import TrainingData
+from tuner import TrainingData, run_metric
 
 
 def chain_table(n: int = 60, seed: int = 0, nuisance: int = 5) -> dict[str, dict[str, np.ndarray]]:
@@ -50,3 +50,29 @@ def sum_sine_structure() -> Structure:
     params = tuple(f"x{i}" for i in range(6))
     edges = tuple(Edge(p, "m") for p in params) + (Edge("m", "o"),)
     return Structure(params, ("m",), ("o",), edges)
+
+
+def runs_data(n: int, seed: int, runs: int = 8, noise: float = 0.1) -> TrainingData:
+    """`n` trials of `runs` runs each (two groups, ``w0`` and ``w1``, of different levels), d=6:
+    each run's metric ``m = mean(x) + noise e`` drives its objective ``o = sin(12 m)`` (plus the
+    group's level); the trials report the means, and every run's ``m`` and ``o`` as
+    ``m@w<g>/<i>`` and ``o@w<g>/<i>``. Within a trial the runs differ only through ``m``."""
+    rng = np.random.default_rng(seed)
+    d = 6
+    space = Space({f"x{i}": Float(0.0, 1.0) for i in range(d)})
+    X = rng.random((n, d))
+    metrics: dict[str, torch.Tensor] = {}
+    ms, os = [], []
+    for r in range(runs):
+        label, level = f"w{r % 2}/{r // 2}", 2.0 * (r % 2)
+        m = X.mean(1) + noise * rng.standard_normal(n)
+        o = np.sin(12 * m) + 0.05 * rng.standard_normal(n) + level
+        metrics[run_metric("m", label)] = torch.as_tensor(m + level)
+        metrics[run_metric("o", label)] = torch.as_tensor(o)
+        ms.append(m + level)
+        os.append(o)
+    metrics["m"] = torch.as_tensor(np.mean(ms, 0))
+    Y = torch.as_tensor(np.mean(os, 0)).unsqueeze(-1)
+    return TrainingData(
+        torch.as_tensor(X), Y, ["o"], metrics, space, seed, 1, directions=("maximize",)
+    )

@@ -51,6 +51,7 @@ ROUND_TRIPS = [
                 Formula("total", ("t1", "t2"), op="product", weights=(1.0, 2.0), scale=-1.0),
             ),
             phase_order=("parse.", "saturate."),
+            candidates=(("a", "t1"),),
         ),
         lambda k: Knowledge.from_dict(json.loads(json.dumps(k.to_dict()))),
     ),
@@ -111,6 +112,8 @@ def test_formula_inputs_must_be_parents() -> None:
         {"required": (("a", "b", "c"),)},
         {"forbidden": 3},
         {"formulas": ({"node": "m", "inputs": ["t"]},)},  # the dict form is for from_dict
+        {"candidates": ("x0", "m")},
+        {"candidates": (("x0", "m"),), "forbidden": (("x0", "m"),)},  # both: which is it?
     ],
 )
 def test_malformed_knowledge_is_a_clear_error(kwargs: dict) -> None:

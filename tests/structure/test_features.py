@@ -55,3 +55,14 @@ def test_duplicates_are_dropped_and_missing_values_filled() -> None:
     assert "search_seconds" in fmap.names
     assert ("copy" in fmap.dropped) != ("signed" in fmap.dropped)
     assert np.isfinite(fmap.transform(metrics, len(obj))).all()
+
+
+def test_ungrouped_counters_stay_columns_of_their_own_but_are_still_filtered() -> None:
+    metrics, obj = _table()
+    metrics["rule.cse.applied"] = np.full(len(obj), 2.0)  # constant: no information
+    ungrouped = {"rule.fuse.applied", "rule.cse.applied"}
+    fmap = fit_features(metrics, obj, ungrouped=ungrouped)
+    by_name = {f.name: f for f in fmap.features}
+    assert by_name["rule.fuse.applied"].sources == ("rule.fuse.applied",)
+    assert by_name["rule.*.applied"].sources == ("rule.merge.applied",)  # the rest, summed
+    assert fmap.dropped["rule.cse.applied"] == "near-constant"  # unlike a `keep` name

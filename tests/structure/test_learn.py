@@ -156,3 +156,32 @@ def test_our_fisher_z_test_is_causal_learns() -> None:
         a = pc(data, 0.05, fisher_z_test(), show_progress=False).G.graph
         b = pc(data, 0.05, "fisherz", show_progress=False).G.graph
         assert (a == b).all(), trial
+
+
+def _two_counters(n: int = 40, seed: int = 0) -> dict[str, dict[str, np.ndarray]]:
+    """x0 -> c0, x1 -> c1 (x2, x3 irrelevant); o = c0 + 2 c1."""
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, 4))
+    c0 = np.sin(3 * X[:, 0]) + 0.05 * rng.standard_normal(n)
+    c1 = X[:, 1] ** 2 + 0.05 * rng.standard_normal(n)
+    o = c0 + 2 * c1 + 0.05 * rng.standard_normal(n)
+    return {
+        "params": {f"x{i}": X[:, i : i + 1] for i in range(4)},
+        "metrics": {"c0": c0, "c1": c1},
+        "objectives": {"o": o},
+    }
+
+
+def test_candidate_edges_are_kept_where_the_data_supports_them_and_dropped_elsewhere() -> None:
+    knowledge = Knowledge(
+        # true; false; and one naming a metric no trial reports (a rule that never fired)
+        candidates=(("x0", "c0"), ("x3", "c1"), ("x2", "rule.never.fired")),
+    )
+    s = learn_structure(**_two_counters(), knowledge=knowledge, config=FAST)
+    edges = {(e.source, e.target) for e in s.edges}
+    assert {("c0", "o"), ("c1", "o"), ("x0", "c0"), ("x1", "c1")} <= edges
+    assert ("x3", "c1") not in edges
+    with pytest.raises(KnowledgeError, match="tier rules"):
+        learn_structure(
+            **_two_counters(), knowledge=Knowledge(candidates=(("o", "c0"),)), config=FAST
+        )

@@ -117,6 +117,20 @@ def test_reported_standard_errors_become_the_gps_known_noise() -> None:
         TrainingData(data.X, data.Y, data.outcome_names, {}, space, 0, 2, Yvar=-data.Yvar - 1)
 
 
+def test_training_data_carries_the_objectives_directions() -> None:
+    from tuner.problem import Problem
+    from tuner.trial import Trial, TrialState
+
+    space = make_space()
+    config = space.sample(1, seed=0)[0]
+    problem = Problem({"latency": "minimize", "speedup": "maximize"})
+    done = Trial(0, config, TrialState.COMPLETE, {"latency": 2.0, "speedup": 1.0}, {})
+    data = problem.training_data(space, [done], seed=0)
+    assert data.directions == ("minimize", "maximize")
+    with pytest.raises(SurrogateError, match="directions"):
+        TrainingData(data.X, data.Y, data.outcome_names, {}, space, 0, 2, directions=("up",))
+
+
 def test_saas_gp_shrinks_irrelevant_inputs_and_models_every_outcome() -> None:
     from tuner import SaasSurrogate
 

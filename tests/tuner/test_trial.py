@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from tuner import InvalidTrialRecordError, Trial, TrialState
+from tuner import InvalidArgumentError, InvalidTrialRecordError, Trial, TrialState
+from tuner.trial import run_metric, split_run_metric
 
 
 def test_round_trip_through_json() -> None:
@@ -43,3 +44,12 @@ def test_malformed_records(record: dict) -> None:
 def test_states() -> None:
     assert TrialState("FAILED") is TrialState.FAILED
     assert TrialState.COMPLETE.is_finished and not TrialState.WAITING.is_finished
+
+
+def test_a_per_run_metric_name_reads_back() -> None:
+    name = run_metric("rule.fuse.fired", "gpt2/0")
+    assert name == "rule.fuse.fired@gpt2/0"
+    assert split_run_metric(name) == ("rule.fuse.fired", "gpt2/0")
+    assert split_run_metric("rule.fuse.fired") is None and split_run_metric("x@") is None
+    with pytest.raises(InvalidArgumentError, match="run label"):
+        run_metric("hv", "a@b")
