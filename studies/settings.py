@@ -15,7 +15,13 @@ __all__ = ["StudySettings"]
 
 SURROGATES = ("auto", "structured", "flat", "saas")
 WARM_START_MODELS = ("mtgp", "rgpe")
-KNOWLEDGE_KEYS = ("required", "forbidden", "formulas", "phase_order", "candidates")  # `Knowledge.to_dict`'s
+KNOWLEDGE_KEYS = (
+    "required",
+    "forbidden",
+    "formulas",
+    "phase_order",
+    "candidates",
+)  # `Knowledge.to_dict`'s
 
 
 @dataclass(frozen=True)
