@@ -13,8 +13,10 @@ Three parts, each in this one run (so every ratio compares figures of the same m
    ratio to the defaults', final hypervolume, latency reduction.
 3. **Surrogates** (``--surrogates flat,structured,saas,rules:flat,rules:saas``): the study's own
    problem driven by `tuner.Tuner` one trial at a time per surrogate (``rules:`` the space with
-   one free weight per rule instead of the informed prior family), with the same tuner seeds:
-   hypervolume of (anytime_hv, final_hv) at 10/20/40 trials and proposal seconds (wall, CPU).
+   one free weight per rule instead of the informed prior family; ``+lead``: the lead design of
+   a new study; ``grouped``: each workload's runs as a task of a multi-task GP, averaged back,
+   ``grouped_independent``: one GP per workload), with the same tuner seeds: hypervolume of
+   (anytime_hv, final_hv) at 10/20/40 trials and proposal seconds (wall, CPU).
 
 Usage::
 
@@ -153,8 +155,12 @@ def _surrogate(name: str) -> Any:
     from rewrite_tuner.rewrite_study import unmodeled_metrics
     from studies.settings import StudySettings
     from studies.tuning import make_surrogate
+    from tuner.groups import GroupedSurrogate
 
-    return make_surrogate(name, StudySettings(ignore_metrics=unmodeled_metrics()))
+    settings = StudySettings(ignore_metrics=unmodeled_metrics())
+    if name == "grouped_independent":  # the grouped surrogate without shared evidence
+        return GroupedSurrogate("independent", {"maxiter": settings.options().fit_maxiter})
+    return make_surrogate(name, settings)
 
 
 def surrogates(names: list[str], tuner_seed: int, trials: int, steps: int) -> dict[str, Any]:
@@ -173,7 +179,8 @@ def surrogates(names: list[str], tuner_seed: int, trials: int, steps: int) -> di
     )
     from tuner import Tuner
 
-    family, context = rewrite_problem(TRAIN, max_steps=steps)
+    # every run's values reported (the grouped surrogates model them; the others do not read them)
+    family, context = rewrite_problem(TRAIN, max_steps=steps, run_metrics=True)
     cal = Calibration.from_dict(context["calibration"])
     rules, _ = rewrite_problem(TRAIN, max_steps=steps, priors="rules", calibration=cal)
     out: dict[str, Any] = {}

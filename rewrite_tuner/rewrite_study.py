@@ -688,7 +688,8 @@ def rewrite_study(
         lead: A new study with a prior family and no ``centre`` runs the defaults and the
             family's informed member first (`lead_configs`), then a `LEAD_DESIGN`-point design
             unless ``settings`` sizes it; False: the tuner's initial design alone.
-        run_metrics: Also report each run's values (see `rewrite_problem`).
+        run_metrics: Also report each run's values (see `rewrite_problem`); on whenever
+            ``settings`` picks the ``"grouped"`` surrogate, which models them.
 
     Returns:
         The study (created, or opened when the storage already holds it).
@@ -720,7 +721,8 @@ def rewrite_study(
         "objectives": tuple(objectives),
         "measure": measure,
         "centre": centre,
-        "run_metrics": run_metrics,
+        # the grouped surrogate models each workload's runs: it needs them reported
+        "run_metrics": run_metrics or getattr(settings, "surrogate", None) == "grouped",
     }
     existing = _stored(name, storage)
     if existing is not None:

@@ -13,7 +13,7 @@ from studies.errors import StudySettingsError
 __all__ = ["StudySettings"]
 
 
-SURROGATES = ("auto", "structured", "flat", "saas")
+SURROGATES = ("auto", "structured", "flat", "saas", "grouped")
 WARM_START_MODELS = ("mtgp", "rgpe")
 KNOWLEDGE_KEYS = (
     "required",
@@ -41,9 +41,12 @@ class StudySettings:
             e.g. ``{"num_restarts": 2, "raw_samples": 64}`` for quick tests.
         surrogate: ``"auto"`` (the structured surrogate, `structure.StructuredSurrogate`, once
             completed trials report tracking metrics; the flat GP otherwise), ``"structured"``,
-            ``"flat"`` or ``"saas"`` (`tuner.SaasSurrogate`, for spaces of many columns). The
-            structured surrogate itself falls back to the flat GP while its GP network predicts
-            no better (see `structure.explain`).
+            ``"flat"``, ``"saas"`` (`tuner.SaasSurrogate`, for spaces of many columns) or
+            ``"grouped"`` (`tuner.GroupedSurrogate`: each objective modelled per run group, a
+            workload, as tasks of a multi-task GP, then averaged; it needs trials that report
+            per-run values, ``<objective>@<group>/<run>``). The structured surrogate itself
+            falls back to the flat GP while its GP network predicts no better (see
+            `structure.explain`).
         max_repeated_failures: Stop `Study.optimize` (with `RepeatedFailureError`) once this
             many trials in a row failed with the same error (numbers in the message aside): a
             broken evaluate, or a constraint metric it never returns, should not burn the

@@ -38,6 +38,10 @@ def make_surrogate(mode: str, settings: StudySettings) -> Any:
         from tuner.surrogate import SaasSurrogate
 
         return SaasSurrogate({"maxiter": settings.options().fit_maxiter or 150})
+    if mode == "grouped":
+        from tuner.groups import GroupedSurrogate
+
+        return GroupedSurrogate(fit_options={"maxiter": settings.options().fit_maxiter or 150})
     from structure import Knowledge, StructuredConfig, StructuredSurrogate
 
     knowledge = Knowledge.from_dict(settings.knowledge) if settings.knowledge else None

@@ -20,6 +20,7 @@ from tuner.options import TunerOptions
 from tuner.trial import Trial, TrialState, run_metric, split_run_metric
 
 if TYPE_CHECKING:
+    from tuner.groups import GroupedSurrogate
     from tuner.problem import OutcomeConstraint, parse_constraint
     from tuner.surrogate import FlatSurrogate, SaasSurrogate, Surrogate, TrainingData
     from tuner.tuner import Tuner
@@ -30,6 +31,7 @@ _LAZY = {
     "OutcomeConstraint": "tuner.problem",
     "parse_constraint": "tuner.problem",
     "FlatSurrogate": "tuner.surrogate",
+    "GroupedSurrogate": "tuner.groups",
     "SaasSurrogate": "tuner.surrogate",
     "Surrogate": "tuner.surrogate",
     "TrainingData": "tuner.surrogate",
@@ -49,6 +51,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "FlatSurrogate",
+    "GroupedSurrogate",
     "InvalidArgumentError",
     "InvalidConfigError",
     "InvalidSpecError",

@@ -339,3 +339,15 @@ def test_a_new_study_runs_the_defaults_and_the_informed_prior_first(tmp_path: Pa
     assert len(again.trials) == 2
     plain = rewrite_study(GPT2, **args, name="plain", lead=False)
     assert plain.trials == [] and plain.settings.n_initial is None
+
+
+def test_the_grouped_surrogate_gets_every_runs_values(tmp_path: Path) -> None:
+    from tuner.groups import GroupedSurrogate
+
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    args = {"budget": 40, "seeds": 1, "calibration_seeds": 2, "storage": url}
+    study = rewrite_study(GPT2, **args, settings=StudySettings(surrogate="grouped"))
+    assert study.context is not None and study.context["run_metrics"] is True
+    assert isinstance(make_surrogate("grouped", study.settings), GroupedSurrogate)
+    plain = rewrite_study(GPT2, **args, name="plain")
+    assert plain.context is not None and "run_metrics" not in plain.context
