@@ -288,6 +288,22 @@ def tune_model_command(
     out_path: Annotated[Path, typer.Option("--out", "-o", help="Priors JSON to write.")] = Path(
         "model-priors.json"
     ),
+    warm_start: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--warm-start",
+            help="A finished study whose trials inform the model (e.g. rewrite-demo); repeat "
+            "for several.",
+        ),
+    ] = None,
+    warm_start_storage: Annotated[
+        str | None,
+        typer.Option(
+            "--warm-start-storage",
+            help="Where the --warm-start studies are (e.g. sqlite:///demo-study.db; default: "
+            "--storage).",
+        ),
+    ] = None,
     force: ForceOpt = False,
 ) -> None:
     """Tune the rewrite search for one model of your own and export priors for it.
@@ -295,7 +311,9 @@ def tune_model_command(
     Imports the model, calibrates the default search on it, starts from --from's priors (the
     first trial, and the centre of the priors the study explores), runs --trials trials, then
     checks the best against the defaults and against --from's priors on fresh seeds. The priors
-    are written only when they beat both with 95% confidence. Run it again and it resumes."""
+    are written only when they beat both with 95% confidence. With --warm-start, a finished
+    study's trials (the main job's: rewrite-demo in sqlite:///demo-study.db) inform the model as a
+    related task and its best configurations run early. Run it again and it resumes."""
     from rewrite_tuner.rewrite_study import CALIBRATION_SEEDS
     from rewrite_tuner.tables import transfer_lines
     from rewrite_tuner.tune_model import tune_model
@@ -315,6 +333,7 @@ def tune_model_command(
         name=name,
         out=out_path,
         force=force,
+        warm_start=[{"study": w, "storage": warm_start_storage} for w in warm_start or []],
         on_progress=lambda line: console.print(line, highlight=False),
     )
     for line in transfer_lines(result.validation):

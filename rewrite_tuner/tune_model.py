@@ -78,6 +78,7 @@ def tune_model(
     force: bool = False,
     validation_seeds: Sequence[int] = VALIDATION_SEEDS,
     device: str = "h100",
+    warm_start: Sequence[Any] = (),
     on_progress: Callable[[str], None] | None = None,
 ) -> ModelTuning:
     """Tune the rewrite search for one model and export its priors (module docstring).
@@ -98,6 +99,10 @@ def tune_model(
         force: Replace an ``out`` that is not a priors file (see `export_priors`).
         validation_seeds: Fresh search seeds of the validation (at least 2).
         device: Cost-model device profile.
+        warm_start: Finished studies (names in ``storage``, or ``{"study": name, "storage":
+            url}``, e.g. the main job's ``rewrite-demo`` in ``demo-study.db``) whose trials
+            inform this study's model as related tasks (`StudySettings.warm_start`); their two
+            best configurations each are queued after the defaults and the given priors.
         on_progress: Called with a line before each phase (for the console).
 
     Raises:
@@ -126,7 +131,7 @@ def tune_model(
             raise StudyError(f"Cannot read the priors file {str(priors)!r}: {err}") from None
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
-    settings = StudySettings(n_initial=max(3, trials // 2))
+    settings = StudySettings(n_initial=max(3, trials // 2), warm_start=list(warm_start))
     study = rewrite_study(
         (workload,),
         budget=budget,
@@ -149,6 +154,11 @@ def tune_model(
         # the defaults would be), then the given priors
         study.enqueue(study.space.default())
         study.enqueue(_centre_config(study, given))
+    if warm_start and all(t.state == "WAITING" for t in study.trials):  # nothing ran yet
+        from studies.warmstart import seed_from_related
+
+        queued = seed_from_related(study, per_study=2)  # skips what the study holds
+        tell(f"warm start: {len(queued)} configurations of the related studies queued")
     tell(f"tuning: {trials} trials on {n_workers} workers")
     t0 = time.perf_counter()
     study.optimize(trials, n_workers=n_workers, progress=False)

@@ -109,3 +109,29 @@ def test_the_tune_model_command_prints_the_comparisons_and_the_verdict(tmp_path:
     assert ("wrote" in result.output) == out.exists()
     missing = CliRunner().invoke(app, ["tune-model", "nope.py:build", "--inputs", "int64[1,8]"])
     assert missing.exit_code == 1 and "does not exist" in missing.output
+
+
+def test_tune_model_warm_starts_from_a_finished_study(tmp_path: Path) -> None:
+    from studies import Study
+
+    source = f"sqlite:///{tmp_path / 'source.db'}"
+    small = {"budget": 20, "seeds": 1, "calibration_seeds": 2, "n_workers": 1}
+    small |= {"validation_seeds": (100, 101)}
+    first = tune_model(f"{MODEL}:build", ["int64[1,16]"], trials=3, storage=source,
+                       out=tmp_path / "a.json", **small)  # fmt: skip
+    done = Study.load(first.study, source)
+    lines: list[str] = []
+    url = f"sqlite:///{tmp_path / 'warm.db'}"
+    tune_model(f"{MODEL}:build", ["int64[1,16]"], trials=3, storage=url,
+               warm_start=[{"study": first.study, "storage": source}], out=tmp_path / "b.json",
+               on_progress=lines.append, **small)  # fmt: skip
+    warm = Study.load(first.study, url)
+    assert warm.settings.warm_start == [{"study": first.study, "storage": source}]
+    (said,) = [line for line in lines if line.startswith("warm start: ")]
+    n = int(said.split()[2])
+    # after the lead design (the defaults, the informed prior), the source's best trials it
+    # does not hold yet
+    assert [t.config for t in warm.trials[:2]] == [t.config for t in done.trials[:2]]
+    sources = [t.config for t in done.trials]
+    assert all(t.config in sources for t in warm.trials[2 : 2 + n])
+    assert warm.trials[2].config == done.trials[2].config  # the one the lead did not hold
