@@ -27,7 +27,7 @@ constraints, the flat GP is used, and `describe` says why.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -35,13 +35,12 @@ from botorch.fit import fit_gpytorch_mll
 from botorch.models import MultiTaskGP, SingleTaskGP
 from botorch.models.model import Model
 from botorch.models.transforms.outcome import Standardize
-from botorch.posteriors.gpytorch import GPyTorchPosterior
-from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
+from gpytorch.distributions import MultivariateNormal
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
 from tuner.errors import InvalidArgumentError, SurrogateError
-from tuner.surrogate import FlatSurrogate, Surrogate, TrainingData
+from tuner.surrogate import CombinedModel, FlatSurrogate, Surrogate, TrainingData
 from tuner.trial import split_run_metric
 
 __all__ = ["GroupAverage", "GroupedSurrogate", "run_groups"]
@@ -184,7 +183,7 @@ class GroupedSurrogate(Surrogate):
         return dict(self._last)
 
 
-class GroupAverage(Model):
+class GroupAverage(CombinedModel):
     """The objectives as the average over run groups of per-group models: each model's
     posterior over its ``G`` groups, averaged exactly (mean and full covariance)."""
 
@@ -198,28 +197,14 @@ class GroupAverage(Model):
     def num_outputs(self) -> int:
         return len(self._models)
 
-    @property
-    def batch_shape(self) -> torch.Size:
-        return torch.Size()
-
-    def posterior(  # type: ignore[override]
-        self,
-        X: Tensor,
-        output_indices: list[int] | None = None,
-        observation_noise: bool | Tensor = False,
-        posterior_transform: Any = None,
-        **kwargs: Any,
-    ) -> GPyTorchPosterior:
-        models = [self._models[i] for i in (output_indices or range(len(self._models)))]
-        mvns = [
-            _average(m.posterior(X, observation_noise=observation_noise).distribution)  # type: ignore[attr-defined]
-            for m in models
+    def output_mvns(
+        self, X: Tensor, outputs: Sequence[int], observation_noise: bool | Tensor
+    ) -> list[Any]:
+        """Each output's groups' joint posterior at ``X``, averaged."""
+        return [
+            _average(self._models[i].posterior(X, observation_noise=observation_noise).distribution)  # type: ignore[attr-defined]
+            for i in outputs
         ]
-        dist = (
-            mvns[0] if len(mvns) == 1 else MultitaskMultivariateNormal.from_independent_mvns(mvns)
-        )
-        post = GPyTorchPosterior(dist)
-        return post if posterior_transform is None else posterior_transform(post)
 
 
 def _average(dist: MultivariateNormal) -> MultivariateNormal:

@@ -31,13 +31,12 @@ import torch
 from botorch.models.model import Model
 from botorch.models.utils import add_output_dim
 from botorch.models.utils.assorted import gpt_posterior_settings
-from botorch.posteriors.gpytorch import GPyTorchPosterior
-from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
+from gpytorch.distributions import MultivariateNormal
 from linear_operator import to_linear_operator
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
-from tuner.surrogate import FlatSurrogate, Surrogate, TrainingData
+from tuner.surrogate import CombinedModel, FlatSurrogate, Surrogate, TrainingData
 from tuner.warmstart import RelatedTask, check_related
 
 __all__ = ["MIN_TARGET", "RankWeightedEnsemble", "RGPESurrogate", "rank_weights"]
@@ -138,7 +137,7 @@ class RGPESurrogate(Surrogate):
         return dict(self._last)
 
 
-class RankWeightedEnsemble(Model):
+class RankWeightedEnsemble(CombinedModel):
     """``sum_i w_i GP_i`` per outcome, in the target's units (`RGPESurrogate`).
 
     Args:
@@ -160,20 +159,11 @@ class RankWeightedEnsemble(Model):
     def num_outputs(self) -> int:
         return int(self.weights.shape[-1])
 
-    @property
-    def batch_shape(self) -> torch.Size:
-        return torch.Size([])
-
-    def posterior(
-        self,
-        X: Tensor,
-        output_indices: list[int] | None = None,
-        observation_noise: bool | Tensor = False,
-        posterior_transform: Any = None,
-        **kwargs: Any,
-    ) -> GPyTorchPosterior:
+    def output_mvns(
+        self, X: Tensor, outputs: Sequence[int], observation_noise: bool | Tensor
+    ) -> list[Any]:
         """The ensemble's posterior at ``batch x q x d``-dim ``X`` (latent: no observation
-        noise), ``m`` outputs or the ``output_indices`` ones."""
+        noise) for ``outputs``."""
         if observation_noise is not False:
             raise NotImplementedError("RankWeightedEnsemble has no observation-noise model.")
         mean, cov = 0.0, 0.0
@@ -184,16 +174,10 @@ class RankWeightedEnsemble(Model):
         assert isinstance(mean, Tensor) and isinstance(cov, Tensor)
         mean = self.mean.unsqueeze(-1) + self.std.unsqueeze(-1) * mean
         cov = (self.std**2)[:, None, None] * cov
-        outputs = output_indices if output_indices is not None else range(self.num_outputs)
-        mvns = [
+        return [
             MultivariateNormal(mean[..., t, :], to_linear_operator(cov[..., t, :, :]))
             for t in outputs
         ]
-        mvn = mvns[0] if len(mvns) == 1 else MultitaskMultivariateNormal.from_independent_mvns(mvns)
-        posterior = GPyTorchPosterior(distribution=mvn)
-        if posterior_transform is not None:
-            return posterior_transform(posterior)
-        return posterior
 
 
 def rank_weights(losses: Tensor, dilution: bool = True) -> Tensor:

@@ -284,6 +284,41 @@ class SaasSurrogate(Surrogate):
         return dict(self._last)
 
 
+class CombinedModel(Model):
+    """A model whose outputs are independent normals built from other fitted models'
+    posteriors (`tuner.rgpe.RankWeightedEnsemble`, `tuner.groups.GroupAverage`): a subclass
+    says how in `output_mvns`; `posterior` assembles the `GPyTorchPosterior`."""
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        return torch.Size([])
+
+    @abstractmethod
+    def output_mvns(
+        self, X: Tensor, outputs: Sequence[int], observation_noise: bool | Tensor
+    ) -> list[Any]:
+        """One ``batch x q``-point `MultivariateNormal` per output of ``outputs`` at ``X``."""
+
+    def posterior(  # type: ignore[override]
+        self,
+        X: Tensor,
+        output_indices: list[int] | None = None,
+        observation_noise: bool | Tensor = False,
+        posterior_transform: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """The posterior at ``batch x q x d``-dim ``X``: every output, or the
+        ``output_indices`` ones."""
+        from botorch.posteriors.gpytorch import GPyTorchPosterior
+        from gpytorch.distributions import MultitaskMultivariateNormal
+
+        outputs = output_indices if output_indices is not None else range(self.num_outputs)
+        mvns = self.output_mvns(X, list(outputs), observation_noise)
+        mvn = mvns[0] if len(mvns) == 1 else MultitaskMultivariateNormal.from_independent_mvns(mvns)
+        posterior = GPyTorchPosterior(distribution=mvn)
+        return posterior if posterior_transform is None else posterior_transform(posterior)
+
+
 def _lengthscales(model: SingleTaskGP) -> list[list[float]]:
     """Fitted ARD lengthscales as nested lists (one list per outcome), NaN-free for JSON."""
     kernel = model.covar_module
