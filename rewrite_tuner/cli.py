@@ -267,7 +267,7 @@ def tune_model_command(
         typer.Option(
             "--inputs",
             "-i",
-            help="An example input per positional argument, dtype[d0,...] (e.g. int64[1,128]; "
+            help="An example input per positional argument, dtype\\[d0,...] (e.g. int64[1,128]; "
             "integers are drawn below the smallest embedding's vocabulary). Repeat for several.",
         ),
     ],
