@@ -90,7 +90,7 @@ def test_minimized_objectives_are_modelled_in_the_maximization_convention() -> N
             ),
             "one group",
         ),
-        (lambda d: dataclasses.replace(d, Y=d.Y + 0.5), "not the mean of its runs"),
+        (lambda d: dataclasses.replace(d, Y=d.Y + 0.5), "not the mean of its runs' values on 14"),
         (
             lambda d: dataclasses.replace(
                 d,
@@ -111,6 +111,15 @@ def test_without_groups_to_model_it_uses_the_flat_gp_and_says_why(change, reason
         3,
         data.Y.shape[-1],
     )
+
+
+def test_a_few_clipped_trials_do_not_turn_it_off() -> None:
+    data = _data()
+    Y = data.Y.clone()
+    Y[:3] += 0.5  # as if the tuner had clipped an outlying run of three trials
+    surrogate = GroupedSurrogate("independent", FIT)
+    surrogate.fit(dataclasses.replace(data, Y=Y))
+    assert surrogate.describe()["model"] == "GroupedSurrogate(independent)"
 
 
 def test_an_unknown_task_model_is_refused() -> None:
