@@ -151,3 +151,21 @@ def timeit(fn, repeat: int = 5) -> float:
         fn()
         best = min(best, time.perf_counter() - t0)
     return best
+
+
+def compact_json(obj: Any, depth: int = 0) -> str:
+    """JSON with objects indented and lists of numbers (or of such lists) on one line: the
+    per-trial values stay a line per run, so the results file stays small."""
+    pad = "  " * (depth + 1)
+    if isinstance(obj, dict) and obj:
+        items = [f"{pad}{json.dumps(str(k))}: {compact_json(v, depth + 1)}" for k, v in obj.items()]
+        return "{\n" + ",\n".join(items) + "\n" + "  " * depth + "}"
+    flat = isinstance(obj, list) and all(
+        not isinstance(v, dict | list)
+        or (isinstance(v, list) and not any(isinstance(w, dict | list) for w in v))
+        for v in obj
+    )
+    if isinstance(obj, list) and obj and not flat:
+        items = [f"{pad}{compact_json(v, depth + 1)}" for v in obj]
+        return "[\n" + ",\n".join(items) + "\n" + "  " * depth + "]"
+    return json.dumps(obj, default=str)

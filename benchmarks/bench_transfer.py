@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._common import write_results
+from benchmarks._common import compact_json, write_results
 
 TRAIN: tuple[str, ...] = ("gpt2", "bert", "resnet", "t5")
 HELD_OUT = ("llama", "vit")
@@ -276,7 +276,8 @@ def main() -> None:
         payload["surrogates"] = runs
         _print_surrogates(runs, names, args.trials)
     run = args.run or ("surrogates" if args.no_transfer else "transfer")
-    print("wrote run", run, "of", write_results(args.out, payload, run=run))
+    path = write_results(args.out, payload, run=run, dumps=compact_json)
+    print("wrote run", run, "of", path)
 
 
 def _print_transfer(runs: list[dict[str, Any]]) -> None:

@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._common import RESULTS_DIR, machine_info, write_results
+from benchmarks._common import RESULTS_DIR, compact_json, machine_info, write_results
 
 HELD_OUT = ("llama", "vit")
 MODELS = ("mtgp", "rgpe")
@@ -261,24 +261,6 @@ def print_table(summary: list[dict[str, Any]], trials: int, only: dict[str, Any]
     )
 
 
-def _compact(obj: Any, depth: int = 0) -> str:
-    """JSON with objects indented and lists of numbers (or of such lists) on one line: the
-    per-trial values stay a line per run, so the results file stays small."""
-    pad = "  " * (depth + 1)
-    if isinstance(obj, dict) and obj:
-        items = [f"{pad}{json.dumps(str(k))}: {_compact(v, depth + 1)}" for k, v in obj.items()]
-        return "{\n" + ",\n".join(items) + "\n" + "  " * depth + "}"
-    flat = isinstance(obj, list) and all(
-        not isinstance(v, dict | list)
-        or (isinstance(v, list) and not any(isinstance(w, dict | list) for w in v))
-        for v in obj
-    )
-    if isinstance(obj, list) and obj and not flat:
-        items = [f"{pad}{_compact(v, depth + 1)}" for v in obj]
-        return "[\n" + ",\n".join(items) + "\n" + "  " * depth + "]"
-    return json.dumps(obj, default=str)
-
-
 def _save(record: dict[str, Any], run: str, machine: dict[str, Any]) -> None:
     """Write ``record`` as run ``run``; a file from before the runs (the rewrite problem's
     record alone) becomes run ``rewrite`` first."""
@@ -287,8 +269,8 @@ def _save(record: dict[str, Any], run: str, machine: dict[str, Any]) -> None:
         if "runs" not in doc:
             from rewrite.serialize import write_text_atomic
 
-            write_text_atomic(FILE, _compact({"runs": {"rewrite": doc}}) + "\n")
-    write_results("bench_warmstart", record, machine=machine, run=run, dumps=_compact)
+            write_text_atomic(FILE, compact_json({"runs": {"rewrite": doc}}) + "\n")
+    write_results("bench_warmstart", record, machine=machine, run=run, dumps=compact_json)
 
 
 def main_synthetic(args: argparse.Namespace) -> None:
