@@ -15,13 +15,8 @@ __all__ = ["StudySettings"]
 
 SURROGATES = ("auto", "structured", "flat", "saas", "grouped")
 WARM_START_MODELS = ("mtgp", "rgpe")
-KNOWLEDGE_KEYS = (
-    "required",
-    "forbidden",
-    "formulas",
-    "phase_order",
-    "candidates",
-)  # `Knowledge.to_dict`'s
+# the keys of `Knowledge.to_dict`
+KNOWLEDGE_KEYS = ("required", "forbidden", "formulas", "phase_order", "candidates")
 
 
 @dataclass(frozen=True)
