@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import pytest
 import torch
@@ -274,3 +275,35 @@ def test_the_flat_gp_is_scored_with_the_noise_it_was_fitted_with() -> None:
     assert float(var.max()) < 10 * 1e-4  # the reported noise, not the default level
     _, unfitted = flat_predict(data.X, data.Y, state, data.X[:5])  # the old scoring
     assert float(unfitted.min()) > 10 * float(var.max())
+
+
+def test_a_test_trial_noisier_than_the_training_ones_adds_its_excess_to_the_network(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The network infers one noise level per node; a test trial measured on fewer seeds
+    reports more noise, which the flat GP is scored with: the network gets the excess over the
+    training trials' typical noise, so that trial's noise is not charged as its error."""
+    import structure.scoring as scoring
+
+    train = torch.tensor([[1e-4, 4e-4], [1e-4, 4e-4], [2e-4, 5e-4]], dtype=torch.float64)
+    test = torch.tensor([[9e-4, 4e-4], [0.5e-4, 1e-4]], dtype=torch.float64)
+    torch.testing.assert_close(
+        scoring.excess_noise(train, test),
+        torch.tensor([[8e-4, 0.0], [0.0, 0.0]], dtype=torch.float64),
+    )
+    # one raced trial (reported variance 2500x the others') measured far off its mean
+    base = sum_sine_data(24, seed=3)
+    Yvar = torch.full_like(base.Y, 1e-4)
+    Yvar[5] = 0.25
+    Y = base.Y.clone()
+    Y[5] = Y[5] + 1.0
+    data = dataclasses.replace(base, Y=Y, Yvar=Yvar)
+    scores = {}
+    for name, excess in (("with", scoring.excess_noise), ("without", lambda a, b: 0.0)):
+        monkeypatch.setattr(scoring, "excess_noise", excess)
+        s = _surrogate()
+        s.fit(data)
+        scores[name] = s.describe()["scores"]
+    assert scores["with"]["heldout"]["flat"] == scores["without"]["heldout"]["flat"]
+    assert scores["with"]["heldout"]["network"] > scores["without"]["heldout"]["network"] + 1.0
+    assert math.isfinite(scores["with"]["heldout"]["network"])
