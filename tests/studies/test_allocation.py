@@ -77,8 +77,11 @@ def test_processes_proposing_at_once_propose_differently(
 ) -> None:
     """The second process reserves the positions after the first's and proposes from them: in
     the initial design the next design points, past it other seeds, with the first's in-flight
-    design points pending; each keeps every proposal (no fit wasted)."""
-    a, b = _study(storage_url, n_initial), _study(storage_url, n_initial)
+    design points pending; each keeps every proposal (no fit wasted). The grace period is long:
+    the claims carry no heartbeat, and a first proposal on a loaded machine (imports included)
+    can outlast the fast settings' 1 s, which freed the first's reservations in one CI run."""
+    slow = {"grace_period": 60.0}
+    a, b = _study(storage_url, n_initial, **slow), _study(storage_url, n_initial, **slow)
     _complete(a, a.trial_source().claim("a:1:x", 3, None))
     calls: list[int] = []
     for s in (a, b):
