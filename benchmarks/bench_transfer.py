@@ -244,6 +244,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--tuner-seeds", type=int, default=3)
+    parser.add_argument(
+        "--first-seed", type=int, default=0, help="first tuner seed (to extend a stored run)"
+    )
     parser.add_argument("--trials", type=int, default=30)
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--held-out-seeds", type=int, default=5)
@@ -278,7 +281,8 @@ def main() -> None:
         _print_transfer(payload["transfer"])
     if args.surrogates:
         names = args.surrogates.split(",")
-        runs = [surrogates(names, s, args.trials, args.steps) for s in range(args.tuner_seeds)]
+        seeds = range(args.first_seed, args.first_seed + args.tuner_seeds)
+        runs = [surrogates(names, s, args.trials, args.steps) for s in seeds]
         payload["surrogates"] = runs
         _print_surrogates(runs, names, args.trials)
     run = args.run or ("surrogates" if args.no_transfer else "transfer")
