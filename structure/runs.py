@@ -28,7 +28,7 @@ from structure.dag import to_model
 from structure.features import FeatureMap
 from structure.params import param_nodes
 from tuner.surrogate import TrainingData
-from tuner.trial import split_run_metric
+from tuner.trial import run_group, split_run_metric
 
 __all__ = [
     "RunRows",
@@ -138,7 +138,7 @@ def run_rows(data: TrainingData, metrics: Mapping[str, np.ndarray] | None = None
 
     return RunRows(
         trial=index,
-        group=np.asarray([label.split("/", 1)[0] for label in labels]),
+        group=np.asarray([run_group(label) for label in labels]),
         metrics={name: column(name) for name in names},
         outcomes={o: column(o, s) for o, s in zip(data.outcome_names, signs)},
     )

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from botorch.fit import fit_gpytorch_mll
@@ -42,7 +42,7 @@ from torch import Tensor
 
 from tuner.errors import InvalidArgumentError, SurrogateError
 from tuner.surrogate import CombinedModel, FlatSurrogate, Surrogate, TrainingData
-from tuner.trial import split_run_metric
+from tuner.trial import run_group, split_run_metric
 
 __all__ = ["GroupAverage", "GroupedSurrogate", "run_groups"]
 
@@ -63,8 +63,7 @@ def run_groups(data: TrainingData) -> tuple[list[str], list[Tensor]] | str:
     over each group's replicates, in the maximization convention of `TrainingData.Y`); or the
     reason there are none to model (a string).
 
-    A run label ``<group>/<replicate>`` names its group; a label without ``/`` is a group of
-    its own.
+    A run's group is `tuner.trial.run_group` of its label.
     """
     if data.Y.shape[-1] != data.n_objectives:
         return "the study has outcome constraints (modelled by the flat GP only)"
@@ -74,8 +73,7 @@ def run_groups(data: TrainingData) -> tuple[list[str], list[Tensor]] | str:
         if split is None or split[0] not in data.outcome_names[: data.n_objectives]:
             continue
         metric, run = split
-        group = run.split("/", 1)[0]
-        by_objective.setdefault(metric, {}).setdefault(group, []).append(name)
+        by_objective.setdefault(metric, {}).setdefault(run_group(run), []).append(name)
     objectives = list(data.outcome_names[: data.n_objectives])
     missing = [o for o in objectives if o not in by_objective]
     if missing:
@@ -197,19 +195,19 @@ class GroupAverage(CombinedModel):
     def __init__(self, models: list[Model], n_groups: int) -> None:
         super().__init__()
         self.models = torch.nn.ModuleList(models)
-        self._models = list(models)  # the same, typed
         self.n_groups = n_groups
 
     @property
     def num_outputs(self) -> int:
-        return len(self._models)
+        return len(self.models)
 
     def output_mvns(
         self, X: Tensor, outputs: Sequence[int], observation_noise: bool | Tensor
     ) -> list[Any]:
         """Each output's groups' joint posterior at ``X``, averaged."""
+        models = cast("list[Model]", list(self.models))
         return [
-            _average(self._models[i].posterior(X, observation_noise=observation_noise).distribution)  # type: ignore[attr-defined]
+            _average(models[i].posterior(X, observation_noise=observation_noise).distribution)  # type: ignore[attr-defined]
             for i in outputs
         ]
 

@@ -29,6 +29,7 @@ __all__ = [
     "Trial",
     "TrialState",
     "metric_patterns",
+    "run_group",
     "run_metric",
     "split_run_metric",
 ]
@@ -55,6 +56,12 @@ def split_run_metric(name: str) -> tuple[str, str] | None:
     """``(metric, run)`` of a per-run metric name (`run_metric`), None for any other name."""
     metric, sep, run = name.rpartition(RUN_SEPARATOR)
     return (metric, run) if sep and metric and run else None
+
+
+def run_group(run: str) -> str:
+    """The group of a run label ``<group>/<replicate>`` (e.g. the workload of
+    ``gpt2/0``); a label without ``/`` is a group of its own."""
+    return run.split("/", 1)[0]
 
 
 def metric_patterns(value: Any, owner: str) -> tuple[str, ...]:
