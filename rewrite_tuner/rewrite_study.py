@@ -54,22 +54,29 @@ recorded at that fidelity (``fidelity.seeds`` = 1, with the calibration's noise 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import logging
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from rewrite_tuner.calibration import (
+    COMPILED,
+    MEASURED,
+    OBJECTIVES,
+    Calibration,
+    calibrate,
+    per_seed_objectives,
+    timing_threads,
+)
 from studies.errors import StudyConflictError, StudyError
 
 if TYPE_CHECKING:
     from rewrite.ir import Graph
-    from rewrite.optimize import Baseline, RuleEvidence, SuiteResult
+    from rewrite.optimize import Baseline, SuiteResult
     from spaces import Space
     from studies.study import Study
 
@@ -101,23 +108,6 @@ Llama (`benchmarks/bench_transfer.py`)."""
 
 HELD_OUT_WORKLOADS = ("llama", "vit")
 """Zoo models of other families, never tuned on: where a tuned configuration is judged."""
-
-OBJECTIVES: dict[str, str] = {
-    "anytime_hv": "maximize",
-    "final_hv": "maximize",
-    "effort": "minimize",
-    "latency_reduction": "maximize",
-    "peak_memory_reduction": "maximize",
-    "reach": "minimize",
-    "measured_latency_reduction": "maximize",
-    "compiled_speedup": "maximize",
-}
-"""Every objective a trial reports (each with a ``.sem``), with its direction
-(``measured_latency_reduction`` only in a study that measures: ``rewrite_study(measure=True)``;
-``compiled_speedup`` only in one that measures compiled: ``rewrite_study(measure="compile")``)."""
-
-MEASURED = "measured_latency_reduction"
-COMPILED = "compiled_speedup"
 
 DEFAULT_OBJECTIVES: dict[str, str] = {"anytime_hv": "maximize", "final_hv": "maximize"}
 """The study's objectives unless told otherwise: how fast and how far the search gets."""
@@ -167,116 +157,6 @@ def suite_of(study: Study) -> dict[str, Any] | None:
         return study.context if "calibration" in study.context else None
     param = study.space.params.get(_SUITE)
     return param.value if isinstance(param, Fixed) else None
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """What the default search does on the training suite (see the module docstring).
-
-    Attributes:
-        seeds: The calibration seeds.
-        baselines: Workload -> `Baseline`.
-        evidence: The rules' offline benchmark.
-        default: Objective -> its value for the defaults on each seed (mean over workloads).
-        noise: Objective -> standard deviation of those values over the seeds.
-    """
-
-    seeds: tuple[int, ...]
-    baselines: dict[str, Baseline]
-    evidence: RuleEvidence
-    default: dict[str, list[float]]
-    noise: dict[str, float]
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able form (stored in the study's space)."""
-        return {
-            "seeds": list(self.seeds),
-            "baselines": {w: b.to_dict() for w, b in self.baselines.items()},
-            "evidence": self.evidence.to_dict(),
-            "default": {k: list(v) for k, v in self.default.items()},
-            "noise": dict(self.noise),
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Calibration:
-        """Read `to_dict`'s form."""
-        from rewrite.optimize import Baseline, RuleEvidence
-
-        return cls(
-            tuple(int(s) for s in d["seeds"]),
-            {w: Baseline.from_dict(b) for w, b in d["baselines"].items()},
-            RuleEvidence.from_dict(d["evidence"]),
-            {k: [float(x) for x in v] for k, v in d["default"].items()},
-            {k: float(v) for k, v in d["noise"].items()},
-        )
-
-
-def _per_seed_objectives(result: SuiteResult, baselines: Mapping[str, Baseline]) -> list[dict]:
-    """`OBJECTIVES` of each seed of ``result`` (means over workloads; the measured one only when
-    every run was measured)."""
-    return [{k: row[k] for k in OBJECTIVES if k in row} for row in result.per_seed(baselines)]
-
-
-def calibrate(
-    graphs: Mapping[str, Graph],
-    max_steps: int,
-    seeds: Sequence[int],
-    device: str = "h100",
-    devices: int = 1,
-    measure: bool | str = False,
-) -> Calibration:
-    """Run the default search on every workload and seed; see `Calibration`.
-
-    Args:
-        graphs: The training suite.
-        max_steps: The step budget of every trial.
-        seeds: Calibration seeds (at least 2).
-        device: Cost-model device profile.
-        devices: Devices of the mesh (sharding rules only from 2 on).
-        measure: Also time every run's input and Pareto graphs (True: CUDA when present, else
-            the CPU; or a torch device name), so ``measured_latency_reduction`` is calibrated.
-
-    Raises:
-        StudyError: With fewer than two seeds.
-    """
-    from rewrite.optimize import Baseline, SearchConfig, benchmark_rules
-
-    if len(seeds) < 2:
-        raise StudyError(f"Calibration needs at least 2 seeds to measure noise, got {list(seeds)}.")
-    config = SearchConfig(max_steps=int(max_steps), devices=int(devices))
-    with timing_threads(bool(measure)):
-        evidence, runs = benchmark_rules(graphs, config, seeds, device, measure=measure)
-    baselines = {w: Baseline.of(rs) for w, rs in runs.items()}
-    from rewrite.optimize import SuiteResult
-
-    suite = SuiteResult(runs, tuple(int(s) for s in seeds), int(max_steps))
-    per_seed = _per_seed_objectives(suite, baselines)
-    default = {k: [row[k] for row in per_seed] for k in per_seed[0]}
-    noise = {k: float(np.std(v, ddof=1)) for k, v in default.items()}
-    return Calibration(tuple(int(s) for s in seeds), baselines, evidence, default, noise)
-
-
-@contextlib.contextmanager
-def timing_threads(on: bool = True) -> Iterator[None]:
-    """One torch CPU thread inside the block, the caller's count restored on exit (an exception
-    included); with ``on`` False nothing changes.
-
-    A study times graphs inside it, for two reasons: the CPU-time clock holds while other
-    workers share the machine, and the driving process, which calibrates before its process
-    pool forks its workers, never starts an OpenMP thread team (libgomp is not fork-safe: a
-    worker forked after one hangs at its first parallel kernel).
-    """
-    if not on:
-        yield
-        return
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 @functools.lru_cache(maxsize=8)
@@ -561,13 +441,13 @@ def evaluate_rewrite(
         result = search_suite(
             graphs, search_config, priors, suite["device"], seeds[:1], measure=measure
         )
-        first = _per_seed_objectives(result, cal.baselines)[0]
+        first = per_seed_objectives(result, cal.baselines)[0]
         if len(seeds) > 1 and not (suite["race"] and _dominated(first, cal, objectives)):
             rest = search_suite(
                 graphs, search_config, priors, suite["device"], seeds[1:], measure=measure
             )
             result = result.extend(rest)
-    per_seed = _per_seed_objectives(result, cal.baselines)
+    per_seed = per_seed_objectives(result, cal.baselines)
     out = dict(result.metrics())
     if suite.get("run_metrics"):
         out.update(_run_metrics(result, cal.baselines))
