@@ -202,11 +202,15 @@ def source_only(url: str) -> dict[str, Any]:
     return {"n": len(configs), "hv_best2": hypervolume(values[:2]), "hv_all": hypervolume(values)}
 
 
+def _first_at(curve: list[float], target: float, tol: float = 1e-9) -> int | None:
+    """The trial (1-based) at which ``curve`` first reaches ``target`` (None: never)."""
+    return next((n for n, v in enumerate(curve, 1) if v >= target - tol), None)
+
+
 def _reach(rows: list[dict[str, Any]], row: dict[str, Any]) -> int | None:
     """The trial at which ``row`` first reaches the same seed's cold final hypervolume."""
     cold = next(r for r in rows if r["arm"] == "cold" and r["seed"] == row["seed"])
-    hit = [n for n, v in enumerate(row["hv"], 1) if v >= cold["hv"][-1] - 1e-9]
-    return hit[0] if hit else None
+    return _first_at(row["hv"], cold["hv"][-1])
 
 
 def summarize(rows: list[dict[str, Any]], trials: int) -> list[dict[str, Any]]:
@@ -357,6 +361,11 @@ def _best(values: list[Any], n: int) -> float:
     return max(v[0] for v in values[:n] if v is not None)
 
 
+def _curve(values: list[Any], trials: int) -> list[float]:
+    """The best ``anytime_hv`` by each trial 1..``trials``."""
+    return [_best(values, n) for n in range(1, trials + 1)]
+
+
 def summarize_rewrite(
     rows: list[dict[str, Any]], arms: list[str], trials: int
 ) -> list[dict[str, Any]]:
@@ -368,11 +377,10 @@ def summarize_rewrite(
     cold = {r["seed"]: r for r in rows if r["arm"] == "cold"}
     for arm in arms:
         runs = [r for r in rows if r["arm"] == arm]
-        reach = []
-        for r in runs:
-            target = _best(cold[r["seed"]]["values"], trials)
-            hit = [n for n in range(1, trials + 1) if _best(r["values"], n) >= target - 1e-9]
-            reach.append(hit[0] if hit else None)
+        reach = [
+            _first_at(_curve(r["values"], trials), _best(cold[r["seed"]]["values"], trials))
+            for r in runs
+        ]
         at = {
             str(n): float(np.median([_best(r["values"], n) for r in runs])) for n in (5, 10, trials)
         }
@@ -391,9 +399,8 @@ def summarize_rewrite(
         beaten = []
         for r in first:
             v = r["values"][r["queued"][0]]
-            c = cold[r["seed"]]["values"]
-            hit = [n for n in range(1, trials + 1) if v and _best(c, n) >= v[0]]
-            beaten.append(hit[0] if hit else None)
+            curve = _curve(cold[r["seed"]]["values"], trials)
+            beaten.append(_first_at(curve, v[0], tol=0.0) if v else None)
         out.append(
             {
                 "arm": "transferred",
