@@ -9,26 +9,32 @@ optimizer seeds and the same trial budget, one trial at a time:
 * ``project``: the main job's study as `tuner demo` makes it (the defaults and the informed prior
   first, then its design and model), driven by `Study.optimize` on one worker; proposal seconds
   as the driver timed them (`studies.driver.RunStats.proposals`).
-* ``ax``: Ax's `Client` (its default generation strategy: Sobol, then BoTorch), ``optuna``:
-  Optuna's TPE sampler, ``random``: uniform random search on the unit cube of the space
-  (log-scaled where the space is). SMAC3 has no arm: it is not in the project's ``peers`` extra
-  and was not installed where this was written. The peers see each
-  parameter natively (bounds, integer, log scale) and maximize both objectives, as a new user
-  would set them up; each proposal goes into a study of its own through `Study.enqueue`, so the
-  stored trials are alike for every arm.
+* ``project_flat``: the same study with the flat GP (`StudySettings(surrogate="flat")`) in
+  place of ``auto``'s structured surrogate, to weigh what structure costs and gains here.
+* ``ax``: Ax's `Client` (its default generation strategy: Sobol, then BoTorch), ``smac``:
+  SMAC3's hyperparameter-optimization facade (`SmacPeer`), ``optuna``: Optuna's TPE sampler,
+  ``random``: uniform random search on the unit cube of the space (log-scaled where the space
+  is). The peers see each parameter natively (bounds, integer, log scale) and maximize both
+  objectives, as a new user would set them up; each proposal goes into a study of its own
+  through `Study.enqueue`, so the stored trials are alike for every arm.
 
 Each arm's study is then carried through the main job's validation (`bench_transfer.pick`: its
 best trials against the defaults on fresh seeds) and its pick through the held-out transfer
 (`bench_transfer.held_out`: Llama and ViT, the defaults' runs shared by the arms). Reported, as a
 median over optimizer seeds: best ``anytime_hv`` by trial 10 / 20 / 30, proposal p50 (seconds per
-proposal, the design included), and each held-out workload's steps ratio (steps the pick needs to
-reach the defaults' final hypervolume over the defaults' steps; lower is better).
+proposal, the design included; every arm's torch on one thread, as the project's proposals
+run), and each held-out workload's steps ratio (steps the pick needs to reach the defaults'
+final hypervolume over the defaults' steps; lower is better).
 
 Usage::
 
     python -m benchmarks.bench_peers                              # 5 seeds x 30 trials, all arms
     python -m benchmarks.bench_peers --seeds 2 --trials 30        # reduced
     python -m benchmarks.bench_peers --arms project,random --seeds 1 --trials 6 --steps 30
+    # seeds (or arms) split over processes, one core each, then one file and table of all:
+    python -m benchmarks.bench_peers --seeds 3 --out /tmp/peers_a.json &
+    python -m benchmarks.bench_peers --first-seed 3 --seeds 2 --out /tmp/peers_b.json
+    python -m benchmarks.bench_peers --merge /tmp/peers_a.json /tmp/peers_b.json
 """
 
 from __future__ import annotations
@@ -46,9 +52,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from benchmarks import bench_transfer
-from benchmarks._common import machine_info, write_results
+from benchmarks._common import compact_json, machine_info, write_results
 
-ARMS = ("project", "ax", "optuna", "random")
+ARMS = ("project", "project_flat", "ax", "smac", "optuna", "random")
 AT = (10, 20, 30)
 PRIMARY = "anytime_hv"
 
@@ -143,6 +149,60 @@ class OptunaPeer:
         self.study.tell(self.trial, [values[k] for k in self.objectives])
 
 
+class SmacPeer:
+    """SMAC3's hyperparameter-optimization facade (random forest, its Sobol design, expected
+    improvement, the facade's mean aggregation of both objectives), seeded, driven by ask and
+    tell. The evaluation is deterministic for a configuration (common random numbers), and
+    SMAC3 is told so (``deterministic=True``: no configuration is repeated on other seeds)."""
+
+    def __init__(self, space: Any, objectives: dict[str, str], seed: int, trials: int) -> None:
+        from ConfigSpace import ConfigurationSpace
+        from ConfigSpace import Float as CSFloat
+        from ConfigSpace import Integer as CSInteger
+        from smac import HyperparameterOptimizationFacade, Scenario
+
+        from spaces import Int
+
+        self._dir = tempfile.TemporaryDirectory()
+        cs = ConfigurationSpace(seed=seed)
+        for k, p in _ranges(space).items():
+            kind = CSInteger if isinstance(p, Int) else CSFloat
+            cs.add(kind(k, (p.low, p.high), log=p.log))
+        scenario = Scenario(
+            cs,
+            objectives=list(objectives),
+            deterministic=True,
+            n_trials=trials,
+            seed=seed,
+            output_directory=Path(self._dir.name),
+        )
+        facade = HyperparameterOptimizationFacade
+        self.smac = facade(
+            scenario,
+            _never_called,
+            multi_objective_algorithm=facade.get_multi_objective_algorithm(scenario),
+            overwrite=True,
+            logging_level=logging.ERROR,
+        )
+        self.signs = {k: -1.0 if d == "maximize" else 1.0 for k, d in objectives.items()}
+        self.info: Any = None
+
+    def ask(self) -> dict[str, Any]:
+        self.info = self.smac.ask()
+        return dict(self.info.config)
+
+    def tell(self, values: dict[str, float]) -> None:
+        from smac.runhistory.dataclasses import TrialValue
+
+        cost = [self.signs[k] * values[k] for k in self.signs]  # SMAC3 minimizes costs
+        self.smac.tell(self.info, TrialValue(cost=cost))
+
+
+def _never_called(config: Any, seed: int = 0) -> float:
+    """SMAC3's facade wants a target function; driven by ask and tell, it never calls it."""
+    raise AssertionError("SMAC3 is driven by ask and tell here")
+
+
 class RandomPeer:
     """Uniform random configurations of the unit cube (`Space.from_unit`: log-scaled where the
     space is)."""
@@ -162,16 +222,18 @@ class RandomPeer:
 
 def installed(arm: str) -> bool:
     """Whether an arm's package is importable (the project and random always are)."""
-    module = {"ax": "ax", "optuna": "optuna"}.get(arm)
+    module = {"ax": "ax", "smac": "smac", "optuna": "optuna"}.get(arm)
     return module is None or importlib.util.find_spec(module) is not None
 
 
-def _peer(arm: str, space: Any, seed: int) -> Peer:
+def _peer(arm: str, space: Any, seed: int, trials: int) -> Peer:
     from rewrite_tuner.rewrite_study import DEFAULT_OBJECTIVES
 
     objectives = dict(DEFAULT_OBJECTIVES)
     if arm == "ax":
         return AxPeer(space, objectives, seed)
+    if arm == "smac":
+        return SmacPeer(space, objectives, seed, trials)
     if arm == "optuna":
         return OptunaPeer(space, objectives, seed)
     if arm == "random":
@@ -203,6 +265,7 @@ def run_arm(arm: str, seed: int, args: argparse.Namespace, url: str) -> dict[str
     """One arm, one optimizer seed: tune, validate; the pick's held-out transfer is run by the
     caller for every arm at once."""
     from rewrite_tuner.rewrite_study import rewrite_study
+    from studies.settings import StudySettings
 
     t0 = time.perf_counter()
     study = rewrite_study(
@@ -212,14 +275,15 @@ def run_arm(arm: str, seed: int, args: argparse.Namespace, url: str) -> dict[str
         seed=seed,
         name=f"{arm}-{seed}",
         seeds=args.search_seeds,
-        lead=arm == "project",
+        lead=arm.startswith("project"),
+        settings=StudySettings(surrogate="flat") if arm == "project_flat" else None,
     )
     t_cal = time.perf_counter() - t0
-    if arm == "project":
+    if arm.startswith("project"):
         stats = study.optimize(args.trials, n_workers=1, progress=False)
         proposals = list(stats.proposals)
     else:
-        proposals = drive_peer(_peer(arm, study.space, seed), study, args.trials)
+        proposals = drive_peer(_peer(arm, study.space, seed, args.trials), study, args.trials)
     t_tune = time.perf_counter() - t0 - t_cal
     trials = sorted(study.trials, key=lambda t: t.number)
     values = [float((t.values or {}).get(PRIMARY, float("-inf"))) for t in trials]
@@ -286,18 +350,102 @@ def _table(runs: list[dict[str, Any]], arms: list[str]) -> list[str]:
     return lines
 
 
+def _summary(runs: list[dict[str, Any]], arms: list[str]) -> None:
+    print(
+        f"\nMedian over {len(runs)} optimizer seeds: best {PRIMARY} by trial n, proposal p50, "
+        "held-out steps to the defaults' final hypervolume over the defaults' (lower is better)"
+    )
+    for line in _table(runs, arms):
+        print(line)
+
+
+def merge(stems: list[str], out: str) -> Path:
+    """One results file and table of runs saved by several processes: other seeds
+    (`--first-seed`) or other arms on the same seeds (`--arms`). Their settings must agree but
+    for the seeds and arms, and no arm may appear twice for a seed."""
+    import json
+
+    from benchmarks._common import RESULTS_DIR
+
+    parts = [json.loads(_target(stem, RESULTS_DIR).read_text()) for stem in stems]
+    same = ("trials", "steps", "search_seeds", "held_out_seeds")
+    first = parts[0]
+    for stem, part in zip(stems[1:], parts[1:], strict=True):
+        differ = {k for k in same if part["args"].get(k) != first["args"].get(k)}
+        if differ:
+            raise SystemExit(f"{stem} was run with other settings ({sorted(differ)}); not merged")
+    by_seed: dict[int, dict[str, Any]] = {}
+    for stem, part in zip(stems, parts, strict=True):
+        for run in part["runs"]:
+            into = by_seed.setdefault(run["seed"], {"seed": run["seed"], "arms": {}})
+            twice = set(into["arms"]) & set(run["arms"])
+            if twice:
+                raise SystemExit(f"seed {run['seed']}: arms {sorted(twice)} again in {stem}")
+            into["arms"].update(run["arms"])
+            into.setdefault("held_out_seconds", {})[stem] = run.get("held_out_seconds")
+    runs = [by_seed[seed] for seed in sorted(by_seed)]
+    arms = [a for a in ARMS if any(a in run["arms"] for run in runs)]
+    missing = {r["seed"]: [a for a in arms if a not in r["arms"]] for r in runs}
+    if any(missing.values()):
+        raise SystemExit(f"arms missing on some seeds: { {k: v for k, v in missing.items() if v} }")
+    payload = {
+        "args": {**first["args"], "seeds": len(runs), "first_seed": runs[0]["seed"], "out": out},
+        "merged_from": [
+            {"stem": s, "args": p["args"], "machine": p["machine"]}
+            for s, p in zip(stems, parts, strict=True)
+        ],
+        "seeds": sorted(by_seed),
+        "train": first["train"],
+        "held_out": first["held_out"],
+        "arms": arms,
+        "not_installed": sorted({a for p in parts for a in p["not_installed"]} - set(arms)),
+        "seconds": max(p["seconds"] for p in parts),
+        "runs": runs,
+    }
+    for run in runs:  # JSON keys are strings: the trial counts back to ints
+        for rec in run["arms"].values():
+            rec["best_at"] = {int(n): v for n, v in rec["best_at"].items()}
+    path = write_results(_target(out), payload, machine=first["machine"], dumps=compact_json)
+    _summary(runs, arms)
+    return path
+
+
+def _target(name: str, results: Path | None = None) -> Any:
+    """A results file: a path where ``name`` ends in ``.json`` (parts of a split run, kept out
+    of ``benchmarks/results``), else the stem `write_results` puts there (with ``results``,
+    that file's path)."""
+    if name.endswith(".json"):
+        return Path(name)
+    return name if results is None else results / f"{name}.json"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=5, help="optimizer seeds (0, 1, ...)")
+    parser.add_argument("--first-seed", type=int, default=0, help="first optimizer seed")
     parser.add_argument("--trials", type=int, default=30, help="trials per arm and seed")
     parser.add_argument("--steps", type=int, default=150, help="search steps per run")
     parser.add_argument("--search-seeds", type=int, default=3, help="search seeds per trial")
     parser.add_argument("--held-out-seeds", type=int, default=5, help="0: no held-out transfer")
     parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {ARMS}")
-    parser.add_argument("--out", default="bench_peers", help="results file stem")
+    parser.add_argument(
+        "--out", default="bench_peers", help="results file stem, or a path ending in .json"
+    )
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="STEM",
+        help="combine these saved runs (stems or paths) into --out",
+    )
     args = parser.parse_args()
+    if args.merge:
+        print(f"wrote {merge(args.merge, args.out)}")
+        return
     warnings.filterwarnings("ignore")
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
+    import torch
+
+    torch.set_num_threads(1)  # every arm's proposals on one thread, as the project's run
     machine = machine_info()
     asked = [a.strip() for a in args.arms.split(",") if a.strip()]
     unknown = [a for a in asked if a not in ARMS]
@@ -309,11 +457,12 @@ def main() -> None:
     arms = [a for a in asked if a not in missing]
     t0 = time.perf_counter()
     runs = []
-    for seed in range(args.seeds):
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    for seed in seeds:
         runs.append(run_seed(seed, arms, args))
         payload = {
             "args": vars(args),
-            "seeds": list(range(seed + 1)),
+            "seeds": list(seeds)[: len(runs)],
             "train": bench_transfer.TRAIN,
             "held_out": bench_transfer.HELD_OUT,
             "arms": arms,
@@ -321,13 +470,9 @@ def main() -> None:
             "seconds": time.perf_counter() - t0,
             "runs": runs,
         }
-        path = write_results(args.out, payload, machine=machine)  # saved after every seed
-    print(
-        f"\nMedian over {len(runs)} optimizer seeds: best {PRIMARY} by trial n, proposal p50, "
-        "held-out steps to the defaults' final hypervolume over the defaults' (lower is better)"
-    )
-    for line in _table(runs, arms):
-        print(line)
+        # saved after every seed
+        path = write_results(_target(args.out), payload, machine=machine, dumps=compact_json)
+    _summary(runs, arms)
     print(f"wrote {path} ({time.perf_counter() - t0:.0f} s)")
 
 

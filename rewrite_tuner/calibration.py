@@ -139,22 +139,15 @@ def calibrate(
 
 @contextlib.contextmanager
 def timing_threads(on: bool = True) -> Iterator[None]:
-    """One torch CPU thread inside the block, the caller's count restored on exit (an exception
-    included); with ``on`` False nothing changes.
+    """One CPU thread inside the block (`tuner.threads.one_thread`), the caller's settings
+    restored on exit (an exception included); with ``on`` False nothing changes.
 
     A study times graphs inside it, for two reasons: the CPU-time clock holds while other
     workers share the machine, and the driving process, which calibrates before its process
     pool forks its workers, never starts an OpenMP thread team (libgomp is not fork-safe: a
     worker forked after one hangs at its first parallel kernel).
     """
-    if not on:
-        yield
-        return
-    import torch
+    from tuner.threads import one_thread
 
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread() if on else contextlib.nullcontext():
         yield
-    finally:
-        torch.set_num_threads(before)

@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from threadpoolctl import threadpool_limits
 from torch import Tensor
 
 from tuner.acquisition import build_acquisition, infer_reference, no_fused_kernel, pareto_mask
@@ -52,6 +51,7 @@ from tuner.errors import SpaceExhaustedError, SurrogateError
 from tuner.options import TunerOptions
 from tuner.problem import Problem
 from tuner.surrogate import Surrogate
+from tuner.threads import one_thread
 from tuner.trial import Trial, TrialState
 
 if TYPE_CHECKING:
@@ -171,7 +171,7 @@ def _accept(x: Tensor | None, space: Space, taken: KeySet, seed: int) -> Tensor:
     return x
 
 
-@threadpool_limits.wrap(limits=1, user_api="blas")
+@one_thread()
 def _model_batch(
     settings: ProposalContext,
     trials: Sequence[Trial],
