@@ -45,10 +45,12 @@ PHASES = ("calibration", "proposals", "evaluations", "validation")
 #: resnet, t5): the calibration of `tuner demo` on a 2-core machine (AMD EPYC, 2 vCPUs, shared:
 #: load average ~5 from other processes), 20 default searches in 10 s.
 REFERENCE = 0.5
-#: A proposal by the model (fit and acquisition in the driving process; design points cost
-#: nothing) costs about this many default searches of 150 steps: `tuner demo` on the same machine,
-#: 25 model proposals in 400 s (p50 13 s, max 47 s; they get slower as trials accumulate).
-PROPOSAL_SEARCHES = 30.0
+#: A proposal by the model (fit and acquisition in the driving process, on one CPU thread,
+#: `tuner.threads.one_thread`; design points cost nothing) costs about this many default searches
+#: of 150 steps: `tuner demo` on an idle 2-core machine (2026-11-27), 28 proposals in 65 s (p50
+#: 1.4 s, max 9.1 s) at the calibration's pace of 0.7 s per search; they get slower as trials
+#: accumulate. (Before proposals ran on one thread: 30, p50 13 s on a loaded machine.)
+PROPOSAL_SEARCHES = 4.0
 #: Validation in default-search equivalents per training workload and per held-out model (the
 #: defaults and 3 candidates on 8 fresh seeds; held out, the defaults and the pick on 5 seeds):
 #: fitted to the same run (40 s for 4 + 2 workloads: tuned searches finish sooner).
