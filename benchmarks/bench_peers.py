@@ -384,7 +384,9 @@ def merge(stems: list[str], out: str) -> Path:
             into["arms"].update(run["arms"])
             into.setdefault("held_out_seconds", {})[stem] = run.get("held_out_seconds")
     runs = [by_seed[seed] for seed in sorted(by_seed)]
-    arms = [a for a in ARMS if any(a in run["arms"] for run in runs)]
+    found = {a for run in runs for a in run["arms"]}
+    # an arm renamed in a part's file (a variant, e.g. other tuner options) keeps its name
+    arms = [a for a in ARMS if a in found] + sorted(found - set(ARMS))
     missing = {r["seed"]: [a for a in arms if a not in r["arms"]] for r in runs}
     if any(missing.values()):
         raise SystemExit(f"arms missing on some seeds: { {k: v for k, v in missing.items() if v} }")
