@@ -52,7 +52,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from benchmarks import bench_transfer
-from benchmarks._common import compact_json, machine_info, write_results
+from benchmarks._common import compact_json, machine_info, read_results, write_results
 
 ARMS = ("project", "project_flat", "ax", "smac", "optuna", "random")
 AT = (10, 20, 30)
@@ -299,9 +299,9 @@ def run_arm(arm: str, seed: int, args: argparse.Namespace, url: str) -> dict[str
         flush=True,
     )
     return {
-        "values": values,
+        "values": [round(v, 6) for v in values],
         "best_at": best,
-        "proposal_seconds": proposals,
+        "proposal_seconds": [round(t, 3) for t in proposals],
         "shown": report.shown,
         "beats_defaults": report.chosen is not None,
         "config": {k: v for k, v in chosen.items() if k != "prior_model"},
@@ -363,11 +363,7 @@ def merge(stems: list[str], out: str) -> Path:
     """One results file and table of runs saved by several processes: other seeds
     (`--first-seed`) or other arms on the same seeds (`--arms`). Their settings must agree but
     for the seeds and arms, and no arm may appear twice for a seed."""
-    import json
-
-    from benchmarks._common import RESULTS_DIR
-
-    parts = [json.loads(_target(stem, RESULTS_DIR).read_text()) for stem in stems]
+    parts = [read_results(_target(stem)) for stem in stems]
     same = ("trials", "steps", "search_seeds", "held_out_seeds")
     first = parts[0]
     for stem, part in zip(stems[1:], parts[1:], strict=True):
@@ -382,6 +378,9 @@ def merge(stems: list[str], out: str) -> Path:
             if twice:
                 raise SystemExit(f"seed {run['seed']}: arms {sorted(twice)} again in {stem}")
             into["arms"].update(run["arms"])
+            for rec in run["arms"].values():  # parts written before values were rounded
+                rec["values"] = [round(v, 6) for v in rec["values"]]
+                rec["proposal_seconds"] = [round(t, 3) for t in rec["proposal_seconds"]]
             into.setdefault("held_out_seconds", {})[stem] = run.get("held_out_seconds")
     runs = [by_seed[seed] for seed in sorted(by_seed)]
     found = {a for run in runs for a in run["arms"]}
@@ -412,13 +411,10 @@ def merge(stems: list[str], out: str) -> Path:
     return path
 
 
-def _target(name: str, results: Path | None = None) -> Any:
+def _target(name: str) -> str | Path:
     """A results file: a path where ``name`` ends in ``.json`` (parts of a split run, kept out
-    of ``benchmarks/results``), else the stem `write_results` puts there (with ``results``,
-    that file's path)."""
-    if name.endswith(".json"):
-        return Path(name)
-    return name if results is None else results / f"{name}.json"
+    of ``benchmarks/results``), else a stem of ``benchmarks/results`` (`write_results`)."""
+    return Path(name) if name.endswith(".json") else name
 
 
 def main() -> None:
