@@ -10,6 +10,7 @@ Importing this module registers these commands on `studies.cli.app` (the one Typ
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -186,7 +187,7 @@ def demo(
     doc = _guard_write(
         out_path, export_tuned, study, report, out_path, force=force, anyway=export_anyway
     )
-    _print_tuned(report, out_path if doc is not None else None)
+    _print_tuned(report, out_path if doc is not None else None, study_name, storage)
     from rewrite_tuner.timing import split_lines
 
     out.print("", highlight=False)
@@ -416,8 +417,8 @@ def _demo_study(
         ) from None
 
 
-def _print_tuned(report: Any, written: Path | None) -> None:
-    """What tuning gained over the defaults, where the file is and how to use it."""
+def _print_tuned(report: Any, written: Path | None, name: str, storage: str) -> None:
+    """What tuning gained over the defaults, where the file is, how to use and draw it."""
     from rewrite_tuner.tables import transfer_lines
 
     for line in transfer_lines(report):
@@ -425,6 +426,14 @@ def _print_tuned(report: Any, written: Path | None) -> None:
     if written is not None:
         out.print(f"\nwrote {written}; use it with:", highlight=False)
         out.print(f'  rewrite.search(graph, priors="{written}")', highlight=False)
+        # The export is the validated pick (`report.shown`), which `tuner plot`'s default pick
+        # (equal weights over the objectives) need not be.
+        out.print("draw the study and these priors with:", highlight=False)
+        out.print(
+            f"  tuner plot {shlex.quote(name)} --storage {shlex.quote(storage)} "
+            f"--trial {report.shown}",
+            highlight=False,
+        )
     elif report.shown is not None:
         out.print(
             "\nnothing exported: no trial beat the defaults with 95% confidence on fresh seeds "

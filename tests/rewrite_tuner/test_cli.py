@@ -3,6 +3,7 @@ take before it runs and prints where the time went at the end."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -23,9 +24,17 @@ def test_the_demo_estimates_its_time_and_prints_the_split(
     monkeypatch.chdir(tmp_path)
     args = ["demo", "-s", f"sqlite:///{tmp_path / 'd.db'}", "-w", "1", "--steps", "20"]
     args += ["--seeds", "1", "--workloads", "gpt2", "--held-out", "", "--no-progress"]
+    args += ["--export-anyway"]
     result = CliRunner().invoke(app, [*args, "-n", "3"])
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
+    # the exported trial (the validated pick) is the one the printed plot command draws
+    exported = json.loads((tmp_path / "demo-priors.json").read_text())["provenance"]["trial"]
+    plot = re.search(r"tuner plot (rewrite-demo --storage \S+ --trial (\d+))", text)
+    assert plot and int(plot.group(2)) == exported, text
+    drawn = CliRunner().invoke(app, ["plot", *plot.group(1).split(), "-o", str(tmp_path)])
+    assert drawn.exit_code == 0, drawn.output
+    assert (tmp_path / "rewrite-demo-priors.png").is_file(), drawn.output
     before, calibrating, _ = text.partition("calibrating:")
     assert calibrating, text
     # before anything runs: the whole job, per phase, said to be an estimate
