@@ -20,6 +20,8 @@ family's informed member (weight 1: the calibration's evidence as priors; `lead_
 5-point Sobol design (`LEAD_DESIGN`) before the model proposes: on the main job's problem this
 raised the median best ``anytime_hv`` by trial 10 from 0.962 to 1.008 (3 tuner seeds, flat GP;
 equal by trial 20 and 30: the ``designs`` run of ``benchmarks/results/bench_transfer.json``).
+The calibration, the space, the context and these first configurations are built in
+`rewrite_tuner.problem`; this module runs trials (`evaluate_rewrite`) and makes the study.
 
 A trial runs the configuration on every workload and search seed (the same seeds for every
 trial: common random numbers) and reports, averaged over workloads and seeds, with the standard
@@ -55,27 +57,35 @@ recorded at that fidelity (``fidelity.seeds`` = 1, with the calibration's noise 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rewrite_tuner.calibration import (
-    COMPILED,
-    MEASURED,
     OBJECTIVES,
     Calibration,
     calibrate,
     per_seed_objectives,
     timing_threads,
 )
+from rewrite_tuner.problem import (
+    CALIBRATION_SEEDS,
+    DEFAULT_OBJECTIVES,
+    DEFAULT_SEEDS,
+    DEFAULT_WORKLOADS,
+    LEAD_DESIGN,
+    RewriteProblem,
+    _check_workloads,
+    _graphs,
+    lead_configs,
+    rewrite_problem,
+)
 from studies.errors import StudyConflictError, StudyError
 
 if TYPE_CHECKING:
-    from rewrite.ir import Graph
     from rewrite.optimize import Baseline, SuiteResult
     from spaces import Space
     from studies.study import Study
@@ -100,17 +110,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_WORKLOADS = ("gpt2", "bert", "resnet", "t5")
-"""The training suite: small (2-layer) zoo models, a decoder, two encoders and a CNN. T5's encoder
-is there for its RMS norms: without a model whose patterns a generic fusion can break, nothing in
-the suite shows that specific rules should fire first, and the tuned priors did not transfer to
-Llama (`benchmarks/bench_transfer.py`)."""
-
 HELD_OUT_WORKLOADS = ("llama", "vit")
 """Zoo models of other families, never tuned on: where a tuned configuration is judged."""
-
-DEFAULT_OBJECTIVES: dict[str, str] = {"anytime_hv": "maximize", "final_hv": "maximize"}
-"""The study's objectives unless told otherwise: how fast and how far the search gets."""
 
 RUN_METRICS = (
     "rule.*.fired",
@@ -129,22 +130,8 @@ machine-dependent times and cache hits (`unmodeled_metrics`). About 100 numbers 
 RULE_COUNTERS_KNOWN = ("fired", "improved")
 """The per-rule counters that `rule_knowledge` names as driven by the rule's own prior."""
 
-DEFAULT_SEEDS = 3
-"""Search seeds per trial (see `benchmarks/bench_transfer.py` for the noise measurements)."""
-
-CALIBRATION_SEEDS = 5
-"""Seeds of the calibration runs of the defaults (the first `DEFAULT_SEEDS` are the trials')."""
-
 _SUITE = "suite"
 """The parameter that carried the context in studies written before `studies.Study` had one."""
-
-
-class RewriteProblem(NamedTuple):
-    """What a rewrite study tunes (`space`) and what every evaluation needs beside a
-    configuration (`context`: workloads, device, seeds, racing, objectives, calibration)."""
-
-    space: Space
-    context: dict[str, Any]
 
 
 def suite_of(study: Study) -> dict[str, Any] | None:
@@ -157,239 +144,6 @@ def suite_of(study: Study) -> dict[str, Any] | None:
         return study.context if "calibration" in study.context else None
     param = study.space.params.get(_SUITE)
     return param.value if isinstance(param, Fixed) else None
-
-
-@functools.lru_cache(maxsize=8)
-def _graphs(workloads: tuple[str, ...]) -> dict[str, Graph]:
-    """The graphs of zoo names and model references (`rewrite_tuner.user_model`), built once
-    per process (about a second each), by workload name (a reference's ``file:Name``)."""
-    from rewrite import zoo
-    from rewrite_tuner.user_model import is_model_ref, model_ref, user_graph
-
-    return {
-        model_ref(w).name if is_model_ref(w) else w: user_graph(w)
-        if is_model_ref(w)
-        else zoo.build(w)
-        for w in workloads
-    }
-
-
-def _check_workloads(workloads: Sequence[str], what: str = "A rewrite study") -> list[str]:
-    """Zoo names as given, model references made canonical (absolute paths); the graphs' names
-    must differ.
-
-    Raises:
-        StudyError: For no workloads, an unknown zoo name, a malformed model reference, or two
-            workloads of one name.
-    """
-    from rewrite import zoo
-    from rewrite_tuner.user_model import is_model_ref, model_ref
-
-    workloads = [str(model_ref(w)) if is_model_ref(w) else w for w in workloads]
-    if not workloads:
-        raise StudyError(f"{what} needs at least one workload, e.g. ('gpt2',).")
-    known = set(zoo.names())
-    unknown = [w for w in workloads if not is_model_ref(w) and w.removesuffix("-full") not in known]
-    if unknown:
-        raise StudyError(
-            f"Unknown workloads {unknown}; choose from {sorted(known)} (add '-full' for full "
-            "size), or name your own model as 'path/to/file.py:Name(int64[1,128])'."
-        )
-    names = [model_ref(w).name if is_model_ref(w) else w for w in workloads]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise StudyError(f"Workloads {twice} are named twice; each workload must differ.")
-    return workloads
-
-
-def rewrite_problem(
-    workloads: Sequence[str] = DEFAULT_WORKLOADS,
-    max_steps: int = 150,
-    device: str = "h100",
-    seeds: int = DEFAULT_SEEDS,
-    tune: Sequence[str] | None = None,
-    rules: Sequence[str] | None = None,
-    *,
-    devices: int = 1,
-    priors: str = "family",
-    calibration: Calibration | None = None,
-    calibration_seeds: int = CALIBRATION_SEEDS,
-    race: bool = True,
-    objectives: Sequence[str] = tuple(DEFAULT_OBJECTIVES),
-    measure: bool | str = False,
-    centre: Mapping[str, float] | None = None,
-    run_metrics: bool = False,
-) -> RewriteProblem:
-    """The space of the rewrite study (tunable knobs, the rule priors) and its context.
-
-    Args:
-        workloads: `rewrite.zoo` model names of the training suite (``"gpt2"``,
-            ``"gpt2-full"``, ...) or model references (`rewrite_tuner.user_model`).
-        max_steps: Search step budget per workload and seed.
-        device: Cost-model device profile.
-        seeds: Search seeds per trial (the first of the calibration seeds).
-        tune: Knobs to tune (`rewrite.optimize.FAMILY_TUNED`, or `DEFAULT_TUNED` with
-            ``priors="rules"``, when None).
-        rules: Rules whose priors are tuned with ``priors="rules"`` (default: every rule the
-            mesh can use).
-        devices: Devices of the mesh; sharding rules only from 2 on.
-        priors: ``"family"`` (informed prior family, the default) or ``"rules"`` (one weight
-            per rule).
-        calibration: A calibration to reuse (computed when None; the context holds it).
-        calibration_seeds: Seeds of the calibration (at least ``max(seeds, 2)``).
-        race: Race trials against the defaults on their first seed (module docstring).
-        objectives: The objectives racing compares (the study's).
-        measure: Time each run's best graphs on the device (True: CUDA when present, else the
-            CPU; or a torch device name such as ``"cuda:1"``), which adds the objective
-            ``measured_latency_reduction``; needed when that is one of ``objectives``. With
-            ``"compile"`` the graphs are timed compiled by ``torch.compile`` and the objective
-            is ``compiled_speedup`` (the best graph's speedup over the compiled input).
-        centre: Rule priors to centre the prior family on (`PriorFamily.centred_on`: its
-            informed member is these priors, e.g. a priors file tuned on other models) instead
-            of the calibration's evidence; ``priors="family"`` only.
-        run_metrics: Also report each run's objectives and its counters of `RUN_METRICS`
-            (``<name>@<workload>/<seed>``, about 100 numbers per run), the rows a structured
-            surrogate with ``StructuredConfig(rows="runs")`` learns from. Off by default: a
-            study's surrogate reads the trials' aggregates.
-
-    Returns:
-        The space and the context (`RewriteProblem`): ``evaluate_rewrite(config, context)``
-        runs a configuration of the space.
-
-    Raises:
-        StudyError: For an unknown workload, an empty suite, invalid counts, or the measured
-            objective without ``measure``.
-    """
-    from rewrite.optimize import DEFAULT_TUNED, FAMILY_TUNED, PriorFamily, default_rules
-    from rewrite.optimize.runner import mesh_rules
-    from rewrite_tuner.space import search_space
-    from spaces import Fixed, Space
-
-    workloads = _check_workloads(workloads)
-    if priors not in ("family", "rules"):
-        raise StudyError(f"priors must be 'family' or 'rules', but got {priors!r}.")
-    for label, n in (("seeds", seeds), ("calibration_seeds", calibration_seeds)):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise StudyError(f"{label} must be an int >= 1, but got {n!r}.")
-    if not isinstance(measure, bool | str):
-        raise StudyError(
-            f"measure must be True, False, 'compile' or a torch device name like 'cpu', got {measure!r}."
-        )
-    if MEASURED in objectives and (not measure or measure == "compile"):
-        raise StudyError(
-            f"The objective {MEASURED!r} times the search's graphs on a device: pass "
-            "measure=True (CUDA when present, else the CPU) or a torch device name."
-        )
-    if COMPILED in objectives and measure != "compile":
-        raise StudyError(
-            f"The objective {COMPILED!r} times the search's best graph against the input, both "
-            "compiled by torch.compile: pass measure='compile'."
-        )
-    if calibration_seeds < max(seeds, 2):
-        raise StudyError(
-            f"calibration_seeds must be at least max(seeds, 2) = {max(seeds, 2)} (the trials' "
-            f"seeds are the first calibration seeds), but got {calibration_seeds}."
-        )
-    if calibration is None:
-        calibration = calibrate(
-            _graphs(tuple(workloads)),
-            max_steps,
-            range(calibration_seeds),
-            device,
-            devices,
-            measure,
-        )
-    catalogue = mesh_rules(default_rules(), devices)
-    if centre is not None and priors != "family":
-        raise StudyError("centre= gives the prior family's centre: it needs priors='family'.")
-    if priors == "family":
-        family = (
-            PriorFamily.from_rules(catalogue, calibration.evidence)
-            if centre is None
-            else _centred(catalogue, centre)
-        )
-        base = search_space(list(family.rules), tune=tuple(tune or FAMILY_TUNED), family=family)
-    else:
-        names = list(rules) if rules is not None else [r.name for r in catalogue]
-        base = search_space(names, tune=tuple(tune or DEFAULT_TUNED))
-    context = {
-        "workloads": list(workloads),
-        "device": device,
-        "seeds": list(calibration.seeds[:seeds]),
-        "race": bool(race),
-        "objectives": list(objectives),
-        **({"measure": measure} if measure else {}),  # absent: studies from before it existed
-        **({"centre": _digest(centre)} if centre is not None else {}),
-        **({"run_metrics": True} if run_metrics else {}),
-        "calibration": calibration.to_dict(),
-    }
-    space = Space(
-        {**base.params, "max_steps": Fixed(int(max_steps)), "devices": Fixed(int(devices))}
-    )
-    return RewriteProblem(space, context)
-
-
-LEAD_DESIGN = 5
-"""Initial-design size of a rewrite study whose first trials are `lead_configs`."""
-
-
-def lead_configs(space: Space) -> list[dict[str, Any]]:
-    """What a new prior-family rewrite study runs first: the defaults, then the family's
-    informed member (`informed_config`); nothing for another space."""
-    from rewrite.optimize.config import PRIOR_WEIGHT
-
-    if PRIOR_WEIGHT not in space.params:
-        return []
-    return [dict(space.default()), informed_config(space)]
-
-
-def informed_config(space: Space, knobs: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The configuration of a prior-family space (`rewrite_problem`) at the family's informed
-    member: weight 1, specificity 0, equal family weights, the other parameters at their
-    defaults, except the search knobs of ``knobs`` that the space tunes and whose values it
-    holds (a priors file's search config).
-
-    Raises:
-        StudyError: If the space is not a prior-family space.
-    """
-    from rewrite.optimize.config import PRIOR_WEIGHT
-    from spaces import Fixed
-
-    if PRIOR_WEIGHT not in space.params:
-        raise StudyError(f"informed_config needs a prior-family space (with {PRIOR_WEIGHT!r}).")
-    member = {PRIOR_WEIGHT: 1.0, "prior_specificity": 0.0}
-    member |= {n: 1.0 for n in space.params if n.startswith("family_")}
-    config = dict(space.default()) | member
-    for knob, value in (knobs or {}).items():
-        param = space.params.get(knob)
-        if param is None or isinstance(param, Fixed) or knob in member:
-            continue
-        try:
-            param.check(knob, value)
-        except ValueError:
-            continue  # outside the space: the knob keeps its default
-        config[knob] = value
-    return {k: v for k, v in config.items() if k in space.params}
-
-
-def _centred(catalogue: Sequence[Any], centre: Mapping[str, float]) -> Any:
-    """`PriorFamily.centred_on`, its errors as `StudyError`."""
-    from rewrite.errors import PriorsError
-    from rewrite.optimize import PriorFamily
-
-    try:
-        return PriorFamily.centred_on(catalogue, centre)
-    except PriorsError as err:
-        raise StudyError(f"Cannot centre the prior family on the priors given: {err}") from None
-
-
-def _digest(priors: Mapping[str, float]) -> str:
-    """A short fingerprint of rule priors (the context names the centre by it)."""
-    import hashlib
-    import json
-
-    text = json.dumps({k: round(float(v), 12) for k, v in sorted(priors.items())})
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _pooled_sem(values: Sequence[float], prior_sd: float, prior_dof: int) -> float:

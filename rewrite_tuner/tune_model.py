@@ -205,8 +205,8 @@ def tune_model(
 
 def _centre_config(study: Study, given: PriorsFile) -> dict[str, Any]:
     """The configuration of the study's space that reproduces ``given``: the centred family's
-    informed member with the file's knobs (`rewrite_tuner.rewrite_study.informed_config`)."""
-    from rewrite_tuner.rewrite_study import informed_config
+    informed member with the file's knobs (`rewrite_tuner.problem.informed_config`)."""
+    from rewrite_tuner.problem import informed_config
 
     return informed_config(study.space, given.search_config)
 

@@ -12,23 +12,27 @@ from typing import Any
 import pytest
 
 from rewrite.optimize import RulePriors, SearchConfig
-from rewrite_tuner.export import priors_to_plot
-from rewrite_tuner.rewrite_study import (
+from rewrite_tuner.calibration import (
     COMPILED,
-    DEFAULT_OBJECTIVES,
     MEASURED,
     OBJECTIVES,
-    RULE_COUNTERS_KNOWN,
     Calibration,
+    calibrate,
+    timing_threads,
+)
+from rewrite_tuner.export import priors_to_plot
+from rewrite_tuner.problem import (
+    DEFAULT_OBJECTIVES,
     RewriteProblem,
     _graphs,
-    calibrate,
-    evaluate_rewrite,
     rewrite_problem,
+)
+from rewrite_tuner.rewrite_study import (
+    RULE_COUNTERS_KNOWN,
+    evaluate_rewrite,
     rewrite_study,
     rule_knowledge,
     suite_of,
-    timing_threads,
     unmodeled_metrics,
 )
 from rewrite_tuner.transfer import export_tuned, validate
@@ -326,7 +330,7 @@ def test_a_study_from_before_contexts_opens_resumes_and_validates(tmp_path: Path
 
 
 def test_a_new_study_runs_the_defaults_and_the_informed_prior_first(tmp_path: Path) -> None:
-    from rewrite_tuner.rewrite_study import LEAD_DESIGN, informed_config
+    from rewrite_tuner.problem import LEAD_DESIGN, informed_config
 
     url = f"sqlite:///{tmp_path / 's.db'}"
     args = {"budget": 20, "seeds": 1, "calibration_seeds": 2, "storage": url}
