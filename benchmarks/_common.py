@@ -169,3 +169,15 @@ def compact_json(obj: Any, depth: int = 0) -> str:
         items = [f"{pad}{compact_json(v, depth + 1)}" for v in obj]
         return "[\n" + ",\n".join(items) + "\n" + "  " * depth + "]"
     return json.dumps(obj, default=str)
+
+
+def paired_test(mine: list[float], theirs: list[float]) -> tuple[float, float]:
+    """Median over seeds of ``mine - theirs`` (paired by seed), and the two-sided Wilcoxon
+    signed-rank p-value of the differences (1.0 when all are zero: identical runs)."""
+    import numpy as np
+    from scipy.stats import wilcoxon
+
+    diff = [a - b for a, b in zip(mine, theirs, strict=True)]
+    if not any(abs(d) > 1e-12 for d in diff):
+        return 0.0, 1.0
+    return float(np.median(diff)), float(wilcoxon(diff).pvalue)

@@ -23,6 +23,8 @@ import torch
 from botorch.utils.multi_objective.hypervolume import Hypervolume
 from botorch.utils.multi_objective.pareto import is_non_dominated
 
+from benchmarks._common import paired_test
+
 CHECKPOINTS = (10, 20, 30, 40, 50)
 
 
@@ -157,17 +159,6 @@ def add_ratios(cell: dict[str, Any], budget: int, ref: tuple[float, ...]) -> Non
             mine = [curves[name][seed][half] for seed in seeds]
             diff, p = paired_test(mine, [flat_final[seed] for seed in seeds])
             s["half_vs_flat_final"] = {"trial": half, "paired_diff": diff, "p": p}
-
-
-def paired_test(final: list[float], flat_final: list[float]) -> tuple[float, float]:
-    """Median over seeds of (HV - that seed's flat HV), and the two-sided Wilcoxon signed-rank
-    p-value of the differences (1.0 when all are zero: identical runs)."""
-    from scipy.stats import wilcoxon
-
-    diff = [a - b for a, b in zip(final, flat_final)]
-    if not any(abs(d) > 1e-12 for d in diff):
-        return 0.0, 1.0
-    return float(np.median(diff)), float(wilcoxon(diff).pvalue)
 
 
 def compact_run(run: dict[str, Any], ref: tuple[float, ...], budget: int) -> dict[str, Any]:

@@ -58,7 +58,7 @@ from botorch.utils.multi_objective.box_decompositions.dominated import (
     DominatedPartitioning,
 )
 
-from benchmarks._common import RESULTS_DIR, machine_info, write_results
+from benchmarks._common import RESULTS_DIR, machine_info, paired_test, write_results
 from spaces import Float, Simplex, Space
 from tuner import Trial, TrialState, Tuner, TunerOptions
 
@@ -383,7 +383,31 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
                 if t and a and a["median"] > 0:
                     slot["ratio_tuner_over_ax" + suffix] = t["median"] / a["median"]
     errors = [r for r in records if "error" in r]
-    return {"quality": quality, "timing": timing, "errors": errors}
+    return {"quality": quality, "paired": paired(records), "timing": timing, "errors": errors}
+
+
+def paired(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """This tuner against each peer, seed by seed, per (problem, budget): the seeds both ran,
+    on how many the tuner is ahead, the median difference and the Wilcoxon p-value."""
+    hv: dict[tuple[str, str], dict[int, dict[str, float]]] = {}
+    for r in (r for r in records if r["kind"] == "quality" and "hv" in r):
+        hv.setdefault((r["problem"], r["method"]), {})[r["seed"]] = r["hv"]
+    out: dict[str, Any] = {}
+    for (problem, peer), theirs in sorted(hv.items()):
+        mine = hv.get((problem, "tuner"), {})
+        seeds = sorted(set(mine) & set(theirs))
+        if peer == "tuner" or len(seeds) < 2:
+            continue
+        for b in sorted(set(mine[seeds[0]]) & set(theirs[seeds[0]]), key=int):
+            a, c = [mine[s][b] for s in seeds], [theirs[s][b] for s in seeds]
+            diff, p = paired_test(a, c)
+            out.setdefault(problem, {}).setdefault(peer, {})[b] = {
+                "n": len(seeds),
+                "ahead": sum(x > y for x, y in zip(a, c, strict=True)),
+                "median_diff": diff,
+                "p": p,
+            }
+    return out
 
 
 def print_tables(summary: dict[str, Any]) -> list[dict[str, Any]]:
@@ -392,7 +416,8 @@ def print_tables(summary: dict[str, Any]) -> list[dict[str, Any]]:
     print("\nDominated hypervolume, median [q25, q75] over seeds (higher is better)")
     for p, by_m in summary["quality"].items():
         budgets = sorted({b for by_b in by_m.values() for b in by_b}, key=int)
-        print(f"\n{p}\n  {'method':13s}" + "".join(f"{'n=' + b:>28s}" for b in budgets))
+        w = max(13, *(len(m) + 3 for m in by_m))  # "vs " + the longest method name
+        print(f"\n{p}\n  {'method':{w}s}" + "".join(f"{'n=' + b:>28s}" for b in budgets))
         for m, by_b in by_m.items():
             cells = []
             for b in budgets:
@@ -402,7 +427,7 @@ def print_tables(summary: dict[str, Any]) -> list[dict[str, Any]]:
                     continue
                 cells.append(f"{s['median']:10.4f} [{s['q25']:7.4f},{s['q75']:7.4f}]".rjust(28))
                 rows.append({"table": "hypervolume", "problem": p, "method": m, "budget": b, **s})
-            print(f"  {m:13s}" + "".join(cells))
+            print(f"  {m:{w}s}" + "".join(cells))
         for peer in ("ax", "optuna_tpe", "optuna_nsga2", "sobol"):
             if "tuner" in by_m and peer in by_m:
                 ratios = [
@@ -412,7 +437,13 @@ def print_tables(summary: dict[str, Any]) -> list[dict[str, Any]]:
                     for b in budgets
                     if b in by_m["tuner"]
                 ]
-                print(f"  tuner/{peer:<12s}" + "".join(f"{r:28.3f}" for r in ratios))
+                print(f"  {'tuner/' + peer:{w}s}" + "".join(f"{r:28.3f}" for r in ratios))
+        for peer, by_b in summary.get("paired", {}).get(p, {}).items():
+            cells = [
+                f"ahead {c['ahead']}/{c['n']}, p {c['p']:.2f}".rjust(28) if c else f"{'-':>28s}"
+                for c in (by_b.get(b) for b in budgets)
+            ]
+            print(f"  {'vs ' + peer:{w}s}" + "".join(cells) + "  (paired by seed, Wilcoxon)")
     print("\nProposal time per iteration, median seconds: wall (cpu); lower is better")
     for p, by_n in summary["timing"].items():
         print(f"\n{p}\n  {'n':>5s} {'tuner':>16s} {'ax':>16s} {'tuner/ax':>16s}")

@@ -45,3 +45,20 @@ def test_every_results_file_is_one_benchmarks_current_record() -> None:
 def _owners(scripts: set[str]) -> set[str]:
     """File stems a script may write: its own and its plot (``<script>_nodes``)."""
     return scripts | {f"{s}_nodes" for s in scripts}
+
+
+def test_bench_tuner_compares_the_tuner_with_each_peer_seed_by_seed() -> None:
+    from benchmarks.bench_tuner import paired
+
+    def rec(method: str, seed: int, hv20: float) -> dict[str, object]:
+        return {"kind": "quality", "problem": "p", "method": method, "seed": seed,
+                "hv": {"20": hv20}}  # fmt: skip
+
+    records = [rec("tuner", s, 1.0 + s) for s in range(6)]
+    records += [rec("ax", s, 0.5 + s) for s in range(6)]  # the tuner ahead by 0.5 on every seed
+    records += [rec("sobol", s, 9.0) for s in range(3)]  # only seeds 0-2: paired on those
+    out = paired(records)
+    ax, sobol = out["p"]["ax"]["20"], out["p"]["sobol"]["20"]
+    assert (ax["n"], ax["ahead"], ax["median_diff"]) == (6, 6, 0.5) and ax["p"] < 0.05
+    assert (sobol["n"], sobol["ahead"]) == (3, 0) and sobol["median_diff"] == -7.0
+    assert "tuner" not in out["p"]
