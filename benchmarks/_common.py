@@ -10,6 +10,7 @@ run of that file (``{"runs": {name: record}}``), replacing only that run.
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import subprocess
@@ -181,3 +182,15 @@ def paired_test(mine: list[float], theirs: list[float]) -> tuple[float, float]:
     if not any(abs(d) > 1e-12 for d in diff):
         return 0.0, 1.0
     return float(np.median(diff)), float(wilcoxon(diff).pvalue)
+
+
+def round_floats(obj: Any, digits: int = 6) -> Any:
+    """`obj` with every float rounded to ``digits`` significant digits (lists, dicts and tuples
+    walked): results files keep what a table can show, not the last bits of a float."""
+    if isinstance(obj, float):
+        return float(f"{obj:.{digits}g}") if math.isfinite(obj) else obj
+    if isinstance(obj, dict):
+        return {k: round_floats(v, digits) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [round_floats(v, digits) for v in obj]
+    return obj

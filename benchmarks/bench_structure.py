@@ -129,7 +129,10 @@ def make_surrogate(
     learn = LearnConfig(
         bootstrap=6 if quick else 12, select=SelectConfig(**(select_overrides or {}))
     )
-    network = NetworkConfig(64, 256, fit_options=fit, **(network_overrides or {}))
+    # 64 paths of 256 features unless --network says otherwise (its fields override these)
+    network = NetworkConfig(
+        **{"num_paths": 64, "num_features": 256, "fit_options": fit, **(network_overrides or {})}
+    )
     ignore = problem.ignore_metrics
     if method in LEARNED:
         rows = "runs" if method in ("runs", "runs_known") else "trials"

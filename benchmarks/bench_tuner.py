@@ -58,7 +58,13 @@ from botorch.utils.multi_objective.box_decompositions.dominated import (
     DominatedPartitioning,
 )
 
-from benchmarks._common import RESULTS_DIR, machine_info, paired_test, write_results
+from benchmarks._common import (
+    RESULTS_DIR,
+    machine_info,
+    paired_test,
+    round_floats,
+    write_results,
+)
 from spaces import Float, Simplex, Space
 from tuner import Trial, TrialState, Tuner, TunerOptions
 
@@ -476,13 +482,15 @@ def write_all(
     rows = print_tables(summary)
     path = write_results(
         name,
-        {
-            "args": vars(args),
-            "seeds": args.seeds,
-            "summary": summary,
-            "table": rows,
-            "records": records,
-        },
+        round_floats(
+            {
+                "args": vars(args),
+                "seeds": args.seeds,
+                "summary": summary,
+                "table": rows,
+                "records": records,
+            }
+        ),
         machine=machine,
     )
     print(f"\nwrote {path}")

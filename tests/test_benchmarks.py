@@ -62,3 +62,14 @@ def test_bench_tuner_compares_the_tuner_with_each_peer_seed_by_seed() -> None:
     assert (ax["n"], ax["ahead"], ax["median_diff"]) == (6, 6, 0.5) and ax["p"] < 0.05
     assert (sobol["n"], sobol["ahead"]) == (3, 0) and sobol["median_diff"] == -7.0
     assert "tuner" not in out["p"]
+
+
+def test_bench_structure_network_options_override_its_defaults() -> None:
+    from benchmarks._structure_problems import PROBLEMS
+    from benchmarks.bench_structure import make_surrogate
+
+    problem = PROBLEMS["search8"]
+    default = make_surrogate("learned", problem, quick=True).config.network
+    assert (default.num_paths, default.num_features) == (64, 256)
+    wide = make_surrogate("runs", problem, True, network_overrides={"num_paths": 128}).config
+    assert (wide.network.num_paths, wide.network.num_features, wide.rows) == (128, 256, "runs")
