@@ -119,7 +119,7 @@ def test_stop_rules() -> None:
     conv = _run(max_steps=10_000, window=20, epsilon=1e-3)
     assert conv.stop_reason in ("converged", "exhausted") and conv.stats.steps < 10_000
     timed = _run(max_steps=10**9, time_budget=0.5, epsilon=0.0)
-    assert timed.stop_reason in ("time", "exhausted") and timed.wall_time < 5
+    assert timed.stop_reason in ("time", "exhausted")  # the bound itself: the fake-clock test
 
 
 def test_bad_input() -> None:
