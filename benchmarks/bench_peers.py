@@ -298,17 +298,19 @@ def run_arm(arm: str, seed: int, args: argparse.Namespace, url: str) -> dict[str
         f" the defaults)  {t_tune:.0f} s tuning",
         flush=True,
     )
-    return {
-        "values": [round(v, 6) for v in values],
-        "best_at": best,
-        "proposal_seconds": [round(t, 3) for t in proposals],
-        "shown": report.shown,
-        "beats_defaults": report.chosen is not None,
-        "config": {k: v for k, v in chosen.items() if k != "prior_model"},
-        "seconds": {"calibration": t_cal, "tuning": t_tune, "validation": t_val},
-        "_chosen": chosen,
-        "_default": dict(study.space.default()),
-    }
+    return _rounded(
+        {
+            "values": values,
+            "best_at": best,
+            "proposal_seconds": proposals,
+            "shown": report.shown,
+            "beats_defaults": report.chosen is not None,
+            "config": {k: v for k, v in chosen.items() if k != "prior_model"},
+            "seconds": {"calibration": t_cal, "tuning": t_tune, "validation": t_val},
+            "_chosen": chosen,
+            "_default": dict(study.space.default()),
+        }
+    )
 
 
 def run_seed(seed: int, arms: list[str], args: argparse.Namespace) -> dict[str, Any]:
@@ -359,6 +361,15 @@ def _summary(runs: list[dict[str, Any]], arms: list[str]) -> None:
         print(line)
 
 
+def _rounded(rec: dict[str, Any]) -> dict[str, Any]:
+    """An arm's record with its per-trial values to 6 decimals and proposal seconds to 3."""
+    return {
+        **rec,
+        "values": [round(v, 6) for v in rec["values"]],
+        "proposal_seconds": [round(t, 3) for t in rec["proposal_seconds"]],
+    }
+
+
 def merge(stems: list[str], out: str) -> Path:
     """One results file and table of runs saved by several processes: other seeds
     (`--first-seed`) or other arms on the same seeds (`--arms`). Their settings must agree but
@@ -377,10 +388,8 @@ def merge(stems: list[str], out: str) -> Path:
             twice = set(into["arms"]) & set(run["arms"])
             if twice:
                 raise SystemExit(f"seed {run['seed']}: arms {sorted(twice)} again in {stem}")
-            into["arms"].update(run["arms"])
-            for rec in run["arms"].values():  # parts written before values were rounded
-                rec["values"] = [round(v, 6) for v in rec["values"]]
-                rec["proposal_seconds"] = [round(t, 3) for t in rec["proposal_seconds"]]
+            # rounded again: parts written before `run_arm` rounded its values
+            into["arms"].update({arm: _rounded(rec) for arm, rec in run["arms"].items()})
             into.setdefault("held_out_seconds", {})[stem] = run.get("held_out_seconds")
     runs = [by_seed[seed] for seed in sorted(by_seed)]
     found = {a for run in runs for a in run["arms"]}

@@ -174,7 +174,8 @@ class StudySource:
         settings: Its stored settings.
         problem: Its objectives and constraints.
         propose: New configurations for a snapshot of the trials (`studies.allocation`).
-        judge: Validates an outcome's values and metrics (``Study._judge``).
+        judge: Validates an outcome's values and metrics (``Study._judge``:
+            `studies.stored_values.judge_outcome`).
         clock: Times this source's proposals (`proposals`); a new source starts at zero.
     """
 

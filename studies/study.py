@@ -15,7 +15,8 @@ Thread-safety: use a `Study` from one thread. Several processes may drive one st
 `Study` (here) holds the definition (create, attach, repair invalid settings), the views, ask /
 tell and `optimize`; the modules around it hold the rest: `studies.allocation` (allocation and
 reaping transactions), `studies.tuning` (surrogate choice, stored trials as tuner records),
-`studies.views` (budget counts, the DataFrame), `studies.workers_local` (worker names, dead
+`studies.views` (budget counts, the DataFrame), `studies.stored_values` (told outcomes and the
+context checked before they are stored), `studies.workers_local` (worker names, dead
 local workers), `studies.references` (`evaluate_reference`), `studies.report`
 (`structure_report`), `studies.source` (the study as the driver's `TrialSource`: claim,
 heartbeat, record) and `studies.driver` (the `optimize` loop, which sees only that source).
@@ -26,7 +27,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
-import math
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
@@ -38,10 +38,11 @@ from studies.quiet import numerical_warnings_to_log
 from studies.records import StudyRecord, TrialRecord
 from studies.references import evaluate_reference
 from studies.report import structure_report
-from studies.schema import MAX_SEED, check_seed, dumps, loads  # noqa: F401 - MAX_SEED: here too
+from studies.schema import MAX_SEED, check_seed  # noqa: F401 - MAX_SEED: here too
 from studies.settings import StudySettings
 from studies.source import StudySource, log_finished
 from studies.storage import DEFAULT_STORAGE, Storage
+from studies.stored_values import json_object, judge_outcome
 from studies.tuning import make_surrogate, surrogate_mode
 from studies.views import progress_counts, trials_dataframe
 from studies.worker import WithContext
@@ -130,7 +131,7 @@ class Study:
         if settings is not None and not isinstance(settings, StudySettings):
             raise StudyError(f"settings must be a StudySettings, got {type(settings).__name__}.")
         seed = check_seed(seed)
-        context = _json_object(context)
+        context = json_object(context)
         problem = Problem(objectives, constraints)
         self._storage = storage if isinstance(storage, Storage) else Storage(storage)
         new = StudyRecord(
@@ -512,27 +513,12 @@ class Study:
     def _judge(
         self, values: Any, metrics: Any, *, from_evaluate: bool = False, number: int = -1
     ) -> tuple[dict[str, float] | None, dict[str, float], str | None]:
-        """Told values and metrics judged by the one validator, `tuner.Problem.outcome` (`tell`
-        and `StudySource.record` both come here): ``(values or None, metrics, error or None)``. A missing
-        outcome raises from `tell` and is FAILED from `record` (``from_evaluate``); non-finite
-        tracking metrics, and ones beyond ``±MAX_OUTCOME_MAGNITUDE``, are dropped with a warning
-        (stored JSON holds finite numbers only, and the model could not use the huge ones)."""
-        from tuner.problem import MAX_OUTCOME_MAGNITUDE
-
-        vals, mets, msg = self._problem.outcome(values, metrics, from_evaluate=from_evaluate)
-        dropped = {k: v for k, v in mets.items() if not _storable(v, MAX_OUTCOME_MAGNITUDE)}
-        if dropped:
-            logger.warning(
-                "Metrics %s of trial %d of study %r are not stored (%s): the database holds "
-                "finite numbers within ±%g only, so they are missing from the trial's metrics and "
-                "to_dataframe(). Return a finite number, or leave the metric out.",
-                dropped,
-                number,
-                self.name,
-                "not finite" if any(not math.isfinite(v) for v in dropped.values()) else "too big",
-                MAX_OUTCOME_MAGNITUDE,
-            )
-        return vals, {k: v for k, v in mets.items() if k not in dropped}, msg
+        """`studies.stored_values.judge_outcome` for this study (`tell` and
+        `StudySource.record` both come here)."""
+        return judge_outcome(
+            self._problem, values, metrics, study=self.name, number=number,
+            from_evaluate=from_evaluate,
+        )  # fmt: skip
 
     # ------------------------------------------------------------------ running
     def optimize(
@@ -587,35 +573,3 @@ class Study:
         """Counts toward the budget: ``finished`` (COMPLETE + FAILED, re-queued ones not
         counted), ``used`` (trials allocated, re-runs not counted), ``waiting``, ``running``."""
         return progress_counts(self.trials if trials is None else trials)
-
-
-# ---------------------------------------------------------------------- helpers
-def _json_object(context: Any) -> dict[str, Any] | None:
-    """``context`` as the JSON object it is stored as (tuples become lists), or ``None``.
-
-    Raises:
-        StudyError: If it is not a mapping with string keys that JSON represents exactly.
-    """
-    if context is None:
-        return None
-    if not isinstance(context, Mapping):
-        raise StudyError(
-            f"context must be a dict of JSON values (what every evaluation needs that is not "
-            f"tuned), got {type(context).__name__}."
-        )
-    bad = [k for k in context if not isinstance(k, str)]
-    if bad:
-        raise StudyError(f"context keys must be strings, got {bad[:3]!r}; rename them.")
-    try:
-        stored: dict[str, Any] = loads(dumps(dict(context)))
-    except (TypeError, ValueError) as err:
-        raise StudyError(
-            f"context must hold only JSON values (numbers, strings, lists, dicts; finite "
-            f"floats): {err}. Store a description of the object (its name, its parameters) "
-            "and rebuild it inside evaluate."
-        ) from err
-    return stored
-
-
-def _storable(value: float, limit: float) -> bool:
-    return math.isfinite(value) and abs(value) <= limit
