@@ -17,7 +17,8 @@ machine's drift falls on all arms alike):
   those tuned priors (``optimize_tuned``, ``backend_tuned``); the default priors are uniform.
 
 Reported per model and arm: median latency, the speedup over ``compile`` (its median over the
-arm's) with a 95% bootstrap interval, compile and search seconds, the rules of the chosen graph
+arm's) with a 95% bootstrap interval over the rounds' paired ratios
+(`rewrite.stats.paired_ratio_interval`), compile and search seconds, the rules of the chosen graph
 and how the backend ran it. Repeated with one torch thread and with all threads (``--threads
 1,0``). Prints a table per thread count and writes ``benchmarks/results/bench_e2e.json`` (run ``cpu`` or ``cuda``)
 (machine, versions, seeds, every timed call).
@@ -46,10 +47,10 @@ from typing import Any  # noqa: E402
 import torch  # noqa: E402
 
 import rewrite  # noqa: E402
-from benchmarks._common import machine_info, write_results  # noqa: E402
+from benchmarks._common import machine_info, round_floats, write_results  # noqa: E402
 from rewrite.measure import time_callables  # noqa: E402
 from rewrite.pytorch import dynamo  # noqa: E402
-from rewrite.stats import ratio_interval  # noqa: E402
+from rewrite.stats import paired_ratio_interval  # noqa: E402
 
 SEED = 0
 
@@ -194,7 +195,7 @@ def run_model(name: str, repeats: int, priors: str | None, device: str = "cpu") 
     base = timed["compile"].times
     arms = {}
     for arm, m in timed.items():
-        iv = ratio_interval(base, m.times, SEED)
+        iv = paired_ratio_interval(base, m.times, SEED)
         arms[arm] = {
             "latency": m.latency,
             "clock": m.clock,
@@ -282,7 +283,7 @@ def main(argv: list[str] | None = None) -> None:
             rows.append(run_model(name, args.repeats, args.priors, args.device))
             results.append(rows[-1])
             payload = {"settings": settings, "results": results}
-            write_results("bench_e2e", payload, machine=machine, run=run)
+            write_results("bench_e2e", round_floats(payload), machine=machine, run=run)
         where = "CPU" if args.device == "cpu" else torch.cuda.get_device_name(args.device)
         print(f"\n{torch.get_num_threads()} torch threads, {where}, batch 1, float32:")
         print_table(rows)

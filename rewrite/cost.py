@@ -23,8 +23,9 @@
   ``view_overhead`` (default 0) is charged per view node. A fused group runs at the efficiency
   of its body's family with the most FLOPs. On a profile with ``fusion: "eager"`` (a backend
   that runs a fused group's body op by op, e.g. eager PyTorch) a fused group costs the sum of its
-  body's nodes plus one launch. `kernel_time` is this formula, the
-  only copy of it. On a profile with ``dispatch: "async"`` (a GPU, whose host queues launches
+  body's nodes plus one launch, unless the profile has ``fused_epilogues`` and the group is a
+  convolution with an epilogue its library runs in the same call (`rewrite.epilogue`): one
+  kernel. `kernel_time` is this formula, the only copy of it. On a profile with ``dispatch: "async"`` (a GPU, whose host queues launches
   while the device runs earlier kernels) the host's and the device's seconds are summed apart,
   ``host_time`` (``launch_overhead`` per kernel, ``view_overhead`` per view) and ``device_time``
   (``t`` without ``launch_overhead``), and ``latency = max(host_time, device_time)``: a graph of many
@@ -37,7 +38,9 @@
   output columns are not a multiple of the profile's ``matmul_align`` runs at
   ``unaligned_efficiency`` of its efficiency.
 * ``peak_memory`` (bytes): liveness over the deterministic topological order: parameters and
-  constants resident for the whole run; each kernel output allocated when its node runs and freed
+  constants resident for the whole run (on a ``fold_weights`` profile also the folded values a
+  per-call node reads, which the module keeps beside the weights they came from; the folding's
+  intermediates take nothing); each kernel output allocated when its node runs and freed
   after its last reader (graph outputs live to the end); a view aliases its input's buffer and
   extends its lifetime; graph inputs are allocated first. At each node the peak is taken after its
   outputs are allocated and before its inputs are freed.
@@ -57,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from rewrite.devices import DeviceProfile, load_device
+from rewrite.epilogue import conv_epilogue
 from rewrite.ir import Graph, Node, Value
 from rewrite.ops import get_op
 
@@ -107,6 +111,7 @@ class CostVector:
     """
 
     __slots__ = (
+        "_fold",
         "_graph",
         "_peak",
         "bytes",
@@ -131,8 +136,10 @@ class CostVector:
         graph: Graph,
         peak: int | None = None,
         host_time: float = 0.0,
+        fold: bool = False,
     ) -> None:
         self.device_time, self.host_time = device_time, host_time
+        self._fold = fold
         self.latency = max(device_time, host_time)
         self.flops, self.bytes, self.kernels = flops, bytes, kernels
         self.communication, self.device, self.graph_uid = communication, device, graph.uid
@@ -144,7 +151,7 @@ class CostVector:
         """Peak bytes in use (computed on first access after an incremental update)."""
         if self._peak is None:
             assert self._graph is not None
-            self._peak = peak_memory(self._graph)
+            self._peak = peak_memory(self._graph, fold=self._fold)
             self._graph = None
         return self._peak
 
@@ -281,7 +288,11 @@ def _compute_node_cost(node: Node, p: DeviceProfile) -> NodeCost:
             c = _compute_node_cost(n, p)
             lat, fl, by, ke, host = lat + c[0], fl + c[1], by + c[2], ke + c[3], host + c[4]
         return (lat, fl, by, ke, host)
-    if node.op == "fused" and p.fusion == "eager":  # the group's call, then its body's kernels
+    if (
+        node.op == "fused"
+        and p.fusion == "eager"
+        and not (p.fused_epilogues and conv_epilogue(node.attrs["body"]) is not None)
+    ):  # the group's call, then its body's kernels
         lat, fl, by, ke = launch, 0, 0, 0
         for n in node.attrs["body"].nodes.values():
             c = _compute_node_cost(n, p)
@@ -412,11 +423,13 @@ def cost(
             p.name,
             graph,
             host_time=base.host_time - rh + ah,
+            fold=p.fold_weights,
         )
     nodes = graph._nodes
     order = [nodes[i] for i in graph.topo_order()] if p.fold_weights else nodes.values()
     lat, fl, by, ke, host = _sum_costs(order, p, pkey, graph)
-    return CostVector(lat, fl, by, ke, 0.0, p.name, graph, peak=peak_memory(graph), host_time=host)
+    peak = peak_memory(graph, fold=p.fold_weights)
+    return CostVector(lat, fl, by, ke, 0.0, p.name, graph, peak=peak, host_time=host)
 
 
 _ALLOC, _VIEW, _RESIDENT = 0, 1, 2
@@ -444,6 +457,7 @@ def peak_memory(
     *,
     holds: Callable[[Value], bool] | None = None,
     resident_bytes: Callable[[Node], int] | None = None,
+    fold: bool = False,
 ) -> int:
     """Peak bytes in use over the topological schedule (see the module docstring).
 
@@ -454,6 +468,9 @@ def peak_memory(
             every value.
         resident_bytes: Bytes a ``param`` or ``const`` node keeps resident for the whole run.
             Default: the size of its output.
+        fold: Whether nodes computed from weights and constants alone run once, when the model
+            is built (a ``fold_weights`` profile): the outputs of those a per-call node reads are
+            resident, the others take nothing.
 
     Returns:
         The peak bytes.
@@ -466,9 +483,13 @@ def peak_memory(
     last: dict[int, int] = {}  # buffer -> position of its last reader
     born: dict[int, tuple[int, int]] = {}  # buffer -> (position, bytes)
     alloc = [0] * n
+    kept = _kept_folds(graph) if fold else {}
     for i, nid in enumerate(order):
         node = nodes[nid]
         code, sizes = _mem_info(node)
+        if fold and node.op not in ("param", "const") and _is_static(node, graph):
+            resident += kept.get(nid, 0)  # computed once, at build time
+            continue
         for v in node.inputs:
             b = owner.get((v[0] << _IDX_BITS) | v[1])
             if b is not None:
@@ -503,3 +524,24 @@ def peak_memory(
             peak = live
         live -= frees[i]
     return resident + peak
+
+
+def _kept_folds(graph: Graph) -> dict[int, int]:
+    """Bytes of each folded node's outputs that a per-call node (or the graph's output) reads,
+    by node id: what the module keeps as buffers (`rewrite.to_module`)."""
+    kept: dict[int, set[int]] = {}
+    reads: list[tuple[Value, Node | None]] = [
+        (v, n) for n in graph._nodes.values() for v in n.inputs
+    ]
+    reads += [(v, None) for v in graph.outputs]
+    for v, reader in reads:
+        src = graph.node(v.node)
+        if src.op in ("param", "const") or not _is_static(src, graph):
+            continue
+        if get_op(src.op).kind == "view" and all(
+            graph.node(u.node).op in ("param", "const") for u in src.inputs
+        ):
+            continue  # a view of a weight shares its memory
+        if reader is None or not _is_static(reader, graph):
+            kept.setdefault(src.id, set()).add(v.index)
+    return {nid: sum(graph.node(nid).types[j].nbytes for j in outs) for nid, outs in kept.items()}

@@ -13,7 +13,7 @@ import numpy as np
 
 from rewrite.errors import SearchError
 
-__all__ = ["N_BOOT", "Interval", "interval", "ratio_interval"]
+__all__ = ["N_BOOT", "Interval", "interval", "paired_ratio_interval", "ratio_interval"]
 
 #: Bootstrap resamples of an interval.
 N_BOOT = 2000
@@ -83,3 +83,33 @@ def ratio_interval(
     boots = np.median(a[ia], axis=1) / np.maximum(np.median(b[ib], axis=1), 1e-300)
     lo, hi = np.percentile(boots, [2.5, 97.5])
     return Interval(point, float(lo), float(hi))
+
+
+def paired_ratio_interval(
+    numerator: Sequence[float] | np.ndarray,
+    denominator: Sequence[float] | np.ndarray,
+    seed: int = 0,
+) -> Interval:
+    """The median of the paired ratios ``numerator[i] / denominator[i]`` with a 95%
+    percentile-bootstrap interval over the pairs.
+
+    For timings taken in interleaved rounds (`rewrite.measure.time_callables`: round ``i`` runs
+    every callable once), where the ``i``-th times of two callables share the machine's state of
+    that moment: another process or a frequency change slows both, and their ratio cancels it.
+    On a shared 2-core VM this gives intervals several times narrower than `ratio_interval`'s
+    independent resampling (ResNet-50, 30 rounds: [0.98, 1.01] against [0.65, 1.48]).
+
+    Raises:
+        SearchError: On samples of different lengths, an empty one, or a non-positive time in
+            the denominator.
+    """
+    a = np.asarray(numerator, dtype=np.float64)
+    b = np.asarray(denominator, dtype=np.float64)
+    if a.size == 0 or a.shape != b.shape:
+        raise SearchError(
+            "A paired ratio interval needs two samples of one length (one value per round), "
+            f"but got {a.size} and {b.size} values."
+        )
+    if not np.all(b > 0):
+        raise SearchError(f"A paired ratio interval needs positive denominators, got {b!r}.")
+    return interval(a / b, np.median, seed)

@@ -1,6 +1,6 @@
 """Hardware profiles for the cost model, stored as documented JSON files beside this module.
 
-A profile (``format_version`` 4; files of versions 1 to 3, which lack some optional fields,
+A profile (``format_version`` 5; files of versions 1 to 4, which lack some optional fields,
 still load) holds:
 
 * ``peak_flops``: FLOP/s by unit (``matmul``: tensor cores / GEMM, ``vector``: everything
@@ -29,6 +29,10 @@ still load) holds:
   columns (N) are not a multiple of ``matmul_align`` runs at ``unaligned_efficiency`` times its
   efficiency (CPU BLAS packs such a product's last panel with a slow remainder path); defaults 1
   and 1 (no penalty).
+* ``fused_epilogues`` (optional, version 5): the convolution library applies a convolution's
+  bias, a residual add and an activation in the same call (oneDNN's post-ops on a CPU), so on a
+  profile with ``fusion: "eager"`` a fused group of that form (`rewrite.epilogue`) is charged as
+  one kernel, as `rewrite.to_module` runs it; default false.
 * ``device_overhead`` (optional, version 3): seconds the device spends per kernel beyond its
   roofline time (start-up and drain of a small kernel), default 0.
 * ``dispatch`` (optional, version 3): ``"serial"`` (default: the host's launch and view overheads
@@ -71,7 +75,7 @@ __all__ = [
     "measured_profiles",
 ]
 
-DEVICE_FORMAT_VERSION = 4
+DEVICE_FORMAT_VERSION = 5
 _DIR = Path(__file__).parent
 #: How the host's launch work and the device's kernels combine (see the module docstring).
 DISPATCH = ("serial", "async")
@@ -101,6 +105,7 @@ class DeviceProfile:
     fold_weights: bool = False
     matmul_align: int = 1
     unaligned_efficiency: float = 1.0
+    fused_epilogues: bool = False
     provenance: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -137,11 +142,12 @@ class DeviceProfile:
             raise CostModelError(
                 f"device {self.name!r}: fusion must be one of {FUSION}, but got {self.fusion!r}."
             )
-        if not isinstance(self.fold_weights, bool):
-            raise CostModelError(
-                f"device {self.name!r}: fold_weights must be true or false, but got "
-                f"{self.fold_weights!r}."
-            )
+        for flag in ("fold_weights", "fused_epilogues"):
+            if not isinstance(getattr(self, flag), bool):
+                raise CostModelError(
+                    f"device {self.name!r}: {flag} must be true or false, but got "
+                    f"{getattr(self, flag)!r}."
+                )
         align, ue = self.matmul_align, self.unaligned_efficiency
         if isinstance(align, bool) or not isinstance(align, int) or align < 1:
             raise CostModelError(
@@ -224,6 +230,7 @@ class DeviceProfile:
                 unaligned_efficiency=(
                     _number(d, "unaligned_efficiency") if "unaligned_efficiency" in d else 1.0
                 ),
+                fused_epilogues=d.get("fused_epilogues", False),
                 provenance=dict(d.get("provenance", {})),
             )
         except KeyError as e:
@@ -260,6 +267,7 @@ class DeviceProfile:
             "fold_weights": self.fold_weights,
             "matmul_align": self.matmul_align,
             "unaligned_efficiency": self.unaligned_efficiency,
+            "fused_epilogues": self.fused_epilogues,
             "matmul_tile": list(self.matmul_tile),
             "interconnect": dict(self.interconnect),
             "provenance": dict(self.provenance),

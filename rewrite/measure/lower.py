@@ -11,8 +11,9 @@ so an op registered by another package lowers without a second copy of its seman
 
 Kernels match what the cost model charges for: ``permute`` and ``transpose`` materialize a copy
 (``permute_copy``), ``sdpa`` is PyTorch's fused attention, views stay views. A ``fused`` group
-runs its body as a sub-program, kernel by kernel (eager PyTorch has no fused kernels; to time a
-graph as a compiler runs it, `rewrite.measure.measure` compiles the whole graph as a module with
+runs its body as a sub-program, kernel by kernel (eager PyTorch has no fused kernels but one: a
+convolution with its epilogue, `rewrite.epilogue`, is one oneDNN call on a CPU; to time a graph
+as a compiler runs it, `rewrite.measure.measure` compiles the whole graph as a module with
 ``compile=True``). Sharded graphs run every device's piece on the one device; collectives are
 their sums and concatenations.
 """
@@ -23,10 +24,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rewrite.epilogue import conv_epilogue
 from rewrite.errors import MeasureError
 from rewrite.ir import Graph, Node
 from rewrite.ops import get_op
-from rewrite.pytorch.kernels import has_torch_call, torch_call, torch_dtype, torch_ops
+from rewrite.pytorch.kernels import (
+    conv_epilogue_call,
+    has_torch_call,
+    torch_call,
+    torch_dtype,
+    torch_ops,
+)
 
 __all__ = ["TORCH_KERNELS", "Program", "lower", "torch_dtype"]
 
@@ -130,6 +138,8 @@ class Program:
             value = torch.as_tensor(node.attrs["value"].array.copy(), device=self.device)
             value = value.to(torch_dtype(node.types[0].dtype))
             return _constant(value)
+        if op == "fused" and (ep := conv_epilogue(node.attrs["body"])) is not None:
+            return lambda a, at: conv_epilogue_call(ep, a)()
         if op == "fused":
             body = Program(node.attrs["body"], self.device)
             return lambda a, at: tuple(body.run(list(a)))

@@ -228,7 +228,7 @@ def time_callables(
 
     Round ``r`` runs every callable once, in a rotated order, so drift of the machine (another
     process, frequency changes) falls on all of them alike; compare the results as ratios
-    (`rewrite.stats.ratio_interval` of their ``times``).
+    (`rewrite.stats.paired_ratio_interval` of their ``times``, round by round).
 
     Args:
         fns: Name -> callable running the model once (e.g. ``lambda: model(x)``).

@@ -52,7 +52,7 @@ __all__ = ["BackendOptions", "CompileRecord", "backend", "rewrite_backend"]
 logger = logging.getLogger(__name__)
 
 #: Version of the cached records; bump when the choice a record stores would change meaning.
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: deployment searches start from the prefolded graph
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class BackendOptions:
     time_budget: float = 60.0
     memory_ratio: float = 1.5
     measure: bool = True
-    repeats: int = 7
+    repeats: int = 15
     min_gain: float = 1.02
     cache: bool = True
     inductor: bool = True
@@ -113,7 +113,7 @@ def backend(
     time_budget: float = 60.0,
     memory_ratio: float = 1.5,
     measure: bool = True,
-    repeats: int = 7,
+    repeats: int = 15,
     min_gain: float = 1.02,
     cache: bool = True,
     inductor: bool = True,
@@ -128,14 +128,16 @@ def backend(
             device the graph's tensors are on).
         time_budget: Seconds the search may take per captured graph (its ``time_budget``).
         memory_ratio: Most predicted peak memory of the chosen graph, as a multiple of the
-            captured graph's (a padded weight is a copy of it, as Inductor's freezing makes
-            packed copies).
+            captured graph's; a padded weight or a convolution weight scaled by its batch norm
+            is a copy the module keeps beside the model's own (as Inductor's freezing makes
+            packed copies), and counts.
         measure: Time, on the example inputs and interleaved, the captured graph compiled by
             Inductor against the rewritten graph compiled by Inductor and run eagerly, and keep
-            the fastest (a rewritten runner only when the 95% bootstrap interval of its speedup
-            lies above 1): the backend is then never slower than plain Inductor beyond the
-            noise of ``repeats`` calls, at the price of compiling the captured graph too. False: compile the rewritten graph when its predicted speedup is at least
-            ``min_gain``.
+            the fastest (a rewritten runner only when the 95% bootstrap interval of its
+            speedup, paired by round, `rewrite.stats.paired_ratio_interval`, lies above 1):
+            the backend is then never slower than plain Inductor beyond the noise of
+            ``repeats`` calls, at the price of compiling the captured graph too. False: compile
+            the rewritten graph when its predicted speedup is at least ``min_gain``.
         repeats: Timed calls of each runner when measuring.
         min_gain: Least predicted speedup worth compiling the rewritten graph without measuring.
         cache: Reuse and store the search's choice on disk.
@@ -318,21 +320,21 @@ def _fastest(
     """Time the captured graph under Inductor against the rewritten runners, interleaved on
     the example inputs; the name of the fastest (``"inductor"`` for the captured graph)."""
     from rewrite.measure.timing import time_callables
-    from rewrite.stats import ratio_interval
+    from rewrite.stats import paired_ratio_interval
 
     user = [example_inputs[i] for i in user_idx]
     fns = {"inductor": lambda: original(*example_inputs)} | {
         name: (lambda f=f: f(*user)) for name, f in runners.items()
     }
     device = user[0].device if user else "cpu"
-    timed = time_callables(fns, device, repeats=opts.repeats, warmup=1)
+    timed = time_callables(fns, device, repeats=opts.repeats, warmup=2)
     record.measured = {k: m.latency for k, m in timed.items()}
     base = timed["inductor"].times
     best = min(timed, key=lambda k: timed[k].latency)
     if best == "inductor":
         return best
     # faster beyond noise: the 95% interval of its speedup over the captured graph above 1
-    return best if ratio_interval(base, timed[best].times).low > 1.0 else "inductor"
+    return best if paired_ratio_interval(base, timed[best].times).low > 1.0 else "inductor"
 
 
 def _times(record: CompileRecord) -> str:
@@ -494,8 +496,7 @@ class _Choice:
 
 def _choose(graph: Any, opts: BackendOptions, profile: Any) -> _Choice:
     """The search's choice for ``graph`` on ``profile`` (from the disk cache when there)."""
-    from rewrite.optimize import search
-    from rewrite.pytorch.optimize import _shortlist, deploy_config
+    from rewrite.pytorch.optimize import _shortlist, deploy_config, deploy_search, graph_rules
     from rewrite.serialize import from_json, to_json, write_text_atomic
 
     config = {"time_budget": opts.time_budget, **deploy_config(opts.config)}
@@ -512,15 +513,15 @@ def _choose(graph: Any, opts: BackendOptions, profile: Any) -> _Choice:
             )
         except (OSError, ValueError, KeyError, RewriteError):
             logger.warning("rewrite backend: ignoring an unreadable cache record %s", path)
-    result = search(graph, config=config, priors=opts.priors, device=profile)
-    picks = _shortlist(result, 1, opts.memory_ratio)
+    result, base = deploy_search(graph, config, opts.priors, profile, opts.memory_ratio)
+    picks = _shortlist(result, 1, opts.memory_ratio, base)
     name = str(getattr(profile, "name", profile))
     if picks:
         best = result.pareto[picks[0]]
-        speedup = result.input_cost["latency"] / best.cost["latency"]
+        speedup = base["cost"]["latency"] / best.cost["latency"]
         choice = _Choice(
             best.graph,
-            _count(best.rules),
+            graph_rules(result, picks[0], base),
             speedup,
             f"Pareto graph #{picks[0]} on {name}, predicted {speedup:.3f}x",
             cached=False,
@@ -541,12 +542,6 @@ def _choose(graph: Any, opts: BackendOptions, profile: Any) -> _Choice:
         except OSError as e:
             logger.warning("rewrite backend: could not write the cache record %s: %s", path, e)
     return choice
-
-
-def _count(rules: Sequence[str]) -> dict[str, int]:
-    from collections import Counter
-
-    return dict(Counter(rules))
 
 
 def _cache_dir() -> Path:

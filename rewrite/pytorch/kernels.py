@@ -11,7 +11,9 @@ collectives run on one device) call the small functions defined here, which are 
 PyTorch too.
 
 Kernels match what the cost model charges for: ``permute`` and ``transpose`` materialize a copy
-(``permute_copy``), ``sdpa`` is PyTorch's fused attention, views stay views.
+(``permute_copy``), ``sdpa`` is PyTorch's fused attention, views stay views, and a fused
+convolution with its epilogue (`rewrite.epilogue`) is one oneDNN call on a CPU
+(`conv_epilogue_call`), as the cost model charges it on a profile with ``fused_epilogues``.
 
 The op's meaning is the registry's (`rewrite.ops`); the tests check every entry against the
 numpy reference (`rewrite.evaluate`).
@@ -24,9 +26,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rewrite.epilogue import ConvEpilogue
 from rewrite.ops import BINARY_OPS, UNARY_OPS
 
-__all__ = ["TorchCall", "has_torch_call", "torch_call", "torch_dtype", "torch_ops"]
+__all__ = [
+    "TorchCall",
+    "conv_epilogue_call",
+    "conv_with_epilogue",
+    "has_torch_call",
+    "torch_call",
+    "torch_dtype",
+    "torch_ops",
+]
 
 Shapes = Sequence[tuple[int, ...]]
 Spec = Callable[[Sequence[Any], Mapping[str, Any], Shapes], "TorchCall"]
@@ -95,6 +106,81 @@ def sum_of(*xs: Any) -> Any:
 def reduce_scatter(*xs: Any, dim: int) -> tuple[Any, ...]:
     """The sum of ``xs`` cut in ``len(xs)`` pieces along ``dim``."""
     return chunk_or_repeat(sum_of(*xs), len(xs), dim)
+
+
+#: oneDNN's names of the activations of `rewrite.epilogue.ACTIVATIONS`.
+_ONEDNN_ACTIVATIONS = {
+    "relu": "relu",
+    "sigmoid": "sigmoid",
+    "tanh": "tanh",
+    "silu": "swish",
+    "gelu": "gelu",
+}
+
+
+def conv_with_epilogue(
+    x: Any,
+    w: Any,
+    b: Any,
+    residual: Any,
+    *,
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    groups: int,
+    activation: str | None,
+    approximate: str = "none",
+) -> Any:
+    """``activation(conv2d(x, w, b) + residual)`` (``residual`` and ``activation`` may be None)
+    in one oneDNN call on a CPU with float32 tensors (the add and the activation applied to each
+    output tile as it is written, "post-ops"), else as the separate PyTorch calls. Traced by
+    ``torch.compile`` or ``torch.export`` it is always the separate calls: a compiler fuses them
+    itself, and an exported program holds only standard ops."""
+    import torch
+    import torch.nn.functional as F
+
+    if (
+        x.device.type == "cpu"
+        and not torch.compiler.is_compiling()  # traced: the plain calls, for any compiler
+        and torch.backends.mkldnn.is_available()
+        and all(t is None or t.dtype == torch.float32 for t in (x, w, b, residual))
+    ):
+        conv = torch.ops.mkldnn._convolution_pointwise
+        args = (list(padding), list(stride), list(dilation), groups)
+        unary = _ONEDNN_ACTIVATIONS[activation] if activation else "none"
+        algorithm = approximate if activation == "gelu" else ""
+        if residual is None:
+            return conv(x, w, b, *args, unary, [], algorithm)
+        return conv.binary(
+            x, residual, w, b, *args, "add", None, unary if activation else None, [], algorithm
+        )
+    y = F.conv2d(x, w, b, stride, padding, dilation, groups)
+    if residual is not None:
+        y = y + residual
+    if activation == "gelu":
+        return F.gelu(y, approximate=approximate)
+    return getattr(F, activation)(y) if activation else y
+
+
+def conv_epilogue_call(ep: ConvEpilogue, args: Sequence[Any]) -> TorchCall:
+    """The call computing a fused group of the form `ep` from the group's inputs ``args``."""
+    at = ep.conv_attrs
+
+    def arg(i: int | None) -> Any:
+        return None if i is None else args[i]
+
+    return TorchCall(
+        conv_with_epilogue,
+        (arg(ep.x), arg(ep.w), arg(ep.b), arg(ep.residual)),
+        {
+            "stride": tuple(at["stride"]),
+            "padding": tuple(at["padding"]),
+            "dilation": tuple(at["dilation"]),
+            "groups": at["groups"],
+            "activation": ep.activation,
+            "approximate": ep.activation_attrs.get("approximate", "none"),
+        },
+    )
 
 
 # ---------------------------------------------------------------- the table

@@ -15,7 +15,9 @@ exports with ``torch.export`` and compiles with ``torch.compile`` like any model
   its per-call nodes. Such buffers do not follow later changes of the original weights: build the
   module again after loading new weights;
 * a ``fused`` group's body is emitted inline (eager PyTorch runs it op by op; a compiler fuses it
-  by itself);
+  by itself), except a convolution with its epilogue (`rewrite.epilogue`), which is one call
+  (`rewrite.pytorch.kernels.conv_with_epilogue`: oneDNN's fused kernel when run eagerly on a
+  CPU, the plain calls when traced by a compiler or ``torch.export``);
 * when the graph was imported by `rewrite.from_torch`, the outputs keep the original module's
   structure (a ``ModelOutput``, a tuple, a tensor); otherwise they are a tuple of tensors.
 
@@ -38,10 +40,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rewrite.epilogue import conv_epilogue
 from rewrite.errors import ModuleError
 from rewrite.ir import Graph, Node, Value
 from rewrite.pytorch.check import TOLERANCES, check_module
-from rewrite.pytorch.kernels import has_torch_call, torch_call, torch_dtype
+from rewrite.pytorch.kernels import (
+    TorchCall,
+    conv_epilogue_call,
+    has_torch_call,
+    torch_call,
+    torch_dtype,
+)
 from rewrite.pytorch.source import TorchSource, source_of
 
 __all__ = ["TOLERANCES", "check_module", "to_module"]
@@ -307,21 +316,19 @@ class _Emitter:
                 "in rewrite and cannot run. Fix: register the op in rewrite.ops (or map it in "
                 "rewrite.torch_converters) and import the model again."
             )
-        if node.op == "fused":
+        if node.op == "fused" and conv_epilogue(node.attrs["body"]) is None:
             body = node.attrs["body"]
             inner = _Scope(
                 body, {body.node(b).out(0): s for b, s in zip(body.inputs, ins)}, set(), {}
             )
             self.emit_graph(inner)
             return [self.read(inner, v) for v in body.outputs]
-        if not has_torch_call(node.op):
+        if node.op != "fused" and not has_torch_call(node.op):
             raise ModuleError(
                 f"op {node.op!r} (node %{node.id}) has no PyTorch call in "
                 "rewrite.pytorch.kernels; add one to run graphs using it as modules."
             )
-        shapes = [t.shape for t in node.in_types]
-        call = torch_call(node.op, [s.fx for s in ins], node.attrs, shapes)
-        metas = torch_call(node.op, [s.meta for s in ins], node.attrs, shapes)()
+        call, metas = self._torch_call(node, ins)
         fx_node = self.fx.call_function(call.fn, call.args, dict(call.kwargs))
         if top:
             self.node_of[fx_node.name] = node.id
@@ -331,6 +338,21 @@ class _Emitter:
             self._typed(self.fx.call_function(operator.getitem, (fx_node, i)), metas[i], node, i)
             for i in range(len(node.types))
         ]
+
+    @staticmethod
+    def _torch_call(node: Node, ins: list[_Slot]) -> tuple[TorchCall, tuple[Any, ...]]:
+        """The node's call on fx nodes, and its outputs computed on meta tensors."""
+        if node.op == "fused":  # a convolution with its epilogue: one call
+            ep = conv_epilogue(node.attrs["body"])
+            assert ep is not None
+            return conv_epilogue_call(ep, [s.fx for s in ins]), conv_epilogue_call(
+                ep, [s.meta for s in ins]
+            )()
+        shapes = [t.shape for t in node.in_types]
+        return (
+            torch_call(node.op, [s.fx for s in ins], node.attrs, shapes),
+            torch_call(node.op, [s.meta for s in ins], node.attrs, shapes)(),
+        )
 
     def _typed(self, fx_node: Any, meta: Any, node: Node, i: int) -> _Slot:
         """Check the call's shape and cast to the node's dtype where PyTorch's differs."""
