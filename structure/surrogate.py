@@ -115,6 +115,10 @@ class StructuredConfig:
             by measurement: on ``search8x4`` (10 seeds, `benchmarks/bench_structure.py`) per-run
             rows ended +2.03 over the flat GP at 40 trials and reached its 40-trial hypervolume
             at trial 23 (paired median), per-trial rows +0.43 and trial 37.
+        flat_proposes: Where the network is used, the flat GP's acquisition is optimized and
+            the network's ranks the points it finds (`tuner.Surrogate.proposer`): the network's
+            predictions choose among candidates that the flat GP's exact posterior, smoother
+            to optimize than the network's composed sample paths, found.
     """
 
     min_trials: int = 8
@@ -132,6 +136,7 @@ class StructuredConfig:
     selection: bool = True
     ignore_metrics: tuple[str, ...] = ()
     rows: str = "runs"
+    flat_proposes: bool = False
 
     def __post_init__(self) -> None:
         if self.rows not in ROWS:
@@ -206,6 +211,7 @@ class StructuredSurrogate(Surrogate):
         self.fixed_structure = structure if isinstance(structure, Structure) else None
         self._checkpoint: _Checkpoint | None = None
         self._last: dict[str, Any] = {}
+        self._proposer: Model | None = None
         self.history: list[dict[str, Any]] = []
 
     @property
@@ -245,8 +251,15 @@ class StructuredSurrogate(Surrogate):
                 _log.warning(reason)
         if model is None:
             model = self.flat.fit(data)
-        self._record(data, ck, "network" if isinstance(model, GPNetwork) else "flat", reason)
+        network = isinstance(model, GPNetwork)
+        self._proposer = self.flat.fit(data) if network and cfg.flat_proposes else None
+        self._record(data, ck, "network" if network else "flat", reason)
         return model
+
+    def proposer(self) -> Model | None:
+        """The flat GP of the last fit where the network was used and
+        `StructuredConfig.flat_proposes` is set, else None."""
+        return self._proposer
 
     def check(self, space: Space, outcome_names: Sequence[str], n_objectives: int) -> None:
         """Refuse knowledge or a fixed structure that cannot fit the space and outcomes (the

@@ -101,6 +101,7 @@ def optimize_candidate(
     ics: Tensor,
     taken: KeySet,
     options: TunerOptions,
+    rank: AcquisitionFunction | None = None,
 ) -> Tensor | None:
     """Best valid point not in ``taken``, starting from ``ics``; `None` when all are taken.
 
@@ -110,6 +111,8 @@ def optimize_candidate(
         ics: ``r x 1 x d``-dim Tensor of valid starting points.
         taken: Points that must not be proposed again (trials and this batch).
         options: The optimizer's iteration cap.
+        rank: Acquisition function that picks the best of the optimized points and starting
+            points (`tuner.Surrogate.proposer`); default ``acqf``.
 
     Returns:
         A ``d``-dim Tensor, a valid encoded configuration, or `None`.
@@ -129,7 +132,7 @@ def optimize_candidate(
     X = X.reshape(-1, space.dim)
     X = X[torch.isfinite(X).all(dim=-1)]  # a diverged restart: its start point stays in the pool
     pool = torch.cat([space.project(X), ics.reshape(-1, space.dim)])
-    values = evaluate(acqf, pool)
+    values = evaluate(rank if rank is not None else acqf, pool)
     for i in torch.argsort(values, descending=True, stable=True).tolist():
         if pool[i] not in taken:
             return pool[i]

@@ -206,13 +206,20 @@ def _model_batch(
     pending = torch.cat([pending, candidates_from(chosen, space.dim)])
     anchors = _anchors(problem, completed, data.X)
     out: list[Tensor] = []
+    proposer = settings.surrogate.proposer()
     with no_fused_kernel():
         acqf = build_acquisition(model, problem, data.X, pending, ref, options.mc_samples, seed)
+        opt = acqf
+        if proposer is not None:  # it optimizes, the fitted model ranks what it finds
+            opt = build_acquisition(
+                proposer, problem, data.X, pending, ref, options.mc_samples, seed
+            )
         for j in range(q):
             if j:
-                acqf.set_X_pending(torch.cat([pending, torch.stack(out)]))
-            ics = starting_points(acqf, space, anchors, options, seed + 1 + j)
-            x = optimize_candidate(acqf, space, ics, taken, options)
+                for a in {id(acqf): acqf, id(opt): opt}.values():
+                    a.set_X_pending(torch.cat([pending, torch.stack(out)]))
+            ics = starting_points(opt, space, anchors, options, seed + 1 + j)
+            x = optimize_candidate(opt, space, ics, taken, options, rank=acqf)
             out.append(_accept(x, space, taken, seed + 7919 + j))
     return out
 

@@ -163,6 +163,12 @@ class Surrogate(ABC):
         """
         return None
 
+    def proposer(self) -> Model | None:
+        """A second model of the last `fit`'s data whose acquisition the tuner optimizes, the
+        fitted model then ranking the points found (the best by its own acquisition is
+        proposed); None (the default): the fitted model does both."""
+        return None
+
     def describe(self) -> dict[str, Any]:
         """JSON-able information on the last fit (chosen model, scores, ...); `{}` by default."""
         return {}

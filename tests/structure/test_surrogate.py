@@ -307,3 +307,18 @@ def test_a_test_trial_noisier_than_the_training_ones_adds_its_excess_to_the_netw
     assert scores["with"]["heldout"]["flat"] == scores["without"]["heldout"]["flat"]
     assert scores["with"]["heldout"]["network"] > scores["without"]["heldout"]["network"] + 1.0
     assert math.isfinite(scores["with"]["heldout"]["network"])
+
+
+def test_the_flat_gp_proposes_where_the_network_is_used_if_asked() -> None:
+    cfg = dataclasses.replace(FAST, flat_proposes=True)
+    s = StructuredSurrogate(config=cfg, flat=FlatSurrogate({"maxiter": 30}))
+    data = sum_sine_data(20, seed=0)
+    assert isinstance(s.fit(data), GPNetwork)
+    proposer = s.proposer()
+    assert proposer is not None and not isinstance(proposer, GPNetwork)
+    assert proposer.num_outputs == data.Y.shape[-1]
+    s.fit(sum_sine_data(5, seed=0))  # flat before min_trials: it proposes itself
+    assert s.proposer() is None
+    plain = _surrogate()
+    plain.fit(data)
+    assert plain.proposer() is None

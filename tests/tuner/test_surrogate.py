@@ -148,3 +148,48 @@ def test_saas_gp_shrinks_irrelevant_inputs_and_models_every_outcome() -> None:
         SaasSurrogate().fit(
             TrainingData(data.X[:0], data.Y[:0], data.outcome_names, {}, data.space, 0)
         )
+
+
+class _Counted:
+    """Counts the posterior calls of a model (the acquisition functions call ``posterior``)."""
+
+    def __init__(self, model) -> None:  # noqa: ANN001
+        self.calls = 0
+        inner = model.posterior
+
+        def posterior(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            self.calls += 1
+            return inner(*args, **kwargs)
+
+        model.posterior = posterior
+
+
+class _ProposedByAnother(FlatSurrogate):
+    """The flat GP, with a second flat GP as its `proposer`."""
+
+    def __init__(self) -> None:
+        super().__init__({"maxiter": 15})
+        self.fitted: list[_Counted] = []
+        self.proposers: list[_Counted] = []
+
+    def fit(self, data: TrainingData):  # type: ignore[no-untyped-def]
+        model = super().fit(data)
+        self._proposer = super().fit(data)
+        self.fitted.append(_Counted(model))
+        self.proposers.append(_Counted(self._proposer))
+        return model
+
+    def proposer(self):  # type: ignore[no-untyped-def]
+        return self._proposer
+
+
+def test_a_proposer_optimizes_and_the_fitted_model_ranks() -> None:
+    from tests.tuner.conftest import make_tuner, run
+
+    surrogate = _ProposedByAnother()
+    tuner = make_tuner(make_space(), surrogate=surrogate, n_initial=3)
+    run(tuner, 5)
+    assert len(surrogate.fitted) == 2  # two model-based proposals after the design
+    for fitted, proposer in zip(surrogate.fitted, surrogate.proposers):
+        assert fitted.calls >= 1  # the pool is ranked by the fitted model's acquisition
+        assert proposer.calls > 2 * fitted.calls  # the optimizer ran on the proposer's
