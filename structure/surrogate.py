@@ -320,6 +320,7 @@ class StructuredSurrogate(Surrogate):
             "structure": None if s is None else s.to_dict(),
             "features": None if ck.feature_map is None else ck.feature_map.to_dict(),
             "rows": dict(ck.rows),
+            "proposer": "flat" if self._proposer is not None else model,
         }
         edges = [e for e in self._last["edges"] if e[3] in ("learned", "required")]
         self.history.append(

@@ -316,6 +316,7 @@ def test_the_flat_gp_proposes_where_the_network_is_used_if_asked() -> None:
     assert isinstance(s.fit(data), GPNetwork)
     proposer = s.proposer()
     assert proposer is not None and not isinstance(proposer, GPNetwork)
+    assert s.describe()["proposer"] == "flat" and s.describe()["model"] == "network"
     assert proposer.num_outputs == data.Y.shape[-1]
     s.fit(sum_sine_data(5, seed=0))  # flat before min_trials: it proposes itself
     assert s.proposer() is None
