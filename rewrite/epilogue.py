@@ -54,21 +54,10 @@ class ConvEpilogue:
 
 
 def conv_epilogue(body: Graph) -> ConvEpilogue | None:
-    """The `ConvEpilogue` that ``body`` (a fused group's body) is, or None if it is not one."""
-    cached = _CACHE.get(id(body))
-    if cached is not None and cached[0] is body:
-        return cached[1]
-    found = _match(body)
-    if len(_CACHE) > 100_000:
-        _CACHE.clear()
-    _CACHE[id(body)] = (body, found)
-    return found
+    """The `ConvEpilogue` that ``body`` (a fused group's body) is, or None if it is not one.
 
-
-_CACHE: dict[int, tuple[Graph, ConvEpilogue | None]] = {}
-
-
-def _match(body: Graph) -> ConvEpilogue | None:
+    A look at two to three nodes; callers that ask per node (the cost model) cache the node's
+    cost, not this answer."""
     position = {nid: i for i, nid in enumerate(body.inputs)}
     kernels = [body.node(nid) for nid in body.topo_order() if nid not in position]
     if not 2 <= len(kernels) <= 3 or len(body.outputs) != 1:

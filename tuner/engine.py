@@ -216,7 +216,7 @@ def _model_batch(
             )
         for j in range(q):
             if j:
-                for a in {id(acqf): acqf, id(opt): opt}.values():
+                for a in (acqf,) if opt is acqf else (acqf, opt):
                     a.set_X_pending(torch.cat([pending, torch.stack(out)]))
             ics = starting_points(opt, space, anchors, options, seed + 1 + j)
             x = optimize_candidate(opt, space, ics, taken, options, rank=acqf)

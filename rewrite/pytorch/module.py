@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rewrite.epilogue import conv_epilogue
+from rewrite.epilogue import ConvEpilogue, conv_epilogue
 from rewrite.errors import ModuleError
 from rewrite.ir import Graph, Node, Value
 from rewrite.pytorch.check import TOLERANCES, check_module
@@ -316,7 +316,8 @@ class _Emitter:
                 "in rewrite and cannot run. Fix: register the op in rewrite.ops (or map it in "
                 "rewrite.torch_converters) and import the model again."
             )
-        if node.op == "fused" and conv_epilogue(node.attrs["body"]) is None:
+        ep = conv_epilogue(node.attrs["body"]) if node.op == "fused" else None
+        if node.op == "fused" and ep is None:
             body = node.attrs["body"]
             inner = _Scope(
                 body, {body.node(b).out(0): s for b, s in zip(body.inputs, ins)}, set(), {}
@@ -328,7 +329,7 @@ class _Emitter:
                 f"op {node.op!r} (node %{node.id}) has no PyTorch call in "
                 "rewrite.pytorch.kernels; add one to run graphs using it as modules."
             )
-        call, metas = self._torch_call(node, ins)
+        call, metas = self._torch_call(node, ins, ep)
         fx_node = self.fx.call_function(call.fn, call.args, dict(call.kwargs))
         if top:
             self.node_of[fx_node.name] = node.id
@@ -340,14 +341,16 @@ class _Emitter:
         ]
 
     @staticmethod
-    def _torch_call(node: Node, ins: list[_Slot]) -> tuple[TorchCall, tuple[Any, ...]]:
-        """The node's call on fx nodes, and its outputs computed on meta tensors."""
-        if node.op == "fused":  # a convolution with its epilogue: one call
-            ep = conv_epilogue(node.attrs["body"])
-            assert ep is not None
-            return conv_epilogue_call(ep, [s.fx for s in ins]), conv_epilogue_call(
-                ep, [s.meta for s in ins]
-            )()
+    def _torch_call(
+        node: Node, ins: list[_Slot], ep: ConvEpilogue | None
+    ) -> tuple[TorchCall, tuple[Any, ...]]:
+        """The node's call on fx nodes, and its outputs computed on meta tensors (``ep``: the
+        fused group is a convolution with its epilogue, one call)."""
+        if ep is not None:
+            return (
+                conv_epilogue_call(ep, [s.fx for s in ins]),
+                conv_epilogue_call(ep, [s.meta for s in ins])(),
+            )
         shapes = [t.shape for t in node.in_types]
         return (
             torch_call(node.op, [s.fx for s in ins], node.attrs, shapes),

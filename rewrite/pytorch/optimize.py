@@ -184,7 +184,7 @@ def prefold(graph: Any, profile: Any, memory_ratio: float = 1.0) -> tuple[Any, d
         base = cost(graph, p)
         ranked = []
         for site in rule.matches(graph):
-            c = cost(rule.apply(graph, site), p)
+            c = cost(rule.apply(graph, site), p, base=base)  # incremental from the base
             saved, kept = base.latency - c.latency, max(c.peak_memory - base.peak_memory, 1)
             if saved > 0:
                 ranked.append((-saved / kept, site.anchor))
