@@ -42,7 +42,9 @@ noise (sd 0.1). ``search8x4`` is the same search measured as a trial of the rewr
 the mean of 4 runs, each with noise sd 0.2 (so the trial's noise is about search8's), every
 run's metrics and objectives also reported (``<name>@s<i>``, `tuner.trial.run_metric`).
 Both state the rule knowledge a user has (`Problem.knowledge`: each rule's prior is a
-candidate parent of its counters).
+candidate parent of its counters). ``search40`` is search8 with 32 more rules that carry no gain
+(`rule_table`): 44 columns, the width of the rewrite study's per-rule space, with its value in
+a few of them.
 
 The rewrite study (``rewrite``, `_rewrite_problem`): the built-in study's own problem as `tuner
 demo` tunes it (`rewrite_tuner.rewrite_study`: training suite GPT-2, BERT, ResNet, T5; 150 search
@@ -60,7 +62,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -212,43 +214,75 @@ _ACCEPT = np.array([0.5, 0.9, 0.6, 1.0, 0.7, 0.8, 0.4, 0.3])  # rule's share of 
 _NOISE = 0.1
 
 
+@dataclass(frozen=True)
+class RuleTable:
+    """The rules of a search-shaped problem: names, gain per accepted application, verification
+    ms per application, share of accepted moves (`rule_table`)."""
+
+    names: tuple[str, ...]
+    value: np.ndarray
+    cost: np.ndarray
+    accept: np.ndarray
+
+
+def rule_table(k: int = len(RULES)) -> RuleTable:
+    """`RULES` and, for ``k > 8``, ``k - 8`` more rules ``r8, r9, ...`` that carry no gain, with
+    verification costs in [0.1, 1] ms and acceptance shares in [0.3, 1] drawn once (seed 8): a
+    wide space whose value sits in a few of its columns, as the rewrite study's rule priors."""
+    if k < len(RULES):
+        raise ValueError(f"a search problem has at least {len(RULES)} rules, got {k}")
+    rng = np.random.default_rng(8)
+    extra = k - len(RULES)
+    return RuleTable(
+        RULES + tuple(f"r{i}" for i in range(len(RULES), k)),
+        np.concatenate([_VALUE, np.zeros(extra)]),
+        np.concatenate([_COST, rng.uniform(0.1, 1.0, extra)]),
+        np.concatenate([_ACCEPT, rng.uniform(0.3, 1.0, extra)]),
+    )
+
+
 def _search(
-    config: Mapping[str, Any], rng: np.random.Generator | None, noise: float = _NOISE
+    config: Mapping[str, Any],
+    rng: np.random.Generator | None,
+    noise: float = _NOISE,
+    rules: RuleTable | None = None,
 ) -> tuple[dict, dict]:
     """A stochastic rewrite search in closed form (every reported value times
-    ``exp(noise e)``, ``noise`` 0.1 unless given):
+    ``exp(noise e)``, ``noise`` 0.1 unless given; `rules` default: `RULES`, ``K`` of them):
 
     - ``N = 10 * population * mutations`` rule firings, rule ``r`` with probability
-      ``q_r = 0.9 * prior_r + 0.1 / 8``: ``rule.<r>.applied = round(N q_r)``;
+      ``q_r = 0.9 * prior_r + 0.1 / K``: ``rule.<r>.applied = round(N q_r)``;
     - ``search.acceptance_rate A = sigmoid((ln temperature + 1.5 (0.5 - prior_weight)) / 0.7)``
       (a move the prior proposes is accepted less often than one the credit proposes);
       ``rule.<r>.accepted = round(applied_r * A * accept_r)`` (no objective reads them);
-    - ``search.usefulness U = sum_r value_r q_r`` (2 of the 8 rules carry most of the value);
+    - ``search.usefulness U = sum_r value_r q_r`` (2 of the rules carry most of the value);
     - ``search.frontier_size F = population * (0.3 + A)``;
     - ``time.verify_seconds V = 1e-3 * sum_r cost_r applied_r`` (the most useful rule is the
       most expensive to verify);
     - objectives ``gain = ln(1 + U F mutations (4 A (1 - A))^3 / 5)`` (the acceptance rate has an
       optimum window at 0.5) and ``search_seconds = V + 0.002 F mutations``.
     """
+    table = rules or rule_table()
 
     def noisy(v: float) -> float:
         return float(v if rng is None else v * math.exp(noise * rng.standard_normal()))
 
     pop, mut = float(config["population"]), float(config["mutations"])
     temp, weight = float(config["temperature"]), float(config["prior_weight"])
-    q = 0.9 * np.array([config["priors"][r] for r in RULES]) + 0.1 / len(RULES)
+    k = len(table.names)
+    q = 0.9 * np.array([config["priors"][r] for r in table.names]) + 0.1 / k
     n = 10.0 * pop * mut
     applied = [max(round(noisy(n * q_r)), 0) for q_r in q]
     rate = min(noisy(1 / (1 + math.exp(-(math.log(temp) + 1.5 * (0.5 - weight)) / 0.7))), 1.0)
-    accepted = [max(round(noisy(a * rate * s)), 0) for a, s in zip(applied, _ACCEPT)]
-    use = noisy(float(_VALUE @ q))
+    accepted = [max(round(noisy(a * rate * s)), 0) for a, s in zip(applied, table.accept)]
+    use = noisy(float(table.value @ q))
     frontier = noisy(pop * (0.3 + rate))
-    verify = noisy(1e-3 * float(_COST @ np.array(applied, dtype=np.float64)))
+    verify = noisy(1e-3 * float(table.cost @ np.array(applied, dtype=np.float64)))
     gain = noisy(math.log1p(use * frontier * mut * (4 * rate * (1 - rate)) ** 3 / 5))
     seconds = noisy(verify + 0.002 * frontier * mut)
     metrics = {
-        **{f"rule.{r}.applied": float(a) for r, a in zip(RULES, applied)},
-        **{f"rule.{r}.accepted": float(a) for r, a in zip(RULES, accepted)},
+        **{f"rule.{r}.applied": float(a) for r, a in zip(table.names, applied)},
+        **{f"rule.{r}.accepted": float(a) for r, a in zip(table.names, accepted)},
         "search.acceptance_rate": rate,
         "search.usefulness": use,
         "search.frontier_size": frontier,
@@ -261,13 +295,16 @@ SEARCH_RUNS = 4
 """Runs per trial of ``search8x4``."""
 
 
-def _search_runs(config: Mapping[str, Any], rng: np.random.Generator | None) -> tuple[dict, dict]:
+def _search_runs(
+    config: Mapping[str, Any], rng: np.random.Generator | None, rules: RuleTable | None = None
+) -> tuple[dict, dict]:
     """`_search` measured as the mean of `SEARCH_RUNS` runs, each with noise ``0.1 *
     sqrt(SEARCH_RUNS)`` (the mean's noise is about search8's), every run's values also reported
     as ``<name>@s<i>``; noise-free (``rng`` None) it is `_search`'s value."""
     if rng is None:
-        return _search(config, None)
-    runs = [_search(config, rng, _NOISE * math.sqrt(SEARCH_RUNS)) for _ in range(SEARCH_RUNS)]
+        return _search(config, None, rules=rules)
+    noise = _NOISE * math.sqrt(SEARCH_RUNS)
+    runs = [_search(config, rng, noise, rules) for _ in range(SEARCH_RUNS)]
     values = {k: float(np.mean([v[k] for v, _ in runs])) for k in runs[0][0]}
     metrics = {k: float(np.mean([m[k] for _, m in runs])) for k in runs[0][1]}
     for i, (v, m) in enumerate(runs):
@@ -275,22 +312,22 @@ def _search_runs(config: Mapping[str, Any], rng: np.random.Generator | None) -> 
     return values, metrics
 
 
-def _search_knowledge() -> Knowledge:
+def _search_knowledge(rules: Sequence[str] = RULES) -> Knowledge:
     """Each rule's prior is a candidate parent of that rule's counters."""
     return Knowledge(
         candidates=tuple(
-            (f"priors.{r}", f"rule.{r}.{c}") for r in RULES for c in ("applied", "accepted")
+            (f"priors.{r}", f"rule.{r}.{c}") for r in rules for c in ("applied", "accepted")
         )
     )
 
 
-def _search_edges() -> tuple[tuple[str, str], ...]:
-    applied = [f"rule.{r}.applied" for r in RULES]
+def _search_edges(rules: Sequence[str] = RULES) -> tuple[tuple[str, str], ...]:
+    applied = [f"rule.{r}.applied" for r in rules]
     knobs = ("population", "mutations")
-    edges = [(f"priors.{r}", a) for r, a in zip(RULES, applied)]
+    edges = [(f"priors.{r}", a) for r, a in zip(rules, applied)]
     edges += [(k, a) for a in applied for k in knobs]
     edges += [(a, "time.verify_seconds") for a in applied]
-    edges += [(f"priors.{r}", "search.usefulness") for r in RULES]
+    edges += [(f"priors.{r}", "search.usefulness") for r in rules]
     edges += [(k, "search.acceptance_rate") for k in ("temperature", "prior_weight")]
     edges += [(s, "search.frontier_size") for s in ("population", "search.acceptance_rate")]
     gain = ("search.usefulness", "search.acceptance_rate", "search.frontier_size", "mutations")
@@ -300,34 +337,39 @@ def _search_edges() -> tuple[tuple[str, str], ...]:
     return tuple(edges)
 
 
-def _search_hand_edges() -> tuple[tuple[str, str], ...]:
+def _search_hand_edges(rules: Sequence[str] = RULES) -> tuple[tuple[str, str], ...]:
     """search8's structure as a user would write it from the four search metrics' meaning,
     without the per-rule counters: verification seconds from the priors and the search's size."""
-    edges = [e for e in _search_edges() if not any(n.startswith("rule.") for n in e)]
-    sources = [f"priors.{r}" for r in RULES] + ["population", "mutations"]
+    edges = [e for e in _search_edges(rules) if not any(n.startswith("rule.") for n in e)]
+    sources = [f"priors.{r}" for r in rules] + ["population", "mutations"]
     return tuple(edges + [(s, "time.verify_seconds") for s in sources])
 
 
-def _search_problem(runs: bool = False) -> Problem:
+def _search_problem(runs: bool = False, k: int = len(RULES)) -> Problem:
+    """``search8`` (``search8x4`` with `runs`), or ``search<k>``: the same with ``k`` rules
+    (`rule_table`)."""
+    table = rule_table(k)
     space = Space(
         {
             "population": Float(8.0, 128.0, log=True),
             "mutations": Float(1.0, 16.0, log=True),
             "temperature": Float(0.05, 5.0, log=True),
             "prior_weight": Float(0.0, 1.0),
-            "priors": Simplex(RULES),
+            "priors": Simplex(table.names),
         }
     )
     metrics = tuple(
-        [f"rule.{r}.applied" for r in RULES]
+        [f"rule.{r}.applied" for r in table.names]
         + ["time.verify_seconds", "search.usefulness", "search.acceptance_rate"]
         + ["search.frontier_size"]
     )
     objectives = {"gain": "maximize", "search_seconds": "minimize"}
+    name = f"search{k}x4" if runs else f"search{k}"
+    evaluate = functools.partial(_search_runs if runs else _search, rules=table)
     return Problem(
-        "search8x4" if runs else "search8", space, objectives, (0.0, -5.0),
-        _search_runs if runs else _search, _search_edges(), metrics,
-        ax=False, noisy=True, hand_edges=_search_hand_edges(), knowledge=_search_knowledge(),
+        name, space, objectives, (0.0, -5.0), evaluate, _search_edges(table.names), metrics,
+        ax=False, noisy=True, hand_edges=_search_hand_edges(table.names),
+        knowledge=_search_knowledge(table.names),
     )  # fmt: skip
 
 
@@ -439,6 +481,7 @@ PROBLEMS: Mapping[str, Problem] = _Problems({
     ),
     "search8": _search_problem,
     "search8x4": functools.partial(_search_problem, runs=True),
+    "search40": functools.partial(_search_problem, k=40),
     "rewrite": _rewrite_problem,
     "rewrite-rules": functools.partial(_rewrite_problem, "rules"),
 })  # fmt: skip

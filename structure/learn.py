@@ -351,8 +351,9 @@ def _objective_on_runs(
     runs with every parameter kept (`SelectConfig.keep_base`): within one configuration, what
     varies from run to run is what the metrics explain, and the runs of a trial hold that
     evidence many times over. Then its parameters, chosen on the trials with those metrics
-    required and the parameters that do not help dropped (``sparse``): the parameters' effects
-    show between trials, which the run rows hold no more of. Without a metric from the runs,
+    required and the parameters that do not help dropped (``sparse``; with
+    `SelectConfig.keep_base` every parameter stays): the parameters' effects show between
+    trials, which the run rows hold no more of. Without a metric from the runs,
     the trials decide as they do without runs.
 
     Returns:
@@ -381,7 +382,7 @@ def _objective_on_runs(
         base=base,
         required=list(dict.fromkeys([*required, *found])),
         config=config,
-        sparse=True,
+        sparse=not config.keep_base,
     )
     return sel, found
 

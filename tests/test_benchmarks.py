@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from benchmarks._common import read_results, write_results
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -73,3 +76,32 @@ def test_bench_structure_network_options_override_its_defaults() -> None:
     assert (default.num_paths, default.num_features) == (64, 256)
     wide = make_surrogate("runs", problem, True, network_overrides={"num_paths": 128}).config
     assert (wide.network.num_paths, wide.network.num_features, wide.rows) == (128, 256, "runs")
+
+
+def test_search_problems_with_more_rules_keep_search8_and_add_rules_without_gain() -> None:
+    from benchmarks._structure_problems import PROBLEMS, RULES, rule_table
+
+    eight, forty = rule_table(), rule_table(40)
+    assert eight.names == RULES and forty.names[:8] == RULES and len(forty.names) == 40
+    assert np.array_equal(forty.value[:8], eight.value) and not forty.value[8:].any()
+    assert np.array_equal(forty.cost[:8], eight.cost)
+    problem = PROBLEMS["search40"]
+    assert problem.space.dim == 44 and problem.name == "search40"
+    config = problem.space.default()
+    values, metrics = problem.evaluate(config, None)
+    assert set(values) == {"gain", "search_seconds"} and "rule.r39.applied" in metrics
+    # search8's noise-free values are those of the rule table it always had
+    values8, _ = PROBLEMS["search8"].evaluate(PROBLEMS["search8"].space.default(), None)
+    assert values8["gain"] > values["gain"] > 0  # 32 more rules dilute the useful ones
+    with pytest.raises(ValueError, match="at least 8 rules"):
+        rule_table(4)
+
+
+def test_bench_structure_config_overrides_take_none_for_an_optional_number() -> None:
+    from benchmarks.bench_structure import _config_overrides
+    from structure.errors import StructureError
+
+    assert _config_overrides(["veto=none", "tolerance=0"]) == {"veto": None, "tolerance": 0.0}
+    assert _config_overrides(["veto=10"]) == {"veto": 10.0}
+    with pytest.raises(StructureError, match="veto"):
+        _config_overrides(["veto=-1"])

@@ -26,7 +26,7 @@ from tuner.options import TunerOptions
 if TYPE_CHECKING:
     from spaces import Space
 
-__all__ = ["KeySet", "optimize_candidate", "starting_points"]
+__all__ = ["KeySet", "best_candidate", "candidate_pool", "starting_points"]
 
 _EVAL_CHUNK = 256
 
@@ -95,27 +95,17 @@ def starting_points(
     return ics
 
 
-def optimize_candidate(
-    acqf: AcquisitionFunction,
-    space: Space,
-    ics: Tensor,
-    taken: KeySet,
-    options: TunerOptions,
-    rank: AcquisitionFunction | None = None,
-) -> Tensor | None:
-    """Best valid point not in ``taken``, starting from ``ics``; `None` when all are taken.
+def candidate_pool(
+    acqf: AcquisitionFunction, space: Space, ics: Tensor, options: TunerOptions
+) -> Tensor:
+    """The points `acqf`'s optimizer reaches from ``ics``, snapped onto valid points, and the
+    starting points themselves (``p x d``).
 
     Args:
         acqf: Acquisition function to maximize (already aware of pending points).
         space: The search space.
         ics: ``r x 1 x d``-dim Tensor of valid starting points.
-        taken: Points that must not be proposed again (trials and this batch).
         options: The optimizer's iteration cap.
-        rank: Acquisition function that picks the best of the optimized points and starting
-            points (`tuner.Surrogate.proposer`); default ``acqf``.
-
-    Returns:
-        A ``d``-dim Tensor, a valid encoded configuration, or `None`.
     """
     X, _ = optimize_acqf(
         acq_function=acqf,
@@ -131,9 +121,33 @@ def optimize_candidate(
     )
     X = X.reshape(-1, space.dim)
     X = X[torch.isfinite(X).all(dim=-1)]  # a diverged restart: its start point stays in the pool
-    pool = torch.cat([space.project(X), ics.reshape(-1, space.dim)])
-    values = evaluate(rank if rank is not None else acqf, pool)
-    for i in torch.argsort(values, descending=True, stable=True).tolist():
+    return torch.cat([space.project(X), ics.reshape(-1, space.dim)])
+
+
+def best_candidate(
+    pool: Tensor,
+    rank: AcquisitionFunction,
+    taken: KeySet,
+    veto: tuple[AcquisitionFunction, float] | None = None,
+) -> Tensor | None:
+    """The point of ``pool`` that ``rank`` rates best and that is not in ``taken``; `None` when
+    all are taken.
+
+    Args:
+        pool: ``p x d``-dim Tensor of valid points (`candidate_pool`).
+        rank: Acquisition function that orders the pool.
+        taken: Points that must not be proposed again (trials and this batch).
+        veto: ``(acqf, margin)``: points whose ``acqf`` value (a log-acquisition) is more than
+            ``margin`` below the pool's best under it come after every other point
+            (`tuner.Surrogate.veto`).
+    """
+    values = evaluate(rank, pool)
+    order = torch.argsort(values, descending=True, stable=True)
+    if veto is not None:
+        guard = evaluate(veto[0], pool)
+        vetoed = (guard < guard.max() - veto[1])[order]
+        order = torch.cat([order[~vetoed], order[vetoed]])
+    for i in order.tolist():
         if pool[i] not in taken:
             return pool[i]
     return None

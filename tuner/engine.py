@@ -42,9 +42,10 @@ from torch import Tensor
 from tuner.acquisition import build_acquisition, infer_reference, no_fused_kernel, pareto_mask
 from tuner.candidates import (
     KeySet,
+    best_candidate,
+    candidate_pool,
     candidates_from,
     fallback_point,
-    optimize_candidate,
     starting_points,
 )
 from tuner.errors import SpaceExhaustedError, SurrogateError
@@ -206,20 +207,32 @@ def _model_batch(
     pending = torch.cat([pending, candidates_from(chosen, space.dim)])
     anchors = _anchors(problem, completed, data.X)
     out: list[Tensor] = []
-    proposer = settings.surrogate.proposer()
+    surrogate = settings.surrogate
+    proposer, veto = surrogate.proposer(), surrogate.veto()
+
+    def acquisition(m: Any) -> Any:
+        return build_acquisition(m, problem, data.X, pending, ref, options.mc_samples, seed)
+
     with no_fused_kernel():
-        acqf = build_acquisition(model, problem, data.X, pending, ref, options.mc_samples, seed)
-        opt = acqf
-        if proposer is not None:  # it optimizes, the fitted model ranks what it finds
-            opt = build_acquisition(
-                proposer, problem, data.X, pending, ref, options.mc_samples, seed
-            )
+        acqf = acquisition(model)
+        # The candidates: the optima of the proposer's acquisition (the fitted model's own by
+        # default) and, under a veto, of the vetoing model's, whose best sets the bar
+        # (`tuner.Surrogate.veto`); the fitted model's acquisition ranks them all.
+        finders = [acqf if proposer is None else acquisition(proposer)]
+        guard = None
+        if veto is not None:
+            guard = (finders[0] if veto[0] is proposer else acquisition(veto[0]), veto[1])
+            if guard[0] is not finders[0]:
+                finders.append(guard[0])
         for j in range(q):
             if j:
-                for a in (acqf,) if opt is acqf else (acqf, opt):
+                for a in dict.fromkeys([acqf, *finders]):
                     a.set_X_pending(torch.cat([pending, torch.stack(out)]))
-            ics = starting_points(opt, space, anchors, options, seed + 1 + j)
-            x = optimize_candidate(opt, space, ics, taken, options, rank=acqf)
+            pool = []
+            for f in finders:
+                ics = starting_points(f, space, anchors, options, seed + 1 + j)
+                pool.append(candidate_pool(f, space, ics, options))
+            x = best_candidate(torch.cat(pool), acqf, taken, guard)
             out.append(_accept(x, space, taken, seed + 7919 + j))
     return out
 

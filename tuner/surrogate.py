@@ -169,6 +169,14 @@ class Surrogate(ABC):
         proposed); None (the default): the fitted model does both."""
         return None
 
+    def veto(self) -> tuple[Model, float] | None:
+        """A second model of the last `fit`'s data and a margin in nats that bound where the
+        tuner proposes: it optimizes that model's acquisition as well, pools the points found
+        with the fitted model's (or the proposer's), and proposes the best by the fitted model's
+        acquisition among the points whose log-acquisition under the vetoing model is within
+        the margin of the pool's best under it. None (the default): no veto."""
+        return None
+
     def describe(self) -> dict[str, Any]:
         """JSON-able information on the last fit (chosen model, scores, ...); `{}` by default."""
         return {}

@@ -13,6 +13,7 @@ from spaces import Float, Space
 from structure import LearnConfig, StructuredSurrogate, learn_structure
 from structure.errors import StructureError, StructureLearningError
 from structure.runs import centre_by_group, run_rows, subsample_groups
+from structure.select import SelectConfig
 from tests.structure.synthetic import chain_table, runs_data, sum_sine_data
 from tests.structure.test_surrogate import FAST
 from tuner import FlatSurrogate, TrainingData, run_metric
@@ -100,6 +101,28 @@ def test_per_run_rows_find_the_metric_an_objective_reads_from_few_trials() -> No
             assert not any("@" in f["name"] for f in info["features"]["features"])
     assert info["rows"] == {"kind": "runs", "n": 64, "trials": 8}
     assert found["runs"] >= 3 and found["trials"] < found["runs"]
+
+
+def test_keep_base_keeps_every_parameter_of_an_objective_learned_from_runs() -> None:
+    # `SelectConfig.keep_base` holds on the per-run path too: the objective reads the metric the
+    # runs chose and every parameter (the default drops the parameters that do not help).
+    params = {f"x{i}" for i in range(6)}
+    found = 0
+    for seed in range(3):
+        data = runs_data(8, seed, noise=0.3)
+        parents = {}
+        for keep in (False, True):
+            learn = LearnConfig(bootstrap=3, select=SelectConfig(keep_base=keep))
+            s = StructuredSurrogate(
+                config=dataclasses.replace(FEW, learn=learn), flat=FlatSurrogate({"maxiter": 30})
+            )
+            s.fit(data)
+            parents[keep] = {e[0] for e in s.describe()["edges"] if e[1] == "o"}
+        if "m" in parents[True]:
+            found += 1
+            assert params <= parents[True]
+            assert not params <= parents[False]
+    assert found >= 2
 
 
 def test_rows_runs_use_the_trials_without_per_run_metrics_and_say_why() -> None:

@@ -323,3 +323,18 @@ def test_the_flat_gp_proposes_where_the_network_is_used_if_asked() -> None:
     plain = _surrogate()
     plain.fit(data)
     assert plain.proposer() is None
+
+
+def test_the_flat_gp_vetoes_where_the_network_is_used_if_asked() -> None:
+    s = StructuredSurrogate(
+        config=dataclasses.replace(FAST, veto=10.0), flat=FlatSurrogate({"maxiter": 30})
+    )
+    assert isinstance(s.fit(sum_sine_data(20, seed=0)), GPNetwork)
+    veto = s.veto()
+    assert veto is not None and not isinstance(veto[0], GPNetwork) and veto[1] == 10.0
+    assert s.proposer() is None  # the network still proposes
+    assert s.describe()["veto"] == 10.0 and s.describe()["proposer"] == "network"
+    s.fit(sum_sine_data(5, seed=0))  # flat before min_trials: nothing to veto
+    assert s.veto() is None and s.describe()["veto"] is None
+    with pytest.raises(StructureError, match="veto"):
+        StructuredConfig(veto=-1.0)

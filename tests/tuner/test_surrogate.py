@@ -164,32 +164,70 @@ class _Counted:
         model.posterior = posterior
 
 
-class _ProposedByAnother(FlatSurrogate):
-    """The flat GP, with a second flat GP as its `proposer`."""
+class _SecondModel(FlatSurrogate):
+    """The flat GP with a second flat GP of the same data as its `proposer`, or as its `veto`
+    with margin 0 (only the pool's best point under the second model's acquisition passes)."""
 
-    def __init__(self) -> None:
+    def __init__(self, role: str) -> None:
         super().__init__({"maxiter": 15})
+        self.role = role
         self.fitted: list[_Counted] = []
-        self.proposers: list[_Counted] = []
+        self.seconds: list[_Counted] = []
 
     def fit(self, data: TrainingData):  # type: ignore[no-untyped-def]
         model = super().fit(data)
-        self._proposer = super().fit(data)
+        self._second = super().fit(data)
         self.fitted.append(_Counted(model))
-        self.proposers.append(_Counted(self._proposer))
+        self.seconds.append(_Counted(self._second))
         return model
 
     def proposer(self):  # type: ignore[no-untyped-def]
-        return self._proposer
+        return self._second if self.role == "proposer" else None
+
+    def veto(self):  # type: ignore[no-untyped-def]
+        return (self._second, 0.0) if self.role == "veto" else None
 
 
 def test_a_proposer_optimizes_and_the_fitted_model_ranks() -> None:
     from tests.tuner.conftest import make_tuner, run
 
-    surrogate = _ProposedByAnother()
+    surrogate = _SecondModel("proposer")
     tuner = make_tuner(make_space(), surrogate=surrogate, n_initial=3)
     run(tuner, 5)
     assert len(surrogate.fitted) == 2  # two model-based proposals after the design
-    for fitted, proposer in zip(surrogate.fitted, surrogate.proposers):
+    for fitted, proposer in zip(surrogate.fitted, surrogate.seconds):
         assert fitted.calls >= 1  # the pool is ranked by the fitted model's acquisition
         assert proposer.calls > 2 * fitted.calls  # the optimizer ran on the proposer's
+
+
+def test_a_vetoing_model_is_optimized_too_and_scores_the_pool() -> None:
+    from tests.tuner.conftest import make_tuner, run
+
+    surrogate = _SecondModel("veto")
+    tuner = make_tuner(make_space(), surrogate=surrogate, n_initial=3)
+    run(tuner, 5)
+    assert len(surrogate.fitted) == 2
+    for fitted, vetoing in zip(surrogate.fitted, surrogate.seconds):
+        assert fitted.calls > 2  # its acquisition is optimized and ranks the pool
+        assert vetoing.calls > 2  # so is the vetoing model's, which also scores the pool
+
+
+def test_the_best_candidate_skips_vetoed_points_unless_nothing_else_is_left() -> None:
+    from tuner.candidates import KeySet, best_candidate
+
+    pool = torch.tensor([[0.1], [0.4], [0.7], [0.9]], dtype=torch.float64)
+
+    def rank(X: torch.Tensor) -> torch.Tensor:  # prefers large x
+        return X[..., 0, 0]
+
+    def guard(X: torch.Tensor) -> torch.Tensor:  # a log-acquisition peaked at 0.4
+        return -50.0 * (X[..., 0, 0] - 0.4) ** 2
+
+    assert float(best_candidate(pool, rank, KeySet())[0]) == 0.9  # type: ignore[arg-type,index]
+    veto = (guard, 10.0)  # 0.9 is 12.5 nats below the pool's best under the guard
+    best = best_candidate(pool, rank, KeySet(), veto)  # type: ignore[arg-type]
+    assert best is not None and float(best[0]) == 0.7
+    taken = KeySet(pool[:3])
+    best = best_candidate(pool, rank, taken, veto)  # type: ignore[arg-type]
+    assert best is not None and float(best[0]) == 0.9  # the vetoed point is the last resort
+    assert best_candidate(pool, rank, KeySet(pool), veto) is None  # type: ignore[arg-type]
