@@ -157,6 +157,13 @@ def explain(description: Mapping[str, Any]) -> str:
         f"{description.get('checkpoint', 0)}).",
         f"Why: {description.get('reason', 'n/a')}.",
     ]
+    if model == "network" and description.get("proposer") == "flat":
+        lines.append("Proposals: found by the flat GP's acquisition, chosen by the network's.")
+    elif model == "network" and description.get("veto") is not None:
+        lines.append(
+            "Proposals: the network's, among points the flat GP's acquisition rates within "
+            f"{description['veto']:g} nats of its best (the veto)."
+        )
     scores = description.get("scores") or {}
     for kind in ("heldout", "prequential"):
         s = scores.get(kind)

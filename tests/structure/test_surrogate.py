@@ -54,6 +54,7 @@ def test_picks_the_network_on_strongly_structured_data() -> None:
     json.dumps(info)
     text = explain(info)
     assert "GP network" in text and "heldout" in text
+    assert "within 3 nats of its best (the veto)" in text  # the default veto
 
 
 def test_a_fixed_structure_given_as_edges_is_that_structure() -> None:
@@ -317,6 +318,7 @@ def test_the_flat_gp_proposes_where_the_network_is_used_if_asked() -> None:
     proposer = s.proposer()
     assert proposer is not None and not isinstance(proposer, GPNetwork)
     assert s.describe()["proposer"] == "flat" and s.describe()["model"] == "network"
+    assert "found by the flat GP's acquisition" in explain(s.describe())
     assert proposer.num_outputs == data.Y.shape[-1]
     s.fit(sum_sine_data(5, seed=0))  # flat before min_trials: it proposes itself
     assert s.proposer() is None
