@@ -241,6 +241,10 @@ def rule_table(k: int = len(RULES)) -> RuleTable:
     )
 
 
+_SEARCH8 = rule_table()
+"""search8's rules (`_search`'s default)."""
+
+
 def _search(
     config: Mapping[str, Any],
     rng: np.random.Generator | None,
@@ -262,7 +266,7 @@ def _search(
     - objectives ``gain = ln(1 + U F mutations (4 A (1 - A))^3 / 5)`` (the acceptance rate has an
       optimum window at 0.5) and ``search_seconds = V + 0.002 F mutations``.
     """
-    table = rules or rule_table()
+    table = rules or _SEARCH8
 
     def noisy(v: float) -> float:
         return float(v if rng is None else v * math.exp(noise * rng.standard_normal()))

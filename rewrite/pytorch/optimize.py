@@ -179,9 +179,9 @@ def prefold(graph: Any, profile: Any, memory_ratio: float = 1.0) -> tuple[Any, d
     done: dict[str, int] = {}
     if not p.fold_weights:
         return graph, done
-    cap = cost(graph, p).peak_memory * memory_ratio
+    base = cost(graph, p)
+    cap = base.peak_memory * memory_ratio
     for rule in (r for r in catalogue() if r.name in PREFOLD_RULES):
-        base = cost(graph, p)
         ranked = []
         for site in rule.matches(graph):
             c = cost(rule.apply(graph, site), p, base=base)  # incremental from the base
@@ -196,6 +196,7 @@ def prefold(graph: Any, profile: Any, memory_ratio: float = 1.0) -> tuple[Any, d
             if cost(folded, p).peak_memory <= cap:
                 graph = folded
                 done[rule.name] = done.get(rule.name, 0) + 1
+        base = cost(graph, p)  # the next rule's sites are costed from here
     return graph, done
 
 
