@@ -5,12 +5,17 @@ Three parts, each in this one run (so every ratio compares figures of the same m
 1. **Noise** (``--noise``): the defaults and 6 Sobol configurations of the rewrite study's space on
    the training suite, 8 seeds each. The spread of the configurations' means against the seed
    noise says how many seeds a trial needs (`rewrite_tuner.rewrite_study.DEFAULT_SEEDS`).
-2. **Transfer** (default): for each tuner seed, the main job as `tuner demo` runs it (calibration,
-   a study of ``--trials`` trials on 2 workers, validation on fresh seeds), then four arms on the
-   held-out workloads with the same seeds: the defaults, the log-derived prior alone (prior
-   weight 1, default knobs), the tuned knobs with uniform priors, and the tuned configuration.
-   Reported per workload: median steps to the defaults' final hypervolume (95% interval) and its
-   ratio to the defaults', final hypervolume, latency reduction.
+2. **Transfer** (default): for each tuner seed and each ``SPACE[:SURROGATE]`` of ``--priors``
+   (``family``, the main job's space, or ``rules``, one weight per rule; the study's surrogate,
+   ``auto`` unless named, e.g. ``family:flat``), the main job as `tuner demo` runs it
+   (calibration, a study of ``--trials`` trials on 2 workers, validation on fresh seeds), then
+   arms on the held-out workloads with the same seeds: the defaults, the tuned knobs with the
+   default priors, the tuned priors with the default knobs, the tuned configuration, and for the
+   family its log-derived informed member alone (prior weight 1, default knobs). Reported per
+   workload: median steps to the defaults' final hypervolume (95% interval) and its ratio to the
+   defaults', final hypervolume, latency reduction; over tuner seeds, the tuned arm's ratio
+   per space with an interval, and each other space's paired with ``family``'s. Saved after
+   every tuner seed and space.
 3. **Surrogates** (``--surrogates flat,structured,saas,rules:flat,rules:saas``): the study's own
    problem driven by `tuner.Tuner` one trial at a time per surrogate (``rules:`` the space with
    one free weight per rule instead of the informed prior family; ``+lead``: the lead design of
@@ -23,6 +28,7 @@ Usage::
 
     python -m benchmarks.bench_transfer                         # 3 tuner seeds, 30 trials
     python -m benchmarks.bench_transfer --quick                 # 1 tuner seed, 12 trials
+    python -m benchmarks.bench_transfer --tuner-seeds 8 --held-out-seeds 10 --priors family,rules,family:flat
     python -m benchmarks.bench_transfer --no-transfer --surrogates flat,structured,saas,rules:flat,rules:saas --trials 40
 """
 
@@ -40,7 +46,13 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._common import compact_json, write_results
+from benchmarks._common import (
+    compact_json,
+    machine_info,
+    paired_test,
+    round_floats,
+    write_results,
+)
 
 TRAIN: tuple[str, ...] = ("gpt2", "bert", "resnet", "t5")
 HELD_OUT = ("llama", "vit")
@@ -76,17 +88,19 @@ def noise(steps: int, seeds: int = 8) -> dict[str, Any]:
 
 
 def _arms(study: Any, chosen: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The four configurations of the transfer table."""
+    """The configurations of the transfer table: the defaults, the tuned knobs with the default
+    priors, the tuned priors with the default knobs, the tuned configuration, and for a prior
+    family its informed member (prior weight 1, default knobs)."""
     default = study.space.default()
-    knobs = {
-        k: v
-        for k, v in chosen.items()
-        if k in study.space.params and not k.startswith(("prior_", "family_"))
-    }
-    return {
-        "defaults": default,
-        "informed prior alone": {**default, "prior_weight": 1.0},
-        "tuned knobs, uniform priors": {**default, **knobs, "prior_weight": 0.0},
+    priors = {k for k in study.space.params if k == "priors" or k.startswith(("prior_", "family_"))}
+    knobs = {k: v for k, v in chosen.items() if k in study.space.params and k not in priors}
+    tuned_priors = {k: v for k, v in chosen.items() if k in priors}
+    arms = {"defaults": default}
+    if "prior_weight" in study.space.params:
+        arms["informed prior alone"] = {**default, "prior_weight": 1.0}
+    return arms | {
+        "tuned knobs, default priors": {**default, **knobs, **{k: default[k] for k in priors}},
+        "tuned priors, default knobs": {**default, **tuned_priors},
         "tuned": chosen,
     }
 
@@ -125,29 +139,85 @@ def held_out(
     return out
 
 
-def transfer(tuner_seed: int, trials: int, steps: int, held_seeds: int) -> dict[str, Any]:
-    """One tuner seed of the main job, then the arms on the held-out workloads."""
+#: What the results file keeps of an arm on a held-out workload (`_brief`).
+BRIEF_LAYOUT = {
+    "reach": "[median steps to the defaults' final hypervolume, 95% low, high, ratio to the "
+    "defaults' median, censored runs]",
+    "anytime_hv, final_hv, latency_reduction": "difference to the defaults [median, 95% low, high]",
+}
+
+
+def _brief(comparison: dict[str, Any]) -> dict[str, list[float]]:
+    """A `Comparison.to_dict` as the results file keeps it: per held-out workload, the lists of
+    `BRIEF_LAYOUT` (4 significant digits)."""
+    out: dict[str, Any] = {}
+    for w, row in comparison["per_workload"].items():
+        reach = row["reach"]
+        steps = [reach["candidate"][k] for k in ("value", "low", "high")]
+        brief = {"reach": [*steps, reach["ratio"], reach["censored"]]}
+        for k in ("anytime_hv", "final_hv", "latency_reduction"):
+            brief[k] = [row[k]["difference"][b] for b in ("value", "low", "high")]
+        out[w] = brief
+    return round_floats(out, 4)
+
+
+def _interval_lists(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The validation's candidates (`TransferReport.candidates`) with each interval as
+    ``[value, low, high]`` (4 significant digits)."""
+    return [
+        {
+            **c,
+            "training": {
+                k: [iv[b] for b in ("value", "low", "high")] for k, iv in c["training"].items()
+            },
+        }
+        for c in round_floats(candidates, 4)
+    ]
+
+
+def transfer(
+    tuner_seed: int, trials: int, steps: int, held_seeds: int, space: str = "family"
+) -> dict[str, Any]:
+    """One tuner seed of the main job, then the arms on the held-out workloads. ``space``:
+    ``PRIORS[:SURROGATE]``, the study's ``priors`` (``"family"`` or ``"rules"``, one weight per
+    rule; see `rewrite_tuner.rewrite_study`) and its `StudySettings.surrogate` (``auto`` when
+    not named)."""
     from rewrite_tuner.rewrite_study import rewrite_study
+    from studies.settings import StudySettings
+
+    priors, _, surrogate = space.partition(":")
+    settings = StudySettings(surrogate=surrogate or "auto")
 
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{Path(tmp) / 'study.db'}"
         t0 = time.perf_counter()
-        study = rewrite_study(TRAIN, budget=steps, storage=url, seed=tuner_seed, name="bench")
+        study = rewrite_study(
+            TRAIN,
+            budget=steps,
+            storage=url,
+            seed=tuner_seed,
+            name="bench",
+            priors=priors,
+            settings=settings,
+        )
         t_cal = time.perf_counter() - t0
         study.optimize(trials, n_workers=2, progress=False)
         t_opt = time.perf_counter() - t0 - t_cal
         report, chosen = pick(study)
         t_val = time.perf_counter() - t0 - t_cal - t_opt
         arms = _arms(study, chosen)
+        compared = held_out(arms, arms["defaults"], held_seeds, f"{space} seed {tuner_seed} ")
         return {
             "tuner_seed": tuner_seed,
+            "priors": space,
             "seconds": {"calibration": t_cal, "optimize": t_opt, "validation": t_val},
             "chosen": report.chosen,
             "shown": report.shown,
             "beats_defaults": report.chosen is not None,
-            "candidates": report.candidates,
-            "config": {k: v for k, v in chosen.items() if k != "prior_model"},
-            "arms": held_out(arms, arms["defaults"], held_seeds, f"seed {tuner_seed} "),
+            "candidates": _interval_lists(report.candidates),
+            "config": round_floats({k: v for k, v in chosen.items() if k != "prior_model"}, 4),
+            "held_out_seeds": compared["defaults"]["seeds"],
+            "arms": {name: _brief(comp) for name, comp in compared.items()},
         }
 
 
@@ -250,6 +320,11 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=30)
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--held-out-seeds", type=int, default=5)
+    parser.add_argument(
+        "--priors",
+        default="family",
+        help="the transfer part's PRIORS[:SURROGATE] list, e.g. family,rules,family:flat",
+    )
     parser.add_argument("--noise", action="store_true")
     parser.add_argument("--no-transfer", action="store_true")
     parser.add_argument("--surrogates", default="")
@@ -265,6 +340,8 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
     payload: dict[str, Any] = {"args": vars(args), "train": TRAIN, "held_out": HELD_OUT}
+    if not args.no_transfer:
+        payload["layout"] = BRIEF_LAYOUT
     if args.noise:
         payload["noise"] = noise(args.steps)
         for k, v in payload["noise"].items():
@@ -273,11 +350,18 @@ def main() -> None:
                     f"noise {k}: seed sd {v['seed_sd']:.3f}, spread of means "
                     f"{v['spread_of_means']:.3f} ({v['ratio']:.1f}x)"
                 )
+    run = args.run or ("surrogates" if args.no_transfer else "transfer")
     if not args.no_transfer:
-        payload["transfer"] = [
-            transfer(s, args.trials, args.steps, args.held_out_seeds)
-            for s in range(args.tuner_seeds)
-        ]
+        machine = machine_info()
+        payload["transfer"] = []
+        seeds = range(args.first_seed, args.first_seed + args.tuner_seeds)
+        for s in seeds:
+            for space in args.priors.split(","):
+                entry = transfer(s, args.trials, args.steps, args.held_out_seeds, space)
+                payload["transfer"].append(entry)
+                # saved as it goes: each tuner seed and space takes minutes
+                payload["summary"] = round_floats(_tuned_summary(payload["transfer"]), 4)
+                write_results(args.out, payload, run=run, dumps=compact_json, machine=machine)
         _print_transfer(payload["transfer"])
     if args.surrogates:
         names = args.surrogates.split(",")
@@ -285,26 +369,76 @@ def main() -> None:
         runs = [surrogates(names, s, args.trials, args.steps) for s in seeds]
         payload["surrogates"] = runs
         _print_surrogates(runs, names, args.trials)
-    run = args.run or ("surrogates" if args.no_transfer else "transfer")
     path = write_results(args.out, payload, run=run, dumps=compact_json)
     print("wrote run", run, "of", path)
 
 
 def _print_transfer(runs: list[dict[str, Any]]) -> None:
     print("\nHeld-out median steps to the defaults' final hypervolume (ratio to the defaults'):")
-    print(f"{'arm':30s} " + " ".join(f"{w:>22s}" for w in HELD_OUT))
-    for arm in runs[0]["arms"]:
-        cells = []
-        for w in HELD_OUT:
-            rs = [r["arms"][arm]["per_workload"][w]["reach"] for r in runs]
-            med = np.median([r["candidate"]["value"] for r in rs])
-            ratio = np.median([r["ratio"] for r in rs])
-            cells.append(f"{med:6.0f} ({ratio:.2f}x)")
-        print(f"{arm:30s} " + " ".join(f"{c:>22s}" for c in cells))
-    beat = sum(r["beats_defaults"] for r in runs)
-    print(
-        f"tuned configurations that beat the defaults on fresh training seeds: {beat}/{len(runs)}"
-    )
+    for priors in dict.fromkeys(r.get("priors", "family") for r in runs):
+        mine = [r for r in runs if r.get("priors", "family") == priors]
+        print(f"{priors + ' space, arm':34s} " + " ".join(f"{w:>22s}" for w in HELD_OUT))
+        for arm in mine[0]["arms"]:
+            cells = []
+            for w in HELD_OUT:
+                rs = [r["arms"][arm][w]["reach"] for r in mine]
+                med = np.median([r[0] for r in rs])
+                ratio = np.median([r[3] for r in rs])
+                cells.append(f"{med:6.0f} ({ratio:.2f}x)")
+            print(f"{arm:34s} " + " ".join(f"{c:>22s}" for c in cells))
+        beat = sum(r["beats_defaults"] for r in mine)
+        print(
+            f"tuned configurations that beat the defaults on fresh training seeds: "
+            f"{beat}/{len(mine)}\n"
+        )
+    for line in _summary_lines(_tuned_summary(runs)):
+        print(line)
+
+
+def _tuned_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The tuned arm's steps ratio per space (``PRIORS[:SURROGATE]``) and held-out workload over
+    tuner seeds: median with a 95% bootstrap interval (``{"ratio": {space: {workload:
+    interval}}}``), and each other space's ratio minus ``family``'s, paired by tuner seed
+    (``{"minus_family": {space: {workload: interval and Wilcoxon p}}}``)."""
+    from rewrite.stats import interval
+
+    out: dict[str, Any] = {"ratio": {}, "minus_family": {}}
+    spaces = list(dict.fromkeys(r.get("priors", "family") for r in runs))
+    for w in HELD_OUT:
+        got = {
+            space: {
+                r["tuner_seed"]: r["arms"]["tuned"][w]["reach"][3]
+                for r in runs
+                if r.get("priors", "family") == space
+            }
+            for space in spaces
+        }
+        for space, by_seed in got.items():
+            iv = interval(list(by_seed.values()), np.median).to_dict()
+            out["ratio"].setdefault(space, {})[w] = {**iv, "tuner_seeds": len(by_seed)}
+            seeds = sorted(set(by_seed) & set(got.get("family", {})))
+            if space == "family" or len(seeds) < 2:
+                continue
+            mine = [by_seed[s] for s in seeds]
+            theirs = [got["family"][s] for s in seeds]
+            iv = interval(np.subtract(mine, theirs), np.median).to_dict()
+            _, p = paired_test(mine, theirs)
+            out["minus_family"].setdefault(space, {})[w] = {**iv, "p": p}
+    return out
+
+
+def _summary_lines(summary: dict[str, Any]) -> list[str]:
+    lines = ["Tuned arm, steps ratio to the defaults' over tuner seeds (median, 95% interval):"]
+    for kind in ("ratio", "minus_family"):
+        for space, per in summary[kind].items():
+            for w, iv in per.items():
+                label = f"{space} - family, paired" if kind == "minus_family" else space
+                tail = f"Wilcoxon p {iv['p']:.3g}" if "p" in iv else f"{iv['tuner_seeds']} seeds"
+                lines.append(
+                    f"  {w:6s} {label:28s} {iv['value']:.3g} [{iv['low']:.3g}, {iv['high']:.3g}]"
+                    f" ({tail})"
+                )
+    return lines
 
 
 def _print_surrogates(runs: list[dict[str, Any]], names: list[str], trials: int) -> None:

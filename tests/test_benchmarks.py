@@ -105,3 +105,63 @@ def test_bench_structure_config_overrides_take_none_for_an_optional_number() -> 
     assert _config_overrides(["veto=10"]) == {"veto": 10.0}
     with pytest.raises(StructureError, match="veto"):
         _config_overrides(["veto=-1"])
+
+
+def test_bench_transfer_arms_split_knobs_from_priors_in_either_space() -> None:
+    from types import SimpleNamespace
+
+    from benchmarks.bench_transfer import _arms
+    from spaces import Float, Simplex, Space
+
+    rules = Space({"tau": Float(0.1, 1.0, default=0.3), "priors": Simplex(["a", "b"])})
+    chosen = {"tau": 0.9, "priors": {"a": 0.8, "b": 0.2}}
+    arms = _arms(SimpleNamespace(space=rules), chosen)
+    assert list(arms) == [
+        "defaults", "tuned knobs, default priors", "tuned priors, default knobs", "tuned"
+    ]  # fmt: skip
+    assert arms["tuned knobs, default priors"] == {"tau": 0.9, "priors": {"a": 0.5, "b": 0.5}}
+    assert arms["tuned priors, default knobs"] == {"tau": 0.3, "priors": chosen["priors"]}
+    family = Space(
+        {
+            "tau": Float(0.1, 1.0, default=0.3),
+            "prior_weight": Float(0.0, 1.0, default=0.0),
+            "family_fusion": Float(0.0, 1.0, default=0.5),
+        }
+    )
+    chosen = {"tau": 0.9, "prior_weight": 0.7, "family_fusion": 0.1}
+    arms = _arms(SimpleNamespace(space=family), chosen)
+    assert arms["informed prior alone"] == {"tau": 0.3, "prior_weight": 1.0, "family_fusion": 0.5}
+    assert arms["tuned knobs, default priors"] == {
+        "tau": 0.9, "prior_weight": 0.0, "family_fusion": 0.5
+    }  # fmt: skip
+    assert arms["tuned priors, default knobs"] == {**chosen, "tau": 0.3}
+
+
+def test_bench_transfer_keeps_each_arm_as_the_lists_its_layout_names() -> None:
+    from benchmarks.bench_transfer import BRIEF_LAYOUT, _brief, _tuned_summary
+
+    def iv(v: float) -> dict[str, float]:
+        return {"value": v, "low": v - 0.1, "high": v + 0.1}
+
+    row = {
+        "reach": {"candidate": iv(20.0), "reference": iv(80.0), "ratio": 0.25, "censored": 1},
+        **{k: {"difference": iv(0.5)} for k in ("anytime_hv", "final_hv", "latency_reduction")},
+    }
+    arm = _brief({"seeds": [3000], "per_workload": {"llama": row, "vit": row}})
+    assert arm["llama"]["reach"] == [20.0, 19.9, 20.1, 0.25, 1]
+    assert arm["vit"]["final_hv"] == [0.5, 0.4, 0.6]
+    documented = {k.strip() for key in BRIEF_LAYOUT for k in key.split(",")}
+    assert set(arm["llama"]) == documented
+    runs = [
+        {
+            "tuner_seed": s,
+            "priors": p,
+            "arms": {"tuned": {w: {"reach": [0, 0, 0, r, 0]} for w in ("llama", "vit")}},
+        }
+        for s in range(3)
+        for p, r in (("family", 0.2 + 0.01 * s), ("rules", 0.6 + 0.02 * s))
+    ]
+    summary = _tuned_summary(runs)
+    assert abs(summary["ratio"]["family"]["llama"]["value"] - 0.21) < 1e-9
+    paired = summary["minus_family"]["rules"]["vit"]
+    assert abs(paired["value"] - 0.41) < 1e-9 and paired["p"] == 0.25  # 3 of 3 seeds worse
