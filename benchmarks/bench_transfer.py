@@ -209,7 +209,7 @@ def transfer(
         compared = held_out(arms, arms["defaults"], held_seeds, f"{space} seed {tuner_seed} ")
         return {
             "tuner_seed": tuner_seed,
-            "priors": space,
+            "space": space,
             "seconds": {"calibration": t_cal, "optimize": t_opt, "validation": t_val},
             "chosen": report.chosen,
             "shown": report.shown,
@@ -351,12 +351,14 @@ def main() -> None:
                     f"{v['spread_of_means']:.3f} ({v['ratio']:.1f}x)"
                 )
     run = args.run or ("surrogates" if args.no_transfer else "transfer")
+    spaces = args.priors.split(",")
+    _check_spaces(spaces)
     if not args.no_transfer:
         machine = machine_info()
         payload["transfer"] = []
         seeds = range(args.first_seed, args.first_seed + args.tuner_seeds)
         for s in seeds:
-            for space in args.priors.split(","):
+            for space in spaces:
                 entry = transfer(s, args.trials, args.steps, args.held_out_seeds, space)
                 payload["transfer"].append(entry)
                 # saved as it goes: each tuner seed and space takes minutes
@@ -373,10 +375,23 @@ def main() -> None:
     print("wrote run", run, "of", path)
 
 
+def _check_spaces(spaces: list[str]) -> None:
+    """Refuse a ``--priors`` entry that is not ``PRIORS[:SURROGATE]`` before any study runs."""
+    from studies.settings import SURROGATES
+
+    for space in spaces:
+        priors, _, surrogate = space.partition(":")
+        if priors not in ("family", "rules") or (surrogate and surrogate not in SURROGATES):
+            raise SystemExit(
+                f"--priors takes PRIORS[:SURROGATE] entries with PRIORS family or rules and "
+                f"SURROGATE one of {SURROGATES}, got {space!r}; e.g. --priors family,family:flat."
+            )
+
+
 def _print_transfer(runs: list[dict[str, Any]]) -> None:
     print("\nHeld-out median steps to the defaults' final hypervolume (ratio to the defaults'):")
-    for priors in dict.fromkeys(r.get("priors", "family") for r in runs):
-        mine = [r for r in runs if r.get("priors", "family") == priors]
+    for priors in dict.fromkeys(r.get("space", "family") for r in runs):
+        mine = [r for r in runs if r.get("space", "family") == priors]
         print(f"{priors + ' space, arm':34s} " + " ".join(f"{w:>22s}" for w in HELD_OUT))
         for arm in mine[0]["arms"]:
             cells = []
@@ -403,13 +418,13 @@ def _tuned_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     from rewrite.stats import interval
 
     out: dict[str, Any] = {"ratio": {}, "minus_family": {}}
-    spaces = list(dict.fromkeys(r.get("priors", "family") for r in runs))
+    spaces = list(dict.fromkeys(r.get("space", "family") for r in runs))
     for w in HELD_OUT:
         got = {
             space: {
                 r["tuner_seed"]: r["arms"]["tuned"][w]["reach"][3]
                 for r in runs
-                if r.get("priors", "family") == space
+                if r.get("space", "family") == space
             }
             for space in spaces
         }

@@ -155,7 +155,7 @@ def test_bench_transfer_keeps_each_arm_as_the_lists_its_layout_names() -> None:
     runs = [
         {
             "tuner_seed": s,
-            "priors": p,
+            "space": p,
             "arms": {"tuned": {w: {"reach": [0, 0, 0, r, 0]} for w in ("llama", "vit")}},
         }
         for s in range(3)
