@@ -91,13 +91,15 @@ def _arms(study: Any, chosen: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The configurations of the transfer table: the defaults, the tuned knobs with the default
     priors, the tuned priors with the default knobs, the tuned configuration, and for a prior
     family its informed member (prior weight 1, default knobs)."""
+    from rewrite.optimize.config import PRIOR_WEIGHT, is_prior_param
+
     default = study.space.default()
-    priors = {k for k in study.space.params if k == "priors" or k.startswith(("prior_", "family_"))}
+    priors = {k for k in study.space.params if is_prior_param(k)}
     knobs = {k: v for k, v in chosen.items() if k in study.space.params and k not in priors}
     tuned_priors = {k: v for k, v in chosen.items() if k in priors}
     arms = {"defaults": default}
-    if "prior_weight" in study.space.params:
-        arms["informed prior alone"] = {**default, "prior_weight": 1.0}
+    if PRIOR_WEIGHT in study.space.params:
+        arms["informed prior alone"] = {**default, PRIOR_WEIGHT: 1.0}
     return arms | {
         "tuned knobs, default priors": {**default, **knobs, **{k: default[k] for k in priors}},
         "tuned priors, default knobs": {**default, **tuned_priors},
@@ -153,12 +155,16 @@ def _brief(comparison: dict[str, Any]) -> dict[str, list[float]]:
     out: dict[str, Any] = {}
     for w, row in comparison["per_workload"].items():
         reach = row["reach"]
-        steps = [reach["candidate"][k] for k in ("value", "low", "high")]
-        brief = {"reach": [*steps, reach["ratio"], reach["censored"]]}
+        brief = {"reach": [*_triple(reach["candidate"]), reach["ratio"], reach["censored"]]}
         for k in ("anytime_hv", "final_hv", "latency_reduction"):
-            brief[k] = [row[k]["difference"][b] for b in ("value", "low", "high")]
+            brief[k] = _triple(row[k]["difference"])
         out[w] = brief
     return round_floats(out, 4)
+
+
+def _triple(interval: dict[str, float]) -> list[float]:
+    """An `Interval.to_dict` as ``[value, low, high]``."""
+    return [interval["value"], interval["low"], interval["high"]]
 
 
 def _interval_lists(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -167,9 +173,7 @@ def _interval_lists(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
         {
             **c,
-            "training": {
-                k: [iv[b] for b in ("value", "low", "high")] for k, iv in c["training"].items()
-            },
+            "training": {k: _triple(iv) for k, iv in c["training"].items()},
         }
         for c in round_floats(candidates, 4)
     ]
@@ -355,7 +359,7 @@ def main() -> None:
     _check_spaces(spaces)
     if not args.no_transfer:
         machine = machine_info()
-        payload["transfer"] = []
+        payload["transfer"], payload["summary"] = [], _tuned_summary([])
         seeds = range(args.first_seed, args.first_seed + args.tuner_seeds)
         for s in seeds:
             for space in spaces:
@@ -364,7 +368,7 @@ def main() -> None:
                 # saved as it goes: each tuner seed and space takes minutes
                 payload["summary"] = round_floats(_tuned_summary(payload["transfer"]), 4)
                 write_results(args.out, payload, run=run, dumps=compact_json, machine=machine)
-        _print_transfer(payload["transfer"])
+        _print_transfer(payload["transfer"], payload["summary"])
     if args.surrogates:
         names = args.surrogates.split(",")
         seeds = range(args.first_seed, args.first_seed + args.tuner_seeds)
@@ -388,7 +392,7 @@ def _check_spaces(spaces: list[str]) -> None:
             )
 
 
-def _print_transfer(runs: list[dict[str, Any]]) -> None:
+def _print_transfer(runs: list[dict[str, Any]], summary: dict[str, Any]) -> None:
     print("\nHeld-out median steps to the defaults' final hypervolume (ratio to the defaults'):")
     for priors in dict.fromkeys(r.get("space", "family") for r in runs):
         mine = [r for r in runs if r.get("space", "family") == priors]
@@ -406,7 +410,7 @@ def _print_transfer(runs: list[dict[str, Any]]) -> None:
             f"tuned configurations that beat the defaults on fresh training seeds: "
             f"{beat}/{len(mine)}\n"
         )
-    for line in _summary_lines(_tuned_summary(runs)):
+    for line in _summary_lines(summary):
         print(line)
 
 

@@ -18,6 +18,7 @@ from rewrite.optimize.config import (
     STRATEGIES,
     SearchConfig,
     config_from_params,
+    is_prior_param,
     priors_from_params,
 )
 from rewrite.optimize.informed import PriorFamily, RuleEvidence
@@ -56,6 +57,7 @@ __all__ = [
     "SuiteResult",
     "benchmark_rules",
     "config_from_params",
+    "is_prior_param",
     "priors_from_params",
     "read_priors_file",
     "default_rules",

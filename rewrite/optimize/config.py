@@ -29,6 +29,7 @@ __all__ = [
     "Knob",
     "SearchConfig",
     "config_from_params",
+    "is_prior_param",
     "priors_from_params",
 ]
 
@@ -316,10 +317,14 @@ def config_from_params(
     Raises:
         SearchConfigError: On unknown knobs or invalid values.
     """
-    knobs = {
-        k: v for k, v in params.items() if k not in _PRIOR_KEYS and not k.startswith(FAMILY_PREFIX)
-    }
+    knobs = {k: v for k, v in params.items() if not is_prior_param(k)}
     return SearchConfig.from_dict(knobs, base), priors_from_params(params)
+
+
+def is_prior_param(name: str) -> bool:
+    """Whether a parameter of the tuner's space sets the rule priors (the per-rule ``"priors"``
+    simplex or a prior-family parameter) rather than a search knob."""
+    return name in _PRIOR_KEYS or name.startswith(FAMILY_PREFIX)
 
 
 def priors_from_params(params: Mapping[str, Any]) -> dict[str, float] | None:
