@@ -15,6 +15,7 @@ __all__ = [
     "ModuleError",
     "ModuleMismatchError",
     "OpaqueOpWarning",
+    "PlanError",
     "PriorsError",
     "RewriteError",
     "RuleError",
@@ -59,6 +60,10 @@ class TorchImportError(RewriteError, RuntimeError):
 
 class EvaluationError(RewriteError, RuntimeError):
     """A graph cannot be evaluated by the numpy reference (opaque op, missing input)."""
+
+
+class PlanError(RewriteError, ValueError):
+    """A parallel plan is malformed, cannot be expressed by DTensor, or cannot be loaded."""
 
 
 class CostModelError(RewriteError, ValueError):
