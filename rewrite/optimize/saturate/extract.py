@@ -1,0 +1,306 @@
+"""Extraction: the cheapest graph an e-graph holds, under the search's own cost model.
+
+Each e-node is priced by `rewrite.cost.node_cost` on its concrete node (op, attributes, input and
+output types), as the engine prices graphs, and a weight vector turns that cost into one number:
+for an objective, its additive part normalized by the input graph's value (``latency``: device
+plus host seconds; ``flops``, ``bytes``, ``kernels`` as they are; ``peak_memory``, which is not a
+sum over nodes: the bytes a kernel allocates, a proxy). Two extractors:
+
+* `greedy`: every class takes the e-node of least tree cost (its own cost plus its input classes'
+  best), relaxed to a fixpoint; strict improvements only, so the choice is acyclic;
+* `ilp`: one binary per e-node, each chosen e-node needs one chosen e-node in each input class,
+  the output classes need one, and an order variable per class rules out cycles (Tensat's
+  formulation), solved by scipy's ``milp`` (HiGHS) under a time limit. Classes holding a leaf
+  (input, parameter, constant) take it: it is free and reads nothing. A shared e-node is paid
+  once (DAG cost), which tree cost cannot see.
+
+`build_graph` turns a choice (class -> e-node) into an IR graph with the input graph's inputs and
+outputs (type inference runs on every node; a cycle raises `SearchError`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rewrite.builder import GraphBuilder
+from rewrite.cost import node_cost
+from rewrite.errors import SearchError
+from rewrite.ir import Graph, Node, Value
+from rewrite.ops import get_op
+from rewrite.optimize.saturate.egraph import Snapshot, TermGraph
+
+__all__ = ["Choice", "Costs", "build_graph", "greedy", "ilp", "node_costs"]
+
+_LEAVES = ("input", "param", "const")
+Choice = dict[int, tuple[int, int]]
+"""Class id -> the ``(node id, output)`` chosen for it."""
+
+
+@dataclass
+class Costs:
+    """Per-e-node costs of one extraction problem.
+
+    Attributes:
+        fields: Node id -> ``(latency seconds, flops, bytes, kernels, allocated bytes)``.
+        children: Node id -> its distinct input classes.
+        leaves: Class id -> a leaf node id it holds.
+    """
+
+    fields: dict[int, tuple[float, float, float, float, float]]
+    children: dict[int, tuple[int, ...]]
+    leaves: dict[int, int]
+
+    def weighted(self, w: Sequence[float] | np.ndarray) -> dict[int, float]:
+        """Node id -> ``w . fields`` (a tiny positive floor keeps ties acyclic)."""
+        wv = np.asarray(w, dtype=np.float64)
+        return {n: max(float(np.dot(wv, f)), 0.0) + 1e-12 for n, f in self.fields.items()}
+
+
+def node_costs(tg: TermGraph, snap: Snapshot, device: Any) -> Costs:
+    """Price every distinct e-node of ``snap`` on ``device``."""
+    fields: dict[int, tuple[float, float, float, float, float]] = {}
+    children: dict[int, tuple[int, ...]] = {}
+    leaves: dict[int, int] = {}
+    for nid in snap.node_classes:
+        rec = tg.nodes[nid]
+        key = tg.keys[rec.key]
+        ins = tuple(Value(-1 - j, 0) for j in range(len(rec.args)))
+        node = Node(0, key.op, key.attrs, ins, tuple(tg.types[a] for a in rec.args), key.types)
+        if key.op in _LEAVES:
+            leaves.setdefault(snap.node_classes[nid][0], nid)
+            fields[nid] = (0.0, 0.0, 0.0, 0.0, 0.0)
+        else:
+            c = node_cost(node, device)
+            alloc = 0 if get_op(key.op).kind == "view" else sum(t.nbytes for t in key.types)
+            fields[nid] = (c[0] + c[4], float(c[1]), float(c[2]), float(c[3]), float(alloc))
+        children[nid] = tuple(dict.fromkeys(snap.class_of[a] for a in rec.args))
+    return Costs(fields, children, leaves)
+
+
+def greedy(costs: Costs, snap: Snapshot, w: Sequence[float] | np.ndarray) -> Choice:
+    """Least tree cost per class, relaxed to a fixpoint (see the module docstring)."""
+    cost = costs.weighted(w)
+    best: dict[int, float] = {}
+    choice: Choice = {}
+    order = sorted(snap.node_classes)
+    changed = True
+    while changed:
+        changed = False
+        for nid in order:
+            total = cost[nid]
+            for d in costs.children[nid]:
+                b = best.get(d)
+                if b is None:
+                    break
+                total += b
+            else:
+                for i, c in enumerate(snap.node_classes[nid]):
+                    if total < best.get(c, math.inf) * (1 - 1e-12):
+                        best[c] = total
+                        choice[c] = (nid, i)
+                        changed = True
+    return choice
+
+
+@dataclass
+class IlpOutcome:
+    """What `ilp` returned: the choice (None when it found none), HiGHS' status, seconds."""
+
+    choice: Choice | None
+    status: str
+    seconds: float
+
+
+def _reachable(costs: Costs, snap: Snapshot, roots: Sequence[int]) -> list[int]:
+    seen: set[int] = set()
+    stack = list(roots)
+    while stack:
+        c = stack.pop()
+        if c in seen or c in costs.leaves:
+            continue
+        seen.add(c)
+        for n, _ in snap.members.get(c, ()):
+            stack.extend(costs.children[n])
+    return sorted(seen)
+
+
+def ilp(
+    costs: Costs,
+    snap: Snapshot,
+    roots: Sequence[int],
+    w: Sequence[float] | np.ndarray,
+    time_limit: float,
+) -> IlpOutcome:
+    """Optimal DAG-cost extraction by integer programming (see the module docstring).
+
+    Args:
+        costs: The e-node costs.
+        snap: The e-graph.
+        roots: Classes of the graph's outputs.
+        w: Weights of the cost fields.
+        time_limit: Seconds HiGHS may run.
+
+    Returns:
+        An `IlpOutcome`: ``status`` ``"optimal"``, ``"time limit (incumbent)"`` (a feasible
+        choice, not proven optimal), ``"time limit (no solution)"`` or ``"failed: ..."``.
+    """
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import coo_matrix
+
+    t0 = time.perf_counter()
+    cost = costs.weighted(w)
+    classes = _reachable(costs, snap, roots)
+    cidx = {c: i for i, c in enumerate(classes)}
+    nodes = sorted(
+        {
+            n
+            for c in classes
+            for n, _ in snap.members.get(c, ())
+            if not set(costs.children[n]) & set(snap.node_classes[n])
+        }
+    )
+    nidx = {n: i for i, n in enumerate(nodes)}
+    nx, nt = len(nodes), len(classes)
+    eps = 1.0 / (nt + 1)
+    rows: list[int] = []
+    cols: list[int] = []
+    vals: list[float] = []
+    lb: list[float] = []
+    r = 0
+
+    def row(entries: list[tuple[int, float]], low: float) -> None:
+        nonlocal r
+        for col, v in entries:
+            rows.append(r)
+            cols.append(col)
+            vals.append(v)
+        lb.append(low)
+        r += 1
+
+    members = {c: [nidx[n] for n, _ in snap.members.get(c, ()) if n in nidx] for c in classes}
+    for c in dict.fromkeys(roots):
+        if c in cidx:
+            row([(j, 1.0) for j in members[c]], 1.0)
+    for n in nodes:
+        j = nidx[n]
+        outs = [cidx[c] for c in snap.node_classes[n] if c in cidx]
+        for d in costs.children[n]:
+            if d not in cidx:
+                continue
+            row([(m, 1.0) for m in members[d]] + [(j, -1.0)], 0.0)
+            for oc in outs:
+                row([(nx + oc, 1.0), (nx + cidx[d], -1.0), (j, -(1.0 + eps))], -1.0)
+    c_vec = np.concatenate([[cost[n] for n in nodes], np.zeros(nt)])
+    integrality = np.concatenate([np.ones(nx), np.zeros(nt)])
+    if r == 0:
+        return IlpOutcome({}, "optimal", time.perf_counter() - t0)
+    a = coo_matrix((vals, (rows, cols)), shape=(r, nx + nt)).tocsr()
+    cons = LinearConstraint(a, np.array(lb), np.full(r, np.inf))
+    try:
+        res = milp(
+            c_vec,
+            constraints=cons,
+            integrality=integrality,
+            bounds=Bounds(np.zeros(nx + nt), np.ones(nx + nt)),
+            options={"time_limit": max(time_limit, 1e-3), "disp": False},
+        )
+    except (ValueError, MemoryError) as err:
+        return IlpOutcome(None, f"failed: {err}", time.perf_counter() - t0)
+    secs = time.perf_counter() - t0
+    if res.x is None:
+        status = "time limit (no solution)" if res.status == 1 else f"failed: {res.message}"
+        return IlpOutcome(None, status, secs)
+    x, t = res.x[:nx], res.x[nx:]
+    choice: Choice = {}
+    for c in classes:
+        picked = [
+            (cost[n], n, i)
+            for n, i in snap.members.get(c, ())
+            if n in nidx
+            and x[nidx[n]] > 0.5
+            and all(t[cidx[c]] > t[cidx[d]] for d in costs.children[n] if d in cidx)
+        ]
+        if picked:
+            _, n, i = min(picked)
+            choice[c] = (n, i)
+    status = "optimal" if res.status == 0 else "time limit (incumbent)"
+    return IlpOutcome(choice, status, secs)
+
+
+def build_graph(
+    tg: TermGraph,
+    snap: Snapshot,
+    costs: Costs,
+    choice: Mapping[int, tuple[int, int]],
+    graph: Graph,
+    handles: Mapping[Value, int],
+) -> tuple[Graph, list[int]]:
+    """The IR graph a choice extracts, with ``graph``'s inputs and outputs.
+
+    Args:
+        tg: The e-graph.
+        snap: Its classes.
+        costs: The e-node table (for the leaves).
+        choice: Class id -> chosen ``(node id, output)``; classes holding a leaf take the leaf.
+        graph: The input graph (its inputs, in order, and its outputs).
+        handles: The input graph's values -> their e-graph handles.
+
+    Returns:
+        ``(graph, node ids)``: the extracted graph and the e-nodes it uses.
+
+    Raises:
+        SearchError: If the choice has a cycle or leaves a needed class without a node.
+    """
+    b = GraphBuilder(graph.name)
+    value: dict[int, Value] = {}
+    for nid in graph.inputs:
+        a = graph.node(nid).attrs
+        value[snap.class_of[handles[Value(nid, 0)]]] = b.input(a["name"], a["shape"], a["dtype"])
+    built: dict[int, Node] = {}
+    state: dict[int, int] = {}  # class -> 1 on the stack, 2 done
+    used: list[int] = []
+
+    def pick(c: int) -> tuple[int, int]:
+        leaf = costs.leaves.get(c)
+        if leaf is not None:
+            return leaf, 0
+        if c not in choice:
+            raise SearchError(f"extraction left e-class {c} without a node.")
+        return choice[c]
+
+    for root in (snap.class_of[handles[v]] for v in graph.outputs):
+        stack = [root]
+        while stack:
+            c = stack[-1]
+            if c in value:
+                stack.pop()
+                continue
+            nid, i = pick(c)
+            rec = tg.nodes[nid]
+            todo = [snap.class_of[a] for a in rec.args if snap.class_of[a] not in value]
+            if todo and state.get(c) == 1:
+                raise SearchError(f"extraction chose a cycle through e-class {c}.")
+            if todo:
+                state[c] = 1
+                for d in todo:
+                    if state.get(d) == 1:
+                        raise SearchError(f"extraction chose a cycle through e-class {d}.")
+                stack.extend(todo)
+                continue
+            node = built.get(nid)
+            if node is None:
+                key = tg.keys[rec.key]
+                ins = [value[snap.class_of[a]] for a in rec.args]
+                node = built[nid] = b.add_node(key.op, ins, dict(key.attrs))
+                used.append(nid)
+            value[c] = Value(node.id, i)
+            state[c] = 2
+            stack.pop()
+    out = b.build([value[snap.class_of[handles[v]]] for v in graph.outputs])
+    return out, used
