@@ -47,26 +47,38 @@ class Region:
     """A match rebuilt as a graph.
 
     Attributes:
-        graph: The region (``before``): outputs are the values the rule replaces.
+        graph: The region (``before``): outputs are the values the rule replaces; None for a
+            dry walk (`signature` and `handles` only).
         roots: The site's root values in ``graph``.
         handles: Region node id -> e-graph handle of each of its outputs.
+        signature: What the region is, node by node (keys, inputs, boundary types): two matches
+            with one signature give the same region graph, so one rewrite serves both.
     """
 
-    graph: Graph
+    graph: Graph | None
     roots: tuple[Value, ...]
     handles: dict[int, tuple[int, ...]]
+    signature: tuple[Any, ...]
 
 
 class _RegionBuilder:
-    """Builds one region graph from e-nodes (see the module docstring)."""
+    """Builds one region graph from e-nodes (see the module docstring), or, with ``real``
+    False, only walks it: the same node ids and handles, and the signature, without type
+    inference."""
 
-    def __init__(self, tg: TermGraph, snap: Snapshot, name: str) -> None:
-        self.tg, self.snap = tg, snap
+    def __init__(self, tg: TermGraph, snap: Snapshot, name: str, real: bool) -> None:
+        self.tg, self.snap, self.real = tg, snap, real
         self.b = GraphBuilder(f"region:{name}")
         self.handles: dict[int, tuple[int, ...]] = {}
+        self.signature: list[Any] = []
         self._boundary: dict[int, Value] = {}
         self._built: dict[int, int] = {}  # e-graph node id -> region node id
         self._inputs = 0
+        self._next = 0
+
+    def _id(self) -> int:
+        self._next += 1
+        return self._next - 1
 
     def node(self, nid: int, inputs: list[Value]) -> int:
         """Add e-node ``nid`` reading ``inputs``; returns its region node id."""
@@ -75,12 +87,28 @@ class _RegionBuilder:
             return hit
         rec = self.tg.nodes[nid]
         key = self.tg.keys[rec.key]
-        node = self.b.add_node(key.op, inputs, dict(key.attrs))
-        if node.types != key.types:
-            raise GraphError(f"e-node {nid} rebuilt with types {node.types}, not {key.types}.")
-        self._built[nid] = node.id
-        self.handles[node.id] = rec.outs
-        return node.id
+        self.signature.append((rec.key, tuple(inputs)))
+        if self.real:
+            node = self.b.add_node(key.op, inputs, dict(key.attrs))
+            if node.types != key.types:
+                raise GraphError(f"e-node {nid} rebuilt as {node.types}, not {key.types}.")
+            rid = node.id
+        else:
+            rid = self._id()
+        self._built[nid] = rid
+        self.handles[rid] = rec.outs
+        return rid
+
+    def _input(self, handle: int) -> Value:
+        t = self.tg.types[handle]
+        self.signature.append(t)
+        if self.real:
+            v = self.b.input(f"x{self._inputs}", t.shape, t.dtype)
+        else:
+            v = Value(self._id(), 0)
+        self.handles[v.node] = (handle,)
+        self._inputs += 1
+        return v
 
     def boundary(self, handle: int, expand: tuple[int, int, int] | None = None) -> Value:
         """The region value standing for the class of ``handle``: a leaf it holds, the e-node
@@ -103,13 +131,7 @@ class _RegionBuilder:
                 ),
                 None,
             )
-            if leaf is not None:
-                v = Value(self.node(leaf, []), 0)
-            else:
-                t = tg.types[handle]
-                v = self.b.input(f"x{self._inputs}", t.shape, t.dtype)
-                self.handles[v.node] = (handle,)
-                self._inputs += 1
+            v = Value(self.node(leaf, []), 0) if leaf is not None else self._input(handle)
         self._boundary[c] = v
         return v
 
@@ -120,8 +142,9 @@ def _region(
     tr: Translation,
     row: tuple[int, ...],
     expand: tuple[int, int, int] | None,
+    real: bool,
 ) -> Region:
-    rb = _RegionBuilder(tg, snap, tr.rule.name)
+    rb = _RegionBuilder(tg, snap, tr.rule.name, real)
     child = {(pn.parent, pn.arg): i for i, pn in enumerate(tr.nodes) if pn.parent is not None}
     ids: dict[int, int] = {}
 
@@ -141,12 +164,11 @@ def _region(
     for r in tr.roots:
         build(r)
     roots = tuple(Value(ids[r], tr.nodes[r].pat.output) for r in tr.roots)
-    if tr.rule.multi_output:
-        root = rb.b.node(roots[0].node)
-        outs = list(root.outs)
-    else:
-        outs = list(roots)
-    return Region(rb.b.build(outs), roots, rb.handles)
+    sig = (tr.rule.name, roots, tuple(rb.signature))
+    if not real:
+        return Region(None, roots, rb.handles, sig)
+    outs = list(rb.b.node(roots[0].node).outs) if tr.rule.multi_output else list(roots)
+    return Region(rb.b.build(outs), roots, rb.handles, sig)
 
 
 class Applier:
@@ -163,6 +185,8 @@ class Applier:
     def __init__(self, tg: TermGraph, verifier: Any, stats: RunStats, expand: int = 8) -> None:
         self.tg, self.verifier, self.stats, self.expand = tg, verifier, stats, expand
         self.created: dict[int, Step] = {}
+        # region signature -> (before, after, site) of its verified rewrite, or None (no rewrite)
+        self._done: dict[tuple[Any, ...], tuple[Graph, Graph, Site] | None] = {}
 
     def _expansions(
         self, snap: Snapshot, tr: Translation, row: tuple[int, ...]
@@ -186,39 +210,69 @@ class Applier:
                 yield (c, n, i)
 
     def apply(self, snap: Snapshot, tr: Translation, row: tuple[int, ...]) -> int:
-        """Apply ``tr``'s rule at the e-match ``row``; returns the rewrites added."""
+        """Apply ``tr``'s rule at the e-match ``row``; returns the rewrites added.
+
+        A region whose signature was seen before reuses that region's outcome (its verified
+        rewrite, or that there is none) without rebuilding or checking it again.
+        """
         added = 0
         for expand in self._expansions(snap, tr, row):
             try:
-                region = _region(self.tg, snap, tr, row, expand)
-            except (GraphError, ShapeError, KeyError):
-                continue  # a stale or inconsistent match: nothing to add
-            added += self._rewrite(tr, region)
+                walk = _region(self.tg, snap, tr, row, expand, real=False)
+            except KeyError:
+                continue  # a stale match: nothing to add
+            if walk.signature in self._done:
+                done = self._done[walk.signature]
+                if done is not None:
+                    self.stats.count(tr.rule.name, "applicable")
+                    added += self._fire(tr.rule.name, *done, walk.handles)
+                continue
+            try:
+                region = _region(self.tg, snap, tr, row, expand, real=True)
+            except (GraphError, ShapeError):
+                self._done[walk.signature] = None
+                continue
+            out = self._rewrite(tr, region)
+            self._done[walk.signature] = out
+            if out is not None:
+                added += self._fire(tr.rule.name, *out, region.handles)
         return added
 
-    def _rewrite(self, tr: Translation, region: Region) -> int:
+    def _rewrite(self, tr: Translation, region: Region) -> tuple[Graph, Graph, Site] | None:
+        """The verified rewrite of ``region`` by ``tr``'s rule, or None."""
         rule, before, stats = tr.rule, region.graph, self.stats
+        assert before is not None
         site = next(
             (s for s in rule.matches_at(before, region.roots[0].node) if s.roots == region.roots),
             None,
         )
         if site is None:
-            return 0  # the attributes or the precondition reject this match
+            return None  # the attributes or the precondition reject this match
         stats.count(rule.name, "applicable")
         t0 = time.perf_counter()
         try:
             after = rule.apply(before, site)
         except (MatchError, RuleError, GraphError, ShapeError):
             stats.dropped["error"] += 1
-            return 0
+            return None
         stats.times["apply"] += time.perf_counter() - t0
-        if output_terms(after) == output_terms(before) or not self._verified(
-            rule.name, before, after
-        ):
-            return 0
-        self._add(rule.name, site, before, after, region.handles)
-        stats.count(rule.name, "fired")
-        stats.steps += 1
+        if output_terms(after) == output_terms(before):
+            return None
+        if not self._verified(rule.name, before, after):
+            return None
+        return before, after, site
+
+    def _fire(
+        self,
+        rule: str,
+        before: Graph,
+        after: Graph,
+        site: Site,
+        handles: dict[int, tuple[int, ...]],
+    ) -> int:
+        self._add(rule, site, before, after, handles)
+        self.stats.count(rule, "fired")
+        self.stats.steps += 1
         return 1
 
     def _verified(self, rule: str, before: Graph, after: Graph) -> bool:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rewrite.ir import Graph, Node, TensorType, Value
+from rewrite.optimize.saturate.translate import PRELUDE, Translation, arity_program
 
 __all__ = ["Key", "NodeRecord", "Snapshot", "TermGraph", "egglog_bindings"]
 
@@ -35,6 +36,17 @@ _BUILD = """
 (rule ((NewOut n i h) (Made n nd)) ((union (R h) (Out nd i))) :ruleset build)
 (rule ((Same a b)) ((union (R a) (R b))) :ruleset build)
 """
+
+
+def _build_rule(k: int) -> str:
+    """The relation of new ``k``-input nodes and the rule that makes their terms."""
+    ins = "".join(f" a{j}" for j in range(k))
+    terms = "".join(f" (R a{j})" for j in range(k))
+    return (
+        f"(relation New{k} (i64 String i64{' i64' * k}))\n"
+        f"(rule ((New{k} n op k{ins})) ((let nd (N{k} op k{terms})) (set (nid nd) n) "
+        f"(Made n nd)) :ruleset build)\n"
+    )
 
 
 def egglog_bindings() -> Any:
@@ -100,17 +112,21 @@ class TermGraph:
     """An egglog e-graph of IR nodes (see the module docstring).
 
     Args:
-        program: Egglog commands run after the prelude (the match rules and their facts).
+        translations: The rules' match translations.
+        facts: The ``OpIn`` facts they read.
     """
 
-    def __init__(self, program: str) -> None:
-        from rewrite.optimize.saturate.translate import PRELUDE
-
+    def __init__(self, translations: Sequence[Translation], facts: str) -> None:
         self._b = egglog_bindings()
         self.egraph = self._b.EGraph()
-        self._run(PRELUDE + _BUILD + program)
+        self.translations = list(translations)
+        base = {0, 1, 2, 3}.union(*(t.fixed_arities for t in self.translations))
+        decl = "".join(arity_program(k) + _build_rule(k) for k in sorted(base))
+        rels = "".join(t.declaration() for t in self.translations)
+        rules = "".join(p for t in self.translations for p in t.programs(base))
+        self._run(PRELUDE + _BUILD + decl + facts + rels + rules)
         self._dir = tempfile.TemporaryDirectory(prefix="rewrite-egraph-")
-        self._arities: set[int] = set()
+        self._arities: set[int] = set(base)
         self._rows: dict[str, list[str]] = {}
         self.keys: list[Key] = []
         self._key_index: dict[bytes, int] = {}
@@ -128,20 +144,11 @@ class TermGraph:
         return list(eg.run_program(*eg.parse_program(text)))
 
     def _relation(self, arity: int) -> str:
-        name = f"New{arity}"
         if arity not in self._arities:
             self._arities.add(arity)
-            cols = " ".join(["i64", "String", "i64"] + ["i64"] * arity)
-            lst = "(Nil)"
-            for j in reversed(range(arity)):
-                lst = f"(Cons (R a{j}) {lst})"
-            args = " ".join(f"a{j}" for j in range(arity))
-            self._run(
-                f"(relation {name} ({cols}))\n"
-                f"(rule (({name} n op k {args})) ((let nd (N op k {lst})) (set (nid nd) n) "
-                f"(Made n nd)) :ruleset build)"
-            )
-        return name
+            rules = "".join(p for t in self.translations for p in t.programs(self._arities, arity))
+            self._run(arity_program(arity) + _build_rule(arity) + rules)
+        return f"New{arity}"
 
     def flush(self) -> None:
         """Send the batched terms and unions to egglog."""
@@ -254,7 +261,7 @@ class TermGraph:
             outs.setdefault(nid, {})[i] = c
         node_classes = {n: tuple(o[i] for i in range(len(o))) for n, o in outs.items()}
         matches = {
-            rel: [tuple(to_i64(x) for x in r.inputs) for r in funcs[rel].rows]
+            rel: [tuple(nd_nid[x] for x in r.inputs) for r in funcs[rel].rows]
             for rel in relations
             if rel in funcs
         }

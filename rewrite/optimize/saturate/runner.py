@@ -69,7 +69,7 @@ class _Loop:
         stats: RunStats,
     ) -> None:
         self.trs, self.limits, self.stats = trs, limits, stats
-        self.tg = TermGraph(facts + "".join(t.program for t in trs))
+        self.tg = TermGraph(trs, facts)
         self.handles, self.roots = self.tg.add_graph(graph)
         self.applier = Applier(self.tg, verifier, stats, limits.expand)
         self.backlog: list[deque[tuple[int, ...]]] = [deque() for _ in trs]
