@@ -35,7 +35,7 @@ from rewrite.ir import Graph, Node, Value
 from rewrite.ops import get_op
 from rewrite.optimize.saturate.egraph import Snapshot, TermGraph
 
-__all__ = ["Choice", "Costs", "build_graph", "greedy", "ilp", "node_costs"]
+__all__ = ["Choice", "Costs", "build_graph", "dag_cost", "greedy", "ilp", "node_costs"]
 
 _LEAVES = ("input", "param", "const")
 Choice = dict[int, tuple[int, int]]
@@ -130,12 +130,30 @@ def _reachable(costs: Costs, snap: Snapshot, roots: Sequence[int]) -> list[int]:
     return sorted(seen)
 
 
+def dag_cost(costs: Costs, snap: Snapshot, choice: Choice, roots: Sequence[int], w: Any) -> float:
+    """The weighted cost of the distinct e-nodes ``choice`` uses from ``roots`` (each once)."""
+    cost = costs.weighted(w)
+    seen: set[int] = set()
+    used: set[int] = set()
+    stack = list(roots)
+    while stack:
+        c = stack.pop()
+        if c in seen or c in costs.leaves:
+            continue
+        seen.add(c)
+        n = choice[c][0]
+        used.add(n)
+        stack.extend(costs.children[n])
+    return float(sum(cost[n] for n in used))
+
+
 def ilp(
     costs: Costs,
     snap: Snapshot,
     roots: Sequence[int],
     w: Sequence[float] | np.ndarray,
     time_limit: float,
+    upper: float | None = None,
 ) -> IlpOutcome:
     """Optimal DAG-cost extraction by integer programming (see the module docstring).
 
@@ -145,6 +163,8 @@ def ilp(
         roots: Classes of the graph's outputs.
         w: Weights of the cost fields.
         time_limit: Seconds HiGHS may run.
+        upper: A known solution's cost (e.g. greedy's `dag_cost`): the objective is bounded by
+            it, which prunes the branch and bound.
 
     Returns:
         An `IlpOutcome`: ``status`` ``"optimal"``, ``"time limit (incumbent)"`` (a feasible
@@ -166,7 +186,11 @@ def ilp(
         }
     )
     nidx = {n: i for i, n in enumerate(nodes)}
-    nx, nt = len(nodes), len(classes)
+    comp = _components(classes, costs, snap)
+    cyclic = sorted({c for c in classes if comp[c] in _nontrivial(comp, classes, costs, snap)})
+    cidx = {c: i for i, c in enumerate(cyclic)}  # order variables: classes on a cycle only
+    inside = set(classes)
+    nx, nt = len(nodes), len(cyclic)
     eps = 1.0 / (nt + 1)
     rows: list[int] = []
     cols: list[int] = []
@@ -185,30 +209,33 @@ def ilp(
 
     members = {c: [nidx[n] for n, _ in snap.members.get(c, ()) if n in nidx] for c in classes}
     for c in dict.fromkeys(roots):
-        if c in cidx:
+        if c in inside:
             row([(j, 1.0) for j in members[c]], 1.0)
     for n in nodes:
         j = nidx[n]
-        outs = [cidx[c] for c in snap.node_classes[n] if c in cidx]
+        outs = [c for c in snap.node_classes[n] if c in inside]
         for d in costs.children[n]:
-            if d not in cidx:
+            if d not in inside:
                 continue
             row([(m, 1.0) for m in members[d]] + [(j, -1.0)], 0.0)
             for oc in outs:
-                row([(nx + oc, 1.0), (nx + cidx[d], -1.0), (j, -(1.0 + eps))], -1.0)
+                if comp[oc] == comp[d]:  # an edge inside a cycle: order the two classes
+                    row([(nx + cidx[oc], 1.0), (nx + cidx[d], -1.0), (j, -(1.0 + eps))], -1.0)
     c_vec = np.concatenate([[cost[n] for n in nodes], np.zeros(nt)])
     integrality = np.concatenate([np.ones(nx), np.zeros(nt)])
     if r == 0:
         return IlpOutcome({}, "optimal", time.perf_counter() - t0)
     a = coo_matrix((vals, (rows, cols)), shape=(r, nx + nt)).tocsr()
-    cons = LinearConstraint(a, np.array(lb), np.full(r, np.inf))
+    cons = [LinearConstraint(a, np.array(lb), np.full(r, np.inf))]
+    if upper is not None:
+        cons.append(LinearConstraint(c_vec[None, :], -np.inf, upper * (1 + 1e-9) + 1e-12))
     try:
         res = milp(
             c_vec,
             constraints=cons,
             integrality=integrality,
             bounds=Bounds(np.zeros(nx + nt), np.ones(nx + nt)),
-            options={"time_limit": max(time_limit, 1e-3), "disp": False},
+            options={"time_limit": max(time_limit, 1e-9), "disp": False, "mip_rel_gap": 1e-3},
         )
     except (ValueError, MemoryError) as err:
         return IlpOutcome(None, f"failed: {err}", time.perf_counter() - t0)
@@ -224,13 +251,77 @@ def ilp(
             for n, i in snap.members.get(c, ())
             if n in nidx
             and x[nidx[n]] > 0.5
-            and all(t[cidx[c]] > t[cidx[d]] for d in costs.children[n] if d in cidx)
+            and all(
+                t[cidx[c]] > t[cidx[d]]
+                for d in costs.children[n]
+                if d in inside and comp[d] == comp[c]
+            )
         ]
         if picked:
             _, n, i = min(picked)
             choice[c] = (n, i)
     status = "optimal" if res.status == 0 else "time limit (incumbent)"
     return IlpOutcome(choice, status, secs)
+
+
+def _edges(c: int, costs: Costs, snap: Snapshot) -> list[int]:
+    return [d for n, _ in snap.members.get(c, ()) for d in costs.children[n]]
+
+
+def _components(classes: Sequence[int], costs: Costs, snap: Snapshot) -> dict[int, int]:
+    """Strongly connected component of each class of ``classes`` (Tarjan, iterative) in the
+    graph of class -> input classes; leaf classes are left out."""
+    inside = set(classes)
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    comp: dict[int, int] = {}
+    stack: list[int] = []
+    on: set[int] = set()
+    counter = 0
+    for start in classes:
+        if start in index:
+            continue
+        work = [(start, iter([d for d in _edges(start, costs, snap) if d in inside]))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on.add(start)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter([d for d in _edges(w, costs, snap) if d in inside])))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp[w] = v
+                    if w == v:
+                        break
+    return comp
+
+
+def _nontrivial(
+    comp: Mapping[int, int], classes: Sequence[int], costs: Costs, snap: Snapshot
+) -> set[int]:
+    """Components that hold a cycle (more than one class, or a class reading itself)."""
+    size: dict[int, int] = {}
+    for c in classes:
+        size[comp[c]] = size.get(comp[c], 0) + 1
+    out = {k for k, v in size.items() if v > 1}
+    out |= {comp[c] for c in classes if c in _edges(c, costs, snap)}
+    return out
 
 
 def build_graph(

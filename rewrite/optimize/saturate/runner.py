@@ -30,7 +30,14 @@ from rewrite.optimize.result import RunStats, SearchResult, Step
 from rewrite.optimize.runner import build_result
 from rewrite.optimize.saturate.apply import Applier
 from rewrite.optimize.saturate.egraph import Snapshot, TermGraph
-from rewrite.optimize.saturate.extract import Costs, build_graph, greedy, ilp, node_costs
+from rewrite.optimize.saturate.extract import (
+    Costs,
+    build_graph,
+    dag_cost,
+    greedy,
+    ilp,
+    node_costs,
+)
 from rewrite.optimize.saturate.limits import SaturationLimits
 from rewrite.optimize.saturate.translate import Translation, translate
 from rewrite.optimize.state import Entry
@@ -208,7 +215,8 @@ def _extract_one(
         if budget <= 0:
             details["ilp"] = "skipped: no time left; greedy used"
         else:
-            res = ilp(costs, snap, roots, w, budget)
+            upper = dag_cost(costs, snap, choices[0][1], roots, w)
+            res = ilp(costs, snap, roots, w, budget, upper)
             details["seconds_ilp"] = res.seconds
             details["ilp"] = res.status if res.choice is not None else f"{res.status}; greedy used"
             if res.choice is not None:
