@@ -46,8 +46,10 @@ def test_every_results_file_is_one_benchmarks_current_record() -> None:
 
 
 def _owners(scripts: set[str]) -> set[str]:
-    """File stems a script may write: its own and its plot (``<script>_nodes``)."""
-    return scripts | {f"{s}_nodes" for s in scripts}
+    """File stems a script may write: its own and its plot (``<script>_nodes``); a suite part
+    (``_suite_*.py``, run by ``bench_suites.py`` or alone) writes its run of ``bench_suites``."""
+    suites = {"bench_suites"} if any(BENCHMARKS.glob("_suite_*.py")) else set()
+    return scripts | {f"{s}_nodes" for s in scripts} | suites
 
 
 def test_bench_tuner_compares_the_tuner_with_each_peer_seed_by_seed() -> None:

@@ -10,7 +10,8 @@ sum over nodes: the bytes a kernel allocates, a proxy). Two extractors:
   best), relaxed to a fixpoint; strict improvements only, so the choice is acyclic;
 * `ilp`: one binary per e-node, each chosen e-node needs one chosen e-node in each input class,
   the output classes need one, and an order variable per class rules out cycles (Tensat's
-  formulation), solved by scipy's ``milp`` (HiGHS) under a time limit. Classes holding a leaf
+  formulation; the order variables only on classes that lie on a cycle), solved by scipy's
+  ``milp`` (HiGHS) in a child process killed at the time limit. Classes holding a leaf
   (input, parameter, constant) take it: it is free and reads nothing. A shared e-node is paid
   once (DAG cost), which tree cost cannot see.
 
@@ -170,7 +171,7 @@ def ilp(
         An `IlpOutcome`: ``status`` ``"optimal"``, ``"time limit (incumbent)"`` (a feasible
         choice, not proven optimal), ``"time limit (no solution)"`` or ``"failed: ..."``.
     """
-    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.optimize import Bounds, LinearConstraint
     from scipy.sparse import coo_matrix
 
     t0 = time.perf_counter()
@@ -229,21 +230,13 @@ def ilp(
     cons = [LinearConstraint(a, np.array(lb), np.full(r, np.inf))]
     if upper is not None:
         cons.append(LinearConstraint(c_vec[None, :], -np.inf, upper * (1 + 1e-9) + 1e-12))
-    try:
-        res = milp(
-            c_vec,
-            constraints=cons,
-            integrality=integrality,
-            bounds=Bounds(np.zeros(nx + nt), np.ones(nx + nt)),
-            options={"time_limit": max(time_limit, 1e-9), "disp": False, "mip_rel_gap": 1e-3},
-        )
-    except (ValueError, MemoryError) as err:
-        return IlpOutcome(None, f"failed: {err}", time.perf_counter() - t0)
+    problem = (c_vec, cons, integrality, Bounds(np.zeros(nx + nt), np.ones(nx + nt)))
+    code, sol, message = _solve(problem, max(time_limit - (time.perf_counter() - t0), 1e-9))
     secs = time.perf_counter() - t0
-    if res.x is None:
-        status = "time limit (no solution)" if res.status == 1 else f"failed: {res.message}"
+    if sol is None:
+        status = "time limit (no solution)" if code == 1 else f"failed: {message}"
         return IlpOutcome(None, status, secs)
-    x, t = res.x[:nx], res.x[nx:]
+    x, t = sol[:nx], sol[nx:]
     choice: Choice = {}
     for c in classes:
         picked = [
@@ -260,8 +253,50 @@ def ilp(
         if picked:
             _, n, i = min(picked)
             choice[c] = (n, i)
-    status = "optimal" if res.status == 0 else "time limit (incumbent)"
+    status = "optimal" if code == 0 else "time limit (incumbent)"
     return IlpOutcome(choice, status, secs)
+
+
+def _milp(problem: tuple[Any, ...], time_limit: float, conn: Any) -> None:
+    """Child process: solve ``problem`` and send ``(status, x, message)`` back."""
+    from scipy.optimize import milp
+
+    c, cons, integrality, bounds = problem
+    try:
+        res = milp(
+            c,
+            constraints=cons,
+            integrality=integrality,
+            bounds=bounds,
+            options={"time_limit": time_limit, "disp": False, "mip_rel_gap": 1e-3},
+        )
+        conn.send((int(res.status), res.x, str(res.message)))
+    except (ValueError, MemoryError) as err:
+        conn.send((4, None, str(err)))
+
+
+def _solve(problem: tuple[Any, ...], time_limit: float) -> tuple[int, Any, str]:
+    """``(status, x, message)`` of HiGHS on ``problem`` (scipy's codes: 0 optimal, 1 time
+    limit), in a forked process killed at the time limit: HiGHS checks its own limit only
+    between steps, and one LP of a large e-graph can outlast it many times over."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_milp, args=(problem, time_limit, send), daemon=True)
+    proc.start()
+    send.close()
+    try:
+        if recv.poll(time_limit * 1.05 + 1.0):
+            return recv.recv()  # type: ignore[no-any-return]
+        return 1, None, "killed at the time limit"
+    except EOFError:
+        return 4, None, f"the solver process died (exit code {proc.exitcode})"
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(5)
+        recv.close()
 
 
 def _edges(c: int, costs: Costs, snap: Snapshot) -> list[int]:

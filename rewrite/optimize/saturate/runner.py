@@ -11,6 +11,7 @@ set, checked whole against the input graph as the engine checks its frontier.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import time
@@ -104,16 +105,16 @@ class _Loop:
         return n
 
     def _batch(self) -> deque[tuple[int, tuple[int, ...]]]:
-        """This iteration's matches: up to ``limits.matches`` of each rule's backlog."""
-        out: deque[tuple[int, tuple[int, ...]]] = deque()
+        """This iteration's matches: up to ``limits.matches`` of each rule's backlog, rules
+        taken in turn (so a time limit cuts every rule's share, not the last rules')."""
         multi = self.iterations <= self.limits.multi_iterations
+        take: list[list[tuple[int, tuple[int, ...]]]] = []
         for k, b in enumerate(self.backlog):
             if not multi and len(self.trs[k].roots) > 1:
                 b.clear()  # Tensat's iter_multi: multi-root rules run in the first iterations
                 continue
-            for _ in range(min(len(b), self.limits.matches)):
-                out.append((k, b.popleft()))
-        return out
+            take.append([(k, b.popleft()) for _ in range(min(len(b), self.limits.matches))])
+        return deque(m for group in itertools.zip_longest(*take) for m in group if m is not None)
 
     def e_nodes(self) -> int:
         """E-nodes now (those of the last snapshot plus the nodes added since: an upper bound)."""
@@ -310,6 +311,7 @@ def run_saturation(
     frontier, by_label = _entries(ctx, graphs)
     stats.times["cost"] += time.perf_counter() - t1
     details["extracted"] = by_label
+    details["seconds_to_extracted"] = time.perf_counter() - t0
     hv0 = hypervolume(
         np.stack([ctx.input_costs[o] for o in ctx.objectives])[None] / ctx.scale, ctx.ref
     )

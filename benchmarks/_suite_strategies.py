@@ -1,0 +1,340 @@
+"""Search strategies side by side on Tensat's graphs and the zoo: cost, time to a cost, latency.
+
+For each graph (the seven TASO/Tensat graphs at their papers' shapes, `rewrite.zoo_tensat`, and
+the zoo's six small models, four tuned on and two held out by ``tuner demo``), five strategies
+search with the same rules (the verified catalogue), the same cost model (the H100 profile,
+objectives latency and peak memory) and the same wall-time budget:
+
+* ``stochastic``: the Pareto search with the default (uniform) priors, several seeds;
+* ``tuned``: the same with the tuned priors and knobs ``tuner demo`` exports (``--priors``);
+* ``greedy`` and ``best_first``: the one-engine baselines;
+* ``saturate``: equality saturation in an egglog e-graph, extracted greedy and by ILP
+  (`rewrite.optimize.saturate`; it stops early when the e-graph saturates).
+
+Reported per graph and strategy: the cost-model latency reduction within the budget (median
+and range over seeds), the search time at which the strategy first reached saturation's
+extracted latency (None: not within the budget), and, for the distinct final graphs, the latency
+measured under Inductor on this CPU (``torch.compile`` of the graph handed back as a module,
+timed interleaved with the input graph; the ratio's 95% interval over paired rounds).
+
+Tensat's published reductions (NasRNN 68.9%, SqueezeNet 24.5%; TASO 45.4% and 6.7%) come from
+TASO's GPU cost model and TASO's rules; the figures here use this project's rules and cost
+model, so they are not comparable to the paper's: only the strategies are compared, on one
+footing.
+
+`run` returns the rows (``benchmarks/bench_suites.py`` calls it); ``python -m
+benchmarks._suite_strategies [--quick] [--priors demo-priors.json]`` runs it alone, prints the
+table and writes the ``strategies`` run of ``benchmarks/results/bench_suites.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from benchmarks._common import machine_info, round_floats, write_results
+from rewrite.ir import Graph
+from rewrite.optimize.engine import Context, Engine
+from rewrite.optimize.priors import RulePriors
+from rewrite.optimize.runner import build_result, default_rules, make_verifier, stop_reason
+
+STRATEGIES = ("stochastic", "tuned", "greedy", "best_first", "saturate")
+DEVICE = "h100"
+OBJECTIVES = ("latency", "peak_memory")
+
+
+def graphs(quick: bool) -> list[tuple[str, str, Any]]:
+    """``(suite, name, ZooModel factory)`` of every graph: Tensat's at full size (small when
+    ``quick``), the zoo's small models."""
+    from rewrite import zoo, zoo_tensat
+
+    size = "small" if quick else "full"
+    out: list[tuple[str, str, Any]] = []
+    for n in zoo_tensat.names():
+        out.append(("tensat", n, lambda dev, n=n: zoo_tensat.model(n, size, device=dev)))
+    for n in zoo.names():
+        out.append(("zoo", n, lambda dev, n=n: zoo.model(n, device=dev)))
+    return out
+
+
+def _config(strategy: str, seed: int, budget: float, priors: RulePriors | None) -> dict:
+    knobs: dict[str, Any] = {}
+    if strategy == "tuned" and priors is not None:
+        knobs.update(priors.search_config)
+    knobs.update(
+        strategy="stochastic" if strategy == "tuned" else strategy,
+        seed=seed,
+        time_budget=budget,
+        max_steps=10**12,
+        epsilon=0.0,
+        objectives=OBJECTIVES,
+    )
+    return knobs
+
+
+def traced_search(
+    graph: Graph, strategy: str, seed: int, budget: float, priors: RulePriors | None
+) -> dict[str, Any]:
+    """One search with a wall-time budget; ``trace`` is ``(seconds, best latency)`` at every
+    improvement of the best latency (the stochastic and baseline strategies are stepped here so
+    the time of each improvement is seen; saturation reports the time its extraction ended)."""
+    from rewrite.optimize.config import SearchConfig
+
+    tmp = tempfile.TemporaryDirectory()  # a cold verdict cache: each run pays its own checks
+    cache = os.path.join(tmp.name, "verdicts.sqlite")
+    t0 = time.perf_counter()
+    knobs = _config(strategy, seed, budget, priors)
+    if strategy == "saturate":
+        from rewrite.optimize.saturate import saturate
+
+        knobs.pop("strategy")
+        knobs.pop("seed")
+        res = saturate(graph, device=DEVICE, seed=seed, config=knobs, verify_cache=cache)
+        best = res.best("latency").cost["latency"]
+        done = res.strategy_info["seconds_to_extracted"]
+        trace = [(0.0, res.input_cost["latency"]), (done, best)]
+        info = {k: res.strategy_info[k] for k in ("e_nodes", "iterations", "stop", "ilp")}
+    else:
+        cfg = SearchConfig.from_dict(knobs)
+        rules = default_rules(cfg.max_fusion_size)
+        names = [r.name for r in rules]
+        weights = priors if strategy == "tuned" and priors else RulePriors.uniform(names)
+        prior = weights.resolve(names)
+        ctx = Context(graph, rules, prior / prior.sum(), cfg, DEVICE, make_verifier(seed, cache))
+        engine = Engine(ctx, np.random.SeedSequence(seed))
+        j = OBJECTIVES.index("latency")
+        trace = [(0.0, ctx.input_costs["latency"])]
+        while (reason := stop_reason(engine, cfg, t0, engine.steps)) is None:
+            if engine.step():
+                best = min(e.y[j] for e in engine.frontier)
+                if best < trace[-1][1]:
+                    trace.append((time.perf_counter() - t0, float(best)))
+        res = build_result(
+            ctx, engine.frontier, engine.hv_trace, engine.stats, reason, t0, 1,
+            len(engine.population),
+        )  # fmt: skip
+        info = {"steps": res.stats.steps, "stop": reason}
+    sol = res.best("latency")
+    tmp.cleanup()
+    return {
+        "strategy": strategy,
+        "seed": seed,
+        "reduction": 1.0 - sol.cost["latency"] / res.input_cost["latency"],
+        "latency": sol.cost["latency"],
+        "trace": trace,
+        "wall": res.wall_time,
+        "graph": sol.graph,
+        "checked": sol.checked,
+        **info,
+    }
+
+
+def time_to(trace: Sequence[tuple[float, float]], target: float) -> float | None:
+    """First time in ``trace`` at which the best latency is at most ``target``."""
+    for t, v in trace:
+        if v <= target * (1 + 1e-9):
+            return t
+    return None
+
+
+def measure_latency(
+    model: Any, finals: dict[str, Graph], repeats: int, threads: int
+) -> dict[str, dict[str, Any]]:
+    """Inductor latency of each distinct final graph against the input graph (``"input"``),
+    timed interleaved on the CPU: median seconds, and the paired ratio to the input with its
+    95% interval."""
+    import torch
+
+    from rewrite.measure import time_callables
+    from rewrite.pytorch.module import to_module
+    from rewrite.stats import paired_ratio_interval
+
+    torch.set_num_threads(threads)
+    by_hash: dict[str, str] = {}
+    fns = {}
+    for label, g in finals.items():
+        if g.hash in by_hash:
+            continue
+        by_hash[g.hash] = label
+        mod = torch.compile(to_module(g, model.module, inputs=list(model.args)))
+        fns[label] = lambda m=mod: m(*model.args)
+    times = time_callables(fns, "cpu", repeats=repeats, warmup=2)
+    base = times["input"].times
+    out = {}
+    for label, g in finals.items():
+        m = times[by_hash[g.hash]]
+        iv = paired_ratio_interval(m.times, base)
+        out[label] = {"median_s": m.latency, "ratio": iv.value, "ci": [iv.low, iv.high],
+                      "same_as": by_hash[g.hash]}  # fmt: skip
+    torch._dynamo.reset()
+    return out
+
+
+def _summary(runs: list[dict[str, Any]], target: float) -> dict[str, Any]:
+    red = [r["reduction"] for r in runs]
+    reach = [time_to(r["trace"], target) for r in runs]
+    got = [t for t in reach if t is not None]
+    return {
+        "reduction": statistics.median(red),
+        "reduction_range": [min(red), max(red)],
+        "time_to_saturation_cost": statistics.median(got) if len(got) == len(runs) else None,
+        "reached": f"{len(got)}/{len(runs)}",
+        "seeds": len(runs),
+    }
+
+
+def run(
+    *,
+    quick: bool = False,
+    seeds: int = 3,
+    budget: float = 60.0,
+    priors: str | None = None,
+    measure: bool = True,
+    repeats: int = 10,
+    threads: int = 1,
+    only: Sequence[str] = (),
+    on_row: Any = None,
+) -> list[dict[str, Any]]:
+    """Run the comparison; one row per graph (see the module docstring).
+
+    Args:
+        quick: Tensat's graphs at their small sizes.
+        seeds: Seeds of the stochastic strategies (the others are deterministic: seed 0).
+        budget: Wall seconds per search (final checks included).
+        priors: A priors file exported by ``tuner demo`` (None: the ``tuned`` arm is skipped).
+        measure: Time the final graphs under Inductor.
+        repeats: Timed rounds of the Inductor measurement.
+        threads: Torch threads of the measurement.
+        only: Graph names to run (default: all).
+        on_row: Called with each row as it is done (to save as the run goes).
+
+    Returns:
+        The rows.
+    """
+    pri = RulePriors.load(priors) if priors else None
+    rows = []
+    for suite, name, factory in graphs(quick):
+        if only and name not in only:
+            continue
+        rows.append(_one_graph(suite, name, factory, pri, seeds, budget, measure, repeats,
+                               threads))  # fmt: skip
+        if on_row is not None:
+            on_row(rows[-1])
+    return rows
+
+
+def _one_graph(
+    suite: str, name: str, factory: Any, pri: RulePriors | None, seeds: int, budget: float,
+    measure: bool, repeats: int, threads: int,
+) -> dict[str, Any]:  # fmt: skip
+    t0 = time.perf_counter()
+    graph = factory("meta" if suite == "tensat" else "cpu").to_graph()
+    row: dict[str, Any] = {"suite": suite, "graph": name, "nodes": len(graph),
+                           "load_average": list(os.getloadavg())}  # fmt: skip
+    print(f"\n{suite}/{name}: {len(graph)} nodes ({time.perf_counter() - t0:.0f} s)", flush=True)
+    sat = traced_search(graph, "saturate", 0, budget, pri)
+    _log(sat)
+    runs: dict[str, list[dict[str, Any]]] = {"saturate": [sat]}
+    for strategy in ("greedy", "best_first"):
+        runs[strategy] = [traced_search(graph, strategy, 0, budget, pri)]
+        _log(runs[strategy][0])
+    for seed in range(seeds):  # the two stochastic arms interleaved, seed by seed
+        for strategy in ("stochastic", "tuned") if pri else ("stochastic",):
+            runs.setdefault(strategy, []).append(traced_search(graph, strategy, seed, budget, pri))
+            _log(runs[strategy][-1])
+    target = sat["latency"]
+    row["saturation"] = {k: sat[k] for k in ("e_nodes", "iterations", "stop", "ilp", "wall")}
+    row["saturation"]["seconds_to_extracted"] = sat["trace"][-1][0]
+    row["strategies"] = {s: _summary(r, target) for s, r in runs.items()}
+    row["runs"] = [
+        {"strategy": s, "seed": x["seed"], "reduction": x["reduction"], "wall": x["wall"],
+         "time_to_saturation_cost": time_to(x["trace"], target), "stop": x.get("stop"),
+         "checked": x["checked"]}
+        for s, rs in runs.items() for x in rs
+    ]  # fmt: skip
+    if measure:
+        finals = {"input": graph} | {s: r[0]["graph"] for s, r in runs.items()}
+        del graph
+        gc.collect()
+        model = factory("cpu")
+        row["inductor"] = measure_latency(model, finals, repeats, threads)
+        del model
+        gc.collect()
+    return row
+
+
+def _log(r: dict[str, Any]) -> None:
+    print(
+        f"  {r['strategy']:10s} seed {r['seed']} latency -{100 * r['reduction']:.1f}% "
+        f"({r['wall']:.1f} s, {r.get('stop')}, checked {r['checked']})",
+        flush=True,
+    )
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """A markdown table: reduction per strategy, time to saturation's cost, Inductor ratios."""
+    head = ("| graph | " + " | ".join(STRATEGIES) + " | tuned: s to sat. cost | "
+            "Inductor sat./tuned |")  # fmt: skip
+    lines = [head, "|" + "---|" * (len(STRATEGIES) + 3)]
+    for r in rows:
+        s = r["strategies"]
+        cells = [f"{100 * s[k]['reduction']:.1f}%" if k in s else "-" for k in STRATEGIES]
+        tuned = s.get("tuned") or s["stochastic"]
+        ttr = tuned["time_to_saturation_cost"]
+        sat_s = r["saturation"]["wall"]
+        reach = f"{ttr:.1f} vs {sat_s:.1f}" if ttr is not None else f"not in budget vs {sat_s:.1f}"
+        ind = r.get("inductor", {})
+        arm = "tuned" if "tuned" in ind else "stochastic"
+        meas = f"{ind['saturate']['ratio']:.2f} / {ind[arm]['ratio']:.2f}" if ind else "-"
+        lines.append(f"| {r['graph']} | " + " | ".join(cells) + f" | {reach} | {meas} |")
+    return "\n".join(lines)
+
+
+def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    return round_floats(row)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="Tensat graphs at small sizes")
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--budget", type=float, default=60.0, help="seconds per search")
+    ap.add_argument("--priors", default="demo-priors.json", help="tuned priors ('' to skip)")
+    ap.add_argument("--no-measure", action="store_true", help="skip the Inductor timing")
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--only", default="", help="comma-separated graph names")
+    args = ap.parse_args(argv)
+    priors = args.priors or None
+    if priors and not os.path.exists(priors):
+        ap.error(f"--priors {priors!r} does not exist; `make run` (tuner demo) writes it, or "
+                 "pass --priors '' to skip the tuned arm")  # fmt: skip
+    machine = machine_info()
+    settings = {"quick": args.quick, "seeds": args.seeds, "budget_s": args.budget,
+                "device_profile": DEVICE, "objectives": list(OBJECTIVES), "priors": priors,
+                "inductor": {"repeats": args.repeats, "threads": 1, "device": "cpu"}}  # fmt: skip
+    if priors:
+        settings["priors_provenance"] = RulePriors.load(priors).provenance
+    done: list[dict[str, Any]] = []
+
+    def save(row: dict[str, Any]) -> None:
+        done.append(_jsonable(row))
+        write_results("bench_suites", {"settings": settings, "rows": done}, machine=machine,
+                      run="strategies")  # fmt: skip
+
+    only = [s for s in args.only.split(",") if s]
+    rows = run(quick=args.quick, seeds=args.seeds, budget=args.budget, priors=priors,
+               measure=not args.no_measure, repeats=args.repeats, only=only, on_row=save)  # fmt: skip
+    print()
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
