@@ -196,6 +196,7 @@ def run(
     quick: bool = False,
     seeds: int = 3,
     budget: float = 60.0,
+    zoo_budget: float = 30.0,
     priors: str | None = None,
     measure: bool = True,
     repeats: int = 10,
@@ -208,7 +209,8 @@ def run(
     Args:
         quick: Tensat's graphs at their small sizes.
         seeds: Seeds of the stochastic strategies (the others are deterministic: seed 0).
-        budget: Wall seconds per search (final checks included).
+        budget: Wall seconds per search on Tensat's graphs (final checks included).
+        zoo_budget: Wall seconds per search on the zoo's small models.
         priors: A priors file exported by ``tuner demo`` (None: the ``tuned`` arm is skipped).
         measure: Time the final graphs under Inductor.
         repeats: Timed rounds of the Inductor measurement.
@@ -224,8 +226,8 @@ def run(
     for suite, name, factory in graphs(quick):
         if only and name not in only:
             continue
-        rows.append(_one_graph(suite, name, factory, pri, seeds, budget, measure, repeats,
-                               threads))  # fmt: skip
+        b = budget if suite == "tensat" else zoo_budget
+        rows.append(_one_graph(suite, name, factory, pri, seeds, b, measure, repeats, threads))
         if on_row is not None:
             on_row(rows[-1])
     return rows
@@ -237,7 +239,7 @@ def _one_graph(
 ) -> dict[str, Any]:  # fmt: skip
     t0 = time.perf_counter()
     graph = factory("meta" if suite == "tensat" else "cpu").to_graph()
-    row: dict[str, Any] = {"suite": suite, "graph": name, "nodes": len(graph),
+    row: dict[str, Any] = {"suite": suite, "graph": name, "nodes": len(graph), "budget_s": budget,
                            "load_average": list(os.getloadavg())}  # fmt: skip
     print(f"\n{suite}/{name}: {len(graph)} nodes ({time.perf_counter() - t0:.0f} s)", flush=True)
     sat = traced_search(graph, "saturate", 0, budget, pri)
@@ -306,7 +308,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="Tensat graphs at small sizes")
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--budget", type=float, default=60.0, help="seconds per search")
+    ap.add_argument("--budget", type=float, default=60.0, help="seconds per search (Tensat)")
+    ap.add_argument("--zoo-budget", type=float, default=30.0, help="seconds per search (zoo)")
     ap.add_argument("--priors", default="demo-priors.json", help="tuned priors ('' to skip)")
     ap.add_argument("--no-measure", action="store_true", help="skip the Inductor timing")
     ap.add_argument("--repeats", type=int, default=10)
@@ -318,6 +321,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                  "pass --priors '' to skip the tuned arm")  # fmt: skip
     machine = machine_info()
     settings = {"quick": args.quick, "seeds": args.seeds, "budget_s": args.budget,
+                "zoo_budget_s": args.zoo_budget,
                 "device_profile": DEVICE, "objectives": list(OBJECTIVES), "priors": priors,
                 "inductor": {"repeats": args.repeats, "threads": 1, "device": "cpu"}}  # fmt: skip
     if priors:
@@ -330,7 +334,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                       run="strategies")  # fmt: skip
 
     only = [s for s in args.only.split(",") if s]
-    rows = run(quick=args.quick, seeds=args.seeds, budget=args.budget, priors=priors,
+    rows = run(quick=args.quick, seeds=args.seeds, budget=args.budget,
+               zoo_budget=args.zoo_budget, priors=priors,
                measure=not args.no_measure, repeats=args.repeats, only=only, on_row=save)  # fmt: skip
     print()
     print(table(rows))

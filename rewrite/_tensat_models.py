@@ -44,7 +44,8 @@ class _ConvRelu(nn.Module):
 # ---------------------------------------------------------------------------------- BERT
 class Bert(nn.Module):
     """Tensat's BERT (``src/bert.rs``): ``layers`` attention blocks on a ``seq x hidden`` input
-    after a ReLU; Q, K, V products without bias, heads by reshape and transpose, ``q @ k`` and
+    after a ReLU; Q, K, V products without bias (2-d products are ``mm``, as TASO's ``matmul``
+    of two matrices), heads by reshape and transpose, batched ``q @ k`` and
     ``(q k) @ v`` with no softmax (as in TASO's ``examples/bert.py``), and a linear layer that
     feeds the next block. Every block's attention output is a graph output (Tensat's ``noop``
     keeps them, where TASO's graph lets them die)."""
@@ -61,11 +62,11 @@ class Bert(nn.Module):
         x = torch.relu(x)
         outs = []
         for i in range(0, len(self.w), 4):
-            q, k, v = (torch.matmul(x, self.w[i + j]) for j in range(3))
+            q, k, v = (torch.mm(x, self.w[i + j]) for j in range(3))
             q, k, v = (t.reshape(s, n, h // n).transpose(0, 1) for t in (q, k, v))
             o = torch.matmul(torch.matmul(q, k), v)
             outs.append(o.transpose(0, 1).reshape(s, h))
-            x = torch.matmul(x, self.w[i + 3])
+            x = torch.mm(x, self.w[i + 3])
         return (*outs, x)
 
 

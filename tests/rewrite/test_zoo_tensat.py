@@ -11,7 +11,7 @@ from rewrite.pytorch.module import to_module
 
 #: Op counts each small build must hold (the architecture, not the import's choices).
 SMALL_OPS = {
-    "bert": {"matmul": 12, "transpose": 8},  # 2 blocks: q, k, v, linear, q k, (q k) v
+    "bert": {"mm": 8, "matmul": 4, "transpose": 8},  # 2 blocks: q, k, v, linear; q k, (q k) v
     "nasrnn": {"mm": 32, "tanh": 16},  # 2 steps of 16 products, 8 tanh
     "resnext50": {"conv2d": 9, "add": 2},  # stem, 2 blocks of 3 convolutions + 2 projections
     "nasneta": {"conv2d": 37, "concat": 3},  # stem, 2 normal and 1 reduction cell of 12

@@ -3,8 +3,8 @@
 `TermGraph` wraps an ``egglog.bindings.EGraph`` declared with `PRELUDE`. Python adds terms and
 unions in batches (`flush`): rows of plain relations (``NewK``: a node of ``K`` inputs; ``NewOut``:
 an output's handle; ``Same``: two handles to merge), loaded by egglog's ``input`` command from
-tab-separated files and turned into terms by the ``build`` rules (one egglog command per term is
-about a thousand times slower). egglog hash-conses them, keeps the congruence closure and runs
+tab-separated files and turned into terms by the ``build`` rules (40,000 nodes in 0.7 s; one
+egglog command per term costs about 0.5 ms, and a long program's memory grows quadratically). egglog hash-conses them, keeps the congruence closure and runs
 the match rules (`run_matches`). Python keeps, for each node it added, a
 `NodeRecord` (op, interned key, input handles, output handles) and the type of every handle, so
 a match (node ids) can be rebuilt as a concrete graph without asking egglog. `snapshot` reads the
@@ -27,7 +27,6 @@ from rewrite.optimize.saturate.translate import PRELUDE, Translation, arity_prog
 
 __all__ = ["Key", "NodeRecord", "Snapshot", "TermGraph", "egglog_bindings"]
 
-_SOURCES = ("input", "param", "const")
 _BUILD = """
 (relation Made (i64 Nd))
 (relation NewOut (i64 i64 i64))
@@ -135,7 +134,6 @@ class TermGraph:
         self._class_of: dict[int, int] = {}
         self.added = 0  # nodes added since the last snapshot
         self.types: list[TensorType] = []
-        self.source: dict[int, int] = {}  # handle -> node id of a source node it was made as
         self.unions = 0
 
     # ------------------------------------------------------------------ egglog
@@ -209,8 +207,6 @@ class TermGraph:
         self.nodes[nid] = rec
         self._by_term[term] = rec
         self.added += 1
-        if k.op in _SOURCES:
-            self.source[outs[0]] = nid
         rel = self._relation(len(args))
         row = "\t".join([str(nid), k.op, str(key), *map(str, args)])
         self._rows.setdefault(rel, []).append(row)

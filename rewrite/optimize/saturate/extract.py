@@ -188,7 +188,8 @@ def ilp(
     )
     nidx = {n: i for i, n in enumerate(nodes)}
     comp = _components(classes, costs, snap)
-    cyclic = sorted({c for c in classes if comp[c] in _nontrivial(comp, classes, costs, snap)})
+    loops = _nontrivial(comp, classes, costs, snap)
+    cyclic = sorted(c for c in classes if comp[c] in loops)
     cidx = {c: i for i, c in enumerate(cyclic)}  # order variables: classes on a cycle only
     inside = set(classes)
     nx, nt = len(nodes), len(cyclic)

@@ -307,7 +307,10 @@ def run_saturation(
         "limits": limits.as_dict(),
     }
     t1 = time.perf_counter()
-    graphs = _extractions(loop, ctx, limits, end, details)
+    try:
+        graphs = _extractions(loop, ctx, limits, end, details)
+    finally:
+        loop.tg.close()
     frontier, by_label = _entries(ctx, graphs)
     stats.times["cost"] += time.perf_counter() - t1
     details["extracted"] = by_label
