@@ -148,6 +148,101 @@ def dag_cost(costs: Costs, snap: Snapshot, choice: Choice, roots: Sequence[int],
     return float(sum(cost[n] for n in used))
 
 
+class _IlpProblem:
+    """Tensat's extraction ILP over the classes reachable from the roots (module docstring):
+    variables ``x`` (one per usable e-node) then ``t`` (one per class on a cycle)."""
+
+    def __init__(self, costs: Costs, snap: Snapshot, roots: Sequence[int], w: Any) -> None:
+        self.costs, self.snap = costs, snap
+        self.cost = costs.weighted(w)
+        self.classes = _reachable(costs, snap, roots)
+        self.inside = set(self.classes)
+        self.nodes = sorted(
+            {
+                n
+                for c in self.classes
+                for n, _ in snap.members.get(c, ())
+                if not set(costs.children[n]) & set(snap.node_classes[n])  # reads its own class
+            }
+        )
+        self.nidx = {n: i for i, n in enumerate(self.nodes)}
+        self.comp = _components(self.classes, costs, snap)
+        loops = _nontrivial(self.comp, self.classes, costs, snap)
+        cyclic = sorted(c for c in self.classes if self.comp[c] in loops)
+        self.tidx = {c: i for i, c in enumerate(cyclic)}  # order variables: classes on a cycle
+        self.nx, self.nt = len(self.nodes), len(cyclic)
+        self.rows: list[int] = []
+        self.cols: list[int] = []
+        self.vals: list[float] = []
+        self.lb: list[float] = []
+        self._constraints(roots)
+
+    def _row(self, entries: list[tuple[int, float]], low: float) -> None:
+        r = len(self.lb)
+        for col, v in entries:
+            self.rows.append(r)
+            self.cols.append(col)
+            self.vals.append(v)
+        self.lb.append(low)
+
+    def _constraints(self, roots: Sequence[int]) -> None:
+        nx, eps, snap, comp = self.nx, 1.0 / (self.nt + 1), self.snap, self.comp
+        members = {
+            c: [self.nidx[n] for n, _ in snap.members.get(c, ()) if n in self.nidx]
+            for c in self.classes
+        }
+        for c in dict.fromkeys(roots):
+            if c in self.inside:
+                self._row([(j, 1.0) for j in members[c]], 1.0)
+        for n in self.nodes:
+            j = self.nidx[n]
+            outs = [c for c in snap.node_classes[n] if c in self.inside]
+            for d in self.costs.children[n]:
+                if d not in self.inside:
+                    continue
+                self._row([(m, 1.0) for m in members[d]] + [(j, -1.0)], 0.0)
+                for oc in outs:
+                    if comp[oc] == comp[d]:  # an edge inside a cycle: order the two classes
+                        ti, td = nx + self.tidx[oc], nx + self.tidx[d]
+                        self._row([(ti, 1.0), (td, -1.0), (j, -(1.0 + eps))], -1.0)
+
+    def scipy_problem(self, upper: float | None) -> tuple[Any, ...]:
+        """``(c, constraints, integrality, bounds)`` for ``scipy.optimize.milp``."""
+        from scipy.optimize import Bounds, LinearConstraint
+        from scipy.sparse import coo_matrix
+
+        n, r = self.nx + self.nt, len(self.lb)
+        c = np.concatenate([[self.cost[x] for x in self.nodes], np.zeros(self.nt)])
+        a = coo_matrix((self.vals, (self.rows, self.cols)), shape=(r, n)).tocsr()
+        cons = [LinearConstraint(a, np.array(self.lb), np.full(r, np.inf))]
+        if upper is not None:
+            cons.append(LinearConstraint(c[None, :], -np.inf, upper * (1 + 1e-9) + 1e-12))
+        integrality = np.concatenate([np.ones(self.nx), np.zeros(self.nt)])
+        return c, cons, integrality, Bounds(np.zeros(n), np.ones(n))
+
+    def choice(self, sol: np.ndarray) -> Choice:
+        """The class -> e-node choice a solution makes (the cheapest chosen e-node whose input
+        classes on its cycle come before its own)."""
+        x, t = sol[: self.nx], sol[self.nx :]
+        comp, tidx, out = self.comp, self.tidx, {}
+        for c in self.classes:
+            picked = [
+                (self.cost[n], n, i)
+                for n, i in self.snap.members.get(c, ())
+                if n in self.nidx
+                and x[self.nidx[n]] > 0.5
+                and all(
+                    t[tidx[c]] > t[tidx[d]]
+                    for d in self.costs.children[n]
+                    if d in self.inside and comp[d] == comp[c]
+                )
+            ]
+            if picked:
+                _, n, i = min(picked)
+                out[c] = (n, i)
+        return out
+
+
 def ilp(
     costs: Costs,
     snap: Snapshot,
@@ -163,7 +258,7 @@ def ilp(
         snap: The e-graph.
         roots: Classes of the graph's outputs.
         w: Weights of the cost fields.
-        time_limit: Seconds HiGHS may run.
+        time_limit: Seconds it may take (building the problem included).
         upper: A known solution's cost (e.g. greedy's `dag_cost`): the objective is bounded by
             it, which prunes the branch and bound.
 
@@ -171,91 +266,18 @@ def ilp(
         An `IlpOutcome`: ``status`` ``"optimal"``, ``"time limit (incumbent)"`` (a feasible
         choice, not proven optimal), ``"time limit (no solution)"`` or ``"failed: ..."``.
     """
-    from scipy.optimize import Bounds, LinearConstraint
-    from scipy.sparse import coo_matrix
-
     t0 = time.perf_counter()
-    cost = costs.weighted(w)
-    classes = _reachable(costs, snap, roots)
-    cidx = {c: i for i, c in enumerate(classes)}
-    nodes = sorted(
-        {
-            n
-            for c in classes
-            for n, _ in snap.members.get(c, ())
-            if not set(costs.children[n]) & set(snap.node_classes[n])
-        }
-    )
-    nidx = {n: i for i, n in enumerate(nodes)}
-    comp = _components(classes, costs, snap)
-    loops = _nontrivial(comp, classes, costs, snap)
-    cyclic = sorted(c for c in classes if comp[c] in loops)
-    cidx = {c: i for i, c in enumerate(cyclic)}  # order variables: classes on a cycle only
-    inside = set(classes)
-    nx, nt = len(nodes), len(cyclic)
-    eps = 1.0 / (nt + 1)
-    rows: list[int] = []
-    cols: list[int] = []
-    vals: list[float] = []
-    lb: list[float] = []
-    r = 0
-
-    def row(entries: list[tuple[int, float]], low: float) -> None:
-        nonlocal r
-        for col, v in entries:
-            rows.append(r)
-            cols.append(col)
-            vals.append(v)
-        lb.append(low)
-        r += 1
-
-    members = {c: [nidx[n] for n, _ in snap.members.get(c, ()) if n in nidx] for c in classes}
-    for c in dict.fromkeys(roots):
-        if c in inside:
-            row([(j, 1.0) for j in members[c]], 1.0)
-    for n in nodes:
-        j = nidx[n]
-        outs = [c for c in snap.node_classes[n] if c in inside]
-        for d in costs.children[n]:
-            if d not in inside:
-                continue
-            row([(m, 1.0) for m in members[d]] + [(j, -1.0)], 0.0)
-            for oc in outs:
-                if comp[oc] == comp[d]:  # an edge inside a cycle: order the two classes
-                    row([(nx + cidx[oc], 1.0), (nx + cidx[d], -1.0), (j, -(1.0 + eps))], -1.0)
-    c_vec = np.concatenate([[cost[n] for n in nodes], np.zeros(nt)])
-    integrality = np.concatenate([np.ones(nx), np.zeros(nt)])
-    if r == 0:
+    prob = _IlpProblem(costs, snap, roots, w)
+    if not prob.lb:
         return IlpOutcome({}, "optimal", time.perf_counter() - t0)
-    a = coo_matrix((vals, (rows, cols)), shape=(r, nx + nt)).tocsr()
-    cons = [LinearConstraint(a, np.array(lb), np.full(r, np.inf))]
-    if upper is not None:
-        cons.append(LinearConstraint(c_vec[None, :], -np.inf, upper * (1 + 1e-9) + 1e-12))
-    problem = (c_vec, cons, integrality, Bounds(np.zeros(nx + nt), np.ones(nx + nt)))
-    code, sol, message = _solve(problem, max(time_limit - (time.perf_counter() - t0), 1e-9))
+    left = max(time_limit - (time.perf_counter() - t0), 1e-9)
+    code, sol, message = _solve(prob.scipy_problem(upper), left)
     secs = time.perf_counter() - t0
     if sol is None:
         status = "time limit (no solution)" if code == 1 else f"failed: {message}"
         return IlpOutcome(None, status, secs)
-    x, t = sol[:nx], sol[nx:]
-    choice: Choice = {}
-    for c in classes:
-        picked = [
-            (cost[n], n, i)
-            for n, i in snap.members.get(c, ())
-            if n in nidx
-            and x[nidx[n]] > 0.5
-            and all(
-                t[cidx[c]] > t[cidx[d]]
-                for d in costs.children[n]
-                if d in inside and comp[d] == comp[c]
-            )
-        ]
-        if picked:
-            _, n, i = min(picked)
-            choice[c] = (n, i)
     status = "optimal" if code == 0 else "time limit (incumbent)"
-    return IlpOutcome(choice, status, secs)
+    return IlpOutcome(prob.choice(sol), status, secs)
 
 
 def _milp(problem: tuple[Any, ...], time_limit: float, conn: Any) -> None:
@@ -389,6 +411,22 @@ def build_graph(
     for nid in graph.inputs:
         a = graph.node(nid).attrs
         value[snap.class_of[handles[Value(nid, 0)]]] = b.input(a["name"], a["shape"], a["dtype"])
+    roots = [snap.class_of[handles[v]] for v in graph.outputs]
+    used = _build_classes(tg, snap, costs, choice, b, value, roots)
+    return b.build([value[c] for c in roots]), used
+
+
+def _build_classes(
+    tg: TermGraph,
+    snap: Snapshot,
+    costs: Costs,
+    choice: Mapping[int, tuple[int, int]],
+    b: GraphBuilder,
+    value: dict[int, Value],
+    roots: Sequence[int],
+) -> list[int]:
+    """Add the chosen e-node of every class ``roots`` need to ``b`` (inputs first, iteratively);
+    ``value`` maps classes to built values. Returns the e-nodes built."""
     built: dict[int, Node] = {}
     state: dict[int, int] = {}  # class -> 1 on the stack, 2 done
     used: list[int] = []
@@ -401,7 +439,7 @@ def build_graph(
             raise SearchError(f"extraction left e-class {c} without a node.")
         return choice[c]
 
-    for root in (snap.class_of[handles[v]] for v in graph.outputs):
+    for root in roots:
         stack = [root]
         while stack:
             c = stack[-1]
@@ -429,5 +467,4 @@ def build_graph(
             value[c] = Value(node.id, i)
             state[c] = 2
             stack.pop()
-    out = b.build([value[snap.class_of[handles[v]]] for v in graph.outputs])
-    return out, used
+    return used

@@ -261,6 +261,19 @@ def _entries(
     return [feas[i] for i in np.flatnonzero(keep)], by_label
 
 
+def _trace(
+    ctx: Context, frontier: Sequence[Entry], steps: int, t0: float
+) -> list[tuple[int, float, float]]:
+    """The hypervolume trace: the input alone, then the extracted frontier (when it differs)."""
+    y0 = np.array([[ctx.input_costs[o] for o in ctx.objectives]]) / ctx.scale
+    hv0 = hypervolume(y0, ctx.ref)
+    hv = hypervolume(np.stack([e.y for e in frontier]) / ctx.scale, ctx.ref) if frontier else 0.0
+    trace = [(0, 0.0, hv0)]
+    if not math.isclose(hv, hv0):
+        trace.append((steps, time.perf_counter() - t0, hv))
+    return trace
+
+
 def run_saturation(
     graph: Graph,
     rules: Sequence[Rule],
@@ -315,13 +328,7 @@ def run_saturation(
     stats.times["cost"] += time.perf_counter() - t1
     details["extracted"] = by_label
     details["seconds_to_extracted"] = time.perf_counter() - t0
-    hv0 = hypervolume(
-        np.stack([ctx.input_costs[o] for o in ctx.objectives])[None] / ctx.scale, ctx.ref
-    )
-    hv = hypervolume(np.stack([e.y for e in frontier]) / ctx.scale, ctx.ref) if frontier else 0.0
-    trace = [(0, 0.0, hv0)]
-    if not math.isclose(hv, hv0):
-        trace.append((stats.steps, time.perf_counter() - t0, hv))
+    trace = _trace(ctx, frontier, stats.steps, t0)
     logger.debug("saturation: %s", {k: v for k, v in details.items() if k != "skipped_rules"})
     result = build_result(ctx, frontier, trace, stats, reason, t0, 1, len(frontier))
     result.strategy_info = details
