@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import statistics
 import tempfile
@@ -40,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._common import machine_info, round_floats, write_results
+from benchmarks._common import compact_json, machine_info, round_floats, write_results
 from rewrite.ir import Graph
 from rewrite.optimize.engine import Context, Engine
 from rewrite.optimize.priors import RulePriors
@@ -49,6 +50,7 @@ from rewrite.optimize.runner import build_result, default_rules, make_verifier, 
 STRATEGIES = ("stochastic", "tuned", "greedy", "best_first", "saturate")
 DEVICE = "h100"
 OBJECTIVES = ("latency", "peak_memory")
+PROVENANCE = ("study", "trial", "values", "date", "pick", "beats_defaults")
 
 
 def graphs(quick: bool) -> list[tuple[str, str, Any]]:
@@ -304,6 +306,34 @@ def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
     return round_floats(row)
 
 
+def dumps(obj: Any, depth: int = 0) -> str:
+    """The record as `compact_json` writes it, but each search of a row's ``runs`` and each
+    flat object deep in a row on one line."""
+
+    if not isinstance(obj, dict) or not obj:
+        return compact_json(obj, depth) if not isinstance(obj, list) else _list(obj, depth)
+    leaf = not any(isinstance(v, dict) or isinstance(v, list) and v and isinstance(v[0], dict)
+                   for v in obj.values())  # fmt: skip
+    if depth >= 4 and leaf:  # a strategy's summary, an Inductor timing: one line
+        return json.dumps(obj, separators=(", ", ": "))
+    pad = "  " * (depth + 1)
+    items = []
+    for k, v in obj.items():
+        if k == "runs" and isinstance(v, list) and all(isinstance(x, dict) for x in v):
+            lines = f",\n{pad}  ".join(json.dumps(x, separators=(",", ":")) for x in v)
+            items.append(f'{pad}"runs": [\n{pad}  {lines}\n{pad}]')
+        else:
+            items.append(f"{pad}{json.dumps(k)}: {dumps(v, depth + 1)}")
+    return "{\n" + ",\n".join(items) + "\n" + "  " * depth + "}"
+
+
+def _list(obj: list[Any], depth: int) -> str:
+    if not any(isinstance(v, dict) for v in obj):
+        return compact_json(obj, depth)
+    pad = "  " * (depth + 1)
+    return "[\n" + ",\n".join(pad + dumps(v, depth + 1) for v in obj) + "\n" + "  " * depth + "]"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="Tensat graphs at small sizes")
@@ -324,14 +354,15 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "zoo_budget_s": args.zoo_budget,
                 "device_profile": DEVICE, "objectives": list(OBJECTIVES), "priors": priors,
                 "inductor": {"repeats": args.repeats, "threads": 1, "device": "cpu"}}  # fmt: skip
-    if priors:
-        settings["priors_provenance"] = RulePriors.load(priors).provenance
+    if priors:  # where the priors come from (their metrics stay in the priors file)
+        prov = RulePriors.load(priors).provenance
+        settings["priors_provenance"] = {k: prov.get(k) for k in PROVENANCE if k in prov}
     done: list[dict[str, Any]] = []
 
     def save(row: dict[str, Any]) -> None:
         done.append(_jsonable(row))
         write_results("bench_suites", {"settings": settings, "rows": done}, machine=machine,
-                      run="strategies")  # fmt: skip
+                      run="strategies", dumps=dumps)  # fmt: skip
 
     only = [s for s in args.only.split(",") if s]
     rows = run(quick=args.quick, seeds=args.seeds, budget=args.budget,

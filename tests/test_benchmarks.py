@@ -167,3 +167,18 @@ def test_bench_transfer_keeps_each_arm_as_the_lists_its_layout_names() -> None:
     assert abs(summary["ratio"]["family"]["llama"]["value"] - 0.21) < 1e-9
     paired = summary["minus_family"]["rules"]["vit"]
     assert abs(paired["value"] - 0.41) < 1e-9 and paired["p"] == 0.25  # 3 of 3 seeds worse
+
+
+def test_suite_strategies_reads_a_trace_and_tabulates() -> None:
+    from benchmarks._suite_strategies import STRATEGIES, _summary, table, time_to
+
+    trace = [(0.0, 10.0), (1.5, 8.0), (4.0, 5.0)]
+    assert time_to(trace, 8.0) == 1.5 and time_to(trace, 4.0) is None
+    runs = [{"reduction": 0.5, "trace": trace}, {"reduction": 0.2, "trace": trace[:2]}]
+    s = _summary(runs, 5.0)
+    assert s["reduction"] == 0.35 and s["reached"] == "1/2" and s["time_to_saturation_cost"] is None
+    strategies = {k: {"reduction": 0.1, "time_to_saturation_cost": 2.0} for k in STRATEGIES}
+    row = {"graph": "nasrnn", "strategies": strategies, "saturation": {"wall": 3.0},
+           "inductor": {k: {"ratio": 0.9} for k in STRATEGIES}}  # fmt: skip
+    text = table([row])
+    assert "| nasrnn | 10.0% |" in text and "2.0 vs 3.0" in text and "0.90 / 0.90" in text
