@@ -22,9 +22,11 @@ TASO's GPU cost model and TASO's rules; the figures here use this project's rule
 model, so they are not comparable to the paper's: only the strategies are compared, on one
 footing.
 
-`run` returns the rows (``benchmarks/bench_suites.py`` calls it); ``python -m
-benchmarks._suite_strategies [--quick] [--priors demo-priors.json]`` runs it alone, prints the
-table and writes the ``strategies`` run of ``benchmarks/results/bench_suites.json``.
+`compare` returns the rows; `run` (options from `add_arguments`) saves them after each graph as
+the ``strategies`` run of ``benchmarks/results/bench_suites.json`` and prints the table. It is
+the second part of ``python -m benchmarks.bench_suites --part strategies`` and runs alone as
+``python -m benchmarks._suite_strategies [--quick] [--seeds 3] [--budget 20] [--zoo-budget 10]
+[--priors benchmarks/data/demo-priors.json]``.
 """
 
 from __future__ import annotations
@@ -50,6 +52,22 @@ from rewrite.optimize.runner import build_result, default_rules, make_verifier, 
 STRATEGIES = ("stochastic", "tuned", "greedy", "best_first", "saturate")
 DEVICE = "h100"
 OBJECTIVES = ("latency", "peak_memory")
+# Tensat's paper (Yang et al., MLSys 2021, arXiv 2101.01332), its table of TASO against Tensat:
+# search seconds and runtime speedup percentage of the optimized graph, from TASO's measured
+# per-op GPU costs (as reproduced on mwillsey.com/papers/tensat).
+PUBLISHED = {
+    g: dict(zip(("taso_search_s", "tensat_search_s", "taso_speedup", "tensat_speedup"), v))
+    for g, v in {
+        "bert": (13.6, 1.4, 8.5, 9.2),
+        "resnext50": (25.3, 0.7, 5.5, 8.8),
+        "nasneta": (1226.0, 10.6, 1.9, 7.3),
+        "nasrnn": (177.3, 0.5, 45.4, 68.9),
+        "inceptionv3": (68.6, 5.1, 6.3, 10.0),
+        "squeezenet": (16.4, 0.3, 6.7, 24.5),
+        "vgg19": (8.9, 0.4, 8.9, 8.9),
+    }.items()
+}
+PRIORS = os.path.relpath(os.path.join(os.path.dirname(__file__), "data", "demo-priors.json"))
 PROVENANCE = ("study", "trial", "values", "date", "pick", "beats_defaults")
 
 
@@ -193,7 +211,7 @@ def _summary(runs: list[dict[str, Any]], target: float) -> dict[str, Any]:
     }
 
 
-def run(
+def compare(
     *,
     quick: bool = False,
     seeds: int = 3,
@@ -283,11 +301,17 @@ def _log(r: dict[str, Any]) -> None:
     )
 
 
+def speedup(reduction: float) -> float:
+    """A cost reduction as Tensat's speedup percentage: input cost over final cost, minus 1."""
+    return 100.0 * (1.0 / (1.0 - reduction) - 1.0)
+
+
 def table(rows: list[dict[str, Any]]) -> str:
-    """A markdown table: reduction per strategy, time to saturation's cost, Inductor ratios."""
+    """A markdown table: reduction per strategy, time to saturation's cost, Inductor ratios, and
+    saturation's cost-model speedup beside the speedups Tensat's paper reports (`PUBLISHED`)."""
     head = ("| graph | " + " | ".join(STRATEGIES) + " | tuned: s to sat. cost | "
-            "Inductor sat./tuned |")  # fmt: skip
-    lines = [head, "|" + "---|" * (len(STRATEGIES) + 3)]
+            "Inductor sat./tuned | sat. speedup (paper: TASO / Tensat) |")  # fmt: skip
+    lines = [head, "|" + "---|" * (len(STRATEGIES) + 4)]
     for r in rows:
         s = r["strategies"]
         cells = [f"{100 * s[k]['reduction']:.1f}%" if k in s else "-" for k in STRATEGIES]
@@ -298,7 +322,10 @@ def table(rows: list[dict[str, Any]]) -> str:
         ind = r.get("inductor", {})
         arm = "tuned" if "tuned" in ind else "stochastic"
         meas = f"{ind['saturate']['ratio']:.2f} / {ind[arm]['ratio']:.2f}" if ind else "-"
-        lines.append(f"| {r['graph']} | " + " | ".join(cells) + f" | {reach} | {meas} |")
+        pub = PUBLISHED.get(r["graph"]) if r.get("suite", "tensat") == "tensat" else None
+        paper = f" ({pub['taso_speedup']} / {pub['tensat_speedup']})" if pub else ""
+        ours = f"{speedup(s['saturate']['reduction']):.1f}%{paper}" if "saturate" in s else "-"
+        lines.append(f"| {r['graph']} | " + " | ".join(cells) + f" | {reach} | {meas} | {ours} |")
     return "\n".join(lines)
 
 
@@ -334,42 +361,54 @@ def _list(obj: list[Any], depth: int) -> str:
     return "[\n" + ",\n".join(pad + dumps(v, depth + 1) for v in obj) + "\n" + "  " * depth + "]"
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """This part's options (``benchmarks.bench_suites`` adds them to its own parser)."""
     ap.add_argument("--quick", action="store_true", help="Tensat graphs at small sizes")
-    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--seeds", type=int, default=3, help="seeds of the stochastic strategies")
     ap.add_argument("--budget", type=float, default=60.0, help="seconds per search (Tensat)")
     ap.add_argument("--zoo-budget", type=float, default=30.0, help="seconds per search (zoo)")
-    ap.add_argument("--priors", default="demo-priors.json", help="tuned priors ('' to skip)")
+    ap.add_argument("--priors", default=PRIORS, help="tuned priors ('' to skip the tuned arm)")
     ap.add_argument("--no-measure", action="store_true", help="skip the Inductor timing")
-    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--repeats", type=int, default=10, help="Inductor timing rounds")
     ap.add_argument("--only", default="", help="comma-separated graph names")
-    args = ap.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the comparison with parsed options, saving the ``strategies`` run of
+    ``benchmarks/results/bench_suites.json`` after every graph; print the table; return the
+    record."""
     priors = args.priors or None
     if priors and not os.path.exists(priors):
-        ap.error(f"--priors {priors!r} does not exist; `make run` (tuner demo) writes it, or "
-                 "pass --priors '' to skip the tuned arm")  # fmt: skip
+        raise SystemExit(f"--priors {priors!r} does not exist; `make run` (tuner demo) writes "
+                         "one, or pass --priors '' to skip the tuned arm")  # fmt: skip
     machine = machine_info()
+    threads = getattr(args, "threads", 1)
     settings = {"quick": args.quick, "seeds": args.seeds, "budget_s": args.budget,
                 "zoo_budget_s": args.zoo_budget,
                 "device_profile": DEVICE, "objectives": list(OBJECTIVES), "priors": priors,
-                "inductor": {"repeats": args.repeats, "threads": 1, "device": "cpu"}}  # fmt: skip
+                "inductor": {"repeats": args.repeats, "threads": threads, "device": "cpu"}}  # fmt: skip
     if priors:  # where the priors come from (their metrics stay in the priors file)
         prov = RulePriors.load(priors).provenance
         settings["priors_provenance"] = {k: prov.get(k) for k in PROVENANCE if k in prov}
-    done: list[dict[str, Any]] = []
+    record: dict[str, Any] = {"settings": settings, "rows": []}
 
     def save(row: dict[str, Any]) -> None:
-        done.append(_jsonable(row))
-        write_results("bench_suites", {"settings": settings, "rows": done}, machine=machine,
-                      run="strategies", dumps=dumps)  # fmt: skip
+        record["rows"].append(_jsonable(row))
+        write_results("bench_suites", record, machine=machine, run="strategies", dumps=dumps)
 
     only = [s for s in args.only.split(",") if s]
-    rows = run(quick=args.quick, seeds=args.seeds, budget=args.budget,
-               zoo_budget=args.zoo_budget, priors=priors,
-               measure=not args.no_measure, repeats=args.repeats, only=only, on_row=save)  # fmt: skip
+    rows = compare(quick=args.quick, seeds=args.seeds, budget=args.budget,
+                   zoo_budget=args.zoo_budget, priors=priors, measure=not args.no_measure,
+                   repeats=args.repeats, threads=threads, only=only, on_row=save)  # fmt: skip
     print()
     print(table(rows))
+    return record
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_arguments(ap)
+    run(ap.parse_args(argv))
 
 
 if __name__ == "__main__":
