@@ -1,0 +1,149 @@
+"""Expert plans: the recipes users write by hand, as strategies costed like any other.
+
+* ``ddp``: every axis data parallel with replicated parameters (DDP).
+* ``fsdp``: every axis data parallel with sharded parameters (FSDP2 / ZeRO-3).
+* ``tp``: Megatron tensor parallelism with sequence parallelism over every device (one
+  tensor-parallel axis as large as the mesh, up to one node; data parallel with sharded
+  parameters over the rest when the mesh is larger than a node).
+* ``fsdp+tp``: torchtitan's 2-D Llama plan: tensor parallelism inside a node (8 ways, or the
+  largest divisor of the device count and of the model's key/value heads up to it) and FSDP over
+  the rest.
+* ``fsdp+tp+pp``: torchtitan's 3-D plan for 405B: tensor parallelism inside a node, pipeline
+  stages along the outermost axis (torchtitan's split, microbatches = stages, 1F1B or
+  interleaved 1F1B), FSDP over the middle axis without resharding between microbatches.
+
+Each takes a checkpointing mode for every block (``none``, ``selective``, ``full``). The
+Megatron layout (`megatron_layout`) is the recipe's, stated structurally so that it applies to
+any block: a linear whose output reaches the block's output (the residual stream) without passing
+another linear is row parallel, every other linear column parallel; norms see the sequence split;
+the embedding and the head are split along the vocabulary.
+"""
+
+from __future__ import annotations
+
+from rewrite.errors import PlanError
+from rewrite.ir import Graph
+from rewrite.plans.layout import ModelLayout
+from rewrite.plans.strategy import Strategy, TPLayout
+
+__all__ = ["STYLES", "expert_strategy", "megatron_layout"]
+
+#: Expert plan styles.
+STYLES = ("ddp", "fsdp", "tp", "fsdp+tp", "fsdp+tp+pp")
+
+
+def _reaches_output(graph: Graph, start: int) -> bool:
+    """Whether ``start``'s output reaches a graph output without passing another linear."""
+    outs = {v.node for v in graph.outputs}
+    seen, stack = set(), [start]
+    while stack:
+        nid = stack.pop()
+        if nid in outs:
+            return True
+        for u in graph.users(nid):
+            if u not in seen and graph.node(u).op != "linear":
+                seen.add(u)
+                stack.append(u)
+    return False
+
+
+def megatron_layout(layout: ModelLayout, sequence_parallel: bool = True) -> TPLayout:
+    """Megatron's tensor-parallel layout of ``layout``'s block (see the module docstring)."""
+    g = layout.block_graph
+    block: dict[str, int] = {}
+    for node in g:
+        if node.op != "linear":
+            continue
+        w = g.node(node.inputs[1].node)
+        if w.op != "param":
+            continue
+        row = _reaches_output(g, node.id)
+        block[w.attrs["name"]] = 1 if row else 0
+        if len(node.inputs) == 3 and not row:
+            b = g.node(node.inputs[2].node)
+            if b.op == "param":
+                block[b.attrs["name"]] = 0
+    rest: dict[str, int] = {}
+    if layout.rest_graph is not None:
+        for node in layout.rest_graph:
+            if node.op == "embedding":
+                w = layout.rest_graph.node(node.inputs[0].node)
+                if w.op == "param" and w.type.shape[0] > w.type.shape[1]:
+                    rest[w.attrs["name"]] = 0
+            if node.op == "linear" and node.out(0) in layout.rest_graph.outputs:
+                w = layout.rest_graph.node(node.inputs[1].node)
+                if w.op == "param":
+                    rest[w.attrs["name"]] = 0
+    return TPLayout(block, rest, sequence_parallel)
+
+
+def _tp_degree(layout: ModelLayout, n: int, per_node: int) -> int:
+    heads = _kv_heads(layout)
+    for t in range(min(per_node, n), 0, -1):
+        if n % t == 0 and heads % t == 0:
+            return t
+    return 1
+
+
+def _kv_heads(layout: ModelLayout) -> int:
+    """The smallest head count among the block's attention inputs."""
+    best = 0
+    for node in layout.block_graph:
+        if node.op == "sdpa" and node.in_types[1].rank >= 3:
+            h = node.in_types[1].shape[-3]
+            best = h if not best else min(best, h)
+    return best or 1
+
+
+def expert_strategy(
+    layout: ModelLayout,
+    n: int,
+    style: str,
+    checkpoint: str = "none",
+    per_node: int = 8,
+    schedule: str = "1F1B",
+    pp: int | None = None,
+    **numerics: object,
+) -> Strategy:
+    """The expert plan ``style`` on ``n`` devices.
+
+    Args:
+        layout: The model.
+        n: Devices.
+        style: One of `STYLES`.
+        checkpoint: Checkpointing of every block.
+        per_node: Devices per node (tensor parallelism stays inside one).
+        schedule: Pipeline schedule for ``fsdp+tp+pp`` (``1F1B`` or ``interleaved_1F1B``).
+        pp: Pipeline degree for ``fsdp+tp+pp`` (default 8, or less to fit the devices).
+        **numerics: ``precision``, ``float8``, ``compile``, ``async_tp`` passed on.
+
+    Raises:
+        PlanError: On an unknown style, or a device count the style cannot split.
+    """
+    if style not in STYLES:
+        raise PlanError(f"style must be one of {STYLES}, but got {style!r}.")
+    ck = (checkpoint,)
+    if style in ("ddp", "fsdp"):
+        axes = {"dp": n}
+        role = {"replicate": ("dp",)} if style == "ddp" else {"fsdp": ("dp",)}
+        return Strategy(axes, checkpoint=ck, **role, **numerics)  # type: ignore[arg-type]
+    t = _tp_degree(layout, n, per_node)
+    if t == 1:
+        raise PlanError(f"No tensor-parallel degree > 1 divides both {n} devices and the heads.")
+    lay = megatron_layout(layout)
+    if style in ("tp", "fsdp+tp"):
+        dp = n // t
+        if style == "tp" and dp == 1:
+            return Strategy({"tp": t}, tp="tp", layout=lay, checkpoint=ck, **numerics)  # type: ignore[arg-type]
+        return Strategy({"dp": dp, "tp": t}, tp="tp", fsdp=("dp",), layout=lay, checkpoint=ck,
+                        **numerics)  # type: ignore[arg-type]  # fmt: skip
+    rest = n // t
+    stages = pp or next((s for s in (8, 4, 2) if rest % s == 0 and rest // s >= 1), 0)
+    if not stages or rest % stages:
+        raise PlanError(f"{n} devices do not split into tp {t} x pp x dp.")
+    v = 2 if schedule == "interleaved_1F1B" else 1
+    return Strategy(
+        {"pp": stages, "dp": rest // stages, "tp": t}, tp="tp", pp="pp", fsdp=("dp",), layout=lay,
+        checkpoint=ck, microbatches=stages, schedule=schedule, virtual_stages=v,
+        reshard_after_forward=False, **numerics,  # type: ignore[arg-type]
+    )  # fmt: skip
