@@ -9,8 +9,9 @@
   largest divisor of the device count and of the model's key/value heads up to it) and FSDP over
   the rest.
 * ``fsdp+tp+pp``: torchtitan's 3-D plan for 405B: tensor parallelism inside a node, pipeline
-  stages along the outermost axis (torchtitan's split, microbatches = stages, 1F1B or
-  interleaved 1F1B), FSDP over the middle axis without resharding between microbatches.
+  stages along the outermost axis (torchtitan's split, 1F1B or
+  interleaved 1F1B), FSDP over the middle axis without resharding between microbatches, one
+  sample per microbatch (at least as many microbatches as stages).
 
 Each takes a checkpointing mode for every block (``none``, ``selective``, ``full``). The
 Megatron layout (`megatron_layout`) is the recipe's, stated structurally so that it applies to
@@ -28,6 +29,7 @@ from rewrite.plans.strategy import Strategy, TPLayout
 
 __all__ = ["STYLES", "expert_strategy", "megatron_layout"]
 
+_VOCAB = 8192  # an embedding or head this wide is split along the vocabulary
 #: Expert plan styles.
 STYLES = ("ddp", "fsdp", "tp", "fsdp+tp", "fsdp+tp+pp")
 
@@ -68,13 +70,31 @@ def megatron_layout(layout: ModelLayout, sequence_parallel: bool = True) -> TPLa
         for node in layout.rest_graph:
             if node.op == "embedding":
                 w = layout.rest_graph.node(node.inputs[0].node)
-                if w.op == "param" and w.type.shape[0] > w.type.shape[1]:
+                if w.op == "param" and w.type.shape[0] >= _VOCAB:
                     rest[w.attrs["name"]] = 0
             if node.op == "linear" and node.out(0) in layout.rest_graph.outputs:
                 w = layout.rest_graph.node(node.inputs[1].node)
-                if w.op == "param":
+                if w.op == "param" and w.type.shape[0] >= _VOCAB:
                     rest[w.attrs["name"]] = 0
+                    if len(node.inputs) == 3:
+                        bias = layout.rest_graph.node(node.inputs[2].node)
+                        if bias.op == "param":
+                            rest[bias.attrs["name"]] = 0
     return TPLayout(block, rest, sequence_parallel)
+
+
+def expressible_layout(layout: ModelLayout, t: int) -> TPLayout:
+    """Megatron's layout with sequence parallelism when DTensor can express it on this model,
+    else without (a model that adds position embeddings after the token embedding, or reads one
+    token for its head, needs the whole sequence there)."""
+    from rewrite.plans.convert import dtensor_problems
+
+    for sp in (True, False):
+        lay = megatron_layout(layout, sequence_parallel=sp)
+        st = Strategy({"tp": t}, tp="tp", layout=lay)
+        if not dtensor_problems(layout, st):
+            return lay
+    return megatron_layout(layout, sequence_parallel=True)
 
 
 def _tp_degree(layout: ModelLayout, n: int, per_node: int) -> int:
@@ -130,7 +150,7 @@ def expert_strategy(
     t = _tp_degree(layout, n, per_node)
     if t == 1:
         raise PlanError(f"No tensor-parallel degree > 1 divides both {n} devices and the heads.")
-    lay = megatron_layout(layout)
+    lay = expressible_layout(layout, t)
     if style in ("tp", "fsdp+tp"):
         dp = n // t
         if style == "tp" and dp == 1:
@@ -142,8 +162,11 @@ def expert_strategy(
     if not stages or rest % stages:
         raise PlanError(f"{n} devices do not split into tp {t} x pp x dp.")
     v = 2 if schedule == "interleaved_1F1B" else 1
+    dp = rest // stages
+    local = layout.batch // dp if layout.batch % dp == 0 else stages
+    micro = local if local >= stages and local % stages == 0 else stages
     return Strategy(
-        {"pp": stages, "dp": rest // stages, "tp": t}, tp="tp", pp="pp", fsdp=("dp",), layout=lay,
-        checkpoint=ck, microbatches=stages, schedule=schedule, virtual_stages=v,
+        {"pp": stages, "dp": dp, "tp": t}, tp="tp", pp="pp", fsdp=("dp",) if dp > 1 else (),
+        layout=lay, checkpoint=ck, microbatches=micro, schedule=schedule, virtual_stages=v,
         reshard_after_forward=False, **numerics,  # type: ignore[arg-type]
     )  # fmt: skip

@@ -200,14 +200,20 @@ def _region_seconds(region: list[Node], graph: Graph, local: _Local) -> tuple[fl
         if _is_kernel(n):
             ln = local.node(n)
             flops += get_op(n.op).flops(ln.in_types, ln.types, ln.attrs)
-    ins = {v for n in region for v in n.inputs if v.node not in ids}
+    ins: dict[tuple[Value, str], int] = {}
+    for n in region:
+        for i, v in enumerate(n.inputs):
+            if v.node not in ids:
+                want = local.prop.wanted[(n.id, i)]
+                t = _dtype(want.local_type(n.in_types[i], local.prop.mesh), local.options)
+                ins[(v, str(want))] = t.nbytes
     outs = {
         v
         for n in region
         for v in n.outs
         if any(u not in ids for u in graph.users(n.id)) or v in graph.outputs
     }
-    nbytes = sum(local.nbytes(v) for v in ins | outs)
+    nbytes = sum(ins.values()) + sum(local.nbytes(v) for v in outs)
     if not any(_is_kernel(n) for n in region):
         return 0.0, 0.0
     dtype = next(iter(local.types[v] for v in outs), TensorType((), "float32")).dtype
@@ -234,23 +240,23 @@ def _bwd_factor(node: Node, prop: Propagation, p: DeviceProfile) -> float:
     return 2.0
 
 
-def _saved_values(node: Node, prop: Propagation) -> list[Value]:
-    """The tensors autograd keeps for ``node``'s backward (see the module docstring)."""
+def _saved_values(node: Node, prop: Propagation) -> list[int]:
+    """Which tensors autograd keeps for ``node``'s backward (see the module docstring): input
+    indices, or ``-1`` for the output."""
     if not node.inputs or node.op in _SAVE_NOTHING or not any(v in prop.grad for v in node.outs):
         return []
     ins = list(node.inputs)
     if node.op == "linear":
-        return [ins[0]] if ins[1] in prop.grad else []
+        return [0] if ins[1] in prop.grad else []
     if node.op in ("mul", "div", "matmul", "mm", "bmm"):
-        a, b = ins[0], ins[1]
-        return [x for x, other in ((a, b), (b, a)) if other in prop.grad]
+        return [i for i, other in ((0, ins[1]), (1, ins[0])) if other in prop.grad]
     if node.op == "sdpa":
-        return [*ins[:3], node.out(0)]
+        return [0, 1, 2, -1]
     if node.op in _SAVE_OUTPUT:
-        return [node.out(0)]
+        return [-1]
     if node.op in ("layer_norm", "rms_norm", "batch_norm", "conv2d", "embedding", "where"):
-        return [ins[1] if node.op == "embedding" else ins[0]]
-    return [ins[0]]
+        return [1 if node.op == "embedding" else 0]
+    return [0]
 
 
 def _base(v: Value, graph: Graph) -> Value:
@@ -353,9 +359,10 @@ def graph_cost(
     moves, partial = prop.backward()
     sel_comm = tuple(c for _, _, cs in prop.forward for c in cs if c.kind != "reduce_scatter")
     internal = _internal(graph) if options.compile else frozenset()
-    saved_all: dict[Value, int] = {}
+    saved_all: dict[tuple[Value, str], int] = {}
     for n in graph:
-        for v in _saved_values(n, prop):
+        for i in _saved_values(n, prop):
+            v = n.out(0) if i < 0 else n.inputs[i]
             b = _base(v, graph)
             if (
                 b.node in internal
@@ -366,7 +373,12 @@ def graph_cost(
                 )
             ):
                 continue
-            saved_all[b] = local.nbytes(b)
+            if i < 0:
+                saved_all[(b, "out")] = local.nbytes(b)
+            else:
+                want = prop.wanted[(n.id, i)]
+                t = _dtype(want.local_type(n.in_types[i], prop.mesh), options)
+                saved_all[(b, str(want))] = t.nbytes
     inp = [v for v in graph.inputs if graph.node(v).attrs.get("name") == grad_input]
     in_bytes = sum(local.nbytes(Value(i)) for i in inp)
     kept_bytes = sum(local.nbytes(Value(i)) for i in kept)

@@ -87,6 +87,9 @@ class ModelLayout:
         causal: Whether attention is causal (decoder language models): causal attention kernels
             skip the masked half of the work.
         image_size: For image models, the image side; else None.
+        calls: Per block module (relative name), how the block calls it: the number of tensor
+            positional arguments and the names of tensor keyword arguments (``PrepareModuleInput``
+            must name keyword inputs by name).
     """
 
     name: str
@@ -101,6 +104,7 @@ class ModelLayout:
     kind: str
     causal: bool
     image_size: int | None = None
+    calls: Mapping[str, tuple[int, tuple[str, ...]]] = field(default_factory=dict)
     _cache: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -337,29 +341,47 @@ def _marker_inputs(example_inputs: tuple[Any, ...]) -> tuple[tuple[Any, ...], st
     )
 
 
-def _capture_block_inputs(model: Any, block: Any, args: tuple[Any, ...]) -> tuple[Any, Any]:
-    """The positional and keyword arguments ``block`` is called with (as meta tensors)."""
+def _capture_block_inputs(
+    model: Any, block: Any, args: tuple[Any, ...]
+) -> tuple[Any, Any, dict[str, tuple[int, tuple[str, ...]]]]:
+    """The positional and keyword arguments ``block`` is called with (as meta tensors), and how
+    the block calls each of its submodules."""
     import torch
     import torch.utils._pytree as pytree
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     seen: dict[str, Any] = {}
+    calls: dict[str, tuple[int, tuple[str, ...]]] = {}
 
     class _Stop(Exception):
         pass
 
     def hook(mod: Any, a: Any, kw: Any) -> None:
         seen["a"], seen["kw"] = a, kw
+
+    def stop(mod: Any, a: Any, kw: Any, out: Any) -> None:
         raise _Stop
 
-    handle = block.register_forward_pre_hook(hook, with_kwargs=True)
+    def record(name: str) -> Any:
+        def fn(mod: Any, a: Any, kw: Any) -> None:
+            n = sum(isinstance(x, torch.Tensor) for x in a)
+            calls[name] = (n, tuple(k for k, v in kw.items() if isinstance(v, torch.Tensor)))
+
+        return fn
+
+    handles = [block.register_forward_pre_hook(hook, with_kwargs=True)]
+    handles.append(block.register_forward_hook(stop, with_kwargs=True))
+    for name, sub in block.named_modules():
+        if name:
+            handles.append(sub.register_forward_pre_hook(record(name), with_kwargs=True))
     try:
         with FakeTensorMode(allow_non_fake_inputs=True), torch.no_grad():
             model(*args)
     except _Stop:
         pass
     finally:
-        handle.remove()
+        for h in handles:
+            h.remove()
     if "a" not in seen:
         raise PlanError(f"The block {type(block).__name__} was never called by the model.")
 
@@ -368,7 +390,8 @@ def _capture_block_inputs(model: Any, block: Any, args: tuple[Any, ...]) -> tupl
             return torch.zeros(x.shape, dtype=x.dtype, device="meta")
         return x
 
-    return pytree.tree_map(to_meta, (seen["a"], seen["kw"]))
+    a, kw = pytree.tree_map(to_meta, (seen["a"], seen["kw"]))
+    return a, kw, calls
 
 
 def _is_causal(model: Any) -> bool:
@@ -409,7 +432,7 @@ def layout_of(model: Any, example_inputs: Any, name: str | None = None) -> Model
         )  # fmt: skip
     path, blocks = found
     first = next(iter(blocks.children()))
-    block_args, block_kwargs = _capture_block_inputs(model, first, marker_args)
+    block_args, block_kwargs, calls = _capture_block_inputs(model, first, marker_args)
     block_graph = from_torch(first, block_args, block_kwargs, name="block")
     with _without_children(blocks, 0):
         rest_graph = from_torch(model, marker_args, name="rest")
@@ -428,6 +451,7 @@ def layout_of(model: Any, example_inputs: Any, name: str | None = None) -> Model
         kind=kind,
         causal=_is_causal(model),
         image_size=image_size,
+        calls=calls,
     )
 
 

@@ -410,6 +410,8 @@ class Propagation:
         out: Sharding of every value as produced.
         wanted: Per ``(node id, input index)``, the sharding the node runs that input in.
         forward: Forward moves: ``(value, wanted sharding, collectives)``, one per distinct move.
+        moves: Every input that arrives in another sharding than its consumer runs it in,
+            collectives or not: ``(value, consumer node id, arriving, wanted)``.
         grad: Which values need a gradient (they depend on a parameter or a differentiable
             input).
     """
@@ -421,6 +423,7 @@ class Propagation:
     forward: list[tuple[Value, Sharding, list[Collective]]] = field(default_factory=list)
     grad: set[Value] = field(default_factory=set)
     pinned: dict[Value, tuple[Sharding, Sharding]] = field(default_factory=dict)
+    moves: list[tuple[Value, int, Sharding, Sharding]] = field(default_factory=list)
 
     def local_types(self, node: Node) -> tuple[tuple[TensorType, ...], tuple[TensorType, ...]]:
         """Per-device input and output types of ``node``."""
@@ -525,6 +528,8 @@ def propagate(
         wanted, outs = rule_for(node.op).fn(node, ins, mesh)
         for i, (v, have, want) in enumerate(zip(node.inputs, ins, wanted)):
             prop.wanted[(node.id, i)] = want
+            if have != want:
+                prop.moves.append((v, node.id, have, want))
             if have != want and (v, want) not in moved:
                 moved[(v, want)] = True
                 colls = redistribute(have, want, node.in_types[i], mesh)
