@@ -51,8 +51,10 @@ class BlockAction:
     moves: Callable[[TPLayout, Graph], list[TPLayout]]
 
 
-def _weights(graph: Graph) -> list[tuple[str, str | None]]:
-    """2-D weights of linears, with their bias parameter's name."""
+def _weights(graph: Graph) -> list[tuple[str, str | None, int, int]]:
+    """Weights of linears (``linear``: ``W[N, K]``; GPT-2's ``Conv1D`` as ``addmm``:
+    ``W[K, N]``), with their bias parameter's name, the output (column) and input (row)
+    dimension of the weight."""
     out = []
     for node in graph:
         if node.op == "linear" and graph.node(node.inputs[1].node).op == "param":
@@ -60,22 +62,31 @@ def _weights(graph: Graph) -> list[tuple[str, str | None]]:
             b = None
             if len(node.inputs) == 3 and graph.node(node.inputs[2].node).op == "param":
                 b = graph.node(node.inputs[2].node).attrs["name"]
-            out.append((w, b))
+            out.append((w, b, 0, 1))
+        elif node.op == "addmm" and graph.node(node.inputs[2].node).op == "param":
+            w = graph.node(node.inputs[2].node).attrs["name"]
+            bias = graph.node(node.inputs[0].node)
+            out.append((w, bias.attrs["name"] if bias.op == "param" else None, 1, 0))
     return out
 
 
-def _set(lay: TPLayout, w: str, b: str | None, dim: int | None) -> TPLayout:
+def _set(lay: TPLayout, w: str, b: str | None, dim: int | None, col: bool = False) -> TPLayout:
     block = {k: v for k, v in lay.block.items() if k not in (w, b)}
     if dim is not None:
         block[w] = dim
-        if b is not None and dim == 0:
+        if b is not None and col:
             block[b] = 0
     return TPLayout(block, lay.rest, lay.sequence_parallel)
 
 
-def _split(dim: int) -> Callable[[TPLayout, Graph], list[TPLayout]]:
+def _split(columns: bool) -> Callable[[TPLayout, Graph], list[TPLayout]]:
     def moves(lay: TPLayout, graph: Graph) -> list[TPLayout]:
-        return [_set(lay, w, b, dim) for w, b in _weights(graph) if lay.block.get(w) != dim]
+        out = []
+        for w, b, col, row in _weights(graph):
+            dim = col if columns else row
+            if lay.block.get(w) != dim:
+                out.append(_set(lay, w, b, dim, columns))
+        return out
 
     return moves
 
@@ -83,26 +94,24 @@ def _split(dim: int) -> Callable[[TPLayout, Graph], list[TPLayout]]:
 def _consumers(lay: TPLayout, graph: Graph) -> list[TPLayout]:
     """For each activation read by several linears: split every one of them by columns (the
     activation's consumers compute its output features' shards)."""
-    groups: dict[object, list[tuple[str, str | None]]] = {}
+    groups: dict[object, list[tuple[str, str | None, int]]] = {}
+    by_weight = {w: (w, b, col) for w, b, col, _ in _weights(graph)}
     for node in graph:
         if node.op == "linear" and graph.node(node.inputs[1].node).op == "param":
             w = graph.node(node.inputs[1].node).attrs["name"]
-            b = None
-            if len(node.inputs) == 3 and graph.node(node.inputs[2].node).op == "param":
-                b = graph.node(node.inputs[2].node).attrs["name"]
-            groups.setdefault(node.inputs[0], []).append((w, b))
+            groups.setdefault(node.inputs[0], []).append(by_weight[w])
     out = []
     for members in groups.values():
-        if len(members) > 1 and any(lay.block.get(w) != 0 for w, _ in members):
+        if len(members) > 1 and any(lay.block.get(w) != col for w, _, col in members):
             new = lay
-            for w, b in members:
-                new = _set(new, w, b, 0)
+            for w, b, col in members:
+                new = _set(new, w, b, col, True)
             out.append(new)
     return out
 
 
 def _replicate(lay: TPLayout, graph: Graph) -> list[TPLayout]:
-    return [_set(lay, w, b, None) for w, b in _weights(graph) if w in lay.block]
+    return [_set(lay, w, b, None) for w, b, _, _ in _weights(graph) if w in lay.block]
 
 
 def _sequence(lay: TPLayout, graph: Graph) -> list[TPLayout]:

@@ -113,6 +113,13 @@ def dtensor_problems(layout: ModelLayout, st: Strategy) -> dict[str, str]:
         return {}
     out = _param_problems(st.layout.block, layout.block_modules, layout.module_fqn)
     out.update(_param_problems(st.layout.rest, layout.rest_modules, lambda m: m))
+    if st.layout.sequence_parallel and not layout.sequence_parallel_safe:
+        out["plan"] = (
+            "sequence parallelism hands the blocks a sequence shard, but this model computes "
+            "positions or masks from its embedding's output length (Hugging Face models do); "
+            "pass position ids for the whole sequence, or use a plan without sequence "
+            "parallelism."
+        )
     bprop, rprop = _propagations(layout, st)
     out.update(_move_problems(bprop, bprop.graph, "block"))
     if rprop is not None:
@@ -141,9 +148,9 @@ def _tp_modules(layout: ModelLayout, st: Strategy) -> dict[str, TensorParallel]:
     for param, dim in sorted(lay.block.items()):
         mod = _module_of(param)
         info = layout.block_modules.get(mod)
-        if info is None or info.kind != "linear" or not param.endswith("weight"):
+        if info is None or info.kind not in ("linear", "conv1d") or not param.endswith("weight"):
             continue
-        if dim == 0:
+        if (dim == 0) == (info.kind == "linear"):  # Conv1D stores its weight transposed
             out[mod] = TensorParallel("colwise")
         else:
             out[mod] = TensorParallel("rowwise", output_layouts=stream if sp else None)
@@ -250,6 +257,18 @@ def _stages(layout: ModelLayout, st: Strategy) -> PipelineSpec | None:
     return PipelineSpec(st.pp, tuple(stages), st.schedule, st.microbatches, v)
 
 
+def _loss_parallel(layout: ModelLayout, st: Strategy) -> bool:
+    """Whether the head is split along the vocabulary with loss parallelism (the training loop
+    then computes the loss inside ``torch.distributed.tensor.parallel.loss_parallel()``)."""
+    if not (st.loss_parallel and st.tp and st.layout):
+        return False
+    return any(
+        layout.rest_modules.get(_module_of(p)) is not None
+        and layout.rest_modules[_module_of(p)].kind == "linear"
+        for p in st.layout.rest
+    )
+
+
 def to_plan(
     layout: ModelLayout,
     st: Strategy,
@@ -295,7 +314,7 @@ def to_plan(
             "float8": st.float8,
             "compile": st.compile,
             "async_tp": st.async_tp,
-            "loss_parallel": bool(st.loss_parallel and st.tp),
+            "loss_parallel": _loss_parallel(layout, st),
             "microbatches": st.microbatches,
             "fsdp_over_cp": bool(fsdp and st.cp),
             **dict(provenance or {}),

@@ -43,7 +43,7 @@ def _reaches_output(graph: Graph, start: int) -> bool:
         if nid in outs:
             return True
         for u in graph.users(nid):
-            if u not in seen and graph.node(u).op != "linear":
+            if u not in seen and graph.node(u).op not in ("linear", "addmm"):
                 seen.add(u)
                 stack.append(u)
     return False
@@ -51,20 +51,21 @@ def _reaches_output(graph: Graph, start: int) -> bool:
 
 def megatron_layout(layout: ModelLayout, sequence_parallel: bool = True) -> TPLayout:
     """Megatron's tensor-parallel layout of ``layout``'s block (see the module docstring)."""
+    from rewrite.plans.actions import _weights
+
     g = layout.block_graph
-    block: dict[str, int] = {}
+    node_of = {}
     for node in g:
-        if node.op != "linear":
-            continue
-        w = g.node(node.inputs[1].node)
-        if w.op != "param":
-            continue
-        row = _reaches_output(g, node.id)
-        block[w.attrs["name"]] = 1 if row else 0
-        if len(node.inputs) == 3 and not row:
-            b = g.node(node.inputs[2].node)
-            if b.op == "param":
-                block[b.attrs["name"]] = 0
+        if node.op == "linear":
+            node_of[g.node(node.inputs[1].node).attrs.get("name")] = node.id
+        elif node.op == "addmm":
+            node_of[g.node(node.inputs[2].node).attrs.get("name")] = node.id
+    block: dict[str, int] = {}
+    for w, b, col, row in _weights(g):
+        is_row = _reaches_output(g, node_of[w])
+        block[w] = row if is_row else col
+        if b is not None and not is_row:
+            block[b] = 0
     rest: dict[str, int] = {}
     if layout.rest_graph is not None:
         for node in layout.rest_graph:
@@ -83,26 +84,33 @@ def megatron_layout(layout: ModelLayout, sequence_parallel: bool = True) -> TPLa
     return TPLayout(block, rest, sequence_parallel)
 
 
-def expressible_layout(layout: ModelLayout, t: int) -> TPLayout:
-    """Megatron's layout with sequence parallelism when DTensor can express it on this model,
-    else without (a model that adds position embeddings after the token embedding, or reads one
-    token for its head, needs the whole sequence there)."""
+def expressible_layout(layout: ModelLayout, t: int) -> TPLayout | None:
+    """Megatron's layout on ``t`` devices with sequence parallelism when DTensor can express it
+    on this model, else without (a model that derives positions from its embedding's output, or
+    reads one token for its head, needs the whole sequence there); None when neither can be
+    expressed (``t`` does not divide the heads, or a split module is not ``nn.Linear``)."""
     from rewrite.plans.convert import dtensor_problems
 
     for sp in (True, False):
         lay = megatron_layout(layout, sequence_parallel=sp)
-        st = Strategy({"tp": t}, tp="tp", layout=lay)
-        if not dtensor_problems(layout, st):
+        if not dtensor_problems(layout, Strategy({"tp": t}, tp="tp", layout=lay)):
             return lay
-    return megatron_layout(layout, sequence_parallel=True)
+    return None
 
 
-def _tp_degree(layout: ModelLayout, n: int, per_node: int) -> int:
-    heads = _kv_heads(layout)
-    for t in range(min(per_node, n), 0, -1):
-        if n % t == 0 and heads % t == 0:
-            return t
-    return 1
+def _tp_degree(layout: ModelLayout, n: int, per_node: int) -> tuple[int, TPLayout]:
+    """The largest tensor-parallel degree up to a node that divides ``n`` and whose Megatron
+    layout DTensor can express (with its layout); the largest dividing one with the
+    sequence-parallel layout (whose plan then lists its problems) when none can."""
+    for t in range(min(per_node, n), 1, -1):
+        if n % t == 0:
+            lay = expressible_layout(layout, t)
+            if lay is not None:
+                return t, lay
+    for t in range(min(per_node, n), 1, -1):
+        if n % t == 0 and _kv_heads(layout) % t == 0:
+            return t, megatron_layout(layout)
+    return 1, megatron_layout(layout)
 
 
 def _kv_heads(layout: ModelLayout) -> int:
@@ -147,10 +155,9 @@ def expert_strategy(
         axes = {"dp": n}
         role = {"replicate": ("dp",)} if style == "ddp" else {"fsdp": ("dp",)}
         return Strategy(axes, checkpoint=ck, **role, **numerics)  # type: ignore[arg-type]
-    t = _tp_degree(layout, n, per_node)
+    t, lay = _tp_degree(layout, n, per_node)
     if t == 1:
         raise PlanError(f"No tensor-parallel degree > 1 divides both {n} devices and the heads.")
-    lay = expressible_layout(layout, t)
     if style in ("tp", "fsdp+tp"):
         dp = n // t
         if style == "tp" and dp == 1:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from rewrite.cost import kernel_terms, kernel_time
 from rewrite.devices import DeviceProfile
@@ -301,6 +302,20 @@ def _internal(graph: Graph) -> frozenset[int]:
     return frozenset(out)
 
 
+def _recomputed_moves(prop: Propagation) -> set[tuple[Value, Any]]:
+    """Forward moves a checkpointed graph's recomputation runs again: PyTorch's non-reentrant
+    checkpoint stops recomputing once the last tensor backward needs is back, so a move whose
+    consumers all come after the last node keeping a tensor is not re-run (a block's closing
+    all-reduce or reduce-scatter)."""
+    order = {n.id: i for i, n in enumerate(prop.graph)}
+    last = max((order[n.id] for n in prop.graph if _saved_values(n, prop)), default=-1)
+    first: dict[tuple[Value, Any], int] = {}
+    for v, consumer, _, want in prop.moves:
+        key = (v, want)
+        first[key] = min(first.get(key, order[consumer]), order[consumer])
+    return {k for k, i in first.items() if i <= last}
+
+
 def _selective_kept(graph: Graph) -> set[int]:
     """Node ids whose outputs torchtitan's op-level selective checkpointing keeps."""
     kept, mm = set(), 0
@@ -357,7 +372,9 @@ def graph_cost(
     kept = _selective_kept(graph)
     fwd_comm = tuple(c for _, _, cs in prop.forward for c in cs)
     moves, partial = prop.backward()
-    sel_comm = tuple(c for _, _, cs in prop.forward for c in cs if c.kind != "reduce_scatter")
+    again = _recomputed_moves(prop)
+    full_comm = tuple(c for v, w, cs in prop.forward if (v, w) in again for c in cs)
+    sel_comm = tuple(c for c in full_comm if c.kind != "reduce_scatter")
     internal = _internal(graph) if options.compile else frozenset()
     saved_all: dict[tuple[Value, str], int] = {}
     for n in graph:
@@ -397,7 +414,7 @@ def graph_cost(
         matmul=matmul,
         fwd_comm=fwd_comm,
         bwd_comm=tuple(c for _, cs in moves for c in cs),
-        recompute_comm={"none": (), "selective": sel_comm, "full": fwd_comm},
+        recompute_comm={"none": (), "selective": sel_comm, "full": full_comm},
         grad_partial=grad_partial,
         saved={
             "none": sum(saved_all.values()),

@@ -22,6 +22,7 @@ token ids ``batch x seq`` (integers) or images ``batch x channels x height x wid
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import re
 from collections.abc import Iterator, Mapping
@@ -90,6 +91,9 @@ class ModelLayout:
         calls: Per block module (relative name), how the block calls it: the number of tensor
             positional arguments and the names of tensor keyword arguments (``PrepareModuleInput``
             must name keyword inputs by name).
+        sequence_parallel_safe: Whether the model's code outside its blocks works when the
+            embedding hands on a sequence shard (`_sequence_parallel_safe`).
+        buffers: Number of buffers the model holds (DDP broadcasts them every forward).
     """
 
     name: str
@@ -105,6 +109,8 @@ class ModelLayout:
     causal: bool
     image_size: int | None = None
     calls: Mapping[str, tuple[int, tuple[str, ...]]] = field(default_factory=dict)
+    sequence_parallel_safe: bool = True
+    buffers: int = 0
     _cache: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -318,8 +324,15 @@ def _without_children(container: Any, keep: int) -> Iterator[None]:
         container._modules = saved
 
 
-def _marker_inputs(example_inputs: tuple[Any, ...]) -> tuple[tuple[Any, ...], str, int, int]:
-    """Inputs of the marker sizes on ``meta``, the input kind, the batch and the tokens."""
+def _device_of(model: Any) -> Any:
+    p = next(iter(model.parameters()), None)
+    return "meta" if p is None else p.device
+
+
+def _marker_inputs(
+    example_inputs: tuple[Any, ...], device: Any = "meta"
+) -> tuple[tuple[Any, ...], str, int, int]:
+    """Inputs of the marker sizes on ``device``, the input kind, the batch and the tokens."""
     import torch
 
     if not example_inputs or not isinstance(example_inputs[0], torch.Tensor):
@@ -330,15 +343,39 @@ def _marker_inputs(example_inputs: tuple[Any, ...]) -> tuple[tuple[Any, ...], st
     x = example_inputs[0]
     if not x.is_floating_point() and x.dim() == 2:
         batch, seq = x.shape
-        ids = torch.zeros((B_MARK, S_MARK), dtype=x.dtype, device="meta")
+        ids = torch.zeros((B_MARK, S_MARK), dtype=x.dtype, device=device)
         return (ids,), "tokens", int(batch), int(seq)
     if x.is_floating_point() and x.dim() == 4:
-        img = torch.zeros((B_MARK, *x.shape[1:]), dtype=x.dtype, device="meta")
+        img = torch.zeros((B_MARK, *x.shape[1:]), dtype=x.dtype, device=device)
         return (img,), "image", int(x.shape[0]), 0
     raise PlanError(
         "example_inputs[0] must be token ids (an integer batch x seq tensor) or images (a "
         f"floating batch x C x H x W tensor), but got {x.dtype} of shape {tuple(x.shape)}."
     )
+
+
+def _call_kwargs(model: Any) -> dict[str, Any]:
+    """``use_cache=False`` for models whose forward takes it (no cache object to export)."""
+    import inspect
+
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return {}
+    return {"use_cache": False} if "use_cache" in params else {}
+
+
+def _plain(x: Any) -> Any:
+    """Keep tensors, containers of them and plain values; anything else (a cache) becomes None."""
+    import torch
+
+    if isinstance(x, torch.Tensor) or x is None or isinstance(x, bool | int | float | str):
+        return x
+    if isinstance(x, tuple | list):
+        return type(x)(_plain(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    return None
 
 
 def _capture_block_inputs(
@@ -376,7 +413,7 @@ def _capture_block_inputs(
             handles.append(sub.register_forward_pre_hook(record(name), with_kwargs=True))
     try:
         with FakeTensorMode(allow_non_fake_inputs=True), torch.no_grad():
-            model(*args)
+            model(*args, **_call_kwargs(model))
     except _Stop:
         pass
     finally:
@@ -385,13 +422,70 @@ def _capture_block_inputs(
     if "a" not in seen:
         raise PlanError(f"The block {type(block).__name__} was never called by the model.")
 
+    device = _device_of(block)
+
     def to_meta(x: Any) -> Any:
         if isinstance(x, torch.Tensor):
-            return torch.zeros(x.shape, dtype=x.dtype, device="meta")
+            return torch.zeros(x.shape, dtype=x.dtype, device=device)
         return x
 
-    a, kw = pytree.tree_map(to_meta, (seen["a"], seen["kw"]))
+    a, kw = pytree.tree_map(to_meta, (_plain(seen["a"]), _plain(seen["kw"])))
     return a, kw, calls
+
+
+def _sequence_parallel_safe(model: Any, block: Any, args: tuple[Any, ...]) -> bool:
+    """Whether the model's code between its token embedding and its blocks (positions, masks)
+    keeps full-sequence sizes when the embedding hands on a sequence shard, as sequence
+    parallelism makes it do: run the model twice on fake tensors, once with the embedding's
+    output halved along the sequence, and compare the shapes the first block receives besides
+    its hidden state (Hugging Face models derive positions from the embedding's output length;
+    torchtitan's do not)."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    embeds = [m for m in model.modules() if isinstance(m, torch.nn.Embedding)]
+    if not embeds:
+        return False
+    emb = max(embeds, key=lambda m: m.num_embeddings)
+
+    class _Stop(Exception):
+        pass
+
+    def shapes(cut: bool) -> list[Any] | None:
+        got: list[Any] = []
+
+        def pre(mod: Any, a: Any, kw: Any) -> None:
+            leaves = [*a[1:], *kw.values()]
+            flat = [x for v in leaves for x in (v if isinstance(v, tuple | list) else (v,))]
+            got.extend(tuple(x.shape) for x in flat if isinstance(x, torch.Tensor))
+            raise _Stop
+
+        def halve(mod: Any, a: Any, out: Any) -> Any:
+            return out[:, : max(1, out.shape[1] // 2)] if out.dim() >= 2 else out
+
+        hs = [block.register_forward_pre_hook(pre, with_kwargs=True)]
+        if cut:
+            hs.append(emb.register_forward_hook(halve))
+        try:
+            with FakeTensorMode(allow_non_fake_inputs=True), torch.no_grad():
+                model(*args, **_call_kwargs(model))
+        except _Stop:
+            return got
+        except Exception:  # the model cannot run on a sequence shard at all
+            return None
+        finally:
+            for h in hs:
+                h.remove()
+        return got
+
+    quiet = logging.getLogger("torch._subclasses.fake_tensor")
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)
+    try:
+        full, cut = shapes(False), shapes(True)
+    finally:
+        quiet.setLevel(level)
+    return full is not None and cut is not None and full == cut
 
 
 def _is_causal(model: Any) -> bool:
@@ -401,8 +495,21 @@ def _is_causal(model: Any) -> bool:
     return bool(re.search(r"CausalLM|LMHead", type(model).__name__))
 
 
+@contextlib.contextmanager
+def _eval_mode(model: Any) -> Iterator[None]:
+    """The model in eval mode (dropout off: the structure planned is the same), restored after."""
+    modes = {m: m.training for m in model.modules()}
+    model.eval()
+    try:
+        yield
+    finally:
+        for m, mode in modes.items():
+            m.training = mode
+
+
 def layout_of(model: Any, example_inputs: Any, name: str | None = None) -> ModelLayout:
-    """Cut ``model`` into its repeated block and the rest, and import both.
+    """Cut ``model`` into its repeated block and the rest, and import both (in eval mode:
+    dropout does not change what is planned).
 
     Args:
         model: A ``torch.nn.Module`` (parameters may live on ``meta``).
@@ -416,14 +523,21 @@ def layout_of(model: Any, example_inputs: Any, name: str | None = None) -> Model
     Raises:
         PlanError: On inputs of another form, or a model the importer cannot trace.
     """
+    with _eval_mode(model):
+        return _layout_of(model, example_inputs, name)
+
+
+def _layout_of(model: Any, example_inputs: Any, name: str | None) -> ModelLayout:
     from rewrite.torch_import import from_torch
 
     args = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
-    marker_args, kind, batch, seq = _marker_inputs(args)
+    marker_args, kind, batch, seq = _marker_inputs(args, _device_of(model))
     found = _find_blocks(model)
     image_size = int(args[0].shape[-1]) if kind == "image" else None
     if found is None:
-        graph = from_torch(model, marker_args, name=name or type(model).__name__)
+        graph = from_torch(
+            model, marker_args, _call_kwargs(model), name=name or type(model).__name__
+        )
         mods = _leaf_modules(model, "", None)
         seq = seq or _image_tokens(graph)
         return ModelLayout(
@@ -435,7 +549,7 @@ def layout_of(model: Any, example_inputs: Any, name: str | None = None) -> Model
     block_args, block_kwargs, calls = _capture_block_inputs(model, first, marker_args)
     block_graph = from_torch(first, block_args, block_kwargs, name="block")
     with _without_children(blocks, 0):
-        rest_graph = from_torch(model, marker_args, name="rest")
+        rest_graph = from_torch(model, marker_args, _call_kwargs(model), name="rest")
     if kind == "image":
         seq = _block_tokens(block_graph)
     return ModelLayout(
@@ -452,6 +566,8 @@ def layout_of(model: Any, example_inputs: Any, name: str | None = None) -> Model
         causal=_is_causal(model),
         image_size=image_size,
         calls=calls,
+        sequence_parallel_safe=_sequence_parallel_safe(model, first, marker_args),
+        buffers=sum(1 for _ in model.buffers()),
     )
 
 

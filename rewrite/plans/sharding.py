@@ -29,7 +29,14 @@ __all__ = ["COLLECTIVE_KINDS", "Collective", "Sharding", "redistribute"]
 
 Axes = tuple[str, ...]
 #: Collective kinds, as `ParallelPlan.collectives` counts them.
-COLLECTIVE_KINDS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all", "send_recv")
+COLLECTIVE_KINDS = (
+    "all_gather",
+    "reduce_scatter",
+    "all_reduce",
+    "all_to_all",
+    "send_recv",
+    "broadcast",
+)
 
 
 @dataclass(frozen=True)

@@ -512,7 +512,8 @@ def collectives_of(layout: ModelLayout, st: Strategy, d: _Plan, c: _Costs) -> Co
     wrapped block: one ``all_gather`` before forward, one more before backward when it reshards
     after forward, one ``reduce_scatter`` after backward (per microbatch without a pipeline, once
     per step with one); the root wrap (parameters outside the blocks) the same when it holds any;
-    HSDP one ``all_reduce`` per reduce-scatter. DDP one ``all_reduce`` per gradient bucket. A
+    HSDP one ``all_reduce`` per reduce-scatter. DDP one ``all_reduce`` per gradient bucket and,
+    for a model with buffers, one ``broadcast`` of them before each forward. A
     pipeline one ``send_recv`` per microbatch, stage boundary and direction. This is the function
     to correct if measured counts differ.
     """
@@ -543,6 +544,8 @@ def collectives_of(layout: ModelLayout, st: Strategy, d: _Plan, c: _Costs) -> Co
         if c.rest is not None:
             sizes += [n * 4 for n, _ in c.rest.grad_partial.values()]
         out["all_reduce"] += len(_ddp_buckets(sizes)) * m
+        if layout.buffers:
+            out["broadcast"] += m  # DDP's buffer broadcast before each forward
     if d.p > 1:
         out["send_recv"] += 2 * m * d.v
     return out
