@@ -65,9 +65,8 @@ def _param_problems(
 def _move_problems(prop: Propagation, graph: Graph, label: str) -> dict[str, str]:
     out = {}
     for v, consumer, have, want in prop.moves:
-        if have.no_partial() == want.no_partial() and not (set(have.partial) - set(want.partial)):
-            if not have.partial or want.partial:
-                continue
+        if have.dims == want.dims and set(have.partial) <= set(want.partial):
+            continue  # replicated to partial: local
         producer = graph.node(v.node)
         user = graph.node(consumer)
         at_boundary = (user.op == "linear" and user.inputs[0] == v) or producer.op in (
