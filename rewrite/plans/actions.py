@@ -121,9 +121,9 @@ def _sequence(lay: TPLayout, graph: Graph) -> list[TPLayout]:
 #: Moves on a block's tensor-parallel layout.
 BLOCK_ACTIONS: tuple[BlockAction, ...] = (
     BlockAction(
-        "shard_weight_columns", "split one weight's output dim (column parallel)", _split(0)
+        "shard_weight_columns", "split one weight's output dim (column parallel)", _split(True)
     ),
-    BlockAction("shard_weight_rows", "split one weight's input dim (row parallel)", _split(1)),
+    BlockAction("shard_weight_rows", "split one weight's input dim (row parallel)", _split(False)),
     BlockAction(
         "shard_activation_consumers",
         "split by columns every linear that reads one activation",
