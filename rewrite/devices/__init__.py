@@ -216,8 +216,13 @@ class DeviceProfile:
                 )
             for key in ("intra_node", "inter_node"):
                 link = c.get(key)
-                ok = isinstance(link, Mapping) and _is_number(link.get("bandwidth"))
-                if not ok or link["bandwidth"] <= 0 or not _is_number(link.get("latency", 0.0)):
+                ok = (
+                    isinstance(link, Mapping)
+                    and _is_number(link.get("bandwidth"))
+                    and link["bandwidth"] > 0
+                    and _is_number(link.get("latency", 0.0))
+                )
+                if not ok:
                     raise CostModelError(
                         f"device {self.name!r}: cluster.{key} must give 'bandwidth' (bytes/s, > 0) "
                         f"and 'latency' (s, >= 0), but got {link!r}."

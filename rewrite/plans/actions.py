@@ -328,4 +328,7 @@ PLAN_ACTIONS: tuple[PlanAction, ...] = (
 )  # fmt: skip
 
 #: Every action's default prior (uniform).
-DEFAULT_PRIORS: Mapping[str, float] = {a.name: 1.0 for a in (*BLOCK_ACTIONS, *PLAN_ACTIONS)}
+DEFAULT_PRIORS: Mapping[str, float] = {
+    **{a.name: 1.0 for a in BLOCK_ACTIONS},
+    **{a.name: 1.0 for a in PLAN_ACTIONS},
+}

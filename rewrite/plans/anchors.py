@@ -203,7 +203,7 @@ def _with(
     )
 
 
-def _factors(p: DeviceProfile, x: Sequence[float]) -> DeviceProfile:
+def _factors(p: DeviceProfile, x: Any) -> DeviceProfile:
     return _with(p, matmul=x[0], attention=x[1], float8_efficiency=x[2])
 
 

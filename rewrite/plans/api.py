@@ -18,7 +18,7 @@ from typing import Any
 
 from rewrite.devices import DeviceProfile, load_device
 from rewrite.errors import PlanError
-from rewrite.plans.convert import to_plan
+from rewrite.plans.convert import SEQUENCE_PARALLEL, to_plan
 from rewrite.plans.experts import STYLES, expert_strategy
 from rewrite.plans.graphcost import CHECKPOINT_MODES
 from rewrite.plans.layout import ModelLayout, layout_of
@@ -97,6 +97,7 @@ def expert(
     checkpointing: str = "none",
     device: str | DeviceProfile = "h100-gt",
     training: bool = True,
+    sequence_parallel: str = "auto",
     **numerics: Any,
 ) -> ParallelPlan:
     """Cost an expert plan (`rewrite.plans.experts`).
@@ -110,6 +111,9 @@ def expert(
         checkpointing: ``"none"``, ``"selective"`` or ``"full"`` for every block.
         device: Device profile (default ``h100-gt``).
         training: Must be True (training steps are modeled).
+        sequence_parallel: ``"auto"`` (where DTensor can express it on the model), ``"always"``
+            (also on a model that derives positions from its embedding's output, as Hugging
+            Face's do: the plan lists that problem; torchtitan's Llama has none), ``"never"``.
         **numerics: ``precision`` (``"bf16"``/``"fp32"``), ``float8``, ``compile``, ``async_tp``.
 
     Raises:
@@ -125,14 +129,21 @@ def expert(
     layout = layout_for(model, example_inputs)
     nums = _numerics(numerics)
     pp = mesh.get("pp") if isinstance(mesh, Mapping) else None
-    st = expert_strategy(layout, n, style, checkpointing, p.links()[0], pp=pp, **nums)
+    _check_sp(sequence_parallel)
+    st = expert_strategy(layout, n, style, checkpointing, p.links()[0], pp=pp,
+                         sequence_parallel=sequence_parallel, **nums)  # fmt: skip
     if isinstance(mesh, Mapping):
         st = _named(mesh, style, st)
     return _plan(layout, st, p, f"{style}/{checkpointing}", {"style": style})
 
 
+def _check_sp(mode: str) -> None:
+    if mode not in SEQUENCE_PARALLEL:
+        raise PlanError(f"sequence_parallel must be one of {SEQUENCE_PARALLEL}, got {mode!r}.")
+
+
 def _baselines(
-    layout: ModelLayout, n: int, p: DeviceProfile, nums: Mapping[str, Any]
+    layout: ModelLayout, n: int, p: DeviceProfile, nums: Mapping[str, Any], sp: str = "auto"
 ) -> dict[str, ParallelPlan]:
     out = {}
     for style in STYLES:
@@ -140,7 +151,8 @@ def _baselines(
         for sched in scheds:
             for ck in CHECKPOINT_MODES:
                 try:
-                    st = expert_strategy(layout, n, style, ck, p.links()[0], sched, **nums)
+                    st = expert_strategy(layout, n, style, ck, p.links()[0], sched,
+                                         sequence_parallel=sp, **nums)  # fmt: skip
                     label = style + ("/interleaved" if sched != "1F1B" else "") + f"/{ck}"
                     out[label] = _plan(layout, st, p, label, {"style": style})
                 except PlanError:
@@ -158,6 +170,7 @@ def search(
     priors: Mapping[str, float] | None = None,
     time_budget: float = 60.0,
     seed: int = 0,
+    sequence_parallel: str = "auto",
     **numerics: Any,
 ) -> ParallelPlan:
     """Search a plan from replicated data parallelism (`rewrite.plans.search`).
@@ -172,6 +185,7 @@ def search(
         priors: Priors of the sharding actions (`rewrite.plans.actions.DEFAULT_PRIORS`).
         time_budget: Seconds of search.
         seed: Seed of the search's sampling.
+        sequence_parallel: As for `expert` (the baselines use the same).
         **numerics: ``precision``, ``float8``, ``compile``, ``async_tp`` (every plan, the
             baselines included, uses them).
 
@@ -189,14 +203,18 @@ def search(
     layout = layout_for(model, example_inputs)
     nums = _numerics(numerics)
     cap = float(memory_cap or p.memory_capacity)
+    _check_sp(sequence_parallel)
     out = search_strategy(layout, mesh, p, cap, priors, time_budget=time_budget, seed=seed,
-                          numerics=nums)  # fmt: skip
-    baselines = _baselines(layout, n, p, nums) if isinstance(mesh, int) else {}
+                          numerics=nums, sequence_parallel=sequence_parallel)  # fmt: skip
+    baselines = _baselines(layout, n, p, nums, sequence_parallel) if isinstance(mesh, int) else {}
     info = {"search_steps": out.steps, "search_seconds": out.seconds, "search_rounds": out.rounds,
             "memory_cap": cap, "seed": seed}  # fmt: skip
     if out.strategy is None:
-        start = Strategy({"dp": n}, fsdp=("dp",), checkpoint=("full",), **nums)
-        plan = _plan(layout, start, p, "search", info)
+        plan = ParallelPlan(
+            mesh={"dp": n} if isinstance(mesh, int) else dict(mesh),
+            name="search",
+            provenance={"device": p.name, **info},
+        )
         return _replace(plan, baselines, {"plan": f"no strategy found fits {cap:.4g} bytes."})
     plan = _plan(layout, out.strategy, p, "search", info)
     return _replace(plan, baselines, {})

@@ -37,7 +37,15 @@ from rewrite.plans.plan import ModulePlan, ParallelPlan, PipelineSpec, TensorPar
 from rewrite.plans.propagate import Propagation, propagate
 from rewrite.plans.strategy import Strategy
 
-__all__ = ["dtensor_problems", "to_plan"]
+__all__ = ["SEQUENCE_PARALLEL", "SP_UNSAFE", "dtensor_problems", "to_plan"]
+
+#: How plans use sequence parallelism: ``auto`` where DTensor can express it on the model,
+#: ``always`` where the block allows it even if the model derives positions from its embedding's
+#: output (the plan then lists that under `SP_UNSAFE`: it holds for torchtitan's Llama, not for
+#: Hugging Face's), ``never``.
+SEQUENCE_PARALLEL = ("auto", "always", "never")
+#: The problem key of a sequence-parallel plan on a model that is not sequence-parallel safe.
+SP_UNSAFE = "sequence_parallel"
 
 
 def _module_of(param: str) -> str:
@@ -113,7 +121,7 @@ def dtensor_problems(layout: ModelLayout, st: Strategy) -> dict[str, str]:
     out = _param_problems(st.layout.block, layout.block_modules, layout.module_fqn)
     out.update(_param_problems(st.layout.rest, layout.rest_modules, lambda m: m))
     if st.layout.sequence_parallel and not layout.sequence_parallel_safe:
-        out["plan"] = (
+        out[SP_UNSAFE] = (
             "sequence parallelism hands the blocks a sequence shard, but this model computes "
             "positions or masks from its embedding's output length (Hugging Face models do); "
             "pass position ids for the whole sequence, or use a plan without sequence "

@@ -70,13 +70,13 @@ def megatron_layout(layout: ModelLayout, sequence_parallel: bool = True) -> TPLa
     if layout.rest_graph is not None:
         for node in layout.rest_graph:
             if node.op == "embedding":
-                w = layout.rest_graph.node(node.inputs[0].node)
-                if w.op == "param" and w.type.shape[0] >= _VOCAB:
-                    rest[w.attrs["name"]] = 0
+                table = layout.rest_graph.node(node.inputs[0].node)
+                if table.op == "param" and table.type.shape[0] >= _VOCAB:
+                    rest[table.attrs["name"]] = 0
             if node.op == "linear" and node.out(0) in layout.rest_graph.outputs:
-                w = layout.rest_graph.node(node.inputs[1].node)
-                if w.op == "param" and w.type.shape[0] >= _VOCAB:
-                    rest[w.attrs["name"]] = 0
+                head = layout.rest_graph.node(node.inputs[1].node)
+                if head.op == "param" and head.type.shape[0] >= _VOCAB:
+                    rest[head.attrs["name"]] = 0
                     if len(node.inputs) == 3:
                         bias = layout.rest_graph.node(node.inputs[2].node)
                         if bias.op == "param":
@@ -84,27 +84,37 @@ def megatron_layout(layout: ModelLayout, sequence_parallel: bool = True) -> TPLa
     return TPLayout(block, rest, sequence_parallel)
 
 
-def expressible_layout(layout: ModelLayout, t: int) -> TPLayout | None:
+def expressible_layout(
+    layout: ModelLayout, t: int, sequence_parallel: str = "auto"
+) -> TPLayout | None:
     """Megatron's layout on ``t`` devices with sequence parallelism when DTensor can express it
     on this model, else without (a model that derives positions from its embedding's output, or
     reads one token for its head, needs the whole sequence there); None when neither can be
-    expressed (``t`` does not divide the heads, or a split module is not ``nn.Linear``)."""
-    from rewrite.plans.convert import dtensor_problems
+    expressed (``t`` does not divide the heads, or a split module is not ``nn.Linear``).
+    ``sequence_parallel`` (`rewrite.plans.convert.SEQUENCE_PARALLEL`): ``always`` keeps it on a
+    model that is not sequence-parallel safe, ``never`` leaves it out."""
+    from rewrite.plans.convert import SP_UNSAFE, dtensor_problems
 
-    for sp in (True, False):
+    modes = {"auto": (True, False), "always": (True, False), "never": (False,)}[sequence_parallel]
+    for sp in modes:
         lay = megatron_layout(layout, sequence_parallel=sp)
-        if not dtensor_problems(layout, Strategy({"tp": t}, tp="tp", layout=lay)):
+        problems = dtensor_problems(layout, Strategy({"tp": t}, tp="tp", layout=lay))
+        if sequence_parallel == "always":
+            problems.pop(SP_UNSAFE, None)
+        if not problems:
             return lay
     return None
 
 
-def _tp_degree(layout: ModelLayout, n: int, per_node: int) -> tuple[int, TPLayout]:
+def _tp_degree(
+    layout: ModelLayout, n: int, per_node: int, sequence_parallel: str = "auto"
+) -> tuple[int, TPLayout]:
     """The largest tensor-parallel degree up to a node that divides ``n`` and whose Megatron
     layout DTensor can express (with its layout); the largest dividing one with the
     sequence-parallel layout (whose plan then lists its problems) when none can."""
     for t in range(min(per_node, n), 1, -1):
         if n % t == 0:
-            lay = expressible_layout(layout, t)
+            lay = expressible_layout(layout, t, sequence_parallel)
             if lay is not None:
                 return t, lay
     for t in range(min(per_node, n), 1, -1):
@@ -131,6 +141,7 @@ def expert_strategy(
     per_node: int = 8,
     schedule: str = "1F1B",
     pp: int | None = None,
+    sequence_parallel: str = "auto",
     **numerics: object,
 ) -> Strategy:
     """The expert plan ``style`` on ``n`` devices.
@@ -143,6 +154,7 @@ def expert_strategy(
         per_node: Devices per node (tensor parallelism stays inside one).
         schedule: Pipeline schedule for ``fsdp+tp+pp`` (``1F1B`` or ``interleaved_1F1B``).
         pp: Pipeline degree for ``fsdp+tp+pp`` (default 8, or less to fit the devices).
+        sequence_parallel: One of `rewrite.plans.convert.SEQUENCE_PARALLEL`.
         **numerics: ``precision``, ``float8``, ``compile``, ``async_tp`` passed on.
 
     Raises:
@@ -155,7 +167,7 @@ def expert_strategy(
         axes = {"dp": n}
         role = {"replicate": ("dp",)} if style == "ddp" else {"fsdp": ("dp",)}
         return Strategy(axes, checkpoint=ck, **role, **numerics)  # type: ignore[arg-type]
-    t, lay = _tp_degree(layout, n, per_node)
+    t, lay = _tp_degree(layout, n, per_node, sequence_parallel)
     if t == 1:
         raise PlanError(f"No tensor-parallel degree > 1 divides both {n} devices and the heads.")
     if style in ("tp", "fsdp+tp"):

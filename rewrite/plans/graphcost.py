@@ -138,7 +138,8 @@ class _Local:
     def seconds(self, node: Node) -> tuple[float, float]:
         """``(seconds, flops)`` of one kernel at its local types."""
         local = self.node(node)
-        unit, family, work, flops, nbytes = kernel_terms(local, self.p)
+        unit, family, work, iflops, nbytes = kernel_terms(local, self.p)
+        flops = float(iflops)
         eta = self.p.efficiency[unit] * self.p.family_efficiency.get(family, 1.0)
         if node.op == "sdpa" and (self.options.causal or node.attrs.get("is_causal")):
             work, flops = work / 2, flops / 2
@@ -394,8 +395,8 @@ def graph_cost(
                 saved_all[(b, "out")] = local.nbytes(b)
             else:
                 want = prop.wanted[(n.id, i)]
-                t = _dtype(want.local_type(n.in_types[i], prop.mesh), options)
-                saved_all[(b, str(want))] = t.nbytes
+                lt = _dtype(want.local_type(n.in_types[i], prop.mesh), options)
+                saved_all[(b, str(want))] = lt.nbytes
     inp = [v for v in graph.inputs if graph.node(v).attrs.get("name") == grad_input]
     in_bytes = sum(local.nbytes(Value(i)) for i in inp)
     kept_bytes = sum(local.nbytes(Value(i)) for i in kept)

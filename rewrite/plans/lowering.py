@@ -121,11 +121,11 @@ def _vocab_parallel(low: _Lowerer, vocab: int, ins: list[Pieces]) -> Pieces:
     out = []
     for k in range(low.n):
         w, ids = ins[0][k], ins[1][k]
-        shifted = b.add_node("sub", [ids, np.int64(k * rows)]).out(0)
-        lo = b.add_node("ge", [shifted, np.int64(0)]).out(0)
-        hi = b.add_node("lt", [shifted, np.int64(rows)]).out(0)
+        shifted = b.add_node("sub", [ids, k * rows]).out(0)
+        lo = b.add_node("ge", [shifted, 0]).out(0)
+        hi = b.add_node("lt", [shifted, rows]).out(0)
         valid = b.add_node("logical_and", [lo, hi]).out(0)
-        safe = b.add_node("where", [valid, shifted, np.int64(0)]).out(0)
+        safe = b.add_node("where", [valid, shifted, 0]).out(0)
         rows_k = b.add_node("embedding", [w, safe]).out(0)
         t = b.type_of(valid)
         mask = b.add_node("reshape", [valid], {"shape": (*t.shape, 1)}).out(0)

@@ -69,10 +69,13 @@ def build(name: str, batch: int = 8, seq_len: int | None = None, **overrides: An
         PlanError: On an unknown name.
     """
     import torch
-    import transformers
+    import transformers as _transformers
 
+    transformers: Any = _transformers
     if name not in _NAMES:
         raise PlanError(f"Unknown planner model {name!r}; pick one of {_NAMES}.")
+    cfg: Any
+    make: Any
     if name.startswith("llama3"):
         seq = seq_len or 8192
         cfg = transformers.LlamaConfig(
@@ -80,7 +83,7 @@ def build(name: str, batch: int = 8, seq_len: int | None = None, **overrides: An
             max_position_embeddings=max(seq, 8192), rope_theta=500000.0, rms_norm_eps=1e-5,
             tie_word_embeddings=False, use_cache=False,
         )  # fmt: skip
-        make: Any = transformers.LlamaForCausalLM
+        make = transformers.LlamaForCausalLM
     elif name == "gpt3-175b":
         seq = seq_len or 2048
         cfg = transformers.OPTConfig(

@@ -175,6 +175,7 @@ def _reduction(node: Node, ins: Shardings, mesh: Mapping[str, int]) -> tuple[Sha
     if node.op in ("softmax", "log_softmax"):
         want = Sharding(tuple(() if i in red else d for i, d in enumerate(x.dims)))
         return (want,), (want,)
+    partial: Axes
     if node.op in ("amax", "amin"):
         want = Sharding(tuple(() if i in red else d for i, d in enumerate(x.dims)))
         x, partial = want, ()

@@ -268,6 +268,7 @@ def search_strategy(
     seed: int = 0,
     numerics: Mapping[str, Any] | None = None,
     on_round: Callable[[int, float], None] | None = None,
+    sequence_parallel: str = "auto",
 ) -> SearchOutcome:
     """Search a strategy from replicated data parallelism (see the module docstring).
 
@@ -285,6 +286,7 @@ def search_strategy(
         seed: Seed of the move sampling.
         numerics: ``precision``, ``float8``, ``compile``, ``async_tp`` for every strategy.
         on_round: Called with ``(round, best tokens/s)`` after each round.
+        sequence_parallel: One of `rewrite.plans.convert.SEQUENCE_PARALLEL`.
 
     Raises:
         PlanError: On bad priors or a mesh the batch cannot split over.

@@ -43,7 +43,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from rewrite.devices import DeviceProfile, load_device
 from rewrite.errors import PlanError
@@ -159,7 +159,8 @@ def _graph_costs(layout: ModelLayout, st: Strategy, p: DeviceProfile, b: int) ->
     seeds[in_name] = _hidden(block.input_types[0].rank, st, sp)
     bprop = propagate(block, mesh, seeds, frozenset({in_name}))
     bcost = graph_cost(bprop, p, opts, in_name)
-    rcost, elems, comm = None, 0, ()
+    rcost: GraphCost | None = None
+    elems, comm = 0, cast(tuple[Collective, ...], ())
     if rest is not None:
         rseeds = _seed(lay.rest if lay else {}, rest, st.tp)
         bnd = _boundary(rest, block.input_types[0])
