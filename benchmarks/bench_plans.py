@@ -76,7 +76,9 @@ def anchors_part() -> dict[str, Any]:
         "factors_stored": _factors(stored),
         "factors_refitted": _factors(fitted),
         "fit_seconds": _r(fit_s),
-        "rows": [{k: (_r(v) if isinstance(v, float) else v) for k, v in r.items()} for r in rows],
+        "columns": ["row", "fitted", "modelled", "tps", "tps_model", "gib", "gib_model"],
+        "rows": [[r["row"], r["fitted"], r["modelled"], r["tps"], round(r["tps_model"], 1),
+                  r["gib"], round(r["gib_model"], 2)] for r in rows],  # fmt: skip
         "max_abs_error_unfitted_modelled": {
             "tps": _r(max(abs(r["tps_error"]) for r in test)),
             "gib": _r(max(abs(r["gib_error"]) for r in test)),
@@ -125,21 +127,27 @@ def config(model: str, n: int, seed: int, budget: float) -> dict[str, Any]:
     best = max(ok.items(), key=lambda kv: kv[1]["tps"]) if ok else None
     found = None if plan.problems.get("plan") else _plan_row(plan)
     out = {
-        "model": model, "gpus": n, "batch": batch, "layout_seconds": _r(layout_s),
-        "search": found, "search_steps": plan.provenance["search_steps"],
-        "search_seconds": _r(plan.provenance["search_seconds"]),
-        "search_strategy": _describe(plan) if found else None,
-        "experts": {k: _compact(e) for k, e in experts.items()},
+        "model": model, "gpus": n, "batch": batch, "layout_s": round(layout_s, 1),
         "best_expert": best[0] if best else None,
-        "ratio": _r(found["tps"] / best[1]["tps"]) if (found and best) else None,
+        "best_tps": best[1]["tps"] if best else None,
+        "search_tps": found["tps"] if found else None,
+        "search_gib": found["gib"] if found else None,
+        "ratio": round(found["tps"] / best[1]["tps"], 4) if (found and best) else None,
+        "steps": plan.provenance["search_steps"],
+        "seconds": round(plan.provenance["search_seconds"], 1),
+        "plan": _describe(plan) if found else None,
+        # every expert as "style/checkpointing tokens/s GiB [!: over the cap]" (done-when ones)
+        "experts": ";".join(
+            f"{k} {e['tps']:.4g} {e['gib']:.0f}{'' if e['fits'] else '!'}"
+            for k, e in sorted(experts.items(), key=lambda kv: -kv[1]["tps"])
+        ) if (model, n) in DONE_WHEN else None,
     }  # fmt: skip
     best_s = f"{best[0]} {best[1]['tps']:.0f}" if best else "none fits"
     found_s = f"{found['tps']:.0f} ({found['gib']:.1f} GiB)" if found else "none fits"
     ratio = out["ratio"] if out["ratio"] is not None else float("nan")
     print(
         f"{model:12s} {n:4d} batch {batch:5d}  best expert {best_s:34s} search {found_s:20s} "
-        f"x{ratio:.3f}  {out['search_seconds']:.1f} s {out['search_steps']} steps  "
-        f"{out['search_strategy'] or ''}"
+        f"x{ratio:.3f}  {out['seconds']:.1f} s {out['steps']} steps  {out['plan'] or ''}"
     )
     return out
 
@@ -244,7 +252,9 @@ def autoparallel_part(path: str, budget: float) -> dict[str, Any]:
         twin = (expert(module, inputs, mesh=n, style=style, checkpointing="none",
                        sequence_parallel=SEQUENCE_PARALLEL, **NUMERICS)
                 if style else None)  # fmt: skip
-        row = {**ap, "wall_s": _r(wall), "as_expert": style,
+        wq = ap["placements"].get("layers.*.attention.wq.weight", ["?"])
+        ap = {k: v for k, v in ap.items() if k != "placements"}
+        row = {**ap, "wq_placement": wq, "wall_s": round(wall, 1), "as_expert": style,
                "autoparallel_tps": _r(twin.cost["tokens_per_second"]) if twin else None,
                "autoparallel_gib": _r(twin.cost["peak_memory"] / GIB) if twin else None,
                "search_tps": _r(ours.cost.get("tokens_per_second", 0.0)),
@@ -253,7 +263,7 @@ def autoparallel_part(path: str, budget: float) -> dict[str, Any]:
                "search_steps": ours.provenance["search_steps"]}  # fmt: skip
         out.append(row)
         print(f"AutoParallel mesh {mesh:4s} layers {layers:2d}: trace+build {ap['trace_build_s']:.1f} s "
-              f"solve {ap['solve_s']:.1f} s -> {style or 'no expert twin'} "
+              f"solve {ap['solve_s']:.1f} s -> {style or 'no expert twin'} {wq} "
               f"{row['autoparallel_tps'] or float('nan'):.0f} TPS; search {row['search_tps']:.0f} TPS "
               f"in {row['search_s']:.1f} s")  # fmt: skip
     return {"source": "meta-pytorch/autoparallel (fetched; not committed)", "runs": out}
@@ -280,7 +290,7 @@ def summary(configs: list[dict[str, Any]]) -> dict[str, Any]:
         if c is None:
             continue
         rows.append({"model": key[0], "gpus": key[1], "ratio": c["ratio"],
-                     "search_seconds": c["search_seconds"],
+                     "seconds": c["seconds"],
                      "reaches_best_expert": None if c["ratio"] is None else c["ratio"] >= 1 - 1e-9,
                      "note": None if c["ratio"] is not None else "no plan fits 80 GiB"})  # fmt: skip
     beyond = sorted(
@@ -294,7 +304,7 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
     out = ["", "done-when configurations (search / best expert under 80 GiB):"]
     for r in s["done_when"]:
         out.append(f"  {r['model']:12s} {r['gpus']:4d}  x{r['ratio'] or float('nan'):.3f}  "
-                   f"{r['search_seconds']:.1f} s  {r['note'] or ''}")  # fmt: skip
+                   f"{r['seconds']:.1f} s  {r['note'] or ''}")  # fmt: skip
     out.append(f"configurations >= 10% beyond every expert: {s['beyond_10_percent']}")
     return out
 

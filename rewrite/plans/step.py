@@ -27,8 +27,8 @@ torchtitan runs it.
 **Memory** (maximum over pipeline ranks; reported after the profile's ``memory_reserve``, the
 caching allocator's reserved over allocated bytes): fp32 master weights, fp32 gradients and
 AdamW's two fp32 moments over the FSDP shards (16 bytes per parameter; DDP also keeps autocast's
-bf16 weight copies); the bf16 parameters FSDP holds gathered (two blocks while prefetching, every
-block of the stage with a pipeline) and the gradients it holds unsharded (one block's bf16 and
+bf16 weight copies); the bf16 parameters FSDP holds gathered (two blocks while prefetching; every
+block when it does not reshard after forward, as with a pipeline) and the gradients it holds unsharded (one block's bf16 and
 fp32 copies; with a pipeline, the stage's fp32 accumulation); the activations kept for backward
 of every microbatch in flight (one without a pipeline; ``min(m, p)`` microbatches of the stage on
 the first rank with 1F1B, torch's warm-up count of chunks with interleaved 1F1B, all ``m`` with
@@ -52,7 +52,7 @@ from rewrite.plans.cluster import Link, collective_time, link_of
 from rewrite.plans.graphcost import GraphCost, Options, graph_cost
 from rewrite.plans.layout import ModelLayout
 from rewrite.plans.propagate import propagate
-from rewrite.plans.sharding import Collective, Sharding
+from rewrite.plans.sharding import Collective, Sharding, redistribute
 from rewrite.plans.strategy import Strategy
 
 __all__ = ["StepCost", "step_cost"]
@@ -171,11 +171,15 @@ def _graph_costs(layout: ModelLayout, st: Strategy, p: DeviceProfile, b: int) ->
         lt = rest.output_types[0]
         elems = logits.local_type(lt, mesh).numel
         vocab_axes = logits.dims[-1] if logits.rank else ()
-        if vocab_axes and st.loss_parallel:
+        if vocab_axes and st.loss_parallel:  # max, sum of exponentials, target logit
             tokens = elems // max(1, logits.local_shape(lt.shape, mesh)[-1])
             comm = tuple(
                 Collective("all_reduce", a, tokens * 4) for a in vocab_axes for _ in range(3)
             )
+        elif vocab_axes:  # the head's output gathered for an ordinary loss
+            whole = Sharding(logits.dims[:-1] + ((),))
+            comm = tuple(redistribute(Sharding(logits.dims), whole, lt, mesh))
+            elems = whole.local_type(lt, mesh).numel
     hit = _CACHE[key] = _Costs(layout, bcost, rcost, elems, comm)
     if len(_CACHE) > 4096:
         _CACHE.pop(next(iter(_CACHE)))
@@ -441,7 +445,7 @@ def _loss_bytes(c: _Costs) -> int:
     fp32 log-probabilities and, in backward, their gradient and the input gradient (12 bytes);
     DTensor's vocabulary-parallel one decomposes the log-softmax (bf16 logits, their fp32 copy,
     the shifted copy, its exponential and the result alive at once: 18 bytes)."""
-    return 18 if c.loss_comm else 12
+    return 18 if any(x.kind == "all_reduce" for x in c.loss_comm) else 12
 
 
 def _loss_time(p: DeviceProfile, c: _Costs) -> float:
@@ -484,6 +488,9 @@ def _memory(st: Strategy, d: _Plan, c: _Costs, r: _Rank) -> dict[str, float]:
         gathered = numel * wbytes if st.precision != "fp32" else 0.0
     elif d.p > 1:
         gathered = len(r.blocks) * blk.param_numel * (wbytes + 4) + rest_numel * wbytes
+    elif not st.reshard_after_forward:  # every block stays gathered from forward to backward
+        gathered = len(r.blocks) * blk.param_numel * wbytes + blk.param_numel * (wbytes + 4)
+        gathered += rest_numel * wbytes
     else:
         gathered = 2 * blk.param_numel * wbytes + blk.param_numel * (wbytes + 4)
         gathered += rest_numel * wbytes

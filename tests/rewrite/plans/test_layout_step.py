@@ -43,6 +43,23 @@ def test_checkpointing_trades_memory_for_time(llama_small) -> None:
     assert full.memory["activations"] < mixed.memory["activations"] < none.memory["activations"]
 
 
+@pytest.fixture(scope="module")
+def llama_four():
+    """The small zoo Llama with 4 layers (pipelines need blocks to split)."""
+    from rewrite import zoo
+    from rewrite.plans.api import layout_for
+
+    zm = zoo.model("llama-small", batch=4, num_hidden_layers=4)
+    return layout_for(zm.module, zm.args)
+
+
+def test_keeping_gathered_parameters_costs_memory_and_saves_a_gather(llama_four) -> None:
+    layout = llama_four
+    free, keep = _cost(layout), _cost(layout, reshard_after_forward=False)
+    assert keep.memory["gathered"] > free.memory["gathered"]
+    assert keep.collectives["all_gather"] < free.collectives["all_gather"]
+
+
 def test_sharding_parameters_saves_memory(llama_small) -> None:
     layout = llama_small[1]
     ddp = step_cost(layout, Strategy({"dp": 2}, replicate=("dp",)), "h100-gt")
@@ -50,12 +67,8 @@ def test_sharding_parameters_saves_memory(llama_small) -> None:
     assert fsdp.memory["states"] == pytest.approx(ddp.memory["states"] / 2)
 
 
-def test_interleaving_shrinks_the_bubble() -> None:
-    from rewrite import zoo
-    from rewrite.plans.api import layout_for
-
-    zm = zoo.model("llama-small", batch=4, num_hidden_layers=4)
-    layout = layout_for(zm.module, zm.args)
+def test_interleaving_shrinks_the_bubble(llama_four) -> None:
+    layout = llama_four
     base = Strategy({"pp": 2, "dp": 2}, pp="pp", fsdp=("dp",), microbatches=2,
                     reshard_after_forward=False)  # fmt: skip
     one = step_cost(layout, base, "h100-gt")

@@ -48,3 +48,12 @@ def test_a_missing_reduction_is_caught(llama_small) -> None:
     wanted = {k: (w.no_partial() if w.partial else w) for k, w in prop.wanted.items()}
     bad = dataclasses.replace(prop, out=lied, wanted=wanted)
     assert not Verifier(tests=1).check(block, lower(bad)).ok
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_each_rule_sample_is_proved_by_z3_at_proof_sizes(name: str) -> None:
+    from rewrite.prove import prove_graphs
+
+    graph, seeds = SAMPLES[name](1)
+    verdict, detail = prove_graphs(graph, lower(propagate(graph, {"t": 2}, seeds)), 5000)
+    assert verdict == "proved", detail
