@@ -334,13 +334,26 @@ def train_step(
     loss_fn: Callable[[Any, torch.Tensor], torch.Tensor],
     optimizer: torch.optim.Optimizer,
     kwargs: dict[str, Any] | None = None,
+    *,
+    use_comm_debug_mode: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, CollectiveCounter]]:
     """Forward, loss, backward and an optimizer step, each phase's collectives counted.
+
+    Args:
+        model: The (applied) model.
+        inputs: This rank's ``batch x seq_len`` token ids.
+        targets: Their targets.
+        loss_fn: ``(output, targets) -> scalar``.
+        optimizer: Steps the model's parameters.
+        kwargs: Extra keyword inputs of the model.
+        use_comm_debug_mode: Count with ``CommDebugMode`` itself (see `CollectiveCounter`).
 
     Returns:
         The loss, the model output and a `CollectiveCounter` per phase.
     """
-    phases = {p: CollectiveCounter() for p in ("forward", "backward", "optimizer")}
+    phases = {
+        p: CollectiveCounter(use_comm_debug_mode) for p in ("forward", "backward", "optimizer")
+    }
     with phases["forward"]():
         out = model(inputs, **(kwargs or {}))
         loss = loss_fn(out, targets)
@@ -380,14 +393,25 @@ def data_parallel_slice(plan: ParallelPlan, mesh: Any, batch: int) -> tuple[int,
 
 
 def distributed_step(
-    plan: ParallelPlan, work: Workload, mesh: Any, *, lr: float = 1e-3
+    plan: ParallelPlan,
+    work: Workload,
+    mesh: Any,
+    *,
+    lr: float = 1e-3,
+    use_comm_debug_mode: bool = False,
 ) -> StepResult:
     """Apply ``plan`` to ``work.model`` on this rank and run one counted training step."""
     model = plan.apply(work.model, mesh)
     start, stop = data_parallel_slice(plan, mesh, work.inputs.shape[0])
     optimizer = _optimizer(model, lr)
     loss, out, phases = train_step(
-        model, work.inputs[start:stop], work.targets[start:stop], work.loss, optimizer, work.kwargs
+        model,
+        work.inputs[start:stop],
+        work.targets[start:stop],
+        work.loss,
+        optimizer,
+        work.kwargs,
+        use_comm_debug_mode=use_comm_debug_mode,
     )
     grads = {
         n: None if p.grad is None else original_layout(model, n, _full(p.grad))
@@ -453,7 +477,13 @@ def _run_case(case: dict[str, Any], out_dir: Path, rank: int) -> dict[str, Any]:
     mesh = init_device_mesh("cpu", tuple(plan.mesh.values()), mesh_dim_names=tuple(plan.mesh))
     before = _model_fingerprint(work.model)
     try:
-        result = distributed_step(plan, work, mesh, lr=case.get("lr", 1e-3))
+        result = distributed_step(
+            plan,
+            work,
+            mesh,
+            lr=case.get("lr", 1e-3),
+            use_comm_debug_mode=case.get("comm_debug_mode", False),
+        )
     except PlanError as exc:
         return {
             "id": case["id"],
