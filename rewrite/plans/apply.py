@@ -44,7 +44,15 @@ from rewrite.plans import modules as arch
 if TYPE_CHECKING:  # plan.py imports this module in ParallelPlan.apply
     from rewrite.plans.plan import ModulePlan, ParallelPlan, TensorParallel
 
-__all__ = ["CheckedPlan", "Target", "apply_plan", "check_plan", "placement", "tp_style"]
+__all__ = [
+    "CheckedPlan",
+    "Target",
+    "apply_plan",
+    "check_plan",
+    "init_mesh",
+    "placement",
+    "tp_style",
+]
 
 
 @dataclass(frozen=True)
@@ -106,6 +114,14 @@ def apply_plan(plan: ParallelPlan, model: nn.Module, device_mesh: Any) -> nn.Mod
         ) from exc
     del rehearsal
     return _apply(checked, model, device_mesh, src_data_rank=0)
+
+
+def init_mesh(plan: ParallelPlan, device_type: str = "cpu") -> Any:
+    """The ``DeviceMesh`` a plan runs on: its axes' names and sizes, in order (after
+    ``torch.distributed.init_process_group``, with as many ranks as the mesh has devices)."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    return init_device_mesh(device_type, tuple(plan.mesh.values()), mesh_dim_names=tuple(plan.mesh))
 
 
 def check_plan(plan: ParallelPlan, model: nn.Module, device_mesh: Any = None) -> CheckedPlan:
@@ -209,9 +225,7 @@ def _resolve(plan: ParallelPlan, model: nn.Module, problems: list[str]) -> dict[
     return targets
 
 
-def _merge(
-    fqn: str, entries: list[tuple[str, ModulePlan]], problems: list[str]
-) -> Target | None:
+def _merge(fqn: str, entries: list[tuple[str, ModulePlan]], problems: list[str]) -> Target | None:
     tps = {repr(mp.tp): (p, mp.tp) for p, mp in entries if mp.tp is not None}
     cps = {mp.checkpoint: p for p, mp in entries if mp.checkpoint != "none"}
     if len(tps) > 1 or len(cps) > 1:

@@ -315,6 +315,8 @@ class StepResult:
         phases: The same per phase: ``forward`` (with the loss), ``backward``, ``optimizer``.
         api_collectives: Python ``torch.distributed`` calls of the step, by kind.
         batch_slice: The rows of the global batch this rank ran.
+        model: The applied model (to keep training), or None.
+        optimizer: Its optimizer, or None.
     """
 
     loss: float
@@ -325,6 +327,8 @@ class StepResult:
     phases: dict[str, dict[str, int]] = field(default_factory=dict)
     api_collectives: dict[str, int] = field(default_factory=dict)
     batch_slice: tuple[int, int] = (0, 0)
+    model: Any = None
+    optimizer: Any = None
 
 
 def train_step(
@@ -432,6 +436,8 @@ def distributed_step(
         phases={p: dict(c.counts) for p, c in phases.items()},
         api_collectives=dict(api),
         batch_slice=(start, stop),
+        model=model,
+        optimizer=optimizer,
     )
 
 

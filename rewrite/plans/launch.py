@@ -36,7 +36,7 @@ import torch
 from rewrite.errors import RewriteError
 from rewrite.plans.harness import StepResult, build_workload, reference_step
 
-__all__ = ["LaunchError", "Mismatch", "Tolerance", "compare_case", "run_cases"]
+__all__ = ["LaunchError", "Mismatch", "Tolerance", "compare_case", "run_cases", "torchrun"]
 
 _ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,6 +77,60 @@ def _rank_lines(text: str, limit: int = 120) -> str:
     return "\n".join(ranked[-limit:])
 
 
+def torchrun(args: list[str], nproc: int, *, timeout: float = 300.0) -> str:
+    """Run ``python -m torch.distributed.run --nproc_per_node nproc ARGS`` on a free port.
+
+    Args:
+        args: What follows torchrun's own options, e.g. ``["-m", "rewrite.plans.run", ...]``.
+        nproc: Ranks (CPU, gloo).
+        timeout: Seconds before the whole process group started here is killed.
+
+    Returns:
+        The ranks' standard output.
+
+    Raises:
+        LaunchError: If torchrun fails or times out, with the ranks' stderr.
+    """
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_ROOT), env.get("PYTHONPATH")]))
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={nproc}",
+        "--master_addr=127.0.0.1",
+        f"--master_port={_free_port()}",
+        *args,
+    ]
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        raise LaunchError(
+            f"torchrun with {nproc} ranks ran past {timeout:.0f} s and was killed; the ranks "
+            f"said:\n{_rank_lines(stderr)}"
+        ) from None
+    if proc.returncode != 0:
+        raise LaunchError(
+            f"torchrun with {nproc} ranks failed (exit {proc.returncode}) after "
+            f"{time.monotonic() - start:.0f} s; the ranks said:\n{_rank_lines(stderr)}\n"
+            f"{stdout[-2000:]}"
+        )
+    return stdout
+
+
 def run_cases(
     cases: list[dict[str, Any]], nproc: int, out_dir: Path, *, timeout: float = 300.0
 ) -> list[list[dict[str, Any]]]:
@@ -93,40 +147,8 @@ def run_cases(
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "cases.json").write_text(json.dumps(cases))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_ROOT), env.get("PYTHONPATH")]))
-    env.setdefault("OMP_NUM_THREADS", "1")
-    env.setdefault("HF_HUB_OFFLINE", "1")
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        f"--nproc_per_node={nproc}",
-        "--master_addr=127.0.0.1",
-        f"--master_port={_free_port()}",
-        "-m",
-        "rewrite.plans.harness",
-        str(out_dir / "cases.json"),
-        str(out_dir),
-    ]
-    start = time.monotonic()
-    proc = subprocess.Popen(
-        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        stdout, stderr = proc.communicate()
-        raise LaunchError(
-            f"torchrun with {nproc} ranks ran past {timeout:.0f} s and was killed; the ranks "
-            f"said:\n{_rank_lines(stderr)}"
-        ) from None
-    if proc.returncode != 0:
-        raise LaunchError(
-            f"torchrun with {nproc} ranks failed (exit {proc.returncode}) after "
-            f"{time.monotonic() - start:.0f} s; the ranks said:\n{_rank_lines(stderr)}"
-        )
+    args = ["-m", "rewrite.plans.harness", str(out_dir / "cases.json"), str(out_dir)]
+    torchrun(args, nproc, timeout=timeout)
     return [json.loads((out_dir / f"rank{r}.json").read_text()) for r in range(nproc)]
 
 

@@ -99,7 +99,9 @@ def expected_collectives(plan: ParallelPlan, model: nn.Module) -> dict[str, int]
         if block is not None and fwd:
             recompute[block].append((name[len(block) + 1 :], fwd))
     for block, mode in ckpt.items():
-        again = [(rel, kinds) for rel, kinds in recompute[block] if not (rel == last and not last_needed)]
+        again = [
+            (rel, kinds) for rel, kinds in recompute[block] if not (rel == last and not last_needed)
+        ]
         for _, kinds in again:
             counts.update(k for k in kinds if not (mode == "selective" and k == "reduce_scatter"))
     groups = 1 + sum(1 for n, mp in plan.modules.items() if mp.fsdp and n)

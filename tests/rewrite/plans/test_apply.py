@@ -74,7 +74,9 @@ def test_kwarg_and_output_layouts_round_trip_and_old_documents_still_load(tmp_pa
         desired_input_kwarg_layouts={"hidden_states": "R"},
     )
     out = TensorParallel("prepare_output", output_layouts=("R",), desired_output_layouts=("S(1)",))
-    plan = ParallelPlan(mesh={"tp": 2}, tp_axis="tp", modules={"a": ModulePlan(tp=tp), "b": ModulePlan(tp=out)})
+    plan = ParallelPlan(
+        mesh={"tp": 2}, tp_axis="tp", modules={"a": ModulePlan(tp=tp), "b": ModulePlan(tp=out)}
+    )
     assert load(plan.save(tmp_path / "p.json")) == plan
     doc = plan.to_dict()
     old = json.loads(json.dumps(doc))
@@ -120,7 +122,9 @@ def test_placements_and_styles_are_built_from_the_plan_spelling() -> None:
     )
     assert isinstance(pin, PrepareModuleInput)
     assert pin.desired_input_kwarg_layouts == {"hidden_states": Replicate()}
-    pout = tp_style(TensorParallel("prepare_output", output_layouts=("R",), desired_output_layouts=("S(1)",)))
+    pout = tp_style(
+        TensorParallel("prepare_output", output_layouts=("R",), desired_output_layouts=("S(1)",))
+    )
     assert isinstance(pout, PrepareModuleOutput) and pout.desired_output_layouts == (Shard(1),)
 
 
@@ -171,7 +175,9 @@ def test_fused_qkv_regrouping_puts_each_ranks_heads_together_and_maps_back(degre
     for r in range(degree):  # rank r's contiguous block: its heads' q rows, then k, then v
         block = linear.weight[r * rows : (r + 1) * rows]
         for part in range(3):
-            want = before_w[part * width + r * width // degree : part * width + (r + 1) * width // degree]
+            want = before_w[
+                part * width + r * width // degree : part * width + (r + 1) * width // degree
+            ]
             assert torch.equal(block[part * width // degree : (part + 1) * width // degree], want)
     assert torch.equal(layouts["attn.weight"].to_original(linear.weight.detach()), before_w)
     assert torch.equal(layouts["attn.bias"].to_original(linear.bias.detach()), before_b)
@@ -216,9 +222,14 @@ def test_wildcards_expand_to_every_matching_module(models: dict[str, nn.Module])
     )
     checked = check_plan(plan, models["llama"], mesh_for(plan))
     assert [n for n, t in checked.targets.items() if t.tp is not None] == [
-        f"model.layers.{i}.self_attn.{p}" for i in (0, 1) for p in ("q_proj", "k_proj", "v_proj", "o_proj")
+        f"model.layers.{i}.self_attn.{p}"
+        for i in (0, 1)
+        for p in ("q_proj", "k_proj", "v_proj", "o_proj")
     ]
-    assert [n for n, t in checked.targets.items() if t.checkpoint == "full"] == ["model.layers.0", "model.layers.1"]
+    assert [n for n, t in checked.targets.items() if t.checkpoint == "full"] == [
+        "model.layers.0",
+        "model.layers.1",
+    ]
 
 
 def test_a_mesh_that_differs_from_the_plans_is_refused(models: dict[str, nn.Module]) -> None:
@@ -229,7 +240,9 @@ def test_a_mesh_that_differs_from_the_plans_is_refused(models: dict[str, nn.Modu
     assert "sizes (4, 1)" in msg
 
 
-def test_all_problems_are_reported_at_once_and_the_model_is_left_alone(models: dict[str, nn.Module]) -> None:
+def test_all_problems_are_reported_at_once_and_the_model_is_left_alone(
+    models: dict[str, nn.Module],
+) -> None:
     model = models["llama"]
     plan = handwritten_plan(model, "tp", 4)  # 2 key/value heads: not divisible by 4
     plan = replace(
@@ -264,12 +277,16 @@ def test_tp_inside_an_unknown_attention_class_is_refused() -> None:
             self.q = nn.Linear(4, 4)
 
     model = nn.Sequential(MyAttention())
-    plan = ParallelPlan(mesh={"tp": 2}, tp_axis="tp", modules={"0.q": ModulePlan(tp=TensorParallel("colwise"))})
+    plan = ParallelPlan(
+        mesh={"tp": 2}, tp_axis="tp", modules={"0.q": ModulePlan(tp=TensorParallel("colwise"))}
+    )
     assert "inside attention class MyAttention" in refused(plan, model)
 
 
 def test_tensor_parallelism_of_tied_weights_is_refused(models: dict[str, nn.Module]) -> None:
-    plan = ParallelPlan(mesh={"tp": 2}, tp_axis="tp", modules={"lm_head": ModulePlan(tp=TensorParallel("colwise"))})
+    plan = ParallelPlan(
+        mesh={"tp": 2}, tp_axis="tp", modules={"lm_head": ModulePlan(tp=TensorParallel("colwise"))}
+    )
     msg = refused(plan, models["gpt2"])
     assert "tied to [['transformer.wte.weight']]" in msg
 
@@ -278,10 +295,14 @@ def test_tensor_parallelism_of_tied_weights_is_refused(models: dict[str, nn.Modu
     ("plan", "needle"),
     [
         (
-            ParallelPlan(mesh={"dp": 2}, fsdp_axes=("dp",), modules={
-                "transformer.h.0": ModulePlan(checkpoint="full"),
-                "transformer.h.0.attn": ModulePlan(checkpoint="selective"),
-            }),
+            ParallelPlan(
+                mesh={"dp": 2},
+                fsdp_axes=("dp",),
+                modules={
+                    "transformer.h.0": ModulePlan(checkpoint="full"),
+                    "transformer.h.0.attn": ModulePlan(checkpoint="selective"),
+                },
+            ),
             "checkpointed inside checkpointed 'transformer.h.0'",
         ),
         (
@@ -296,7 +317,10 @@ def test_tensor_parallelism_of_tied_weights_is_refused(models: dict[str, nn.Modu
             "does not apply pipeline parallelism yet",
         ),
         (
-            ParallelPlan(mesh={"tp": 2}, modules={"transformer.h.0.mlp.c_fc": ModulePlan(tp=TensorParallel("colwise"))}),
+            ParallelPlan(
+                mesh={"tp": 2},
+                modules={"transformer.h.0.mlp.c_fc": ModulePlan(tp=TensorParallel("colwise"))},
+            ),
             "names no tp_axis",
         ),
         (
@@ -304,16 +328,26 @@ def test_tensor_parallelism_of_tied_weights_is_refused(models: dict[str, nn.Modu
             "replicate axis 'rep' outside (before) the FSDP axis",
         ),
         (
-            ParallelPlan(mesh={"tp": 2}, tp_axis="tp", modules={
-                "transformer.h.*.mlp.c_fc": ModulePlan(tp=TensorParallel("colwise")),
-                "transformer.h.0.mlp.c_fc": ModulePlan(tp=TensorParallel("rowwise")),
-            }),
+            ParallelPlan(
+                mesh={"tp": 2},
+                tp_axis="tp",
+                modules={
+                    "transformer.h.*.mlp.c_fc": ModulePlan(tp=TensorParallel("colwise")),
+                    "transformer.h.0.mlp.c_fc": ModulePlan(tp=TensorParallel("rowwise")),
+                },
+            ),
             "is given different styles",
         ),
         (
-            ParallelPlan(mesh={"tp": 2}, tp_axis="tp", modules={
-                "transformer.h.0.attn": ModulePlan(tp=TensorParallel("prepare_input", input_layouts=("S(1)",))),
-            }),
+            ParallelPlan(
+                mesh={"tp": 2},
+                tp_axis="tp",
+                modules={
+                    "transformer.h.0.attn": ModulePlan(
+                        tp=TensorParallel("prepare_input", input_layouts=("S(1)",))
+                    ),
+                },
+            ),
             "needs one desired placement per input placement",
         ),
     ],
@@ -325,7 +359,9 @@ def test_plans_dtensor_cannot_express_are_refused(
 
 
 def test_tied_weights_split_across_fsdp_groups_are_refused(models: dict[str, nn.Module]) -> None:
-    plan = ParallelPlan(mesh={"dp": 2}, fsdp_axes=("dp",), modules={"lm_head": ModulePlan(fsdp=True)})
+    plan = ParallelPlan(
+        mesh={"dp": 2}, fsdp_axes=("dp",), modules={"lm_head": ModulePlan(fsdp=True)}
+    )
     assert "in different FSDP groups" in refused(plan, models["gpt2"])
 
 

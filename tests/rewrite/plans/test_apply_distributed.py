@@ -39,14 +39,25 @@ def _reference(name: str) -> StepResult:
     return reference_step(build_workload(name))
 
 
-def case(model: str, style: str, nproc: int, ckpt: str | list[str] = "none", **kw: Any) -> dict[str, Any]:
+def case(
+    model: str, style: str, nproc: int, ckpt: str | list[str] = "none", **kw: Any
+) -> dict[str, Any]:
     mesh = (2, nproc // 2) if style in TWO_D else nproc
-    plan = handwritten_plan(_model(model), style, mesh, checkpointing=ckpt, tp_blocks=kw.pop("tp_blocks", None))
+    plan = handwritten_plan(
+        _model(model), style, mesh, checkpointing=ckpt, tp_blocks=kw.pop("tp_blocks", None)
+    )
     tag = ckpt if isinstance(ckpt, str) else "-".join(ckpt)
-    return {"id": f"{model}-{style}-{tag}-{nproc}{kw.pop('suffix', '')}", "model": model, "plan": plan.to_dict(), **kw}
+    return {
+        "id": f"{model}-{style}-{tag}-{nproc}{kw.pop('suffix', '')}",
+        "model": model,
+        "plan": plan.to_dict(),
+        **kw,
+    }
 
 
-def check(cases: list[dict[str, Any]], ranks: list[list[dict[str, Any]]], out: Path) -> dict[str, dict[str, int]]:
+def check(
+    cases: list[dict[str, Any]], ranks: list[list[dict[str, Any]]], out: Path
+) -> dict[str, dict[str, int]]:
     """Assert each case matched one process and its derived counts; return the counts."""
     counts = {}
     for c in cases:
@@ -64,7 +75,12 @@ def check(cases: list[dict[str, Any]], ranks: list[list[dict[str, Any]]], out: P
 
 
 def refused_case(model: str, plan: ParallelPlan, suffix: str) -> dict[str, Any]:
-    return {"id": f"{model}-refused-{suffix}", "model": model, "plan": plan.to_dict(), "refused": True}
+    return {
+        "id": f"{model}-refused-{suffix}",
+        "model": model,
+        "plan": plan.to_dict(),
+        "refused": True,
+    }
 
 
 def check_refused(cases: list[dict[str, Any]], ranks: list[list[dict[str, Any]]]) -> dict[str, str]:
@@ -86,7 +102,9 @@ def test_two_ranks_match_one_process(tmp_path: Path) -> None:
         nested,
         modules={**nested.modules, "model.layers.0": ModulePlan(tp=TensorParallel("sequence"))},
     )
-    tied = ParallelPlan(mesh={"tp": 2}, tp_axis="tp", modules={"lm_head": ModulePlan(tp=TensorParallel("colwise"))})
+    tied = ParallelPlan(
+        mesh={"tp": 2}, tp_axis="tp", modules={"lm_head": ModulePlan(tp=TensorParallel("colwise"))}
+    )
     cases = [
         case("llama", "fsdp", 2),
         case("llama", "fsdp", 2, comm_debug_mode=True, suffix="-cdm"),
@@ -122,7 +140,10 @@ def test_four_ranks_match_one_process(tmp_path: Path) -> None:
     ranks = run_cases(cases, 4, tmp_path)
     counts = check(cases, ranks, tmp_path)
     assert counts["llama-hsdp-none-4"] == {"all_gather": 5, "reduce_scatter": 3, "all_reduce": 3}
-    assert "not divisible by the tensor-parallel degree 4" in check_refused(cases, ranks)["llama-refused-heads"]
+    assert (
+        "not divisible by the tensor-parallel degree 4"
+        in check_refused(cases, ranks)["llama-refused-heads"]
+    )
 
 
 MATRIX_2 = ("ddp", "fsdp", "tp", "tp+sp")
