@@ -32,7 +32,7 @@ import copy
 import fnmatch
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -40,6 +40,7 @@ from torch import nn
 
 from rewrite.errors import PlanError
 from rewrite.plans import modules as arch
+from rewrite.plans.checkpointing import apply_checkpoint
 
 if TYPE_CHECKING:  # plan.py imports this module in ParallelPlan.apply
     from rewrite.plans.plan import ModulePlan, ParallelPlan, TensorParallel
@@ -84,7 +85,7 @@ class CheckedPlan:
     tp_degree: int
 
 
-def apply_plan(plan: ParallelPlan, model: nn.Module, device_mesh: Any) -> nn.Module:
+def apply_plan(plan: ParallelPlan, model: nn.Module, device_mesh: Any) -> Any:
     """Apply ``plan`` to ``model`` in place, inside this rank, and return it.
 
     Args:
@@ -94,8 +95,10 @@ def apply_plan(plan: ParallelPlan, model: nn.Module, device_mesh: Any) -> nn.Mod
             mesh_dim_names=names)`` with the plan's axes in the plan's order.
 
     Returns:
-        ``model``, parallelized. Parameters touched by a layout rewrite can be read back in the
-        original layout with `rewrite.plans.modules.original_layout`.
+        ``model``, parallelized; for a pipeline plan, a `rewrite.plans.pipeline.PipelinedModel`
+        holding this rank's stages (``model`` pruned to the first of them). Parameters touched
+        by a layout rewrite can be read back in the original layout with
+        `rewrite.plans.modules.original_layout`.
 
     Raises:
         PlanError: If the plan does not fit the model or the mesh, or DTensor cannot express it;
@@ -139,6 +142,10 @@ def check_plan(plan: ParallelPlan, model: nn.Module, device_mesh: Any = None) ->
     conv1d, fused = _check_tp(plan, model, targets, tp_degree, problems)
     _check_checkpointing(targets, problems)
     _check_data_parallel(plan, model, targets, problems)
+    if plan.pipeline is not None:
+        from rewrite.plans.pipeline import check_pipeline
+
+        check_pipeline(plan, model, list(targets), problems)
     if problems:
         listed = "\n".join(f"- {p}" for p in problems)
         raise PlanError(f"Plan {plan.name!r} cannot be applied to this model:\n{listed}")
@@ -160,12 +167,6 @@ def _check_mesh(plan: ParallelPlan, mesh: Any, problems: list[str]) -> None:
 
 
 def _check_axes(plan: ParallelPlan, problems: list[str]) -> None:
-    if plan.pipeline is not None:
-        problems.append(
-            f"the plan pipelines over axis {plan.pipeline.axis!r} ({plan.pipeline.schedule}, "
-            f"{len(plan.pipeline.stages)} stages), and the hand-back does not apply pipeline "
-            "parallelism yet; drop the pipeline or fold its axis into data parallelism"
-        )
     roles = {plan.tp_axis, *plan.fsdp_axes, *plan.replicate_axes}
     if plan.pipeline is not None:
         roles.add(plan.pipeline.axis)
@@ -471,7 +472,27 @@ def _meta_copy(model: nn.Module) -> nn.Module:
     return copy.deepcopy(model, memo)
 
 
-def _apply(
+def _apply(checked: CheckedPlan, model: nn.Module, mesh: Any, *, src_data_rank: int | None) -> Any:
+    if checked.plan.pipeline is None:
+        return _apply_parts(checked, model, mesh, src_data_rank=src_data_rank)
+    from rewrite.plans.pipeline import build_pipeline
+
+    def apply_stage(stage: nn.Module, held: tuple[str, ...]) -> None:
+        def inside(name: str) -> bool:
+            return any(name == u or name.startswith(u + ".") for u in held)
+
+        part = replace(
+            checked,
+            targets={n: t for n, t in checked.targets.items() if inside(n)},
+            conv1d=tuple(n for n in checked.conv1d if inside(n)),
+            fused=tuple(n for n in checked.fused if inside(n)),
+        )
+        _apply_parts(part, stage, mesh, src_data_rank=src_data_rank)
+
+    return build_pipeline(checked.plan, model, mesh, apply_stage)
+
+
+def _apply_parts(
     checked: CheckedPlan, model: nn.Module, mesh: Any, *, src_data_rank: int | None
 ) -> nn.Module:
     plan = checked.plan
@@ -485,7 +506,7 @@ def _apply(
             _reduce_partial_grads(model)
     for name, mp in checked.targets.items():
         if mp.checkpoint != "none":
-            _checkpoint(model.get_submodule(name), mp.checkpoint)
+            apply_checkpoint(model.get_submodule(name), mp.checkpoint)
     _data_parallel(checked, model, mesh)
     return model
 
@@ -547,49 +568,3 @@ def _data_parallel(checked: CheckedPlan, model: nn.Module, mesh: Any) -> None:
 def _submesh(mesh: Any, axes: tuple[str, ...]) -> Any:
     sub = mesh[axes if len(axes) > 1 else axes[0]]
     return sub._flatten("_".join(axes)) if len(axes) > 1 else sub
-
-
-# --- activation checkpointing -------------------------------------------------------------------
-
-
-def _checkpoint(module: nn.Module, mode: str) -> None:
-    from torch.distributed._composable.checkpoint_activation import checkpoint
-
-    if mode == "full":
-        checkpoint(module)
-    else:
-        checkpoint(module, context_fn=_selective_context)
-
-
-def _sac_save_ops() -> tuple[set[Any], set[Any]]:
-    aten = torch.ops.aten
-    matmuls = {aten.mm.default, aten.addmm.default}
-    saved = {
-        aten._scaled_dot_product_flash_attention_for_cpu.default,
-        aten._scaled_dot_product_attention_math.default,
-        aten._scaled_dot_product_efficient_attention.default,
-        aten._scaled_dot_product_flash_attention.default,
-        torch.ops._c10d_functional.reduce_scatter_tensor.default,
-        aten.max.default,
-    }
-    return matmuls, saved
-
-
-def _selective_context() -> Any:
-    """torchtitan's op-level selective checkpointing: save compute-heavy outputs, but recompute
-    every second matmul, to halve what matmuls keep alive."""
-    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
-
-    matmuls, saved = _sac_save_ops()
-    counts: dict[str, int] = defaultdict(int)
-
-    def policy(ctx: Any, func: Any, *args: Any, **kwargs: Any) -> Any:
-        mode = "recompute" if ctx.is_recompute else "forward"
-        if func in matmuls:
-            counts[mode] += 1
-            save = counts[mode] % 2 == 1
-        else:
-            save = func in saved
-        return CheckpointPolicy.MUST_SAVE if save else CheckpointPolicy.PREFER_RECOMPUTE
-
-    return create_selective_checkpoint_contexts(policy)

@@ -17,14 +17,14 @@ over ``dp``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from torch import nn
 
 from rewrite.errors import PlanError
-from rewrite.plans.plan import ModulePlan, ParallelPlan, TensorParallel
+from rewrite.plans.plan import ModulePlan, ParallelPlan, PipelineSpec, TensorParallel
 
-__all__ = ["STYLES", "handwritten_plan"]
+__all__ = ["STYLES", "handwritten_plan", "with_pipeline"]
 
 STYLES = ("ddp", "fsdp", "hsdp", "tp", "tp+sp", "fsdp+tp", "fsdp+tp+sp")
 
@@ -251,3 +251,41 @@ def handwritten_plan(
         provenance={"model": type(model).__name__, "style": style, "checkpointing": ckpt},
         **_mesh_and_axes(style, mesh),  # type: ignore[arg-type]
     )
+
+
+def with_pipeline(
+    plan: ParallelPlan,
+    model: nn.Module,
+    ranks: int,
+    *,
+    schedule: str = "1F1B",
+    microbatches: int = 2,
+    virtual_stages: int = 1,
+) -> ParallelPlan:
+    """``plan`` with a pipeline axis ``pp`` of ``ranks`` ranks added outermost.
+
+    The model's units (`rewrite.plans.pipeline.units`: embedding, blocks, norm, head) are cut
+    into ``ranks * virtual_stages`` stages of consecutive units, as even as they divide, the
+    remainder going to the first stages.
+
+    Raises:
+        PlanError: If the model has fewer units than stages, or cannot be cut into stages.
+    """
+    from rewrite.plans.pipeline import STAGE_ARCHS, units
+
+    if type(model).__name__ not in STAGE_ARCHS:
+        raise PlanError(
+            f"No pipeline cut for {type(model).__name__}; supported: {sorted(STAGE_ARCHS)}."
+        )
+    held = units(model)
+    n = ranks * virtual_stages
+    if len(held) < n:
+        raise PlanError(f"{len(held)} units cannot fill {n} stages; use fewer stages.")
+    per, extra = divmod(len(held), n)
+    stages, start = [], 0
+    for s in range(n):
+        size = per + (1 if s < extra else 0)
+        stages.append(tuple(held[start : start + size]))
+        start += size
+    spec = PipelineSpec("pp", tuple(stages), schedule, microbatches, virtual_stages)
+    return replace(plan, mesh={"pp": ranks, **plan.mesh}, pipeline=spec, name=f"{plan.name}+pp")

@@ -1,15 +1,8 @@
 """One training step of an applied plan, its collectives counted, against the single-process model.
 
-`CollectiveCounter` counts what one rank communicates, by kind, in the vocabulary of
-`ParallelPlan.collectives` (``all_gather``, ``reduce_scatter``, ``all_reduce``, ``all_to_all``,
-``broadcast``, ``send_recv``). It is ``torch.distributed.tensor.debug.CommDebugMode``, which in
-torch 2.13 sees both DTensor's functional collectives (tensor parallelism) and the c10d ops that
-FSDP2 and ``replicate`` issue outside DTensor dispatch (``_allgather_base_``,
-``_reduce_scatter_base_``, ``allreduce_``), plus a count of the Python-level
-``torch.distributed`` calls made meanwhile, as a cross-check: CommDebugMode does not see
-point-to-point ``send``/``recv`` (pipelining), which only the Python count catches.
-
-`train_step` runs forward, loss, backward and one AdamW step, counting each phase.
+`train_step` runs forward, loss, backward and one AdamW step, counting each phase's
+collectives (`rewrite.plans.counting.CollectiveCounter`); `pipeline_step` does the same for a
+pipeline plan's schedule.
 `distributed_step` applies a plan to a workload inside a rank and returns the rank's loss and
 output, the full gradients and updated parameters in the model's own layout, and the counts;
 `reference_step` does the same in one process without a plan. `main` runs a list of cases under
@@ -28,191 +21,29 @@ import json
 import os
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from rewrite.errors import PlanError
+from rewrite.plans.counting import CollectiveCounter
 from rewrite.plans.modules import original_layout
 from rewrite.plans.plan import ParallelPlan
 
 __all__ = [
-    "COLLECTIVE_KINDS",
-    "CollectiveCounter",
     "StepResult",
     "Workload",
     "build_workload",
-    "collective_kind",
     "distributed_step",
     "reference_step",
     "train_step",
 ]
 
-COLLECTIVE_KINDS = (
-    "all_gather",
-    "reduce_scatter",
-    "all_reduce",
-    "all_to_all",
-    "broadcast",
-    "send_recv",
-)
 WORKLOADS = ("gpt2", "llama", "bert", "gpt_neox")
-_API = (
-    "all_gather_single",
-    "all_gather_into_tensor",
-    "all_gather",
-    "reduce_scatter_single",
-    "reduce_scatter_tensor",
-    "reduce_scatter",
-    "all_reduce",
-    "all_to_all",
-    "all_to_all_single",
-    "broadcast",
-    "send",
-    "recv",
-    "isend",
-    "irecv",
-)
-
-
-def collective_kind(op: str) -> str:
-    """The kind of a collective from its op or function name (``c10d._allgather_base_`` ->
-    ``all_gather``); an unknown name comes back unchanged."""
-    name = op.replace("_", "").lower()
-    for key, kind in (
-        ("reducescatter", "reduce_scatter"),
-        ("allgather", "all_gather"),
-        ("allreduce", "all_reduce"),
-        ("alltoall", "all_to_all"),
-        ("broadcast", "broadcast"),
-        ("send", "send_recv"),
-        ("recv", "send_recv"),
-    ):
-        if key in name:
-            return kind
-    return op
-
-
-def _collective_ops() -> set[Any]:
-    """The op packets ``CommDebugMode`` counts as collectives (functional and c10d)."""
-    ops: set[Any] = set()
-    for namespace, names in (
-        (
-            "_c10d_functional",
-            (
-                "all_gather_into_tensor",
-                "all_gather_into_tensor_coalesced",
-                "all_reduce",
-                "all_reduce_coalesced",
-                "all_to_all_single",
-                "broadcast",
-                "reduce_scatter_tensor",
-                "reduce_scatter_tensor_coalesced",
-            ),
-        ),
-        ("_c10d_functional_autograd", ("all_to_all_single",)),
-        (
-            "c10d",
-            (
-                "_allgather_base_",
-                "_reduce_scatter_base_",
-                "allgather_",
-                "allgather_coalesced_",
-                "allgather_into_tensor_coalesced_",
-                "allreduce_",
-                "allreduce_coalesced_",
-                "alltoall_",
-                "alltoall_base_",
-                "broadcast_",
-                "gather_",
-                "scatter_",
-                "reduce_",
-                "reduce_scatter_",
-                "reduce_scatter_tensor_coalesced_",
-            ),
-        ),
-        ("_dtensor", ("shard_dim_alltoall",)),
-    ):
-        space = getattr(torch.ops, namespace)
-        ops.update(getattr(space, n) for n in names if hasattr(space, n))
-    return ops
-
-
-class _CountingMode(TorchDispatchMode):
-    """``CommDebugMode``'s counting without its module tracker.
-
-    In torch 2.13 ``CommDebugMode`` raises a ``KeyError`` from its module tracker when activation
-    checkpointing recomputes a module under FSDP2; this mode counts the same ops (DTensor ops
-    are let through first, so only their desugared collectives are seen) and nothing else.
-    """
-
-    def __init__(self, counts: Counter[str], ops: set[Any]) -> None:
-        super().__init__()
-        self.counts, self.ops = counts, ops
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        from torch.distributed.tensor import DTensor
-
-        if isinstance(func, torch._ops.HigherOrderOperator):
-            return func(*args, **(kwargs or {}))
-        if any(t is DTensor for t in types):
-            return NotImplemented
-        out = func(*args, **(kwargs or {}))
-        packet = func._overloadpacket
-        if packet in self.ops:
-            self.counts[collective_kind(str(packet))] += 1
-        return out
-
-
-class CollectiveCounter:
-    """Counts one rank's collectives by kind while active (a context manager; not re-entrant).
-
-    Attributes:
-        counts: Collectives seen at dispatch (DTensor's and c10d's), by kind: what
-            ``CommDebugMode`` counts.
-        api_counts: Python ``torch.distributed`` calls made meanwhile (FSDP2's, point-to-point).
-        use_comm_debug_mode: Count with ``CommDebugMode`` itself (it fails under activation
-            checkpointing with FSDP2 in torch 2.13) instead of the equivalent `_CountingMode`.
-    """
-
-    def __init__(self, use_comm_debug_mode: bool = False) -> None:
-        self.counts: Counter[str] = Counter()
-        self.api_counts: Counter[str] = Counter()
-        self.use_comm_debug_mode = use_comm_debug_mode
-
-    @contextmanager
-    def __call__(self) -> Iterator[CollectiveCounter]:
-        import torch.distributed as dist
-        from torch.distributed.tensor.debug import CommDebugMode
-
-        saved = {n: getattr(dist, n) for n in _API if hasattr(dist, n)}
-
-        def wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-            def counted(*args: Any, **kwargs: Any) -> Any:
-                self.api_counts[collective_kind(name)] += 1
-                return fn(*args, **kwargs)
-
-            return counted
-
-        for name, fn in saved.items():
-            setattr(dist, name, wrap(name, fn))
-        debug = CommDebugMode() if self.use_comm_debug_mode else None
-        mode = debug if debug is not None else _CountingMode(self.counts, _collective_ops())
-        try:
-            with mode:
-                yield self
-        finally:
-            for name, fn in saved.items():
-                setattr(dist, name, fn)
-        if debug is not None:
-            for op, n in debug.get_comm_counts().items():
-                self.counts[collective_kind(str(op))] += n
 
 
 @dataclass
@@ -308,7 +139,8 @@ class StepResult:
 
     Attributes:
         loss: The rank's loss (over its share of the batch).
-        output: The rank's output (logits or hidden states) for its share of the batch.
+        output: The rank's output (logits or hidden states) for its share of the batch (None on
+            a pipeline rank without the last stage).
         grads: Full gradients by parameter name, in the model's own layout (None: no gradient).
         params: Full parameters after the AdamW step, in the model's own layout.
         collectives: Collectives of the whole step, by kind (``CommDebugMode``).
@@ -320,7 +152,7 @@ class StepResult:
     """
 
     loss: float
-    output: torch.Tensor
+    output: torch.Tensor | None
     grads: dict[str, torch.Tensor | None]
     params: dict[str, torch.Tensor]
     collectives: dict[str, int] = field(default_factory=dict)
@@ -396,6 +228,35 @@ def data_parallel_slice(plan: ParallelPlan, mesh: Any, batch: int) -> tuple[int,
     return index * per, (index + 1) * per
 
 
+def pipeline_step(
+    model: Any,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    loss_fn: Callable[[Any, torch.Tensor], torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    *,
+    use_comm_debug_mode: bool = False,
+) -> tuple[torch.Tensor | None, torch.Tensor | None, dict[str, CollectiveCounter]]:
+    """One step of a `rewrite.plans.pipeline.PipelinedModel`: the schedule (forward and backward
+    of every microbatch, interleaved: one phase, ``pipeline``), then the optimizer.
+
+    Returns:
+        The loss and the logits on the last stage's ranks (None elsewhere), and the counters.
+    """
+    from types import SimpleNamespace
+
+    phases = {p: CollectiveCounter(use_comm_debug_mode) for p in ("pipeline", "optimizer")}
+
+    def microbatch_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return loss_fn(SimpleNamespace(logits=logits), target)
+
+    with phases["pipeline"]():
+        loss, out = model.step(inputs, targets, microbatch_loss)
+    with phases["optimizer"]():
+        optimizer.step()
+    return loss, out, phases
+
+
 def distributed_step(
     plan: ParallelPlan,
     work: Workload,
@@ -408,15 +269,23 @@ def distributed_step(
     model = plan.apply(work.model, mesh)
     start, stop = data_parallel_slice(plan, mesh, work.inputs.shape[0])
     optimizer = _optimizer(model, lr)
-    loss, out, phases = train_step(
-        model,
-        work.inputs[start:stop],
-        work.targets[start:stop],
-        work.loss,
-        optimizer,
-        work.kwargs,
-        use_comm_debug_mode=use_comm_debug_mode,
-    )
+    inputs, targets = work.inputs[start:stop], work.targets[start:stop]
+    loss: torch.Tensor | None
+    out: torch.Tensor | None
+    if plan.pipeline is None:
+        loss, out, phases = train_step(
+            model,
+            inputs,
+            targets,
+            work.loss,
+            optimizer,
+            work.kwargs,
+            use_comm_debug_mode=use_comm_debug_mode,
+        )
+    else:
+        loss, out, phases = pipeline_step(
+            model, inputs, targets, work.loss, optimizer, use_comm_debug_mode=use_comm_debug_mode
+        )
     grads = {
         n: None if p.grad is None else original_layout(model, n, _full(p.grad))
         for n, p in model.named_parameters()
@@ -428,7 +297,7 @@ def distributed_step(
         total.update(c.counts)
         api.update(c.api_counts)
     return StepResult(
-        loss=float(loss),
+        loss=float("nan") if loss is None else float(loss),
         output=out,
         grads=grads,
         params=params,
@@ -471,7 +340,7 @@ def _model_fingerprint(model: nn.Module) -> dict[str, Any]:
 
 
 def _run_case(case: dict[str, Any], out_dir: Path, rank: int) -> dict[str, Any]:
-    from torch.distributed.device_mesh import init_device_mesh
+    from rewrite.plans.apply import init_mesh
 
     plan = ParallelPlan.from_dict(case["plan"])
     work = build_workload(
@@ -480,7 +349,7 @@ def _run_case(case: dict[str, Any], out_dir: Path, rank: int) -> dict[str, Any]:
         seq_len=case.get("seq_len", 16),
         seed=case.get("seed", 0),
     )
-    mesh = init_device_mesh("cpu", tuple(plan.mesh.values()), mesh_dim_names=tuple(plan.mesh))
+    mesh = init_mesh(plan, "cpu")
     before = _model_fingerprint(work.model)
     try:
         result = distributed_step(
@@ -496,8 +365,10 @@ def _run_case(case: dict[str, Any], out_dir: Path, rank: int) -> dict[str, Any]:
             "error": str(exc),
             "unchanged": _model_fingerprint(work.model) == before,
         }
-    tensors = {"output": result.output.contiguous()}
-    if rank == 0:
+    tensors = {} if result.output is None else {"output": result.output.contiguous()}
+    axis = plan.pipeline.axis if plan.pipeline is not None else None
+    coord = mesh.get_coordinate()
+    if all(c == 0 for a, c in zip(plan.mesh, coord) if a != axis):  # one copy of each tensor
         tensors.update(
             {f"grad/{n}": g.contiguous() for n, g in result.grads.items() if g is not None}
         )
@@ -539,11 +410,6 @@ def main(argv: list[str] | None = None) -> int:
         (args.out_dir / f"rank{rank}.json").write_text(json.dumps(results, indent=1))
         dist.destroy_process_group()
     return 0
-
-
-def with_precision(plan: ParallelPlan, precision: str) -> ParallelPlan:
-    """A copy of ``plan`` computing in ``precision`` (steps compare exactly in ``fp32``)."""
-    return replace(plan, precision=precision)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ reduce-scatters (torchtitan's policy saves them).
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from torch import nn
 
@@ -85,7 +86,7 @@ def _fwd_bwd(tp: TensorParallel, n_params: int) -> tuple[list[str], list[str]]:
 def expected_collectives(plan: ParallelPlan, model: nn.Module) -> dict[str, int]:
     """The derived counts, by kind, for ``plan`` (concrete module names) on ``model``."""
     counts: Counter[str] = Counter()
-    blocks, last, last_needed = BLOCKS[type(model).__name__]
+    _, last, last_needed = BLOCKS[type(model).__name__]
     ckpt = {n: mp.checkpoint for n, mp in plan.modules.items() if mp.checkpoint != "none"}
     recompute: dict[str, list[tuple[str, list[str]]]] = {b: [] for b in ckpt}
     for name, mp in plan.modules.items():
@@ -112,5 +113,31 @@ def expected_collectives(plan: ParallelPlan, model: nn.Module) -> dict[str, int]
             counts["all_reduce"] += groups
     elif plan.replicate_axes:
         counts["all_reduce"] += 1
-    del blocks
     return {k: v for k, v in counts.items() if v}
+
+
+def expected_pipeline(plan: ParallelPlan, model: nn.Module, pp_rank: int) -> dict[str, int]:
+    """The derived first-step counts of one pipeline rank, for a plan without FSDP.
+
+    Per stage this rank holds and per microbatch: one send and one receive of activations and
+    of their gradients across each of the stage's edges to other ranks; once per step, the
+    schedule's warm-up vote (forward) and its result (backward) across each edge. Tensor
+    parallelism inside the stage counts as in `expected_collectives`, once per microbatch.
+    """
+    spec = plan.pipeline
+    assert spec is not None and not plan.fsdp_axes and not plan.replicate_axes
+    size, m, n = plan.mesh[spec.axis], spec.microbatches, len(spec.stages)
+    counts: Counter[str] = Counter()
+    for s in range(pp_rank, n, size):
+        edges = (s > 0) + (s < n - 1)
+        counts["send_recv"] += 2 * m * edges + 2 * edges
+        held = spec.stages[s]
+        inside = {
+            k: mp
+            for k, mp in plan.modules.items()
+            if any(k == u or k.startswith(u + ".") for u in held)
+        }
+        part = replace(plan, modules=inside, pipeline=None)
+        for kind, v in expected_collectives(part, model).items():
+            counts[kind] += v * m
+    return dict(counts)

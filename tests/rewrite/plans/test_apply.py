@@ -19,8 +19,10 @@ from rewrite.errors import PlanError
 from rewrite.plans import ModulePlan, ParallelPlan, PipelineSpec, TensorParallel, load
 from rewrite.plans import modules as arch
 from rewrite.plans.apply import check_plan, placement, tp_style
-from rewrite.plans.handwritten import STYLES, handwritten_plan
-from rewrite.plans.harness import build_workload, collective_kind
+from rewrite.plans.counting import collective_kind
+from rewrite.plans.handwritten import STYLES, handwritten_plan, with_pipeline
+from rewrite.plans.harness import build_workload
+from rewrite.plans.pipeline import cut_stage, units
 
 
 @dataclass
@@ -314,7 +316,7 @@ def test_tensor_parallelism_of_tied_weights_is_refused(models: dict[str, nn.Modu
                 mesh={"pp": 2},
                 pipeline=PipelineSpec("pp", (("transformer.h.0",), ("transformer.h.1",))),
             ),
-            "does not apply pipeline parallelism yet",
+            "stages can be cut only from ['GPTNeoXForCausalLM', 'LlamaForCausalLM']",
         ),
         (
             ParallelPlan(
@@ -374,3 +376,62 @@ def test_handwritten_plans_refuse_what_they_cannot_write(models: dict[str, nn.Mo
         handwritten_plan(models["llama"], "fsdp", 2, checkpointing=["full"])
     with pytest.raises(PlanError, match="tp_blocks is for plans without sequence parallelism"):
         handwritten_plan(models["llama"], "tp+sp", 2, tp_blocks=[0])
+
+
+# --- pipelines ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt_neox"])
+def test_stages_chained_compute_exactly_the_models_forward(name: str) -> None:
+    work = build_workload(name)
+    model = work.model
+    with torch.no_grad():
+        want = model(work.inputs, use_cache=False).logits
+        held = units(model)
+        cuts = [(held[0],), tuple(held[1:3]), tuple(held[3:])]
+        stages = [cut_stage(model, c, copy_model=True) for c in cuts]
+        x = work.inputs
+        for stage in stages:
+            x = stage(x)
+    assert torch.equal(x, want)
+    assert sum(p.numel() for s in stages for p in s.parameters()) == sum(
+        p.numel() for p in model.parameters()
+    )
+
+
+def test_pipeline_cuts_are_even_and_in_order(models: dict[str, nn.Module]) -> None:
+    base = replace(handwritten_plan(models["llama"], "ddp", 1), mesh={}, replicate_axes=())
+    plan = with_pipeline(base, models["llama"], 2, schedule="interleaved_1F1B", virtual_stages=2)
+    assert plan.mesh == {"pp": 2} and plan.pipeline is not None
+    assert [list(s) for s in plan.pipeline.stages] == [
+        ["model.embed_tokens", "model.layers.0"],
+        ["model.layers.1"],
+        ["model.norm"],
+        ["lm_head"],
+    ]
+    check_plan(plan, models["llama"], mesh_for(plan))
+    with pytest.raises(PlanError, match="5 units cannot fill 6 stages"):
+        with_pipeline(base, models["llama"], 3, virtual_stages=2)
+
+
+def test_pipeline_plans_that_cannot_run_are_refused(models: dict[str, nn.Module]) -> None:
+    llama = models["llama"]
+    held = units(llama)
+    two = (tuple(held[:2]), tuple(held[2:]))
+    swapped = (tuple(held[2:]), tuple(held[:2]))
+    cases = [
+        (PipelineSpec("pp", two * 2, "1F1B"), "needs 2"),
+        (PipelineSpec("pp", two, "interleaved_1F1B"), "interleaved_1F1B runs several stages"),
+        (PipelineSpec("pp", swapped, "1F1B"), "each once, in this order"),
+    ]
+    for spec, needle in cases:
+        assert needle in refused(ParallelPlan(mesh={"pp": 2}, pipeline=spec), llama)
+    sp = handwritten_plan(llama, "tp+sp", 2)
+    with_sp = replace(sp, mesh={"pp": 2, "tp": 2}, pipeline=PipelineSpec("pp", two))
+    assert "sequence parallelism inside a pipeline plan" in refused(with_sp, llama)
+    root = ParallelPlan(
+        mesh={"pp": 2},
+        pipeline=PipelineSpec("pp", two),
+        modules={"model": ModulePlan(checkpoint="full")},
+    )
+    assert "lie outside the pipeline's units" in refused(root, llama)
