@@ -87,6 +87,10 @@ def _verify(args: argparse.Namespace, plan: Any, first: Any) -> dict[str, Any]:
     grad, param = step_errors(
         ref, first.grads, first.params, args.lr, tol, problems, every_param=False
     )
+    if problems and plan.precision == "bf16" and (plan.fsdp_axes or plan.replicate_axes):
+        problems.append(
+            "the plan computes in bf16 and the reference in fp32: verify with --precision fp32"
+        )
     modeled = {k: v for k, v in plan.collectives.items() if v}
     report: dict[str, Any] = {
         "output_error": out,

@@ -1,4 +1,5 @@
-"""`python -m rewrite.plans.run`: a saved plan trains under torchrun and verifies its first step."""
+"""`python -m rewrite.plans.run`: a saved plan trains under torchrun and verifies its first step;
+the launcher reports failures with the ranks' stderr and kills launches past their timeout."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from rewrite.plans.handwritten import handwritten_plan
 from rewrite.plans.harness import build_workload
-from rewrite.plans.launch import torchrun
+from rewrite.plans.launch import LaunchError, torchrun
 from tests.rewrite.plans.expected import expected_collectives
 
 
@@ -27,3 +30,16 @@ def test_a_saved_plan_trains_and_verifies_under_torchrun(tmp_path: Path) -> None
     verify = lines[-1]["summary"]["verify"]
     assert verify["ok"], verify
     assert verify["collectives_modeled"] == verify["collectives_counted"]
+
+
+def test_a_failing_launch_shows_the_ranks_stderr(tmp_path: Path) -> None:
+    with pytest.raises(LaunchError) as info:
+        torchrun(["-m", "rewrite.plans.harness", str(tmp_path / "missing.json"), str(tmp_path)], 1)
+    assert "failed (exit 1)" in str(info.value) and "missing.json" in str(info.value)
+
+
+def test_a_launch_past_its_timeout_is_killed(tmp_path: Path) -> None:
+    with pytest.raises(LaunchError, match="ran past 1 s and was killed"):
+        torchrun(
+            ["-m", "rewrite.plans.harness", str(tmp_path / "x.json"), str(tmp_path)], 1, timeout=1
+        )
