@@ -64,6 +64,13 @@ CHECKPOINTING = ("none", "selective", "full")
 SCHEDULES = ("gpipe", "1F1B", "interleaved_1F1B")
 _PRECISIONS = ("bf16", "fp32")
 _PLACEMENT = re.compile(r"^(R|P|S\(-?\d+\))$")
+_TUPLE_LAYOUTS = (
+    "input_layouts",
+    "output_layouts",
+    "desired_input_layouts",
+    "desired_output_layouts",
+)
+_KWARG_LAYOUTS = ("input_kwarg_layouts", "desired_input_kwarg_layouts")
 
 
 def _placements(value: Any, what: str) -> tuple[str, ...] | None:
@@ -89,6 +96,11 @@ class TensorParallel:
         output_layouts: Placements its outputs leave in (None: the style's default).
         desired_input_layouts: For ``prepare_input``: the placements to redistribute inputs to.
         use_local_output: Whether outputs are handed on as local tensors.
+        input_kwarg_layouts: For ``prepare_input``: placements of keyword inputs, by name (Hugging
+            Face layers call their attention with ``hidden_states=...``).
+        desired_input_kwarg_layouts: For ``prepare_input``: what keyword inputs are
+            redistributed to, by name.
+        desired_output_layouts: For ``prepare_output``: the placements to redistribute outputs to.
     """
 
     style: str
@@ -96,21 +108,44 @@ class TensorParallel:
     output_layouts: tuple[str, ...] | None = None
     desired_input_layouts: tuple[str, ...] | None = None
     use_local_output: bool = True
+    input_kwarg_layouts: dict[str, str] | None = None
+    desired_input_kwarg_layouts: dict[str, str] | None = None
+    desired_output_layouts: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.style not in TP_STYLES:
             raise PlanError(
                 f"A tensor-parallel style must be one of {TP_STYLES}, but got {self.style!r}."
             )
-        for name in ("input_layouts", "output_layouts", "desired_input_layouts"):
+        for name in _TUPLE_LAYOUTS:
             object.__setattr__(self, name, _placements(getattr(self, name), name))
+        for name in _KWARG_LAYOUTS:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if not isinstance(value, dict):
+                raise PlanError(
+                    f"{name} maps keyword names to placements, e.g. {{'hidden_states': 'S(1)'}}, "
+                    f"but got {value!r}."
+                )
+            for key, placement in value.items():
+                if not isinstance(placement, str):
+                    raise PlanError(
+                        f"{name}[{key!r}] must be one placement string, got {placement!r}."
+                    )
+                _placements(placement, f"{name}[{key!r}]")
+            object.__setattr__(self, name, {str(k): str(v) for k, v in value.items()})
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"style": self.style, "use_local_output": self.use_local_output}
-        for name in ("input_layouts", "output_layouts", "desired_input_layouts"):
+        for name in _TUPLE_LAYOUTS:
             value = getattr(self, name)
             if value is not None:
                 out[name] = list(value)
+        for name in _KWARG_LAYOUTS:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = dict(value)
         return out
 
     @classmethod
@@ -121,6 +156,9 @@ class TensorParallel:
             output_layouts=doc.get("output_layouts"),
             desired_input_layouts=doc.get("desired_input_layouts"),
             use_local_output=bool(doc.get("use_local_output", True)),
+            input_kwarg_layouts=doc.get("input_kwarg_layouts"),
+            desired_input_kwarg_layouts=doc.get("desired_input_kwarg_layouts"),
+            desired_output_layouts=doc.get("desired_output_layouts"),
         )
 
 
@@ -284,6 +322,12 @@ class ParallelPlan:
     def n_devices(self) -> int:
         """The number of devices the mesh spans."""
         return math.prod(self.mesh.values())
+
+    def apply(self, model: Any, device_mesh: Any) -> Any:
+        """Apply the plan to ``model`` inside this rank (see `rewrite.plans.apply.apply_plan`)."""
+        from rewrite.plans.apply import apply_plan
+
+        return apply_plan(self, model, device_mesh)
 
     def with_cost(self, **cost: float) -> ParallelPlan:
         """A copy whose cost is updated with ``cost``."""
