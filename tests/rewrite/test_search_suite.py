@@ -90,6 +90,14 @@ def test_family_priors_shrink_unseen_rules_to_their_family_and_prefer_specific_o
         family.priors(1.0, 0.0, {"fusion": 1.0})
 
 
+def test_a_family_centred_on_empty_priors_is_centred_on_uniform() -> None:
+    """An empty priors file means uniform (issue 52), also as the centre of a family."""
+    empty = PriorFamily.centred_on(TEST_RULES, {}).priors(1.0, 0.0)
+    uniform = PriorFamily.centred_on(TEST_RULES, dict.fromkeys(["test_neg_neg"], 1.0))
+    assert empty == pytest.approx(dict.fromkeys(empty, 1 / 3))
+    assert uniform.priors(1.0, 0.0) != empty
+
+
 def test_sharding_rules_need_a_mesh_of_two_devices() -> None:
     from rewrite.optimize import default_rules
 

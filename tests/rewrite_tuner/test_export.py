@@ -264,7 +264,7 @@ def test_export_needs_one_simplex(tmp_path: Path) -> None:
         ({"format_version": 2}, "Upgrade rewrite-tuner"),
         ({"format_version": "1"}, "integer format_version"),
         ({"kind": "something/else"}, "expected 'rewrite-tuner/rule-priors'"),
-        ({"priors": {}}, "non-empty object"),
+        ({"priors": [0.5, 0.5]}, "must be an object of rule -> number"),
         ({"priors": {"a": 0.5, "b": 0.6}}, "sum to 1"),
         ({"priors": {"a": 1.5, "b": -0.5}}, "non-negative"),
         ({"priors": {"a": True}}, "non-negative"),
