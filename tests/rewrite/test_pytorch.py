@@ -438,3 +438,31 @@ def test_any_failure_of_the_backend_falls_back_to_inductor_with_one_line(
     lines = [r for r in caplog.records if r.name == "rewrite.pytorch.dynamo"]
     assert len(lines) == 1 and "ValueError" in lines[0].getMessage()
     assert "broadcast" in dynamo.history[-1].reason
+
+
+@pytest.mark.slow
+def test_phi_at_sequence_length_16_optimizes_and_compiles(cache_dir) -> None:  # noqa: ANN001
+    """Issue 52: Phi (2 layers, width 128, 4 heads) at sequence length 16 crashed the final
+    whole-graph check (a batched 1-D linear, `tests/rewrite/test_verify.py`)."""
+    import transformers
+
+    cfg = transformers.PhiConfig(
+        num_hidden_layers=2,
+        hidden_size=128,
+        num_attention_heads=4,
+        intermediate_size=256,
+        vocab_size=1000,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        phi = transformers.PhiForCausalLM(cfg).eval()
+    ids = torch.randint(0, 1000, (1, 16), generator=torch.Generator().manual_seed(0))
+    fast, report = rewrite.optimize_module(phi, (ids,), {"use_cache": False}, repeats=3)
+    torch.testing.assert_close(
+        fast(ids).logits, phi(ids, use_cache=False).logits, rtol=1e-4, atol=1e-4
+    )
+    with torch.no_grad():
+        be = rewrite.backend(config={"max_steps": 300}, inductor=False, measure=False)
+        out = torch.compile(phi, backend=be)(ids, use_cache=False)
+    torch.testing.assert_close(out.logits, phi(ids, use_cache=False).logits, rtol=1e-4, atol=1e-4)
+    assert not any("failed" in r.reason for r in dynamo.history)
