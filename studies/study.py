@@ -36,7 +36,7 @@ from studies.errors import EvaluateError, StorageCorruptError, StudyError, Study
 from studies.pareto import pareto_front
 from studies.quiet import numerical_warnings_to_log
 from studies.records import StudyRecord, TrialRecord
-from studies.references import evaluate_reference
+from studies.references import evaluate_reference, importing_for_evaluate
 from studies.report import structure_report
 from studies.schema import MAX_SEED, check_seed  # noqa: F401 - MAX_SEED: here too
 from studies.settings import StudySettings
@@ -133,6 +133,8 @@ class Study:
         seed = check_seed(seed)
         context = json_object(context)
         problem = Problem(objectives, constraints)
+        if importing_for_evaluate():  # a study file imported for its evaluate function alone
+            storage = "sqlite://"
         self._storage = storage if isinstance(storage, Storage) else Storage(storage)
         new = StudyRecord(
             id=0,

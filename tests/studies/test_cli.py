@@ -133,6 +133,26 @@ def test_resume_with_module_reference(tmp_path: Path) -> None:
     assert "studies.examples:toy_evaluate" in result.output
 
 
+def test_resume_from_another_folder_leaves_no_database_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 52: resuming with an absolute --storage from another folder imported the study file,
+    whose module-level Study created an empty study.db in that folder."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    path = tmp_path / "a" / "elsewhere_study.py"
+    path.write_text(STUDY_FILE.replace("sqlite:///{db}", "sqlite:///study.db"))
+    monkeypatch.chdir(tmp_path / "a")
+    assert _invoke("run", str(path), "-n", "2", "--no-progress").exit_code == 0
+    monkeypatch.delitem(sys.modules, "__tuner_study__elsewhere_study")  # a fresh process
+    monkeypatch.chdir(tmp_path / "b")
+    url = f"sqlite:///{tmp_path / 'a' / 'study.db'}"
+    result = _invoke("resume", "cli", "--storage", url, "-n", "3", "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert "3/3 trials finished" in result.stdout
+    assert list((tmp_path / "b").iterdir()) == []
+
+
 @pytest.mark.parametrize(
     ("source", "message"),
     [
