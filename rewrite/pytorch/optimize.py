@@ -308,10 +308,11 @@ def optimize_module(
         seed: Seed of the check inputs and of the intervals.
 
     Returns:
-        ``(optimized, report)``: a module taking the example's tensor inputs in order (keyword
-        ones included, in their order) and returning what ``module`` returns: a
-        ``torch.fx.GraphModule`` of the chosen graph, or, when none is faster beyond noise,
-        ``module`` itself behind that calling convention (`rewrite.pytorch.source.as_called`);
+        ``(optimized, report)``: an `OptimizedModule` (`rewrite.pytorch.source`) called as
+        ``module`` is (``fast(ids, use_cache=False)``, or the example's tensor inputs
+        positionally, keyword ones included in their order) and returning what ``module``
+        returns: it runs the chosen graph's ``torch.fx.GraphModule`` (its ``rewritten``
+        submodule) or, when none is faster beyond noise, ``module`` itself (its ``original``);
         and its `OptimizeReport`.
 
     Raises:
@@ -357,7 +358,8 @@ def optimize_module(
         )
     if not measure:
         reason = f"Chose Pareto graph #{picks[0]}, the lowest predicted latency (not measured)."
-        return modules[picks[0]], _report(picks[0], reason, rows, result, device, profile, seconds)
+        chosen = as_called(module, args, kwargs, modules[picks[0]])
+        return chosen, _report(picks[0], reason, rows, result, device, profile, seconds)
     t = time.perf_counter()
     fns = {-1: lambda: module(*args, **kwargs)} | {
         i: (lambda gm=gm: gm(*tensors)) for i, gm in modules.items()
@@ -392,7 +394,8 @@ def optimize_module(
         f"Chose Pareto graph #{top.index}: {top.speedup}x faster than the original on "
         f"{device} (predicted {top.predicted_speedup:.3f}x)."
     )
-    return modules[top.index], _report(top.index, reason, rows, result, device, profile, seconds)
+    chosen = as_called(module, args, kwargs, modules[top.index])
+    return chosen, _report(top.index, reason, rows, result, device, profile, seconds)
 
 
 def _module_device(module: Any) -> Any:

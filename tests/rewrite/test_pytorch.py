@@ -466,3 +466,35 @@ def test_phi_at_sequence_length_16_optimizes_and_compiles(cache_dir) -> None:  #
         out = torch.compile(phi, backend=be)(ids, use_cache=False)
     torch.testing.assert_close(out.logits, phi(ids, use_cache=False).logits, rtol=1e-4, atol=1e-4)
     assert not any("failed" in r.reason for r in dynamo.history)
+
+
+class KeywordMLP(GeluMLP):
+    """`GeluMLP` with a keyword argument, as Hugging Face models take ``use_cache``."""
+
+    def forward(self, x: torch.Tensor, twice: bool = False) -> torch.Tensor:  # type: ignore[override]
+        y = super().forward(x)
+        return 2.0 * y if twice else y
+
+
+def test_the_optimized_module_is_called_as_the_original() -> None:
+    """Issue 52: the module optimize_module returned refused the original's keyword arguments
+    (``fast(ids, use_cache=False)``) and was a local class (``as_called.<locals>.AsCalled``)."""
+    from rewrite.pytorch.source import OptimizedModule, as_called
+
+    torch.manual_seed(0)
+    model, x = KeywordMLP().eval(), torch.randn(2, 8, 16)
+    fast, report = rewrite.optimize_module(
+        model, (x,), {"twice": False}, config={"max_steps": 60}, measure=False
+    )
+    assert report.chosen >= 0 and type(fast) is OptimizedModule
+    kept = as_called(model, (x,), {"twice": False})  # what it returns when nothing is faster
+    assert type(kept) is OptimizedModule and kept.original is model
+    for m in (fast, kept):
+        for out in (m(x), m(x, twice=False)):
+            torch.testing.assert_close(out, model(x), rtol=1e-4, atol=1e-5)
+        with pytest.raises(ModuleError, match="twice=False, but got True"):
+            m(x, twice=True)
+        with pytest.raises(
+            ModuleError, match=r"keyword arguments \['twice'\], but got \['scale'\]"
+        ):
+            m(x, scale=2.0)
