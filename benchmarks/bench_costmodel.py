@@ -69,6 +69,7 @@ class Plan:
     models: tuple[str, ...]
     fit_shapes: tuple[dict[str, int], ...]
     held_out_shapes: tuple[dict[str, int], ...]
+    fit_models: tuple[str, ...] | None = None  # None: every model
 
 
 PLANS = {
@@ -161,18 +162,21 @@ def bench_shapes(
     fitted as a compiled profile: `rewrite.measure.calibrate`)."""
     t0 = time.perf_counter()
     name = "cpu-bench-fit" if dev.type == "cpu" else f"{datasheet_profile(dev)}-measured"
+    fit_models = plan.fit_models or plan.models
     cal = calibrate(
-        dev, plan.models, plan.fit_shapes, name=name, repeats=repeats, seed=SEED, compile=compile
+        dev, fit_models, plan.fit_shapes, name=name, repeats=repeats, seed=SEED, compile=compile
     )
     fitted = cal.profile
     if dump is not None:
         dump["samples"] = [_sample_record(smp, sheet) for smp in cal.samples]
-    n_fit = len(plan.models) * len(plan.fit_shapes)
+    n_fit = len(fit_models) * len(plan.fit_shapes)
     print(f"calibrated on {n_fit} graphs in {time.perf_counter() - t0:.0f} s")
     rows = []
     for split, shapes in (("fit", plan.fit_shapes), ("held_out", plan.held_out_shapes)):
         for model in plan.models:
             for shape in shapes:
+                if split == "fit" and model not in fit_models:
+                    continue  # a held-out model is measured at the held-out shapes
                 g = _build(model, shape)
                 m = measure(g, dev, repeats=repeats, seed=SEED, compile=compile)
                 rows.append(
@@ -299,9 +303,17 @@ def main() -> None:
         "datasheet and shipped profiles are read in their compiled mode (run 'cpu-compiled')",
     )
     ap.add_argument("--no-fronts", action="store_true", help="skip the search fronts")
+    ap.add_argument(
+        "--fit-models",
+        default=None,
+        help="comma-separated models the profile is fitted on (default: every model of the "
+        "size); the others are predicted at the held-out shapes only",
+    )
     args = ap.parse_args()
     torch.set_num_threads(1)
     dev, plan = torch_device(args.device), PLANS[args.size]
+    if args.fit_models:
+        plan = replace(plan, fit_models=tuple(args.fit_models.split(",")))
     sheet: Any = datasheet_profile(dev)
     named = SHIPPED.get(sheet, f"{sheet}-measured")
     shipped: Any = named if _known(named) else None

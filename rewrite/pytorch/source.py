@@ -135,7 +135,8 @@ def _convention(
             out.append(have)
         elif have is not want and have != want:
             where = pytree.keystr(path[1:])  # ['use_cache'], or [0] for a positional input
-            what = "positional input " + where if path[0].idx == 0 else where.strip("[]'")
+            positional = getattr(path[0], "idx", None) == 0
+            what = "positional input " + where if positional else where.strip("[]'")
             raise ModuleError(
                 f"this module was optimized for {what}={want!r}, but got {have!r}; optimize it "
                 "again with that value in the example."
