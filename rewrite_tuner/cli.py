@@ -269,7 +269,9 @@ def tune_model_command(
             "--inputs",
             "-i",
             help="An example input per positional argument, dtype\\[d0,...] (e.g. int64[1,128]; "
-            "integers are drawn below the smallest embedding's vocabulary). Repeat for several.",
+            "integers are drawn below the smallest embedding's vocabulary), then keyword ones as "
+            "name=value (a tensor or a literal: attention_mask=int64[1,128], use_cache=False; "
+            "use_cache=False is the default for a model that takes it). Repeat for several.",
         ),
     ],
     priors: Annotated[

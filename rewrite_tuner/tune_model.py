@@ -85,8 +85,11 @@ def tune_model(
 
     Args:
         model: ``"path/to/file.py:Name"`` (with ``inputs``) or ``"...:Name(int64[1,128])"``.
-        inputs: Example inputs, ``dtype[d0,d1,...]`` each, when ``model`` does not name them.
-        priors: A priors file to start from; None starts from the defaults alone.
+        inputs: Example inputs when ``model`` does not name them: ``dtype[d0,d1,...]`` per
+            positional argument, then ``name=value`` per keyword one (a tensor or a literal,
+            e.g. ``use_cache=False``; `rewrite_tuner.user_model`).
+        priors: A priors file to start from; None starts from the defaults alone. Its search
+            knobs are checked as `rewrite.search` checks them, before anything runs.
         trials: The study's trial budget (the defaults and the given priors included).
         budget: Search steps per seed.
         seeds: Search seeds per trial.
@@ -109,8 +112,9 @@ def tune_model(
         StudyError: For a bad model reference or inputs, a model `rewrite` cannot import, an
             unreadable priors file, or invalid counts.
     """
-    from rewrite.errors import PriorsError
-    from rewrite.optimize import read_priors_file
+    from rewrite.errors import PriorsError, SearchConfigError
+    from rewrite.optimize import RulePriors, read_priors_file
+    from rewrite.optimize.api import coerce_config
     from rewrite_tuner.rewrite_study import _graphs, rewrite_study
     from rewrite_tuner.transfer import export_tuned, validate
     from rewrite_tuner.user_model import model_ref, user_graph
@@ -127,8 +131,10 @@ def tune_model(
     if priors is not None:
         try:
             given = read_priors_file(priors)
-        except (PriorsError, OSError) as err:
-            raise StudyError(f"Cannot read the priors file {str(priors)!r}: {err}") from None
+            # the file's knobs as `rewrite.search(graph, priors=FILE)` reads them
+            coerce_config(None, RulePriors.from_file(given), source=str(priors))
+        except (PriorsError, SearchConfigError, OSError) as err:
+            raise StudyError(f"Cannot use the priors file {str(priors)!r}: {err}") from None
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     settings = StudySettings(n_initial=max(3, trials // 2), warm_start=list(warm_start))

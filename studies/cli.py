@@ -145,7 +145,11 @@ def _warning_to_log(
 def _fail(message: str, code: int = 1) -> typer.Exit:
     from studies._sqlengine import mask_secrets
 
-    console.print(f"[bold red]error:[/] {mask_secrets(message)}", highlight=False, soft_wrap=True)
+    from rich.markup import escape
+
+    # escaped: a message quoting 'dtype[d0,d1,...]' must not lose it as markup
+    text = escape(mask_secrets(message))
+    console.print(f"[bold red]error:[/] {text}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 

@@ -332,7 +332,7 @@ def optimize_module(
         raise ModuleError(f"candidates must be an int >= 1, but got {candidates!r}.")
     if not isinstance(memory_ratio, int | float) or not memory_ratio > 0:
         raise ModuleError(f"memory_ratio must be a number > 0, but got {memory_ratio!r}.")
-    device = _module_device(module)
+    device = module_device(module)
     profile = profile or default_profile(device)
     seconds: dict[str, float] = {}
     t = time.perf_counter()
@@ -453,7 +453,12 @@ def _run_hint(module: Any, err: Exception, tensors: list[Any], args: tuple[Any, 
     return "Fix: call the model on these inputs yourself and correct them."
 
 
-def _module_device(module: Any) -> Any:
+def module_device(module: Any) -> Any:
+    """The device of ``module``'s weights.
+
+    Raises:
+        ModuleError: If they are on ``meta`` (no values) or on several devices.
+    """
     import torch
 
     devices = {t.device for t in [*module.parameters(), *module.buffers()]}
