@@ -277,7 +277,7 @@ def example_inputs(ref: ModelRef, module: Any) -> tuple[list[Any], dict[str, Any
     try:
         takes = inspect.signature(module.forward).parameters
     except (TypeError, ValueError):
-        takes = {}
+        takes = inspect.Signature().parameters
     if "use_cache" in takes and "use_cache" not in kwargs:
         kwargs["use_cache"] = False
     return args, kwargs

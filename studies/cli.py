@@ -143,9 +143,9 @@ def _warning_to_log(
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    from studies._sqlengine import mask_secrets
-
     from rich.markup import escape
+
+    from studies._sqlengine import mask_secrets
 
     # escaped: a message quoting 'dtype[d0,d1,...]' must not lose it as markup
     text = escape(mask_secrets(message))
