@@ -540,11 +540,14 @@ class Study:
 
         Args:
             n_trials: Total number of trials the study should finish (stored as its budget).
-            n_workers: Trials evaluated at once.
+            n_workers: Trials evaluated at once (on the default pool, at most what the machine
+                runs: `studies.driver.machine_workers`).
             executor: Any `concurrent.futures.Executor` (e.g. a Dask client's
                 ``get_executor()``); default a `ProcessPoolExecutor` of ``n_workers`` processes,
                 shut down on return. An executor you pass is not shut down.
             timeout: Seconds one trial may run; past it the trial is FAILED with a TimeoutError.
+                With none, a trial running 10x the median of the others is reported (a warning
+                saying how to set one) but never stopped.
             progress: Show a rich progress bar (trials, best values, elapsed, remaining).
 
         Returns:
