@@ -116,6 +116,7 @@ def tune_model(
     from rewrite.optimize import RulePriors, read_priors_file
     from rewrite.optimize.api import coerce_config
     from rewrite_tuner.rewrite_study import _graphs, rewrite_study
+    from rewrite_tuner.timing import trial_timeout
     from rewrite_tuner.transfer import export_tuned, validate
     from rewrite_tuner.user_model import model_ref, user_graph
     from studies.settings import StudySettings
@@ -165,9 +166,11 @@ def tune_model(
 
         queued = seed_from_related(study, per_study=2)  # skips what the study holds
         tell(f"warm start: {len(queued)} configurations of the related studies queued")
-    tell(f"tuning: {trials} trials on {n_workers} workers")
+    per_search = seconds["calibration"] / calibration_seeds  # one workload
+    timeout = trial_timeout(seeds, per_search)
+    tell(f"tuning: {trials} trials on {n_workers} workers (each stopped after {timeout:.0f} s)")
     t0 = time.perf_counter()
-    study.optimize(trials, n_workers=n_workers, progress=False)
+    study.optimize(trials, n_workers=n_workers, timeout=timeout, progress=False)
     seconds["tuning"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     report = validate(
