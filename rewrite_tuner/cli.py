@@ -85,14 +85,32 @@ def export(
 ) -> None:
     """Write the chosen trial's rule priors and search config (versioned JSON).
 
-    Default pick: equal weights over objectives normalized on the Pareto set. An existing --out
-    file is replaced only if it is a previous export, or with --force.
+    Default pick: the trial `tuner demo` validated against the defaults, when a validation of
+    the study's current trials is stored; else equal weights over objectives normalized on the
+    Pareto set. An existing --out file is replaced only if it is a previous export, or with
+    --force.
     """
     from rewrite_tuner.export import export_priors
+    from rewrite_tuner.transfer import stored_validation
     from studies.study import Study
 
     rule = _pick(weights, best, subject_to, trial)
     study = _guard(Study.load, name, _storage(storage))
+    validated = stored_validation(study, current=True) if rule is None else None
+    if validated is not None and validated["report"]["chosen"] is not None:
+        rule = validated["report"]["chosen"]
+        console.print(
+            f"picking trial {rule}, which beat the defaults when these trials were validated on "
+            f"{validated['date']} (what `tuner demo` exported); --weights picks by weights "
+            "instead.",
+            highlight=False,
+        )
+    elif validated is not None:
+        console.print(
+            "note: no trial beat the defaults when these trials were validated on "
+            f"{validated['date']}; picking by equal weights all the same.",
+            highlight=False,
+        )
     doc = _guard_write(
         out_path, export_priors, study, out_path, pick=rule, simplex=simplex, force=force
     )
@@ -169,21 +187,45 @@ def demo(
     t0 = time.perf_counter()
     study = _guard(_demo_study, toy, study_name, storage, names, steps, seeds)
     calibration = time.perf_counter() - t0
-    if not toy:
+    timeout = None
+    finished = study.progress()["finished"]
+    if not toy and not new and finished >= n_trials:
+        console.print(
+            f"{study_name} is done: {finished} of {n_trials} trials finished; nothing to tune "
+            "(--n-trials N raises the budget, --name NEW starts a new study).",
+            highlight=False,
+        )
+    elif not toy:
         cal = calibration if new else None
-        _print_rest(study, names, held, n_trials, cal, steps, seeds, workers)
-    stats = _optimize(study, n_trials, workers, None, progress)
+        pace = _print_rest(study, names, held, n_trials, cal, steps, seeds, workers)
+        from rewrite_tuner.timing import reference_pace, trial_timeout
+
+        timeout = trial_timeout(seeds * len(names), pace or reference_pace(steps))
+        console.print(
+            f"each trial is stopped after {timeout:.0f} s (20x its expected time at this pace), "
+            "so a hung search fails that trial alone",
+            highlight=False,
+        )
+    stats = _optimize(study, n_trials, workers, timeout, progress)
     if toy:
         from rewrite_tuner.export import export_priors
 
         doc = _guard_write(out_path, export_priors, study, out_path, force=force)
         out.print(f"exported the priors of trial {doc.provenance['trial']} to {out_path}")
         return
-    from rewrite_tuner.transfer import export_tuned, validate
+    from rewrite_tuner.transfer import export_tuned, validate_once
 
     t0 = time.perf_counter()
-    report = _guard(validate, study, held, on_progress=lambda line: console.print(line))
+    report, stored = _guard(
+        validate_once, study, held, on_progress=lambda line: console.print(line)
+    )
     validation = time.perf_counter() - t0
+    if stored is not None:
+        console.print(
+            f"these {study.progress()['finished']} trials were validated on {stored}: the "
+            "validation is not repeated (its report follows).",
+            highlight=False,
+        )
     doc = _guard_write(
         out_path, export_tuned, study, report, out_path, force=force, anyway=export_anyway
     )
@@ -230,10 +272,11 @@ def _print_rest(
     steps: int,
     seeds: int,
     workers: int,
-) -> None:
+) -> float | None:
     """The estimate of what is left once the study is open: at the calibration's pace when it
     was calibrated now (``calibration``, its seconds), at the stored trials' pace when it
-    resumes (``calibration`` None)."""
+    resumes (``calibration`` None). Returns that pace (seconds per default search; None
+    without one), which also bounds every trial (`rewrite_tuner.timing.trial_timeout`)."""
     from rewrite_tuner.rewrite_study import CALIBRATION_SEEDS
     from rewrite_tuner.timing import estimate, estimate_line
 
@@ -246,8 +289,9 @@ def _print_rest(
         pace = sorted(timed)[len(timed) // 2] / (seeds * len(names))
         basis = f"the pace of the {len(timed)} trials this study ran"
     else:
-        return
+        return None
     console.print(estimate_line(estimate(shape, pace), basis, what="the rest"), highlight=False)
+    return pace
 
 
 @_command(
@@ -425,6 +469,9 @@ def _print_tuned(report: Any, written: Path | None, name: str, storage: str) -> 
 
     for line in transfer_lines(report):
         out.print(line, highlight=False)
+    caveat = report.held_out_caveat()
+    if caveat is not None:
+        out.print(caveat, highlight=False)
     if written is not None:
         out.print(f"\nwrote {written}; use it with:", highlight=False)
         out.print(f'  rewrite.search(graph, priors="{written}")', highlight=False)
