@@ -40,7 +40,11 @@ def test_a_model_reference_names_a_file_a_factory_and_inputs() -> None:
         # issue 52: a meta-device model read as "a construct torch.export cannot capture"
         (f"{MODEL}:on_meta", ["int64[1,8]"], "'meta' device.*load its weights"),
         # issue 52: the message quoted 'int64(1', a fragment the user never typed
-        (f"{MODEL}:build", ["int64(1,8)"], r"Input 'int64\(1,8\)'.*square brackets: 'int64\[1,8\]'"),
+        (
+            f"{MODEL}:build",
+            ["int64(1,8)"],
+            r"Input 'int64\(1,8\)'.*square brackets: 'int64\[1,8\]'",
+        ),
         (f"{MODEL}:build", ["use_cache=maybe"], "neither a tensor"),
         (f"{MODEL}:build", ["int64[1,8]", "x=False", "int64[1,8]"], "comes after keyword"),
     ],
@@ -72,8 +76,13 @@ def test_a_priors_file_with_a_bad_knob_is_refused_before_calibrating(tmp_path: P
     binary.write_bytes(bytes(range(256)) * 4)
     for path, match in ((bad, r"bad.json.*tau=-1"), (binary, "model.bin.*not a text file")):
         with pytest.raises(StudyError, match=match):
-            tune_model(f"{MODEL}:build", ["int64[1,8]"], priors=path, trials=2,
-                       storage=f"sqlite:///{tmp_path / 's.db'}")
+            tune_model(
+                f"{MODEL}:build",
+                ["int64[1,8]"],
+                priors=path,
+                trials=2,
+                storage=f"sqlite:///{tmp_path / 's.db'}",
+            )
     assert not (tmp_path / "s.db").exists()
 
 
