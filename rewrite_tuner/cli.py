@@ -29,6 +29,7 @@ from studies.cli import (
     _fail,
     _guard,
     _guard_write,
+    _load,
     _optimize,
     _pick,
     _storage,
@@ -92,10 +93,9 @@ def export(
     """
     from rewrite_tuner.export import export_priors
     from rewrite_tuner.transfer import stored_validation
-    from studies.study import Study
 
     rule = _pick(weights, best, subject_to, trial)
-    study = _guard(Study.load, name, _storage(storage))
+    study = _load(name, _storage(storage))
     validated = stored_validation(study, current=True) if rule is None else None
     if validated is not None and validated["report"]["chosen"] is not None:
         rule = validated["report"]["chosen"]
