@@ -538,6 +538,33 @@ def _finished(source: TrialSource, n_trials: int) -> bool:
     return True
 
 
+def progress_columns() -> list[Any]:
+    """The progress bar's columns: the study's name and the best values give way (cut with an
+    ellipsis) to the counts and times, which keep their width on a narrow terminal (at 80
+    columns the elapsed time used to be cut)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.table import Column
+
+    def squeezable(ratio: int, minimum: int) -> Column:
+        return Column(ratio=ratio, min_width=minimum, no_wrap=True, overflow="ellipsis")
+
+    return [
+        TextColumn("[bold]{task.description}", table_column=squeezable(1, 4)),
+        BarColumn(bar_width=12),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[best]}", table_column=squeezable(3, 8)),
+        TimeElapsedColumn(table_column=Column(no_wrap=True, min_width=7)),
+        TextColumn("eta", table_column=Column(no_wrap=True, min_width=3)),
+        TimeRemainingColumn(table_column=Column(no_wrap=True, min_width=7)),
+    ]
+
+
 class _ProgressView:
     """A rich progress bar: trials finished / budget, best values, elapsed, remaining."""
 
@@ -547,24 +574,9 @@ class _ProgressView:
 
     def __enter__(self) -> _ProgressView:
         if self.enabled:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
+            from rich.progress import Progress
 
-            self._bar = Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[best]}"),
-                TimeElapsedColumn(),
-                TextColumn("eta"),
-                TimeRemainingColumn(),
-            )
+            self._bar = Progress(*progress_columns(), expand=True)
             self._bar.__enter__()
             self._task = self._bar.add_task(self.source.name, total=self.n_trials, best="")
             self.update(force=True)

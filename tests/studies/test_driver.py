@@ -159,3 +159,22 @@ def test_the_worker_count_is_capped_by_the_machine(
         stats = study.optimize(2, n_workers=10**6, progress=False)
     assert sizes == [2] and stats.n_workers == 2
     assert any("n_workers=1000000: this machine runs at most" in m for m in caplog.messages)
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_the_progress_bar_keeps_its_counts_and_times_on_a_narrow_terminal(width: int) -> None:
+    """Issue 52: at 80 columns the progress bar cut the elapsed time."""
+    import io
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    buf = io.StringIO()
+    console = Console(file=buf, width=width, color_system=None)
+    bar = Progress(*driver.progress_columns(), console=console, auto_refresh=False, expand=True)
+    best = "best anytime_hv=1.0152 final_hv=1.0467 effort=0.8123 latency=0.4711"
+    task = bar.add_task("rewrite-demo", total=30, best=best)
+    bar.update(task, completed=12)
+    console.print(bar.make_tasks_table(bar.tasks))
+    line = buf.getvalue().rstrip("\n")
+    assert len(line) <= width and "12/30" in line and "0:00:00 eta -:--:--" in line, line
