@@ -185,7 +185,7 @@ def demo(
         basis = "a 2-core machine's pace; refined after the calibration"
         console.print(estimate_line(estimate(shape, reference_pace(steps)), basis), highlight=False)
     t0 = time.perf_counter()
-    study = _guard(_demo_study, toy, study_name, storage, names, steps, seeds)
+    study = _guard(_demo_study, toy, study_name, storage, names, steps, seeds, workers)
     calibration = time.perf_counter() - t0
     timeout = None
     finished = study.progress()["finished"]
@@ -217,7 +217,7 @@ def demo(
 
     t0 = time.perf_counter()
     report, stored = _guard(
-        validate_once, study, held, on_progress=lambda line: console.print(line)
+        validate_once, study, held, on_progress=lambda line: console.print(line), workers=workers
     )
     validation = time.perf_counter() - t0
     if stored is not None:
@@ -427,7 +427,7 @@ def _stored(name: str, storage: str) -> Study | None:
 
 
 def _demo_study(
-    toy: bool, name: str, storage: str, workloads: list[str], steps: int, seeds: int
+    toy: bool, name: str, storage: str, workloads: list[str], steps: int, seeds: int, workers: int
 ) -> Study:
     """The demo's study; a name clash with different settings says how to start a new one."""
     from studies.errors import StudyConflictError
@@ -456,6 +456,7 @@ def _demo_study(
             seeds=seeds,
             calibration_seeds=cal,
             on_calibrate=announce,
+            workers=workers,
         )
     except StudyConflictError as err:
         raise StudyConflictError(

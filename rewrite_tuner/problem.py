@@ -117,6 +117,7 @@ def rewrite_problem(
     measure: bool | str = False,
     centre: Mapping[str, float] | None = None,
     run_metrics: bool = False,
+    workers: int = 1,
 ) -> RewriteProblem:
     """The space of the rewrite study (tunable knobs, the rule priors) and its context.
 
@@ -150,6 +151,7 @@ def rewrite_problem(
             (``<name>@<workload>/<seed>``, about 100 numbers per run), the rows a structured
             surrogate with ``StructuredConfig(rows="runs")`` learns from. Off by default: a
             study's surrogate reads the trials' aggregates.
+        workers: Calibration searches run at once (the same calibration, sooner).
 
     Returns:
         The space and the context (`RewriteProblem`): ``evaluate_rewrite(config, context)``
@@ -180,6 +182,7 @@ def rewrite_problem(
             device,
             devices,
             measure,
+            workers,
         )
     if priors == "family" and family is None:
         family = PriorFamily.from_rules(catalogue, calibration.evidence)

@@ -171,6 +171,7 @@ def validate(
     validation_seeds: Sequence[int] = VALIDATION_SEEDS,
     held_out_seeds: Sequence[int] = HELD_OUT_SEEDS,
     on_progress: Callable[[str], None] | None = None,
+    workers: int = 1,
 ) -> TunedReport:
     """Check a rewrite study's best trials against the defaults (module docstring).
 
@@ -182,6 +183,7 @@ def validate(
         validation_seeds: Fresh seeds of the training-suite check (at least 2).
         held_out_seeds: Seeds of the held-out check (at least 2).
         on_progress: Called with a line before each step (for the console).
+        workers: Searches run at once (the same report, sooner).
 
     Raises:
         StudyError: If the study is not a rewrite study, or has no completed trial besides the
@@ -216,12 +218,18 @@ def validate(
     graphs = _graphs(tuple(spec["workloads"]))
     device = spec["device"]
     tell(f"checking the defaults on {len(validation_seeds)} fresh seeds")
-    ref = search_suite(graphs, default[0], default[1], device, validation_seeds)
+    ref = search_suite(graphs, default[0], default[1], device, validation_seeds, workers=workers)
     comparisons: dict[int, Comparison] = {}
     for t in ranked:
         tell(f"checking trial {t.number} on the same seeds")
         comp = compare(
-            graphs, _split(study, t.config), default, validation_seeds, device, reference_result=ref
+            graphs,
+            _split(study, t.config),
+            default,
+            validation_seeds,
+            device,
+            reference_result=ref,
+            workers=workers,
         )
         comparisons[t.number] = comp
         diffs = {k: comp.overall[k]["difference"] for k in study.objectives}
@@ -245,7 +253,12 @@ def validate(
         tell(f"measuring trial {shown} against the defaults on held-out {', '.join(held)}")
         trial = next(t for t in ranked if t.number == shown)
         report.held_out = compare(
-            _graphs(tuple(held)), _split(study, trial.config), default, held_out_seeds, device
+            _graphs(tuple(held)),
+            _split(study, trial.config),
+            default,
+            held_out_seeds,
+            device,
+            workers=workers,
         )
     return report
 
@@ -299,6 +312,7 @@ def validate_once(
     validation_seeds: Sequence[int] = VALIDATION_SEEDS,
     held_out_seeds: Sequence[int] = HELD_OUT_SEEDS,
     on_progress: Callable[[str], None] | None = None,
+    workers: int = 1,
 ) -> tuple[TunedReport, str | None]:
     """`validate`, or the stored report of the same validation of the same trials: a finished
     study checked again (a second ``make run``) does not repeat it.
@@ -331,6 +345,7 @@ def validate_once(
         validation_seeds=validation_seeds,
         held_out_seeds=held_out_seeds,
         on_progress=on_progress,
+        workers=workers,
     )
     date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     path = _record_path(study)

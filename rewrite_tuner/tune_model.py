@@ -150,6 +150,7 @@ def tune_model(
         settings=settings,
         device=device,
         centre=given.priors if given is not None else None,
+        workers=n_workers,
         on_calibrate=lambda: tell(
             f"calibrating the default search on {ref.name} ({len(graph)} nodes, "
             f"{calibration_seeds} seeds x {budget} steps)"
@@ -174,7 +175,12 @@ def tune_model(
     seconds["tuning"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     report = validate(
-        study, held_out=(), validation_seeds=validation_seeds, n_candidates=3, on_progress=tell
+        study,
+        held_out=(),
+        validation_seeds=validation_seeds,
+        n_candidates=3,
+        on_progress=tell,
+        workers=n_workers,
     )
     against = None
     centre = _centre_trial(study, given) if given is not None else None
