@@ -56,7 +56,7 @@ from rewrite.devices import load_device  # noqa: E402
 from rewrite.errors import CostModelError  # noqa: E402
 from rewrite.measure import calibrate, format_front, measure, write_profile  # noqa: E402
 from rewrite.measure.calibrate import datasheet_profile, zoo_overrides  # noqa: E402
-from rewrite.measure.timing import torch_device  # noqa: E402
+from rewrite.measure.timing import STATISTICS, torch_device  # noqa: E402
 from rewrite.ops import get_op  # noqa: E402
 
 SEED = 0
@@ -156,44 +156,70 @@ def bench_shapes(
     repeats: int,
     dump: dict | None = None,
     compile: bool = False,
+    rounds: int = 1,
+    statistic: str = "median",
 ) -> tuple[list[dict[str, Any]], Any]:
     """Fit a profile on the plan's fit shapes; predicted against measured latency of every
     model at the fit and the held-out shapes (compiled by ``torch.compile`` with ``compile``,
-    fitted as a compiled profile: `rewrite.measure.calibrate`)."""
+    fitted as a compiled profile: `rewrite.measure.calibrate`). With ``rounds`` > 1 the fit's
+    graphs and every case are measured in that many interleaved rounds and each takes its
+    median, so a change of the machine's load falls on the fit and the held-out cases alike;
+    every round's figure is kept (``round_measured``) to show the spread. ``statistic``
+    (``"median"`` or ``"min"``) summarizes the timed runs and rounds of the fit's kernels and
+    graphs and of every case alike."""
     t0 = time.perf_counter()
     name = "cpu-bench-fit" if dev.type == "cpu" else f"{datasheet_profile(dev)}-measured"
     fit_models = plan.fit_models or plan.models
-    cal = calibrate(
-        dev, fit_models, plan.fit_shapes, name=name, repeats=repeats, seed=SEED, compile=compile
-    )
-    fitted = cal.profile
-    if dump is not None:
-        dump["samples"] = [_sample_record(smp, sheet) for smp in cal.samples]
-    n_fit = len(fit_models) * len(plan.fit_shapes)
-    print(f"calibrated on {n_fit} graphs in {time.perf_counter() - t0:.0f} s")
-    rows = []
+    cases = []
     for split, shapes in (("fit", plan.fit_shapes), ("held_out", plan.held_out_shapes)):
         for model in plan.models:
             for shape in shapes:
                 if split == "fit" and model not in fit_models:
                     continue  # a held-out model is measured at the held-out shapes
-                g = _build(model, shape)
-                m = measure(g, dev, repeats=repeats, seed=SEED, compile=compile)
-                rows.append(
-                    {
-                        "case": _label(model, shape),
-                        "split": split,
-                        "nodes": len(g),
-                        "measured": m.latency,
-                        "interval": list(m.interval),
-                        "cpu_time": m.cpu_time,
-                        "datasheet": cost(g, sheet).latency,
-                        "calibrated": cost(g, fitted).latency,
-                        **({"shipped": cost(g, shipped).latency} if shipped else {}),
-                        "measured_peak_memory": m.peak_memory,
-                        "predicted_peak_memory": cost(g, fitted).peak_memory,
-                    }
-                )
+                cases.append((split, model, shape, _build(model, shape)))
+    timed: list[list[Any]] = [[] for _ in cases]
+
+    def measure_cases(_: int) -> None:
+        for i, (_split, _model, _shape, g) in enumerate(cases):
+            timed[i].append(measure(g, dev, repeats=repeats, seed=SEED, compile=compile))
+
+    cal = calibrate(
+        dev,
+        fit_models,
+        plan.fit_shapes,
+        name=name,
+        repeats=repeats,
+        seed=SEED,
+        compile=compile,
+        rounds=rounds,
+        on_round=measure_cases,
+        statistic=statistic,
+    )
+    fitted = cal.profile
+    if dump is not None:
+        dump["samples"] = [_sample_record(smp, sheet) for smp in cal.samples]
+    n_fit = len(fit_models) * len(plan.fit_shapes)
+    print(f"calibrated on {n_fit} graphs in {rounds} round(s): {time.perf_counter() - t0:.0f} s")
+    rows = []
+    stat = STATISTICS[statistic]
+    for (split, model, shape, g), ms in zip(cases, timed):
+        m = ms[len(ms) // 2] if len(ms) % 2 else ms[0]
+        rows.append(
+            {
+                "case": _label(model, shape),
+                "split": split,
+                "nodes": len(g),
+                "measured": stat([stat(x.times) for x in ms]),
+                "round_measured": [stat(x.times) for x in ms],
+                "interval": list(m.interval),
+                "cpu_time": float(np.median([x.cpu_time for x in ms])),
+                "datasheet": cost(g, sheet).latency,
+                "calibrated": cost(g, fitted).latency,
+                **({"shipped": cost(g, shipped).latency} if shipped else {}),
+                "measured_peak_memory": m.peak_memory,
+                "predicted_peak_memory": cost(g, fitted).peak_memory,
+            }
+        )
     return rows, fitted
 
 
@@ -219,6 +245,21 @@ def summarize_shapes(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 f"{col:<11} {split:<9} {s['spearman']:>8.3f} {s['median_factor']:>6.2f} "
                 f"{s['median_rel_error']:>8.1%} {s['worst_factor']:>8.2f}"
             )
+    spread = [
+        max(r["round_measured"]) / min(r["round_measured"]) - 1
+        for r in rows
+        if len(r.get("round_measured", ())) > 1
+    ]
+    if spread:  # the noise floor: one case measured in several rounds of one run
+        out["round_spread"] = {
+            "median": float(np.median(spread)),
+            "max": float(np.max(spread)),
+            "rounds": len(rows[0]["round_measured"]),
+        }
+        print(
+            f"\nthe same case measured in {len(rows[0]['round_measured'])} rounds: max/min - 1 "
+            f"median {np.median(spread):.1%}, worst {np.max(spread):.1%}"
+        )
     mem = np.array([r["predicted_peak_memory"] / r["measured_peak_memory"] for r in rows])
     out["peak_memory_ratio"] = {
         "median": float(np.median(mem)),
@@ -304,6 +345,18 @@ def main() -> None:
     )
     ap.add_argument("--no-fronts", action="store_true", help="skip the search fronts")
     ap.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="measure the fit graphs and every case in this many interleaved rounds (medians)",
+    )
+    ap.add_argument(
+        "--statistic",
+        choices=sorted(STATISTICS),
+        default="median",
+        help="summary of repeated timings (min: the run least disturbed by other processes)",
+    )
+    ap.add_argument(
         "--fit-models",
         default=None,
         help="comma-separated models the profile is fitted on (default: every model of the "
@@ -325,7 +378,9 @@ def main() -> None:
     load0 = os.getloadavg()
     t0, c0 = time.perf_counter(), time.process_time()
     dump: dict[str, Any] | None = {} if args.dump else None
-    rows, fitted = bench_shapes(plan, dev, sheet, shipped, args.repeats, dump, args.compile)
+    rows, fitted = bench_shapes(
+        plan, dev, sheet, shipped, args.repeats, dump, args.compile, args.rounds, args.statistic
+    )
     if args.dump:  # written now and again with the fronts, so a cut run keeps its samples
         with gzip.open(args.dump, "wt") as f:
             json.dump(dump, f)
@@ -356,6 +411,9 @@ def main() -> None:
             "shipped_profile": getattr(shipped, "name", shipped),
             "seed": SEED,
             "repeats": args.repeats,
+            "rounds": args.rounds,
+            "statistic": args.statistic,
+            "fit_models": list(plan.fit_models or plan.models),
             "steps": args.steps,
             "threads": torch.get_num_threads(),
             "cuda": torch.version.cuda,

@@ -264,14 +264,19 @@ def validate(
 
 
 def _record_path(study: Study) -> Path:
-    """Where `validate_once` keeps a study's last validation: one file per storage and study
-    under the cache folder (`rewrite.verify.default_cache_dir`)."""
+    """Where `validate_once` keeps a study's last validation: one file per storage (a SQLite
+    file by its absolute path) and study under the cache folder
+    (`rewrite.verify.default_cache_dir`)."""
     import hashlib
+    import os
 
     from rewrite.verify.cache import default_cache_dir
     from studies.plots import file_stem
 
-    where = hashlib.sha256(f"{study.storage.url}|{study.name}".encode()).hexdigest()[:16]
+    storage = study.storage
+    database = storage.engine.url.database if storage.is_sqlite else None
+    place = os.path.abspath(database) if database not in (None, "", ":memory:") else storage.url
+    where = hashlib.sha256(f"{place}|{study.name}".encode()).hexdigest()[:16]
     return default_cache_dir() / "validation" / f"{file_stem(study.name)}-{where}.json"
 
 
