@@ -359,11 +359,21 @@ def _run_job(job: SearchJob) -> SearchResult:
     return search(graph, config, priors, device, **kwargs)
 
 
+_FORKED: list[SearchJob] = []  # the jobs a forked pool's workers read (inherited, not sent)
+
+
+def _run_forked(i: int) -> SearchResult:
+    return _run_job(_FORKED[i])
+
+
 def run_searches(jobs: Sequence[SearchJob], workers: int = 1) -> list[SearchResult]:
     """The results of ``jobs``, in order: one after the other, or on up to ``workers``
-    processes at once (forked where the platform allows; each search is seeded, so the results
-    are the same). Searches that run islands themselves (an ``executor``, ``workers > 1`` in
-    their config) run here one after the other.
+    processes at once (each search is seeded, so the results are the same). Searches that run
+    islands themselves (an ``executor``, ``workers > 1`` in their config) run one after the other.
+
+    With ``fork`` the workers inherit the jobs (graphs are not copied through a pipe, and their
+    cost and match caches come warm), and each takes a contiguous share, so one graph's seeds
+    run in one process and reuse what its first search computed.
 
     Raises:
         SearchError: If a search fails (in a worker process too).
@@ -379,10 +389,18 @@ def run_searches(jobs: Sequence[SearchJob], workers: int = 1) -> list[SearchResu
         from rewrite.optimize.runner import default_rules
 
         default_rules()  # verified once here, inherited by the forked workers
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
-    ctx = multiprocessing.get_context(method)
-    with cf.ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=ctx) as pool:
-        return list(pool.map(_run_job, jobs))
+    n = min(workers, len(jobs))
+    chunk = -(-len(jobs) // n)
+    if "fork" not in multiprocessing.get_all_start_methods():
+        with cf.ProcessPoolExecutor(max_workers=n) as pool:
+            return list(pool.map(_run_job, jobs, chunksize=chunk))
+    _FORKED[:] = list(jobs)
+    try:
+        ctx = multiprocessing.get_context("fork")
+        with cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+            return list(pool.map(_run_forked, range(len(jobs)), chunksize=chunk))
+    finally:
+        _FORKED.clear()
 
 
 def benchmark_rules(
