@@ -327,7 +327,7 @@ def bench_fronts(
     return fronts, summary
 
 
-def main() -> None:
+def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu", help="torch device to measure on (cpu, cuda)")
     ap.add_argument("--size", choices=sorted(PLANS), default="small", help="zoo model size")
@@ -362,7 +362,11 @@ def main() -> None:
         help="comma-separated models the profile is fitted on (default: every model of the "
         "size); the others are predicted at the held-out shapes only",
     )
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = _args()
     torch.set_num_threads(1)
     dev, plan = torch_device(args.device), PLANS[args.size]
     if args.fit_models:

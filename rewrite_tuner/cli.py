@@ -188,24 +188,9 @@ def demo(
     study = _guard(_demo_study, toy, study_name, storage, names, steps, seeds, workers)
     calibration = time.perf_counter() - t0
     timeout = None
-    finished = study.progress()["finished"]
-    if not toy and not new and finished >= n_trials:
-        console.print(
-            f"{study_name} is done: {finished} of {n_trials} trials finished; nothing to tune "
-            "(--n-trials N raises the budget, --name NEW starts a new study).",
-            highlight=False,
-        )
-    elif not toy:
+    if not toy:
         cal = calibration if new else None
-        pace = _print_rest(study, names, held, n_trials, cal, steps, seeds, workers)
-        from rewrite_tuner.timing import reference_pace, trial_timeout
-
-        timeout = trial_timeout(seeds * len(names), pace or reference_pace(steps))
-        console.print(
-            f"each trial is stopped after {timeout:.0f} s (20x its expected time at this pace), "
-            "so a hung search fails that trial alone",
-            highlight=False,
-        )
+        timeout = _announce(study, names, held, n_trials, cal, steps, seeds, workers)
     stats = _optimize(study, n_trials, workers, timeout, progress)
     if toy:
         from rewrite_tuner.export import export_priors
@@ -213,28 +198,73 @@ def demo(
         doc = _guard_write(out_path, export_priors, study, out_path, force=force)
         out.print(f"exported the priors of trial {doc.provenance['trial']} to {out_path}")
         return
+    validation = _validate_and_export(study, held, out_path, force, export_anyway, storage, workers)
+    from rewrite_tuner.timing import split_lines
+
+    out.print("", highlight=False)
+    for line in split_lines(calibration, stats, validation):
+        out.print(line, highlight=False)
+
+
+def _announce(
+    study: Study,
+    names: list[str],
+    held: list[str],
+    n_trials: int,
+    calibration: float | None,
+    steps: int,
+    seeds: int,
+    workers: int,
+) -> float | None:
+    """Before the demo tunes: that a finished study is done, or what is left (`_print_rest`)
+    and the trial timeout it sets (`rewrite_tuner.timing.trial_timeout`), which it returns."""
+    from rewrite_tuner.timing import reference_pace, trial_timeout
+
+    finished = study.progress()["finished"]
+    if calibration is None and finished >= n_trials:
+        console.print(
+            f"{study.name} is done: {finished} of {n_trials} trials finished; nothing to tune "
+            "(--n-trials N raises the budget, --name NEW starts a new study).",
+            highlight=False,
+        )
+        return None
+    pace = _print_rest(study, names, held, n_trials, calibration, steps, seeds, workers)
+    timeout = trial_timeout(seeds * len(names), pace or reference_pace(steps))
+    console.print(
+        f"each trial is stopped after {timeout:.0f} s (20x its expected time at this pace), so "
+        "a hung search fails that trial alone",
+        highlight=False,
+    )
+    return timeout
+
+
+def _validate_and_export(
+    study: Study,
+    held: list[str],
+    out_path: Path,
+    force: bool,
+    anyway: bool,
+    storage: str,
+    workers: int,
+) -> float:
+    """The demo's validation (stored for a finished study: `validate_once`), its export and
+    its report; returns the seconds it took."""
     from rewrite_tuner.transfer import export_tuned, validate_once
 
     t0 = time.perf_counter()
     report, stored = _guard(
         validate_once, study, held, on_progress=lambda line: console.print(line), workers=workers
     )
-    validation = time.perf_counter() - t0
+    seconds = time.perf_counter() - t0
     if stored is not None:
         console.print(
             f"these {study.progress()['finished']} trials were validated on {stored}: the "
             "validation is not repeated (its report follows).",
             highlight=False,
         )
-    doc = _guard_write(
-        out_path, export_tuned, study, report, out_path, force=force, anyway=export_anyway
-    )
-    _print_tuned(report, out_path if doc is not None else None, study_name, storage)
-    from rewrite_tuner.timing import split_lines
-
-    out.print("", highlight=False)
-    for line in split_lines(calibration, stats, validation):
-        out.print(line, highlight=False)
+    doc = _guard_write(out_path, export_tuned, study, report, out_path, force=force, anyway=anyway)
+    _print_tuned(report, out_path if doc is not None else None, study.name, storage)
+    return seconds
 
 
 def _shape(

@@ -112,9 +112,6 @@ def tune_model(
         StudyError: For a bad model reference or inputs, a model `rewrite` cannot import, an
             unreadable priors file, or invalid counts.
     """
-    from rewrite.errors import PriorsError, SearchConfigError
-    from rewrite.optimize import RulePriors, read_priors_file
-    from rewrite.optimize.api import coerce_config
     from rewrite_tuner.rewrite_study import _graphs, rewrite_study
     from rewrite_tuner.timing import trial_timeout
     from rewrite_tuner.transfer import export_tuned, validate
@@ -128,14 +125,7 @@ def tune_model(
     workload = str(ref)
     tell(f"importing {ref.name}")
     graph = user_graph(workload)  # fails here, with the import's message, not in a worker
-    given: PriorsFile | None = None
-    if priors is not None:
-        try:
-            given = read_priors_file(priors)
-            # the file's knobs as `rewrite.search(graph, priors=FILE)` reads them
-            coerce_config(None, RulePriors.from_file(given), source=str(priors))
-        except (PriorsError, SearchConfigError, OSError) as err:
-            raise StudyError(f"Cannot use the priors file {str(priors)!r}: {err}") from None
+    given = _given_priors(priors) if priors is not None else None
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     settings = StudySettings(n_initial=max(3, trials // 2), warm_start=list(warm_start))
@@ -216,6 +206,25 @@ def tune_model(
     _graphs.cache_clear()  # a later call may name an edited file
     user_graph.cache_clear()
     return ModelTuning(workload, study.name, report, against, exported, verdict, seconds)
+
+
+def _given_priors(path: str | Path) -> PriorsFile:
+    """The priors file to start from, its knobs checked as `rewrite.search(graph,
+    priors=FILE)` checks them.
+
+    Raises:
+        StudyError: If the file cannot be read or holds an invalid knob.
+    """
+    from rewrite.errors import PriorsError, SearchConfigError
+    from rewrite.optimize import RulePriors, read_priors_file
+    from rewrite.optimize.api import coerce_config
+
+    try:
+        given = read_priors_file(path)
+        coerce_config(None, RulePriors.from_file(given), source=str(path))
+    except (PriorsError, SearchConfigError, OSError) as err:
+        raise StudyError(f"Cannot use the priors file {str(path)!r}: {err}") from None
+    return given
 
 
 def _centre_config(study: Study, given: PriorsFile) -> dict[str, Any]:
