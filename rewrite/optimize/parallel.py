@@ -129,7 +129,7 @@ class IslandReport:
 # ---------------------------------------------------------------------- worker side
 def _spec(e: Entry) -> EntrySpec:
     """What an island reports of an entry: its history and its record's verified prefix."""
-    return EntrySpec(e.steps, e.record.upto, tuple(float(v) for v in e.y), e.feasible)
+    return EntrySpec(e.steps, e.verified_upto, tuple(float(v) for v in e.y), e.feasible)
 
 
 class _Runtime:

@@ -168,6 +168,11 @@ class Entry:
         """Every rewrite from the input has passed a region check."""
         return self.record.verified
 
+    @property
+    def verified_upto(self) -> int:
+        """How many leading rewrites of the history are verified (the record's ``upto``)."""
+        return self.record.upto
+
 
 class StrategyState(Protocol):
     """Search state of a non-stochastic strategy (see `rewrite.optimize.baselines`)."""
