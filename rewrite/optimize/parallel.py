@@ -317,9 +317,9 @@ class _Global:
 
 
 def _make_executor(cfg: SearchConfig) -> cf.Executor:
-    """The default island pool: ``cfg.workers`` processes started with ``fork`` where the
-    platform has it (else its default, ``spawn``), chosen for this pool only (never
-    `multiprocessing`'s global start method).
+    """The default island pool: ``cfg.workers`` processes (at most `pool_size`) started with
+    ``fork`` where the platform has it (else its default, ``spawn``), chosen for this pool only
+    (never `multiprocessing`'s global start method).
 
     ``fork`` because a worker then starts with the engine, torch and the rules already imported
     (a spawned one re-imports them). A process that has run an OpenMP
@@ -329,7 +329,18 @@ def _make_executor(cfg: SearchConfig) -> cf.Executor:
     """
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
     ctx = multiprocessing.get_context(method)
-    return cf.ProcessPoolExecutor(max_workers=cfg.workers, mp_context=ctx)
+    return cf.ProcessPoolExecutor(max_workers=pool_size(cfg.workers), mp_context=ctx)
+
+
+#: The island pool runs at most this many processes per CPU (more islands share them).
+PROCESSES_PER_CPU = 4
+
+
+def pool_size(islands: int) -> int:
+    """Processes of the default island pool: one per island, at most `PROCESSES_PER_CPU` per CPU
+    of the machine (a process per island of ``workers=4096`` would exhaust its memory; the
+    islands' work items queue on the processes there are)."""
+    return max(1, min(islands, PROCESSES_PER_CPU * (os.cpu_count() or 1)))
 
 
 class _Driver:
