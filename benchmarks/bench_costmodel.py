@@ -55,7 +55,7 @@ import torch  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
 import rewrite  # noqa: E402
-from benchmarks._common import write_results  # noqa: E402
+from benchmarks._common import compact_json, write_results  # noqa: E402
 from rewrite import cost, serialize, zoo  # noqa: E402
 from rewrite.cost import kernel_terms  # noqa: E402
 from rewrite.devices import load_device  # noqa: E402
@@ -443,6 +443,7 @@ def main() -> None:
         run=("cpu" if dev.type == "cpu" and args.size == "small" else datasheet_profile(dev))
         + ("-compiled" if args.compile else "")
         + ("-heldout-models" if plan.fit_models else ""),
+        dumps=compact_json,
     )
     print(f"wrote {path}")
 
