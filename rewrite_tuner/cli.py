@@ -29,6 +29,7 @@ from studies.cli import (
     _fail,
     _guard,
     _guard_write,
+    _load,
     _optimize,
     _pick,
     _storage,
@@ -85,14 +86,31 @@ def export(
 ) -> None:
     """Write the chosen trial's rule priors and search config (versioned JSON).
 
-    Default pick: equal weights over objectives normalized on the Pareto set. An existing --out
-    file is replaced only if it is a previous export, or with --force.
+    Default pick: the trial `tuner demo` validated against the defaults, when a validation of
+    the study's current trials is stored; else equal weights over objectives normalized on the
+    Pareto set. An existing --out file is replaced only if it is a previous export, or with
+    --force.
     """
     from rewrite_tuner.export import export_priors
-    from studies.study import Study
+    from rewrite_tuner.transfer import stored_validation
 
     rule = _pick(weights, best, subject_to, trial)
-    study = _guard(Study.load, name, _storage(storage))
+    study = _load(name, _storage(storage))
+    validated = stored_validation(study, current=True) if rule is None else None
+    if validated is not None and validated["report"]["chosen"] is not None:
+        rule = validated["report"]["chosen"]
+        console.print(
+            f"picking trial {rule}, which beat the defaults when these trials were validated on "
+            f"{validated['date']} (what `tuner demo` exported); --weights picks by weights "
+            "instead.",
+            highlight=False,
+        )
+    elif validated is not None:
+        console.print(
+            "note: no trial beat the defaults when these trials were validated on "
+            f"{validated['date']}; picking by equal weights all the same.",
+            highlight=False,
+        )
     doc = _guard_write(
         out_path, export_priors, study, out_path, pick=rule, simplex=simplex, force=force
     )
@@ -167,32 +185,86 @@ def demo(
         basis = "a 2-core machine's pace; refined after the calibration"
         console.print(estimate_line(estimate(shape, reference_pace(steps)), basis), highlight=False)
     t0 = time.perf_counter()
-    study = _guard(_demo_study, toy, study_name, storage, names, steps, seeds)
+    study = _guard(_demo_study, toy, study_name, storage, names, steps, seeds, workers)
     calibration = time.perf_counter() - t0
+    timeout = None
     if not toy:
         cal = calibration if new else None
-        _print_rest(study, names, held, n_trials, cal, steps, seeds, workers)
-    stats = _optimize(study, n_trials, workers, None, progress)
+        timeout = _announce(study, names, held, n_trials, cal, steps, seeds, workers)
+    stats = _optimize(study, n_trials, workers, timeout, progress)
     if toy:
         from rewrite_tuner.export import export_priors
 
         doc = _guard_write(out_path, export_priors, study, out_path, force=force)
         out.print(f"exported the priors of trial {doc.provenance['trial']} to {out_path}")
         return
-    from rewrite_tuner.transfer import export_tuned, validate
-
-    t0 = time.perf_counter()
-    report = _guard(validate, study, held, on_progress=lambda line: console.print(line))
-    validation = time.perf_counter() - t0
-    doc = _guard_write(
-        out_path, export_tuned, study, report, out_path, force=force, anyway=export_anyway
-    )
-    _print_tuned(report, out_path if doc is not None else None, study_name, storage)
+    validation = _validate_and_export(study, held, out_path, force, export_anyway, storage, workers)
     from rewrite_tuner.timing import split_lines
 
     out.print("", highlight=False)
     for line in split_lines(calibration, stats, validation):
         out.print(line, highlight=False)
+
+
+def _announce(
+    study: Study,
+    names: list[str],
+    held: list[str],
+    n_trials: int,
+    calibration: float | None,
+    steps: int,
+    seeds: int,
+    workers: int,
+) -> float | None:
+    """Before the demo tunes: that a finished study is done, or what is left (`_print_rest`)
+    and the trial timeout it sets (`rewrite_tuner.timing.trial_timeout`), which it returns."""
+    from rewrite_tuner.timing import reference_pace, trial_timeout
+
+    finished = study.progress()["finished"]
+    if calibration is None and finished >= n_trials:
+        console.print(
+            f"{study.name} is done: {finished} of {n_trials} trials finished; nothing to tune "
+            "(--n-trials N raises the budget, --name NEW starts a new study).",
+            highlight=False,
+        )
+        return None
+    pace = _print_rest(study, names, held, n_trials, calibration, steps, seeds, workers)
+    timeout = trial_timeout(seeds * len(names), pace or reference_pace(steps))
+    console.print(
+        f"each trial is stopped after {timeout:.0f} s (20x its expected time at this pace), so "
+        "a hung search fails that trial alone",
+        highlight=False,
+    )
+    return timeout
+
+
+def _validate_and_export(
+    study: Study,
+    held: list[str],
+    out_path: Path,
+    force: bool,
+    anyway: bool,
+    storage: str,
+    workers: int,
+) -> float:
+    """The demo's validation (stored for a finished study: `validate_once`), its export and
+    its report; returns the seconds it took."""
+    from rewrite_tuner.transfer import export_tuned, validate_once
+
+    t0 = time.perf_counter()
+    report, stored = _guard(
+        validate_once, study, held, on_progress=lambda line: console.print(line), workers=workers
+    )
+    seconds = time.perf_counter() - t0
+    if stored is not None:
+        console.print(
+            f"these {study.progress()['finished']} trials were validated on {stored}: the "
+            "validation is not repeated (its report follows).",
+            highlight=False,
+        )
+    doc = _guard_write(out_path, export_tuned, study, report, out_path, force=force, anyway=anyway)
+    _print_tuned(report, out_path if doc is not None else None, study.name, storage)
+    return seconds
 
 
 def _shape(
@@ -230,10 +302,11 @@ def _print_rest(
     steps: int,
     seeds: int,
     workers: int,
-) -> None:
+) -> float | None:
     """The estimate of what is left once the study is open: at the calibration's pace when it
     was calibrated now (``calibration``, its seconds), at the stored trials' pace when it
-    resumes (``calibration`` None)."""
+    resumes (``calibration`` None). Returns that pace (seconds per default search; None
+    without one), which also bounds every trial (`rewrite_tuner.timing.trial_timeout`)."""
     from rewrite_tuner.rewrite_study import CALIBRATION_SEEDS
     from rewrite_tuner.timing import estimate, estimate_line
 
@@ -246,8 +319,9 @@ def _print_rest(
         pace = sorted(timed)[len(timed) // 2] / (seeds * len(names))
         basis = f"the pace of the {len(timed)} trials this study ran"
     else:
-        return
+        return None
     console.print(estimate_line(estimate(shape, pace), basis, what="the rest"), highlight=False)
+    return pace
 
 
 @_command(
@@ -269,7 +343,9 @@ def tune_model_command(
             "--inputs",
             "-i",
             help="An example input per positional argument, dtype\\[d0,...] (e.g. int64[1,128]; "
-            "integers are drawn below the smallest embedding's vocabulary). Repeat for several.",
+            "integers are drawn below the smallest embedding's vocabulary), then keyword ones as "
+            "name=value (a tensor or a literal: attention_mask=int64[1,128], use_cache=False; "
+            "use_cache=False is the default for a model that takes it). Repeat for several.",
         ),
     ],
     priors: Annotated[
@@ -381,7 +457,7 @@ def _stored(name: str, storage: str) -> Study | None:
 
 
 def _demo_study(
-    toy: bool, name: str, storage: str, workloads: list[str], steps: int, seeds: int
+    toy: bool, name: str, storage: str, workloads: list[str], steps: int, seeds: int, workers: int
 ) -> Study:
     """The demo's study; a name clash with different settings says how to start a new one."""
     from studies.errors import StudyConflictError
@@ -410,6 +486,7 @@ def _demo_study(
             seeds=seeds,
             calibration_seeds=cal,
             on_calibrate=announce,
+            workers=workers,
         )
     except StudyConflictError as err:
         raise StudyConflictError(
@@ -423,6 +500,9 @@ def _print_tuned(report: Any, written: Path | None, name: str, storage: str) -> 
 
     for line in transfer_lines(report):
         out.print(line, highlight=False)
+    caveat = report.held_out_caveat()
+    if caveat is not None:
+        out.print(caveat, highlight=False)
     if written is not None:
         out.print(f"\nwrote {written}; use it with:", highlight=False)
         out.print(f'  rewrite.search(graph, priors="{written}")', highlight=False)

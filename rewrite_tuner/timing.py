@@ -36,6 +36,7 @@ __all__ = [
     "estimate",
     "estimate_line",
     "split_lines",
+    "trial_timeout",
 ]
 
 #: The phases of the main job, in order.
@@ -56,6 +57,11 @@ PROPOSAL_SEARCHES = 4.0
 #: fitted to the same run (40 s for 4 + 2 workloads: tuned searches finish sooner).
 _VALIDATION_RUNS = 16
 _HELD_OUT_RUNS = 8
+#: A trial of a built-in study is stopped (FAILED) after this many times its expected duration
+#: (its searches at the measured pace)...
+TIMEOUT_FACTOR = 20.0
+#: ...and never before this many seconds (a loaded machine, a slow first import).
+TIMEOUT_FLOOR = 300.0
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,13 @@ def estimate(shape: DemoShape, per_search: float) -> dict[str, float]:
     if not shape.calibration_seeds:
         del phases["calibration"]
     return phases
+
+
+def trial_timeout(searches: int, per_search: float) -> float:
+    """Seconds a trial of ``searches`` default-search equivalents (seeds x workloads) may run
+    before it is stopped: `TIMEOUT_FACTOR` times its expected duration at ``per_search``
+    seconds each, at least `TIMEOUT_FLOOR` (a hung evaluate must not hold its worker forever)."""
+    return max(TIMEOUT_FLOOR, TIMEOUT_FACTOR * searches * per_search)
 
 
 def reference_pace(steps: int) -> float:

@@ -370,8 +370,38 @@ def device_names() -> list[str]:
     return sorted({p.name for p in _builtin().values()})
 
 
+_FILES: dict[tuple[str, int, int], DeviceProfile] = {}
+_FILES_MAX = 64
+
+
+def _load_file(path: Path) -> DeviceProfile:
+    """The profile in a JSON file, read again only when the file changed (its modification time
+    or size), so a path passed on every call yields one profile object."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    hit = _FILES.get(key)
+    if hit is not None:
+        return hit
+    try:
+        prof = DeviceProfile.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except json.JSONDecodeError as e:
+        raise CostModelError(f"device profile {str(path)!r} is not valid JSON: {e}.") from None
+    except UnicodeDecodeError:
+        raise CostModelError(
+            f"device profile {str(path)!r} is not a text file (not UTF-8); pass a profile JSON "
+            "such as rewrite/devices/h100_sxm.json."
+        ) from None
+    for old in [k for k in _FILES if k[0] == key[0]]:
+        del _FILES[old]
+    if len(_FILES) >= _FILES_MAX:
+        _FILES.pop(next(iter(_FILES)))
+    _FILES[key] = prof
+    return prof
+
+
 def load_device(device: str | Path | DeviceProfile) -> DeviceProfile:
-    """A profile by built-in name or alias, by JSON path, or passed through.
+    """A profile by built-in name or alias, by JSON path (read once while the file is
+    unchanged), or passed through.
 
     Raises:
         CostModelError: If the name is unknown or the file invalid.
@@ -395,10 +425,7 @@ def load_device(device: str | Path | DeviceProfile) -> DeviceProfile:
             f"at {str(Path.cwd())!r}), or name a built-in profile: {sorted(builtin)}."
         )
     if path.suffix == ".json" and path.exists():
-        try:
-            return DeviceProfile.from_dict(json.loads(path.read_text()))
-        except json.JSONDecodeError as e:
-            raise CostModelError(f"device profile {str(path)!r} is not valid JSON: {e}.") from None
+        return _load_file(path)
     raise CostModelError(
         f"device must be one of {sorted(builtin)} or a path to a profile JSON, but got {str(device)!r}."
     )

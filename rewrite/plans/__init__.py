@@ -1,4 +1,4 @@
-"""Plans for many devices: search and expert plans for training on a device mesh.
+"""Plans for many devices: search and expert plans for training on a device mesh, and their hand-back.
 
 `search` and `expert` cost training steps of a model on a mesh (`rewrite.plans.step`) and return
 `ParallelPlan` objects keyed by the model's module names; `load` reads a saved plan back.

@@ -184,8 +184,8 @@ def _prepare(
         key = kwargs[0]
         return TensorParallel(
             "prepare_input",
-            input_kwarg_layouts={key: stream},
-            desired_input_kwarg_layouts={key: ("R",)},
+            input_kwarg_layouts={key: stream[0]},
+            desired_input_kwarg_layouts={key: "R"},
             use_local_output=False,
         )
     return TensorParallel(

@@ -64,13 +64,14 @@ CHECKPOINTING = ("none", "selective", "full")
 #: Pipeline schedules.
 SCHEDULES = ("gpipe", "1F1B", "interleaved_1F1B")
 _PRECISIONS = ("bf16", "fp32")
-_LAYOUT_FIELDS = (
+_PLACEMENT = re.compile(r"^(R|P|S\(-?\d+\))$")
+_TUPLE_LAYOUTS = (
     "input_layouts",
     "output_layouts",
     "desired_input_layouts",
     "desired_output_layouts",
 )
-_PLACEMENT = re.compile(r"^(R|P|S\(-?\d+\))$")
+_KWARG_LAYOUTS = ("input_kwarg_layouts", "desired_input_kwarg_layouts")
 
 
 def _placements(value: Any, what: str) -> tuple[str, ...] | None:
@@ -96,12 +97,11 @@ class TensorParallel:
         output_layouts: Placements its outputs leave in (None: the style's default).
         desired_input_layouts: For ``prepare_input``: the placements to redistribute inputs to.
         use_local_output: Whether outputs are handed on as local tensors.
-        input_kwarg_layouts: For ``prepare_input`` of a module called with its input as a
-            keyword argument (Hugging Face's ``self_attn(hidden_states=...)``): per keyword, the
-            placements it arrives in (``PrepareModuleInput(input_kwarg_layouts=...)``).
-        desired_input_kwarg_layouts: Per keyword, the placements to redistribute it to.
-        desired_output_layouts: For ``prepare_output``: the placements to redistribute outputs
-            to (``PrepareModuleOutput(desired_output_layouts=...)``).
+        input_kwarg_layouts: For ``prepare_input``: placements of keyword inputs, by name (Hugging
+            Face layers call their attention with ``hidden_states=...``).
+        desired_input_kwarg_layouts: For ``prepare_input``: what keyword inputs are
+            redistributed to, by name.
+        desired_output_layouts: For ``prepare_output``: the placements to redistribute outputs to.
     """
 
     style: str
@@ -109,8 +109,8 @@ class TensorParallel:
     output_layouts: tuple[str, ...] | None = None
     desired_input_layouts: tuple[str, ...] | None = None
     use_local_output: bool = True
-    input_kwarg_layouts: dict[str, tuple[str, ...]] | None = None
-    desired_input_kwarg_layouts: dict[str, tuple[str, ...]] | None = None
+    input_kwarg_layouts: dict[str, str] | None = None
+    desired_input_kwarg_layouts: dict[str, str] | None = None
     desired_output_layouts: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
@@ -118,24 +118,35 @@ class TensorParallel:
             raise PlanError(
                 f"A tensor-parallel style must be one of {TP_STYLES}, but got {self.style!r}."
             )
-        for name in _LAYOUT_FIELDS:
+        for name in _TUPLE_LAYOUTS:
             object.__setattr__(self, name, _placements(getattr(self, name), name))
-        for name in ("input_kwarg_layouts", "desired_input_kwarg_layouts"):
+        for name in _KWARG_LAYOUTS:
             value = getattr(self, name)
-            if value is not None:
-                fixed = {str(k): _placements(v, f"{name}[{k!r}]") for k, v in dict(value).items()}
-                object.__setattr__(self, name, fixed)
+            if value is None:
+                continue
+            if not isinstance(value, dict):
+                raise PlanError(
+                    f"{name} maps keyword names to placements, e.g. {{'hidden_states': 'S(1)'}}, "
+                    f"but got {value!r}."
+                )
+            for key, placement in value.items():
+                if not isinstance(placement, str):
+                    raise PlanError(
+                        f"{name}[{key!r}] must be one placement string, got {placement!r}."
+                    )
+                _placements(placement, f"{name}[{key!r}]")
+            object.__setattr__(self, name, {str(k): str(v) for k, v in value.items()})
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"style": self.style, "use_local_output": self.use_local_output}
-        for name in _LAYOUT_FIELDS:
+        for name in _TUPLE_LAYOUTS:
             value = getattr(self, name)
             if value is not None:
                 out[name] = list(value)
-        for name in ("input_kwarg_layouts", "desired_input_kwarg_layouts"):
+        for name in _KWARG_LAYOUTS:
             value = getattr(self, name)
             if value is not None:
-                out[name] = {k: list(v) for k, v in value.items()}
+                out[name] = dict(value)
         return out
 
     @classmethod
@@ -146,9 +157,9 @@ class TensorParallel:
             output_layouts=doc.get("output_layouts"),
             desired_input_layouts=doc.get("desired_input_layouts"),
             use_local_output=bool(doc.get("use_local_output", True)),
-            desired_output_layouts=doc.get("desired_output_layouts"),
             input_kwarg_layouts=doc.get("input_kwarg_layouts"),
             desired_input_kwarg_layouts=doc.get("desired_input_kwarg_layouts"),
+            desired_output_layouts=doc.get("desired_output_layouts"),
         )
 
 
@@ -332,6 +343,12 @@ class ParallelPlan:
     def expressible(self) -> bool:
         """Whether DTensor can express the plan (no `problems`)."""
         return not self.problems
+
+    def apply(self, model: Any, device_mesh: Any) -> Any:
+        """Apply the plan to ``model`` inside this rank (see `rewrite.plans.apply.apply_plan`)."""
+        from rewrite.plans.apply import apply_plan
+
+        return apply_plan(self, model, device_mesh)
 
     def with_cost(self, **cost: float) -> ParallelPlan:
         """A copy whose cost is updated with ``cost``."""

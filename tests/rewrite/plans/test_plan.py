@@ -16,8 +16,8 @@ GOLDEN = Path(__file__).parent.parent / "data" / "parallel_plan_v1.json"
 def _full_plan() -> ParallelPlan:
     tp = TensorParallel(
         "prepare_input",
-        input_kwarg_layouts={"hidden_states": ("S(1)",)},
-        desired_input_kwarg_layouts={"hidden_states": ("R",)},
+        input_kwarg_layouts={"hidden_states": "S(1)"},
+        desired_input_kwarg_layouts={"hidden_states": "R"},
         use_local_output=False,
     )
     return ParallelPlan(
@@ -71,7 +71,7 @@ def test_bad_plans_are_refused(change: dict, phrase: str) -> None:
 
 def test_bad_layouts_are_refused() -> None:
     with pytest.raises(PlanError, match="placements"):
-        TensorParallel("prepare_input", input_kwarg_layouts={"x": ("Shard(1)",)})
+        TensorParallel("prepare_input", input_kwarg_layouts={"x": "Shard(1)"})
 
 
 def test_a_newer_file_asks_for_an_upgrade(tmp_path: Path) -> None:
