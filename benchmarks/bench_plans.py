@@ -191,7 +191,8 @@ def main(argv: list[str] | None = None) -> None:
         payload["autoparallel"] = autoparallel_part(args.autoparallel_path, args.budget)
         write_results("bench_plans", payload, machine=machine, dumps=_dumps)
     if args.part in ("all", "configs"):
-        rows = {(c["model"], c["gpus"]): c for c in payload.get("configs", [])}
+        kept = [c for c in payload.get("configs", []) if "seconds" in c]  # this layout only
+        rows = {(c["model"], c["gpus"]): c for c in kept}
         for model in args.models:
             for n in args.gpus:
                 rows[(model, n)] = config(model, n, args.seed, args.budget)

@@ -519,9 +519,11 @@ def collectives_of(layout: ModelLayout, st: Strategy, d: _Plan, c: _Costs) -> Co
     on the tensor-parallel axis (a replicated norm weight under sequence parallelism). FSDP2 per
     wrapped block: one ``all_gather`` before forward, one more before backward when it reshards
     after forward, one ``reduce_scatter`` after backward (per microbatch without a pipeline, once
-    per step with one); the root wrap (parameters outside the blocks) the same when it holds any;
-    HSDP one ``all_reduce`` per reduce-scatter. DDP one ``all_reduce`` per gradient bucket and,
-    for a model with buffers, one ``broadcast`` of them before each forward. A
+    per step with one); the root wrap (parameters outside the blocks) the same when it holds any,
+    but never gathered again (FSDP2 keeps the root's parameters from forward to backward);
+    HSDP one ``all_reduce`` per reduce-scatter. DDP (FSDP2's ``replicate``, as
+    `rewrite.plans.apply` applies it) one ``all_reduce`` per gradient bucket, no buffer
+    broadcast. Measured in `docs/plans-apply.md` and by ``tests/rewrite/plans/test_handback.py``. A
     pipeline one ``send_recv`` per microbatch, stage boundary and direction. This is the function
     to correct if measured counts differ.
     """
@@ -543,7 +545,7 @@ def collectives_of(layout: ModelLayout, st: Strategy, d: _Plan, c: _Costs) -> Co
         per = 1 if d.p > 1 else m
         again = st.reshard_after_forward and d.p == 1
         units = len(rank.blocks) + (1 if c.rest is not None and c.rest.param_numel else 0)
-        out["all_gather"] += units * per * (2 if again else 1)
+        out["all_gather"] += (units + (len(rank.blocks) if again else 0)) * per
         out["reduce_scatter"] += units * per
         if any(a for a in st.replicate):
             out["all_reduce"] += units * per
@@ -552,8 +554,6 @@ def collectives_of(layout: ModelLayout, st: Strategy, d: _Plan, c: _Costs) -> Co
         if c.rest is not None:
             sizes += [n * 4 for n, _ in c.rest.grad_partial.values()]
         out["all_reduce"] += len(_ddp_buckets(sizes)) * m
-        if layout.buffers:
-            out["broadcast"] += m  # DDP's buffer broadcast before each forward
     if d.p > 1:
         out["send_recv"] += 2 * m * d.v
     return out

@@ -67,7 +67,7 @@ def test_expert_plans_name_the_models_modules(llama_small, tmp_path: Path) -> No
     assert plan.modules["model.layers.*.self_attn.q_proj"].tp.style == "colwise"
     assert plan.modules["model.layers.*.mlp.down_proj"].tp.style == "rowwise"
     assert plan.modules["model.layers.*"].checkpoint == "full" and plan.modules[""].fsdp
-    assert plan.collectives == {"all_gather": 6, "all_reduce": 10, "reduce_scatter": 3}
+    assert plan.collectives == {"all_gather": 5, "all_reduce": 10, "reduce_scatter": 3}
     assert load(plan.save(tmp_path / "plan.json")) == plan
 
 
