@@ -4,9 +4,12 @@ optuna-dashboard (and ``optuna.visualization``) can show its studies unchanged.
 The mapping:
 
 - A study is an Optuna study of the same name and id, one direction per objective (in order),
-  its objective names as Optuna's metric names, its storage and constraints as user attributes,
-  and a study note (optuna-dashboard's Markdown note) linking to this project's views of what
-  optuna-dashboard cannot show (structure, rule priors, running trials, time split...).
+  its objective names as Optuna's metric names, its storage and constraints as user attributes.
+  Through optuna-dashboard's two extension points, both study system attributes it reads (and
+  which this view computes, never stores): a study note (Markdown) linking to this project's
+  views of what optuna-dashboard cannot show (structure, running trials, failures, time split,
+  held-out validation), and Plotly figures it draws on the study's page (the hypervolume over
+  trials, the exported rule priors, the time split). A FAILED trial's note holds its error.
 - A trial is an Optuna trial of the same number: COMPLETE, FAIL, RUNNING or WAITING; its
   parameters are the configuration with one column per part of a `Simplex` (``priors.fuse``,
   ``priors.merge``...), each `Float` / `Int` a `FloatDistribution` / `IntDistribution` and each
@@ -54,6 +57,9 @@ _STATES = {
     "WAITING": TrialState.WAITING,
 }
 _NOTE_CHUNK = 2045  # optuna-dashboard's SYSTEM_ATTR_MAX_LENGTH
+#: FAILED trials (the newest) whose error is their optuna-dashboard note; the dashboard scans
+#: every note key for every trial it lists, so more would slow it.
+MAX_TRIAL_NOTES = 50
 
 
 class ReadOnlyError(StudyError):
@@ -67,6 +73,8 @@ class OptunaView(BaseStorage):
         snapshot: ``name -> Snapshot``: the study as stored now (the dashboard's `Watcher`s).
         names: ``() -> names`` of the studies shown.
         note: ``snapshot -> Markdown`` of the study's note (links to this project's views).
+        figures: ``snapshot -> {id: Plotly figure}`` drawn on the study's page (ids: letters,
+            digits, ``-``, ``_``).
     """
 
     def __init__(
@@ -74,10 +82,12 @@ class OptunaView(BaseStorage):
         snapshot: Callable[[str], Snapshot],
         names: Callable[[], list[str]],
         note: Callable[[Snapshot], str] | None = None,
+        figures: Callable[[Snapshot], dict[str, dict[str, Any]]] | None = None,
     ) -> None:
         self._snapshot = snapshot
         self._names = names
         self._note = note
+        self._figures = figures
         self._ids: dict[int, str] = {}
 
     # ------------------------------------------------------------------ studies
@@ -124,12 +134,21 @@ class OptunaView(BaseStorage):
         }
 
     def _system_attrs(self, snap: Snapshot) -> dict[str, Any]:
+        """optuna-dashboard's keys: metric names, notes, Plotly figures (as its `save_note` and
+        `save_plotly_graph_object` would store them)."""
+        import json
+
         attrs: dict[str, Any] = {"study:metric_names": list(snap.objectives)}
         if self._note is not None:
-            body = self._note(snap)
-            attrs["dashboard:note_ver"] = 1
-            for i in range(0, max(len(body), 1), _NOTE_CHUNK):
-                attrs[f"dashboard:note_str:{i // _NOTE_CHUNK}"] = body[i : i + _NOTE_CHUNK]
+            _chunks(attrs, "dashboard:note_ver", "dashboard:note_str:", self._note(snap))
+        failed = [t for t in snap.trials if t.state == "FAILED"][-MAX_TRIAL_NOTES:]
+        for t in failed:
+            tid = snap.record.id * TRIAL_ID_BASE + t.number
+            body = f"**FAILED** ({t.worker or 'by hand'}):\n\n```\n{t.error or '(no message)'}\n```"
+            _chunks(attrs, f"dashboard:{tid}:note_ver", f"dashboard:{tid}:note_str:", body)
+        for key, fig in (self._figures(snap) if self._figures is not None else {}).items():
+            text = json.dumps({"data": fig["data"], "layout": fig["layout"]}, default=float)
+            _chunks(attrs, None, f"dashboard:plot_data:{key}:", text)
         return attrs
 
     def get_study_id_from_name(self, study_name: str) -> int:
@@ -197,6 +216,15 @@ class OptunaView(BaseStorage):
     set_trial_intermediate_value = _refuse
     set_trial_user_attr = _refuse
     set_trial_system_attr = _refuse
+
+
+def _chunks(attrs: dict[str, Any], version: str | None, prefix: str, text: str) -> None:
+    """Store ``text`` in ``attrs`` as optuna-dashboard splits it (``prefix0``, ``prefix1``...,
+    with a version key for notes)."""
+    if version is not None:
+        attrs[version] = 1
+    for i in range(0, max(len(text), 1), _NOTE_CHUNK):
+        attrs[f"{prefix}{i // _NOTE_CHUNK}"] = text[i : i + _NOTE_CHUNK]
 
 
 def _directions(snap: Snapshot) -> list[StudyDirection]:

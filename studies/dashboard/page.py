@@ -166,6 +166,7 @@ _JS = r"""
 const C = window.RT_CONFIG, tabs = document.getElementById('tabs'), views = document.getElementById('views');
 const banner = document.getElementById('banner'), meta = document.getElementById('meta');
 let version = 0, offset = 0, current = null, shownTrial = null, seen = {}, structureTimer = null;
+const pending = {};  // figures of views not on show yet: drawn when their tab opens
 const plotCfg = {displaylogo:false, responsive:true, modeBarButtonsToRemove:['sendDataToCloud']};
 
 function now(){ return Date.now()/1000 + offset; }
@@ -180,6 +181,7 @@ function tab(id){
   current = id;
   document.querySelectorAll('nav button').forEach(b => b.classList.toggle('on', b.dataset.tab === id));
   document.querySelectorAll('section.view').forEach(s => s.classList.toggle('on', s.id === 'view-' + id));
+  if (pending[id]) { const figs = pending[id]; delete pending[id]; draw(figs); }
   const sec = document.getElementById('view-' + id);
   if (sec) sec.querySelectorAll('.fig').forEach(f => { if (f.data) Plotly.Plots.resize(f); });
   if (id === 'structure') loadStructure();
@@ -213,7 +215,7 @@ function render(p){
       sec.innerHTML = panel.html; seen[panel.id] = panel.html;
       if (keep && keep.dataset.filled) { const fresh = sec.querySelector('#structure-fit'); if (fresh) { fresh.innerHTML = keep.innerHTML; fresh.dataset.filled = 1; } }
     }
-    draw(panel.figures);
+    if (current === panel.id) draw(panel.figures); else pending[panel.id] = panel.figures;
   });
   if (!current) { const want = location.hash.slice(1); if (want.startsWith('trial-')) { tab('overview'); openTrial(parseInt(want.slice(6))); }
     else tab(document.getElementById('view-' + want) ? want : 'overview'); }

@@ -167,6 +167,24 @@ class Dashboard:
             f"Views optuna-dashboard does not have: {links}."
         )
 
+    def figures(self, snap: Snapshot) -> dict[str, dict[str, Any]]:
+        """The figures optuna-dashboard draws on the study's page: this view's hypervolume, the
+        exported rule priors and the time split, titled."""
+        titles = {
+            "hist-hv": ("hypervolume", "dominated hypervolume over completed trials"),
+            "priors-0": ("rule-priors", "rule priors of the exported trial (or the default pick)"),
+            "time-split": ("time-split", "time split"),
+        }
+        out = {}
+        for panel in views.build(snap, self.hooks)["panels"]:
+            for fig in panel["figures"]:
+                if fig["id"] in titles:
+                    key, title = titles[fig["id"]]
+                    layout = {**fig["layout"], "title": {"text": title}}
+                    layout["margin"] = {**layout.get("margin", {}), "t": 40}
+                    out[key] = {"data": fig["data"], "layout": layout}
+        return out
+
     # ------------------------------------------------------------------ WSGI
     def app(self) -> Callable[..., Any]:
         """The WSGI application (optuna-dashboard plus this project's page)."""
@@ -174,7 +192,7 @@ class Dashboard:
         od = _needs("optuna_dashboard._app")
         from studies.dashboard.optuna_storage import OptunaView
 
-        view = OptunaView(self.snapshot, self.names, self.note)
+        view = OptunaView(self.snapshot, self.names, self.note, self.figures)
         app = od.create_app(view)
         _guard(app, bottle)
         self._routes(app, bottle)

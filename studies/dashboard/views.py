@@ -279,7 +279,7 @@ def _points(
         return float(t.number) if k == "number" else float(t.values[k])  # type: ignore[index]
 
     return {
-        "type": "scattergl" if len(trials) > 1000 else "scatter",
+        "type": "scattergl" if len(trials) > 5000 else "scatter",  # WebGL: slow without a GPU
         "mode": "markers",
         "name": name,
         "x": [coord(t, x) for t in trials],

@@ -25,31 +25,46 @@ def write_trials(
     start: float = 1_700_000_000.0,
 ) -> None:
     """Add ``n`` finished trials (toy configurations and outcomes; ``failed`` numbers FAIL with
-    their error) and ``running`` RUNNING ones to study ``name`` (created if missing), with
-    plausible times: one trial every 2 s, each evaluated in 1.5 s."""
+    their error) and ``running`` RUNNING ones to study ``name`` (created if missing), in one
+    transaction, as one driving process would have: one trial every 2 s, each evaluated in
+    1.5 s (rows inserted as stored, so 2,000 trials take a second)."""
+    from sqlalchemy import func, select
+
+    from studies.schema import dumps, trials
+
     toy_study(name, url)
     rng = random.Random(seed)
-    configs = toy_space().sample(n + running, seed=seed)
-    clock = [start]
-    store = Storage(url, clock=lambda: clock[0])
-    sid = store.get_study(name).id
-    with store.write() as conn:
-        base = store.count_trials(conn, sid)
-        for i, config in enumerate(configs):
-            clock[0] = start + 2.0 * (base + i)
-            store.add_trial(conn, sid, config, worker=f"host:{100 + i % 2}:w")
     failed = failed or {}
-    for i, config in enumerate(configs[:n]):
-        number = base + i
-        clock[0] = start + 2.0 * number + 1.5 + rng.random() * 0.1
-        if number in failed:
-            store.finish_trial(sid, number, state="FAILED", error=failed[number], seconds=1.5)
-            continue
-        out = toy_evaluate(config)
-        values = {k: out[k] for k in OBJECTIVES}
-        store.finish_trial(
-            sid, number, state="COMPLETE", values=values, metrics={"steps": out["steps"]}, seconds=1.5
-        )
+    configs = toy_space().sample(n + running, seed=seed)
+    store = Storage(url)
+    sid = store.get_study(name).id
+    rows = []
+    with store.write() as conn:
+        base = conn.execute(
+            select(func.count()).select_from(trials).where(trials.c.study_id == sid)
+        ).scalar_one()
+        for i, config in enumerate(configs):
+            number = base + i
+            created = start + 2.0 * number
+            row: dict[str, Any] = {
+                "study_id": sid, "number": number, "state": "RUNNING", "config": dumps(config),
+                "values": None, "metrics": dumps({}), "error": None, "created": created,
+                "started": created, "finished": None, "heartbeat": created,
+                "worker": "host:100:driver", "retry_of": None, "seconds": None, "position": number,
+            }  # fmt: skip
+            if i < n:
+                row.update(finished=created + 1.5 + rng.random() * 0.1, seconds=1.5, heartbeat=None)
+                if number in failed:
+                    row.update(state="FAILED", error=failed[number])
+                else:
+                    out = toy_evaluate(config)
+                    row.update(
+                        state="COMPLETE",
+                        values=dumps({k: out[k] for k in OBJECTIVES}),
+                        metrics=dumps({"steps": out["steps"]}),
+                    )
+            rows.append(row)
+        conn.execute(trials.insert(), rows)
 
 
 @pytest.fixture
