@@ -445,40 +445,23 @@ def dashboard_command(hooks: Hooks | None = None) -> Callable[..., None]:
             int, typer.Option("--port", "-p", min=0, max=65535, help="Port (0: any free one).")
         ] = 8080,
         host: Annotated[
-            str,
-            typer.Option(help="Interface to listen on (0.0.0.0: every one, e.g. on a cluster)."),
+            str, typer.Option(help="Interface to listen on (0.0.0.0: every one, e.g. a cluster).")
         ] = "127.0.0.1",
     ) -> None:
         """Watch a study live in the browser (read-only): history and hypervolume, Pareto front,
         parallel coordinates, rule priors, structure and surrogate, running trials, failures,
         time split; optuna-dashboard on the same server. Refreshes while drivers write."""
         from studies.dashboard.server import Dashboard, serve
-        from studies.errors import StorageNotFoundError, StudyError
 
-        url = _storage(storage)
-        dash = _guard(Dashboard, url, name, hooks)
-        try:
-            names = dash.storage.study_names()
-        except StorageNotFoundError as err:  # the driver may not have created it yet
-            console.print(f"waiting: {err}", highlight=False, soft_wrap=True)
-        except StudyError as err:  # a foreign, damaged or newer database: waiting fixes nothing
-            raise _fail(str(err)) from None
-        else:
-            if name is not None and name not in names:
-                console.print(
-                    f"waiting: no study named {name!r} in {_shown(url)} yet (it holds {names}); "
-                    "the page shows it once a driver creates it.",
-                    highlight=False,
-                    soft_wrap=True,
-                )
+        dash = _guard(Dashboard, _storage(storage), name, hooks)
+        waiting = _guard(dash.waiting)  # refuses what waiting cannot fix (a newer database...)
+        if waiting is not None:
+            console.print(f"waiting: {waiting}", highlight=False, soft_wrap=True)
 
         def ready(address: str) -> None:
             what = f"study {name!r}" if name is not None else "every study"
-            out.print(
-                f"serving {what} of {_shown(url)} at {address} (read-only; Ctrl-C stops)",
-                highlight=False,
-                soft_wrap=True,
-            )
+            where = f"{what} of {dash.storage.url} at {address}"
+            out.print(f"serving {where} (read-only; Ctrl-C stops)", highlight=False, soft_wrap=True)
 
         try:
             _guard(serve, dash, host, port, on_ready=ready)
@@ -500,32 +483,19 @@ def report_command(hooks: Hooks | None = None) -> Callable[..., None]:
             typer.Option("--out", "-o", help="HTML file to write (default NAME-report.html)."),
         ] = None,
         structure: Annotated[
-            bool,
-            typer.Option(
-                help="Learn the structure for the report (a minute or two for a few dozen "
-                "trials, as `tuner structure`)."
-            ),
+            bool, typer.Option(help="Learn the structure for it (minutes, as `tuner structure`).")
         ] = True,
     ) -> None:
         """Write one self-contained HTML file with the dashboard's views of a study (it opens
         offline: plotly.js and every trial's view are inside). Read-only."""
-        from studies.dashboard.report import write_report
+        from studies.dashboard.report import describe, write_report
         from studies.plots import file_stem
 
         url = _storage(storage)
         path = out_path if out_path is not None else Path(f"{file_stem(name)}-report.html")
         path, snap = _guard_write(path, write_report, url, name, path, hooks, structure=structure)
-        running = sum(t.state == "RUNNING" for t in snap.trials)
-        if running:
-            console.print(
-                f"note: {running} trials are still RUNNING; the report shows the study as of now.",
-                highlight=False,
-            )
-        size = path.stat().st_size / 1e6
-        out.print(
-            f"wrote {path} ({size:.1f} MB, {len(snap.trials)} trials; opens offline)",
-            highlight=False,
-        )
+        for line in describe(path, snap):
+            out.print(line, highlight=False)
 
     return report
 

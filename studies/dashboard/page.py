@@ -93,7 +93,7 @@ def render_page(
         + script
         + data
         + "</head>"
-        + _BODY
+        + _BODY.replace("{title}", esc(title))
         + "<script>"
         + _JS
         + "</script></body></html>"
@@ -153,7 +153,7 @@ img.dag{max-width:100%;border:1px solid #eee;margin-top:8px}
 
 _BODY = """<body>
 <header>
-<h1>rewrite-tuner <small id="study-name"></small></h1>
+<h1>rewrite-tuner <small id="study-name">{title}</small></h1>
 <div class="meta" id="meta"></div>
 <nav id="tabs"></nav>
 </header>

@@ -23,7 +23,7 @@ from studies.dashboard.readonly import ReadOnlyStorage
 from studies.dashboard.snapshot import Snapshot, Watcher
 from studies.errors import StudyError
 
-__all__ = ["report_html", "write_report"]
+__all__ = ["describe", "report_html", "write_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +85,16 @@ def write_report(
         Path(tmp).unlink(missing_ok=True)
         raise
     return path, snap
+
+
+def describe(path: Path, snap: Snapshot) -> list[str]:
+    """What ``tuner report`` prints about the file it wrote."""
+    size = path.stat().st_size / 1e6
+    lines = [f"wrote {path} ({size:.1f} MB, {len(snap.trials)} trials; opens offline)"]
+    running = sum(t.state == "RUNNING" for t in snap.trials)
+    if running:
+        lines.append(f"note: {running} trials are still RUNNING; it shows the study as of now")
+    return lines
 
 
 def _umask() -> int:

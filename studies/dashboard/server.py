@@ -95,6 +95,24 @@ class Dashboard:
                 watcher = self._watchers[name] = Watcher(self.storage, name)
         return watcher.snapshot()
 
+    def waiting(self) -> str | None:
+        """Why the page will wait (no database or no such study yet), or None when the study
+        (or, without a name, the storage) can be shown now.
+
+        Raises:
+            StudyError: For what waiting cannot fix: a foreign, damaged or newer database.
+        """
+        try:
+            names = self.storage.study_names()
+        except StorageNotFoundError as err:  # the driver may not have created it yet
+            return str(err)
+        if self.name is not None and self.name not in names:
+            return (
+                f"no study named {self.name!r} in {self.storage.url} yet (it holds {names}); "
+                "the page shows it once a driver creates it."
+            )
+        return None
+
     def names(self) -> list[str]:
         """The studies shown (the one named, else every study of the storage)."""
         if self.name is not None:

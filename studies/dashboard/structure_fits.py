@@ -108,7 +108,6 @@ class StructureFits:
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-            preexec_fn=lambda: os.nice(19),  # noqa: PLW1509 - no threads are started in between
         )
         job.update(out=out, started=time.time())
 
@@ -140,6 +139,7 @@ def _main(argv: list[str]) -> int:
     from studies.dashboard.snapshot import Watcher
 
     name, out = argv
+    os.nice(19)  # the study's drivers come first
     try:
         import torch
 

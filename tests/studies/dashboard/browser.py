@@ -50,7 +50,7 @@ def missing() -> str | None:
         import selenium  # noqa: F401
     except ModuleNotFoundError:
         return "selenium is not installed: pip install 'rewrite-tuner[dashboard]'"
-    for path, package in ((CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")):
+    for path in (CHROMIUM, CHROMEDRIVER):
         if not (shutil.which(path) or os.path.exists(path)):
             return (
                 f"{path} not found: the browser tests need Debian's chromium and chromium-driver "
@@ -151,7 +151,6 @@ def _main() -> None:
                 wait(d, "!!document.querySelector('#structure-fit img, #structure-fit pre')", 600)
             print(screenshot(d, args.out / f"{stem}-dashboard-{view}.png"))
         if args.trial is not None:
-            d.execute_script(f"document.querySelector('a.trial[data-trial=\"{args.trial}\"]')")
             d.get(f"{base}/rt/study/{args.name}/#trial-{args.trial}")
             wait(d, "document.getElementById('view-trial')?.classList.contains('on')")
             print(screenshot(d, args.out / f"{stem}-dashboard-trial.png"))
