@@ -13,13 +13,15 @@ with the bare run of the same repetition):
                 every 5 s, and the server refits it in a background process (``nice 19``) as
                 trials complete
 
-Measured per run: the study's wall time, and the dashboard server's CPU seconds (its process and
-its background fits, from ``/proc``). Reported: the paired ratio of each arm's wall time to the
-bare run's of the same repetition (geometric mean over repetitions, with a t-interval on the log
-ratios), target under 1.05 for ``page``.
+Measured per run: the study's wall time and CPU seconds (the driver and its pool workers), and the
+dashboard server's CPU seconds (its process and its background fits, from ``/proc``). Reported:
+the paired ratio of each arm's wall time to the bare run's of the same repetition (geometric mean
+over repetitions, with a t-interval on the log ratios), target under 1.05 for ``page``; and the
+dashboard's CPU as a share of the study's, which a shared machine's load does not blur.
 
 Usage:
     python -m benchmarks.bench_dashboard                 # 3 repetitions of 40 trials
+    python -m benchmarks.bench_dashboard --reps 2        # what is stored (a shared machine)
     python -m benchmarks.bench_dashboard --reps 1 --trials 10 --name bench_dashboard_quick
 """
 
@@ -63,6 +65,17 @@ def _cpu_seconds(pid: int) -> float:
         return float("nan")
     ticks = sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu() -> float:
+    """CPU seconds of this process and of its children that ended (the study's pool workers)."""
+    import resource
+
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 class _Client(threading.Thread):
@@ -142,10 +155,23 @@ def run_once(arm: str, trials: int, seed: int, folder: Path) -> dict[str, Any]:
         client.start()
         time.sleep(3.0)  # the first views are built before the study starts
     cpu0 = _cpu_seconds(server.pid) if server else 0.0
+    own0 = _own_cpu()
     t0 = time.perf_counter()
-    study.optimize(trials, n_workers=2, progress=False)
+    try:
+        study.optimize(trials, n_workers=2, progress=False)
+    except BaseException:
+        if server is not None:
+            server.terminate()  # the server stops its structure fit too
+            server.wait()
+        raise
     wall = time.perf_counter() - t0
-    out: dict[str, Any] = {"arm": arm, "seed": seed, "wall": wall, "load": os.getloadavg()[0]}
+    out: dict[str, Any] = {
+        "arm": arm,
+        "seed": seed,
+        "wall": wall,
+        "study_cpu": _own_cpu() - own0,  # the driver and its (finished) pool workers
+        "load": os.getloadavg()[0],
+    }
     if server is not None and client is not None:
         out["dashboard_cpu"] = _cpu_seconds(server.pid) - cpu0
         client.stop.set()
@@ -182,6 +208,8 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "low": math.exp(mean - half),
             "high": math.exp(mean + half),
             "dashboard_cpu": [r.get("dashboard_cpu") for r in mine],
+            # the dashboard's CPU as a share of the study's own (driver and workers)
+            "cpu_share": [r.get("dashboard_cpu", 0.0) / r["study_cpu"] for r in mine],
             "wall": [r["wall"] for r in mine],
         }
     out["none"] = {"wall": [bare[s] for s in sorted(bare)]}
@@ -214,15 +242,20 @@ def main() -> None:
                 }  # fmt: skip
                 write_results(args.name, round_floats(payload), machine=machine)
     summary = summarize(runs)
-    print(f"\n{'arm':<10} {'wall s (per rep)':<28} {'ratio to none':<26} dashboard CPU s")
-    print(f"{'none':<10} {', '.join(f'{w:.1f}' for w in summary['none']['wall']):<28}")
+    head = (
+        f"{'arm':<10} {'wall s (per rep)':<24} {'wall ratio to none':<24} dashboard CPU s (share)"
+    )
+    print("\n" + head)
+    print(f"{'none':<10} {', '.join(f'{w:.1f}' for w in summary['none']['wall']):<24}")
     for arm in ARMS[1:]:
         if arm in summary:
             s = summary[arm]
             walls = ", ".join(f"{w:.1f}" for w in s["wall"])
             ratio = f"{s['ratio']:.3f} [{s['low']:.3f}, {s['high']:.3f}]"
-            cpu = ", ".join(f"{c:.1f}" for c in s["dashboard_cpu"])
-            print(f"{arm:<10} {walls:<28} {ratio:<26} {cpu}")
+            cpu = ", ".join(
+                f"{c:.1f} ({100 * f:.1f}%)" for c, f in zip(s["dashboard_cpu"], s["cpu_share"])
+            )
+            print(f"{arm:<10} {walls:<24} {ratio:<24} {cpu}")
 
 
 if __name__ == "__main__":

@@ -79,7 +79,7 @@ def update_record(
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1, sort_keys=True, allow_nan=False)
+            json.dump(doc, f, indent=1, allow_nan=False)  # the split keeps its phases' order
             f.flush()
             os.fsync(f.fileno())
         mask = os.umask(0)

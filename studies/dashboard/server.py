@@ -22,6 +22,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import signal
 import socket
 import tempfile
 import threading
@@ -367,6 +368,10 @@ def make(dash: Dashboard, host: str = "127.0.0.1", port: int = 8080) -> WSGIServ
         raise
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def serve(
     dash: Dashboard,
     host: str = "127.0.0.1",
@@ -376,6 +381,8 @@ def serve(
     """Serve ``dash`` until interrupted (Ctrl-C); ``on_ready`` gets the page's URL once the port
     is bound."""
     server = make(dash, host, port)
+    if threading.current_thread() is threading.main_thread():  # SIGTERM stops it as Ctrl-C does
+        signal.signal(signal.SIGTERM, _interrupt)
     shown = "localhost" if host in ("127.0.0.1", "0.0.0.0", "") else host
     url = f"http://{shown}:{server.server_port}/"
     if on_ready is not None:

@@ -140,6 +140,14 @@ def _main(argv: list[str]) -> int:
 
     name, out = argv
     os.nice(19)  # the study's drivers come first
+    parent = os.getppid()
+
+    def orphaned() -> None:  # the dashboard was killed: stop too
+        while os.getppid() == parent:
+            time.sleep(2.0)
+        os._exit(1)
+
+    threading.Thread(target=orphaned, daemon=True).start()
     try:
         import torch
 

@@ -68,7 +68,8 @@ def build(
             panel = make()
         except Exception as err:  # noqa: BLE001 - one broken view must not hide the others
             logger.warning("A dashboard view failed: %s", err, exc_info=True)
-            panel = Panel("error", "Error", h.note(f"This view failed: {err}", "warn"))
+            text = h.note(f"This view failed: {type(err).__name__}: {err}", "warn")
+            panel = Panel(f"error-{len(out)}", "Error", text)
         if panel is not None:
             out.append(panel.to_dict())
     payload = {
@@ -215,8 +216,20 @@ def history_panel(snap: Snapshot) -> Panel:
         }
         figures.append(h.figure(f"hist-{i}", data, layout))
         divs.append(h.div(f"hist-{i}", 330))
+    hv_fig, last = _hypervolume_figure(snap)
+    text = h.note(
+        "Reference point: each objective's worst feasible value minus 10% of its range "
+        "(fixed for the whole curve, as `tuner plot` draws it); it moves when a new trial "
+        "widens the range, so the curve is redrawn whole."
+    )
+    body = h.div("hist-hv", 330) + text + "".join(divs)
+    return Panel("history", "History", body, (hv_fig, *figures), {"hypervolume": last})
+
+
+def _hypervolume_figure(snap: Snapshot) -> tuple[dict[str, Any], float]:
+    """The hypervolume over completed trials, and its last value."""
     numbers, hv = _hypervolume(snap)
-    hv_fig = h.figure(
+    fig = h.figure(
         "hist-hv",
         [
             {
@@ -237,14 +250,7 @@ def history_panel(snap: Snapshot) -> Panel:
             "yaxis": {"title": {"text": "hypervolume"}},
         },
     )
-    text = h.note(
-        "Reference point: each objective's worst feasible value minus 10% of its range "
-        "(fixed for the whole curve, as `tuner plot` draws it); it moves when a new trial "
-        "widens the range, so the curve is redrawn whole."
-    )
-    body = h.div("hist-hv", 330) + text + "".join(divs)
-    last = hv[-1] if hv else 0.0
-    return Panel("history", "History", body, (hv_fig, *figures), {"hypervolume": last})
+    return fig, (hv[-1] if hv else 0.0)
 
 
 def _hypervolume(snap: Snapshot) -> tuple[list[int], list[float]]:

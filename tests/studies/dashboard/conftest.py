@@ -3,7 +3,11 @@ under test, not the proposals), so a study of 2,000 trials takes a second."""
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +16,29 @@ from studies.examples import toy_evaluate, toy_space, toy_study
 from studies.storage import Storage
 
 OBJECTIVES = {"latency": "minimize", "search_seconds": "minimize"}
+ROOT = Path(__file__).resolve().parents[3]
+
+#: Another process driving study ``toy`` as a driver does: two trials claimed in one transaction,
+#: then one COMPLETE and one FAILED.
+DRIVER = """
+import sys
+from studies.storage import Storage
+store = Storage(sys.argv[1])
+sid = store.get_study("toy").id
+priors = {"fuse": 0.4, "merge": 0.3, "shard": 0.2, "reorder": 0.1}
+with store.write() as conn:
+    a = store.add_trial(conn, sid, {"tau": 1.0, "population": 16, "priors": priors}, worker="b:2:x")
+    b = store.add_trial(conn, sid, {"tau": 2.0, "population": 8, "priors": priors}, worker="b:2:x")
+store.finish_trial(sid, a.number, state="COMPLETE", values={"latency": 0.5, "search_seconds": 2.5},
+                   metrics={"steps": 1600.0}, seconds=0.5)
+store.finish_trial(sid, b.number, state="FAILED", error="ValueError: written elsewhere", seconds=0.1)
+"""
+
+
+def drive_elsewhere(url: str) -> None:
+    """Run `DRIVER` on storage ``url`` in another process."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-c", DRIVER, url], check=True, cwd=ROOT, env=env)
 
 
 def write_trials(

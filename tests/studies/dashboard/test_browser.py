@@ -8,8 +8,6 @@ Set ``RT_DASHBOARD_SCREENSHOTS=folder`` to keep a screenshot of each view there.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -23,25 +21,9 @@ from studies.dashboard.report import write_report
 from studies.dashboard.server import Dashboard, make
 
 from . import browser
-from .conftest import write_trials
+from .conftest import drive_elsewhere, write_trials
 
 pytestmark = pytest.mark.skipif(browser.missing() is not None, reason=str(browser.missing()))
-ROOT = Path(__file__).resolve().parents[3]
-#: Another process driving the study as a driver does: two trials claimed in one transaction,
-#: then one COMPLETE and one FAILED.
-DRIVER = """
-import sys
-from studies.storage import Storage
-store = Storage(sys.argv[1])
-sid = store.get_study("toy").id
-priors = {"fuse": 0.4, "merge": 0.3, "shard": 0.2, "reorder": 0.1}
-with store.write() as conn:
-    a = store.add_trial(conn, sid, {"tau": 1.0, "population": 16, "priors": priors}, worker="b:2:x")
-    b = store.add_trial(conn, sid, {"tau": 2.0, "population": 8, "priors": priors}, worker="b:2:x")
-store.finish_trial(sid, a.number, state="COMPLETE", values={"latency": 0.5, "search_seconds": 2.5},
-                   metrics={"steps": 1600.0}, seconds=0.5)
-store.finish_trial(sid, b.number, state="FAILED", error="ValueError: written elsewhere", seconds=0.1)
-"""
 
 
 @pytest.fixture(scope="module")
@@ -160,10 +142,7 @@ def test_trials_written_by_another_process_appear_without_a_reload(
     browser.wait(chrome, "document.body.dataset.state === 'ok'")
     chrome.execute_script("window.RT_MARK = 'same page'")  # a reload would drop it
     version = int(chrome.execute_script("return document.body.dataset.version"))
-    subprocess.run(
-        [sys.executable, "-c", DRIVER, url], check=True, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+    drive_elsewhere(url)
     browser.wait(chrome, "window.RT_STATE.trials === 15", timeout=60)
     assert chrome.execute_script("return window.RT_MARK") == "same page"
     assert int(chrome.execute_script("return document.body.dataset.version")) > version

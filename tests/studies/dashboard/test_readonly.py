@@ -23,7 +23,7 @@ from studies.errors import (
 )
 from studies.storage import Storage
 
-from .conftest import write_trials
+from .conftest import drive_elsewhere, write_trials
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "studies"
 
@@ -107,20 +107,22 @@ def test_a_write_through_the_reader_is_refused(study_url: str) -> None:
     assert len(Watcher(store, "toy").snapshot().trials) == 13
 
 
-def test_the_watcher_sees_new_and_finished_trials(study_url: str) -> None:
-    watcher = Watcher(ReadOnlyStorage(study_url), "toy")
+def test_the_watcher_sees_what_another_process_writes(storage_url: str) -> None:
+    """On SQLite and PostgreSQL: a trial that finishes and two trials another process adds."""
+    write_trials(storage_url, "toy", 3, running=1)
+    watcher = Watcher(ReadOnlyStorage(storage_url), "toy")
     first = watcher.snapshot()
-    running = [t.number for t in first.trials if t.state == "RUNNING"]
-    assert running == [12]
-    store = Storage(study_url)
-    sid = store.get_study("toy").id
-    store.finish_trial(sid, 12, state="FAILED", error="ValueError: late")
-    write_trials(study_url, "toy", 2)
+    assert [str(t.state) for t in first.trials] == ["COMPLETE"] * 3 + ["RUNNING"]
+    store = Storage(storage_url)
+    store.finish_trial(store.get_study("toy").id, 3, state="FAILED", error="ValueError: late")
+    drive_elsewhere(storage_url)
     second = watcher.snapshot()
     assert second.version == first.version + 1
-    assert [t.number for t in second.trials] == list(range(15))
-    assert second.trials[12].state == "FAILED" and second.trials[12].error == "ValueError: late"
-    assert [t.state for t in second.trials[13:]] == ["COMPLETE", "COMPLETE"]
+    assert [t.number for t in second.trials] == list(range(6))
+    assert second.trials[3].error == "ValueError: late"
+    assert [str(t.state) for t in second.trials[4:]] == ["COMPLETE", "FAILED"]
+    assert second.trials[5].error == "ValueError: written elsewhere"
+    assert watcher.snapshot() is second
 
 
 def test_missing_file_and_missing_study_say_what_to_do(tmp_path: Path, study_url: str) -> None:

@@ -96,7 +96,7 @@ def test_hooks_add_panels_priors_and_phases(study_url: str) -> None:
     )
     panels = {p["id"]: p for p in build(snap, hooks)["panels"]}
     assert panels["extra"]["numbers"] == {"x": 1}
-    assert "this hook is broken" in panels["error"]["html"]  # the rest is drawn
+    assert "RuntimeError: this hook is broken" in panels["error-11"]["html"]  # the rest is drawn
     assert panels["priors"]["numbers"] == {"exported": 2, "latest": 11}
     split = panels["time"]["numbers"]["split"]
     assert list(split) == ["calibration", "proposals", "evaluations", "validation"]
