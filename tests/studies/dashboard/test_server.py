@@ -123,15 +123,20 @@ def test_bad_requests_and_storages_get_a_message_not_a_traceback(
     assert gone["state"] == "error" and "Traceback" not in gone["error"]
 
 
-def test_a_port_in_use_is_a_clear_error(study_url: str) -> None:
+def test_a_port_in_use_is_a_clear_error(study_url: str, tmp_path: Path) -> None:
+    later = f"sqlite:///{tmp_path / 'later.db'}"  # a study not started yet: the page waits
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
         with pytest.raises(DashboardError, match=f"Port {port} on 127.0.0.1 is in use.*--port 0"):
             make(Dashboard(study_url), "127.0.0.1", port)
-        result = runner.invoke(app, ["dashboard", "toy", "-s", study_url, "--port", str(port)])
-    assert result.exit_code == 1 and "is in use" in result.output
+        result = runner.invoke(app, ["dashboard", "toy", "-s", later, "--port", str(port)])
+    assert result.exit_code == 1
+    text = " ".join(result.output.split())
+    assert "waiting: The SQLite database" in text and "does not exist" in text
+    assert f"Port {port} on 127.0.0.1 is in use" in text and "Traceback" not in text
+    assert not (tmp_path / "later.db").exists()
 
 
 def test_tuner_dashboard_refuses_what_waiting_cannot_fix(tmp_path: Path) -> None:
