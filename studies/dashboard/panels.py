@@ -194,10 +194,11 @@ def learned_html(fit: dict[str, Any]) -> str:
         if png
         else h.note("No structure was learned (too few trials, or no tracking metric).", "empty")
     )
+    again = "" if fit.get("final") else "; refitted as trials complete"
     when = h.note(
         f"Fitted on the {fit.get('complete')} trials completed at the time, in "
         f"{fit.get('seconds', 0):.0f} s, with the study's own structure settings (as `tuner "
-        "structure` does); refitted as trials complete."
+        f"structure` does){again}."
     )
     return text + img + when
 

@@ -43,7 +43,7 @@ def report_html(snap: Snapshot, hooks: Hooks | None = None, *, structure: bool =
         from studies.dashboard.structure_fits import fit_snapshot
 
         try:
-            fit = fit_snapshot(snap)
+            fit = {**fit_snapshot(snap), "final": True}
         except StudyError as err:
             fit = {"state": "error", "error": str(err)}
     elif not structure:
