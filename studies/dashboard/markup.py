@@ -118,7 +118,10 @@ def figure(fig_id: str, data: list[dict[str, Any]], layout: dict[str, Any]) -> d
         "paper_bgcolor": "white",
         "plot_bgcolor": "#fafafa",
     }
-    return {"id": fig_id, "data": data, "layout": {**base, **layout}}
+    merged = {**base, **layout}
+    for axis in ("xaxis", "yaxis"):  # no heavy line at 0 across scatter plots
+        merged[axis] = {"zeroline": False, **merged.get(axis, {})}
+    return {"id": fig_id, "data": data, "layout": merged}
 
 
 def div(fig_id: str, height: int = 380) -> str:

@@ -137,6 +137,7 @@ th{background:#fafafa;font-weight:600;position:sticky;top:0}
 table.kv td:first-child{color:#607d8b;width:140px}
 td.empty{color:#9e9e9e;font-style:italic}
 .scroll{max-height:640px;overflow:auto}
+.scroll.short{max-height:360px}
 pre{white-space:pre-wrap;word-break:break-word;margin:0;font-size:12px}
 pre.error{color:#b71c1c;background:#fff8f8;padding:4px 6px;border-radius:4px}
 pre.explain{background:#f5f5f5;padding:8px;border-radius:4px}
@@ -239,6 +240,11 @@ async function openTrial(n, quiet){
   if (!quiet) { tab('trial'); history.replaceState(null, '', '#trial-' + n); window.scrollTo(0, 0); }
   tickAges();
 }
+window.addEventListener('hashchange', () => {  // a link or the history: #view or #trial-N
+  const want = location.hash.slice(1);
+  if (want.startsWith('trial-')) { if (parseInt(want.slice(6)) !== shownTrial || current !== 'trial') openTrial(want.slice(6)); }
+  else if (want && want !== current && document.getElementById('view-' + want)) tab(want);
+});
 document.addEventListener('click', ev => { const a = ev.target.closest('a.trial'); if (!a) return; ev.preventDefault(); openTrial(a.dataset.trial); });
 
 async function loadStructure(){

@@ -354,7 +354,13 @@ def time_panel(snap: Snapshot, hooks: Hooks) -> Panel:
         "proposed trial being inserted), and the rest, spent evaluating."
     )
     if phases.measured:
-        split, how = dict(phases.measured), f"Measured by the run itself ({phases.source})."
+        split, how = (
+            dict(phases.measured),
+            (
+                f"Measured by the run itself ({phases.source}). Estimated from the stored times: "
+                f"proposals {est['proposals']:.0f} s, evaluations {est['evaluations']:.0f} s."
+            ),
+        )
     elif phases.source:
         how += f" Phases before and after the trials: {phases.source}."
     total = sum(split.values())
@@ -375,7 +381,8 @@ def time_panel(snap: Snapshot, hooks: Hooks) -> Panel:
         "time-split",
         data,
         {"barmode": "stack", "xaxis": {"title": {"text": "seconds"}},
-         "title": {"text": f"time split: {total:.0f} s"}, "legend": {"orientation": "h"}},
+         "margin": {"l": 80, "r": 20, "t": 30, "b": 45},
+         "legend": {"orientation": "h", "traceorder": "normal", "y": 1.02, "yanchor": "bottom"}},
     )  # fmt: skip
     rows = [
         [h.esc(k), f"{v:.0f}", f"{100 * v / total:.0f}%" if total else "-"]
@@ -419,21 +426,24 @@ def trial_detail(
         rows.append(("re-runs", h.trial_link(t.retry_of)))
     if rerun is not None:
         rows.append(("re-run as", h.trial_link(rerun)))
-    html = f"<h2>Trial {t.number}</h2>" + h.table(["", ""], rows, cls="kv")
+    left = h.table(["", ""], rows, cls="kv")
     if t.error:
-        html += f'<h3>Error</h3><pre class="error">{h.esc(t.error)}</pre>'
-    html += "<h3>Configuration</h3>" + h.table(["parameter", "value"], _config_rows(snap, t))
-    per_run = {k: v for k, v in t.metrics.items() if split_run_metric(k) is not None}
-    metrics = [(h.esc(k), h.fmt(v)) for k, v in sorted(t.metrics.items()) if k not in per_run]
-    html += "<h3>Metrics</h3>" + h.table(["metric", "value"], metrics, empty="none")
-    if per_run:
-        html += h.note(f"{len(per_run)} per-run metrics are stored too (`Study.to_dataframe`).")
-    figures = []
+        left += f'<h3>Error</h3><pre class="error">{h.esc(t.error)}</pre>'
+    left += "<h3>Configuration</h3>" + h.table(["parameter", "value"], _config_rows(snap, t))
+    figures, right = [], ""
     got = _priors(snap, hooks, t) if t.config else None
     if got is not None:
         fig, height = h.bars("trial-priors", got[1])
         figures.append(fig)
-        html += f"<h3>Rule priors ({h.esc(got[0])})</h3>" + h.div("trial-priors", height)
+        title = got[0] if got[0].startswith("rule priors") else f"rule priors ({got[0]})"
+        right = f"<h3>{h.esc(title.capitalize())}</h3>" + h.div("trial-priors", height)
+    per_run = {k: v for k, v in t.metrics.items() if split_run_metric(k) is not None}
+    metrics = [(h.esc(k), h.fmt(v)) for k, v in sorted(t.metrics.items()) if k not in per_run]
+    right += f"<h3>Metrics ({len(metrics)})</h3>" + '<div class="scroll short">'
+    right += h.table(["metric", "value"], metrics, empty="none") + "</div>"
+    if per_run:
+        right += h.note(f"{len(per_run)} per-run metrics are stored too (`Study.to_dataframe`).")
+    html = f'<h2>Trial {t.number}</h2><div class="cols"><div>{left}</div><div>{right}</div></div>'
     return {"number": t.number, "html": html, "figures": figures}
 
 
@@ -444,7 +454,8 @@ def _config_rows(snap: Snapshot, t: TrialRecord) -> list[tuple[str, str]]:
     for name, value in t.config.items():
         p = snap.space.params.get(name)
         if isinstance(p, Fixed):
-            shown = "(fixed: the same in every trial)"
+            scalar = isinstance(value, int | float | str | bool)
+            shown = f"{h.fmt(value)} (fixed)" if scalar else "(fixed: the same in every trial)"
         elif isinstance(p, Simplex) or isinstance(value, dict):
             ranked = sorted(value.items(), key=lambda kv: -kv[1]) if isinstance(value, dict) else []
             shown = " ".join(f"{k}={h.fmt(v)}" for k, v in ranked[:5])

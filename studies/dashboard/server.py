@@ -189,18 +189,18 @@ class Dashboard:
     def figures(self, snap: Snapshot) -> dict[str, dict[str, Any]]:
         """The figures optuna-dashboard draws on the study's page: this view's hypervolume, the
         exported rule priors and the time split, titled."""
-        titles = {
-            "hist-hv": ("hypervolume", "dominated hypervolume over completed trials"),
-            "priors-0": ("rule-priors", "rule priors of the exported trial (or the default pick)"),
-            "time-split": ("time-split", "time split"),
+        titles = {  # short, left: optuna-dashboard's tool bar is on the right
+            "hist-hv": ("hypervolume", "hypervolume over completed trials"),
+            "priors-0": ("rule-priors", "exported rule priors"),
+            "time-split": ("time-split", "time split (s)"),
         }
         out = {}
         for panel in views.build(snap, self.hooks)["panels"]:
             for fig in panel["figures"]:
                 if fig["id"] in titles:
                     key, title = titles[fig["id"]]
-                    layout = {**fig["layout"], "title": {"text": title}}
-                    layout["margin"] = {**layout.get("margin", {}), "t": 40}
+                    layout = {**fig["layout"], "title": {"text": title, "x": 0.01}}
+                    layout["margin"] = {**layout.get("margin", {}), "t": 70}
                     out[key] = {"data": fig["data"], "layout": layout}
         return out
 

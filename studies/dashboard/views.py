@@ -387,15 +387,11 @@ def parallel_panel(snap: Snapshot) -> Panel:
             },
         }
     ]
-    fig = h.figure(
-        "parallel",
-        data,
-        {"title": {"text": f"{len(complete)} completed trials: knobs and objectives"},
-         "margin": {"l": 80, "r": 80, "t": 80, "b": 40}},
-    )  # fmt: skip
+    data[0]["labelangle"] = -20 if len(dims) > 8 else 0  # long names side by side
+    fig = h.figure("parallel", data, {"margin": {"l": 70, "r": 70, "t": 110, "b": 30}})
     text = h.note(
-        f"{knobs} knobs, then the objectives; log-scale knobs on a log axis; drag along an axis "
-        "to filter. Rule priors are in the Priors view."
+        f"{len(complete)} completed trials: {knobs} knobs, then the objectives; log-scale knobs "
+        "on a log axis; drag along an axis to filter. Rule priors are in the Priors view."
     )
     return Panel("parallel", "Parallel coordinates", text + h.div("parallel", 460), (fig,))
 
@@ -406,7 +402,10 @@ def _numeric_dim(name: str, values: list[Any], low: float, high: float, log: boo
     if not log or low <= 0:
         return {"label": name, "values": [float(v) for v in values], "range": [low, high]}
     lo, hi = math.log10(low), math.log10(high)
-    ticks = [10.0**e for e in range(math.ceil(lo), math.floor(hi) + 1)] or [low, high]
+    decades = range(math.floor(lo), math.ceil(hi) + 1)
+    ticks = [m * 10.0**e for e in decades for m in (1, 2, 5) if low <= m * 10.0**e <= high]
+    if len(ticks) > 7:  # several decades: their powers of ten only
+        ticks = [t for t in ticks if f"{t:g}".lstrip("0.").startswith("1")]
     return {
         "label": f"{name} (log)",
         "values": [math.log10(float(v)) for v in values],

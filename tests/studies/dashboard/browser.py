@@ -151,8 +151,9 @@ def _main() -> None:
                 wait(d, "!!document.querySelector('#structure-fit img, #structure-fit pre')", 600)
             print(screenshot(d, args.out / f"{stem}-dashboard-{view}.png"))
         if args.trial is not None:
-            d.get(f"{base}/rt/study/{args.name}/#trial-{args.trial}")
+            d.execute_script(f"location.hash = '#trial-{args.trial}'")
             wait(d, "document.getElementById('view-trial')?.classList.contains('on')")
+            wait(d, "[...document.querySelectorAll('#view-trial .fig')].every(f => f.data)")
             print(screenshot(d, args.out / f"{stem}-dashboard-trial.png"))
         d.get(f"{base}/dashboard/studies/{dash.snapshot(args.name).record.id}")
         wait(d, "document.body.innerText.includes('Pareto Front')")

@@ -7,6 +7,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ def write_trials(
     seed: int = 0,
     failed: dict[int, str] | None = None,
     running: int = 0,
-    start: float = 1_700_000_000.0,
+    start: float | None = None,
 ) -> None:
     """Add ``n`` finished trials (toy configurations and outcomes; ``failed`` numbers FAIL with
     their error) and ``running`` RUNNING ones to study ``name`` (created if missing), in one
@@ -60,6 +61,8 @@ def write_trials(
     from studies.schema import dumps, trials
 
     toy_study(name, url)
+    if start is None:  # the last trial started a minute ago
+        start = time.time() - 2.0 * (n + running) - 60.0
     rng = random.Random(seed)
     failed = failed or {}
     configs = toy_space().sample(n + running, seed=seed)
