@@ -84,6 +84,9 @@ def test_the_views_and_optuna_dashboard_answer(
     failed = next(t for t in detail["trials"] if t["number"] == 4)
     assert failed["state"] == "Fail" and "boom at population 20" in failed["note"]["body"]
     assert _get(base + "/dashboard")[0] == 200
+    status, csv = _get(base + f"/csv/{studies[0]['study_id']}")
+    assert status == 200 and "Param priors.fuse" in csv.splitlines()[0]
+    assert len(csv.strip().splitlines()) == 14  # a header and the 13 trials
     assert hashlib.sha256((tmp_path / "study.db").read_bytes()).hexdigest() == before
 
 
