@@ -1,12 +1,15 @@
 """`optimize(fn, inputs)`: an array program rewritten by the verified search, handed back compiled.
 
-The program is imported (`rewrite.arrays.import_program`), searched on the cost model of
-Inductor's compiled mode on its device (`rewrite.pytorch.default_profile(compiled=True)`: a
-measured profile of this machine when one ships), and the graph with the lowest predicted
-latency becomes a module (`rewrite.to_module`, checked against the program on its inputs) that
-``torch.compile`` compiles. With ``measure`` (the default) the compiled rewritten program is timed
-against the program as written under ``torch.compile``, interleaved on the example inputs, and
-kept only when faster beyond noise (the 95% interval of the paired ratios above 1), as the
+The program is imported (`rewrite.arrays.import_program`) and searched (`ARRAY_SEARCH`) on two
+cost models of its device (`PROFILES`, `rewrite.pytorch.default_profile`): Inductor's compiled
+mode, which prices generated kernels by their arithmetic (a measured profile of this machine
+when one ships), and eager PyTorch, which prices every op as a kernel. The graph each predicts
+fastest becomes a module (`rewrite.to_module`, checked against the program on its inputs) and
+then a plain function of the program's arguments (`as_function`: ``torch.compile`` of a module
+guards on it and flattens its outputs on every call, tens of microseconds on these programs),
+compiled by ``torch.compile``. With ``measure`` (the default) each is timed against the program
+as written under ``torch.compile``, interleaved on the example inputs, and the fastest is kept
+only when faster beyond noise (the 95% interval of its paired ratios above 1), as the
 ``rewrite`` backend does; otherwise, and when the search finds no faster graph, the program as
 written goes back, compiled. Either way the caller gets a `RewrittenProgram`: a callable with the
 program's signature and return value, and the record of what was done.
@@ -22,12 +25,21 @@ from typing import Any
 from rewrite.arrays.program import import_program
 from rewrite.errors import ArrayProgramError
 from rewrite.ir import Graph
+from rewrite.pytorch.module import to_module
 from rewrite.stats import Interval
 
-__all__ = ["RewrittenProgram", "optimize"]
+__all__ = ["ARRAY_SEARCH", "PROFILES", "RewrittenProgram", "optimize"]
 
 #: Seconds of calls in one timed sample when measuring (microsecond programs run many calls).
 SAMPLE_SECONDS = 0.004
+#: The cost-model modes searched (`rewrite.pytorch.default_profile`): Inductor's compiled mode,
+#: which prices generated kernels by their arithmetic, and eager mode, which prices every op as a
+#: kernel (an unrolled loop of 200 rows is 200 copies of its kernels there, as under Inductor,
+#: which does not fuse a stack of more than 8 computed pieces); measurement picks between them.
+PROFILES = ("compiled", "eager")
+#: The search's knobs for array programs (their graphs are small; a loop unrolled over 200 rows
+#: is about 1,400 nodes, where a step costs tenths of a second).
+ARRAY_SEARCH: Mapping[str, Any] = {"max_steps": 300, "time_budget": 60.0}
 
 
 @dataclass
@@ -50,6 +62,8 @@ class RewrittenProgram:
         seconds: Seconds per phase (``import``, ``search``, ``build``, ``compile``,
             ``measure``).
         module: The exported module calling the program (kept alive for checks).
+        candidates: The graph each profile's search predicted fastest: its profile, rules,
+            predicted and (when measured) measured speedup.
     """
 
     name: str
@@ -64,6 +78,7 @@ class RewrittenProgram:
     reason: str
     seconds: dict[str, float] = field(default_factory=dict)
     module: Any = field(default=None, repr=False)
+    candidates: list[dict[str, Any]] = field(default_factory=list)
 
     def __call__(self, *args: Any) -> Any:
         return self.fn(*args)
@@ -79,6 +94,7 @@ class RewrittenProgram:
             "measured_speedup": self.measured_speedup.to_dict() if self.measured_speedup else None,
             "reason": self.reason,
             "nodes": [len(self.input_graph), len(self.graph)],
+            "candidates": list(self.candidates),
             "seconds": dict(self.seconds),
         }
 
@@ -95,6 +111,7 @@ def optimize(
     repeats: int = 15,
     memory_ratio: float = 1.5,
     seed: int = 0,
+    backend: str = "inductor",
 ) -> RewrittenProgram:
     """Rewrite an array program and hand it back compiled (see the module docstring).
 
@@ -104,18 +121,20 @@ def optimize(
         inputs: Example inputs, one tensor per argument; they fix the shapes the handed-back
             callable is compiled for.
         name: The program's name (default: the function's).
-        config: A `rewrite.SearchConfig` or a dict of its knobs (default: the deployment
-            search's, `rewrite.pytorch.optimize.DEPLOY_STEPS` steps, seed 0).
+        config: A `rewrite.SearchConfig` or a dict of its knobs (a dict goes over
+            `ARRAY_SEARCH`; a `SearchConfig` is used as given).
         priors: Rule priors of the search (a `RulePriors`, a dict, a priors file, None).
-        profile: The cost-model profile (default: `rewrite.pytorch.default_profile` of the
-            inputs' device in compiled mode).
-        measure: Time the compiled rewritten program against the program as written and keep
-            the faster beyond noise.
+        profile: One cost-model profile to search on (default: both of `PROFILES`).
+        measure: Time the compiled candidates against the program as written and keep the
+            fastest if faster beyond noise; False: take the first profile's graph unmeasured.
         repeats: Timed samples of each when measuring (each runs many calls:
             `SAMPLE_SECONDS`).
-        memory_ratio: Most predicted peak memory of the chosen graph, as a multiple of the
+        memory_ratio: Most predicted peak memory of a chosen graph, as a multiple of the
             program's.
         seed: Seed of the check inputs and of the intervals.
+        backend: The ``torch.compile`` backend of the handed-back callables (the program as
+            written and the rewritten ones alike): ``"inductor"``, or e.g. ``"eager"`` (Dynamo's
+            capture alone, without code generation: for tests).
 
     Returns:
         The `RewrittenProgram`.
@@ -123,50 +142,96 @@ def optimize(
     Raises:
         ArrayProgramError: If the program cannot be imported (naming the construct), or on bad
             arguments.
-        ModuleMismatchError: If the rewritten program's outputs differ from the program's on the
+        ModuleMismatchError: If a rewritten program's outputs differ from the program's on the
             inputs (a bug: every rule is proven).
     """
     import torch
-
-    from rewrite.pytorch.optimize import default_profile, deploy_search, graph_rules
 
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 3:
         raise ArrayProgramError(f"repeats must be an int >= 3, but got {repeats!r}.")
     seconds: dict[str, float] = {}
     t = time.perf_counter()
     graph, module = import_program(fn, inputs, name)
-    name = graph.name
     seconds["import"] = time.perf_counter() - t
     t = time.perf_counter()
     device = inputs[0].device if inputs else torch.device("cpu")
-    profile = profile or default_profile(device, compiled=True)
-    result, base = deploy_search(graph, config, priors, profile, memory_ratio)
+    cands = _search(graph, _profiles(profile, device), config, priors, memory_ratio)
     seconds["search"] = time.perf_counter() - t
-    original = torch.compile(fn, dynamic=False)
-    pick = _fastest_predicted(result, graph, profile, base, memory_ratio)
-    if pick is None:
+    original = torch.compile(fn, dynamic=False, backend=backend)
+    if not cands:
         return RewrittenProgram(
-            name, original, False, graph, graph, {}, {}, 1.0, None,
+            graph.name, original, False, graph, graph, {}, {}, 1.0, None,
             "kept as written: the search found no graph predicted faster", seconds, module,
         )  # fmt: skip
     t = time.perf_counter()
-    from rewrite.pytorch.module import to_module
-
-    chosen = result.pareto[pick]
-    gm = to_module(chosen.graph, module, origin=graph, inputs=list(inputs), seed=seed)
-    plain = as_function(gm, name)
+    for c in cands:
+        gm = to_module(c.graph, module, origin=graph, inputs=list(inputs), seed=seed)
+        c.fn = torch.compile(as_function(gm, graph.name), dynamic=False, backend=backend)
     seconds["build"] = time.perf_counter() - t
-    rules = graph_rules(result, pick, base)
-    lat = chosen.cost["latency"]
-    predicted = base["cost"]["latency"] / lat if lat > 0 else 1.0  # 0 s: no kernel either way
-    rewritten = torch.compile(plain, dynamic=False)
+    best = cands[0]
+    assert best.fn is not None
     prog = RewrittenProgram(
-        name, rewritten, True, chosen.graph, graph, rules, _proofs(rules), predicted, None,
-        f"rewritten: predicted {predicted:.3g}x (not measured)", seconds, module,
+        graph.name, best.fn, True, best.graph, graph, best.rules, _proofs(best.rules),
+        best.predicted, None, f"rewritten: predicted {best.predicted:.3g}x on {best.profile} "
+        "(not measured)", seconds, module, [c.record() for c in cands],
     )  # fmt: skip
     if measure:
-        _keep_faster(prog, original, inputs, repeats, seed)
+        _keep_fastest(prog, cands, original, inputs, repeats, seed)
     return prog
+
+
+@dataclass
+class _Candidate:
+    """The fastest graph the search predicted on one profile."""
+
+    profile: str
+    graph: Graph
+    rules: dict[str, int]
+    predicted: float
+    fn: Callable[..., Any] | None = None
+    measured: Interval | None = None
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile,
+            "rules": dict(self.rules),
+            "predicted_speedup": self.predicted,
+            "measured_speedup": self.measured.to_dict() if self.measured else None,
+        }
+
+
+def _profiles(profile: Any, device: Any) -> dict[str, Any]:
+    from rewrite.pytorch.optimize import default_profile
+
+    if profile is not None:
+        return {str(getattr(profile, "name", profile)): profile}
+    return {mode: default_profile(device, compiled=mode == "compiled") for mode in PROFILES}
+
+
+def _search(
+    graph: Graph,
+    profiles: Mapping[str, Any],
+    config: Any,
+    priors: Any,
+    memory_ratio: float,
+) -> list[_Candidate]:
+    """The fastest predicted graph of the search on each profile (distinct graphs only)."""
+    from rewrite.optimize import SearchConfig
+    from rewrite.pytorch.optimize import deploy_search, graph_rules
+
+    cfg = config if isinstance(config, SearchConfig) else {**ARRAY_SEARCH, **dict(config or {})}
+    out: list[_Candidate] = []
+    for label, prof in profiles.items():
+        result, base = deploy_search(graph, cfg, priors, prof, memory_ratio)
+        pick = _fastest_predicted(result, graph, prof, base, memory_ratio)
+        if pick is None or any(c.graph.hash == result.pareto[pick].graph.hash for c in out):
+            continue
+        chosen = result.pareto[pick]
+        lat = chosen.cost["latency"]
+        predicted = base["cost"]["latency"] / lat if lat > 0 else 1.0  # 0 s: no kernel at all
+        name = str(getattr(prof, "name", label))
+        out.append(_Candidate(name, chosen.graph, graph_rules(result, pick, base), predicted))
+    return out
 
 
 #: Cost entries ranking the graphs, first to last: a graph of equal predicted latency that does
@@ -227,40 +292,71 @@ def _proofs(rules: Mapping[str, int]) -> dict[str, str]:
     return {r: reports[r].proof.verdict if r in reports else "not in the catalogue" for r in rules}
 
 
-def _keep_faster(
+def _keep_fastest(
     prog: RewrittenProgram,
+    cands: list[_Candidate],
     original: Callable[..., Any],
     inputs: Sequence[Any],
     repeats: int,
     seed: int,
 ) -> None:
-    """Time both compiled programs, interleaved; fall back to the original unless the rewritten
-    one is faster beyond noise."""
+    """Time the compiled candidates and the program as written, interleaved; keep the fastest
+    candidate faster beyond noise, else the program as written."""
     from rewrite.measure.timing import time_callables
     from rewrite.stats import paired_ratio_interval
 
     t = time.perf_counter()
-    rewritten = prog.fn
-    rewritten(*inputs), original(*inputs)  # compile both before timing
+    fns = {"original": original} | {str(i): c.fn for i, c in enumerate(cands)}
+    for f in fns.values():
+        assert f is not None
+        f(*inputs)  # compile before timing
     prog.seconds["compile"] = time.perf_counter() - t
     t = time.perf_counter()
     calls = calls_per_sample(original, inputs)
-    fns = {
-        "original": lambda: [original(*inputs) for _ in range(calls)],
-        "rewritten": lambda: [rewritten(*inputs) for _ in range(calls)],
-    }
-    timed = time_callables(fns, inputs[0].device if inputs else None, repeats=repeats, seed=seed)
-    ratio = paired_ratio_interval(timed["original"].times, timed["rewritten"].times, seed)
-    prog.seconds["measure"] = time.perf_counter() - t
-    prog.measured_speedup = ratio
-    if ratio.low > 1.0:
-        prog.reason = f"rewritten: {ratio}x measured, predicted {prog.predicted_speedup:.3g}x"
-        return
-    prog.fn, prog.rewritten = original, False
-    prog.reason = (
-        f"kept as written: the rewritten program measured {ratio}x, not faster beyond noise "
-        f"(predicted {prog.predicted_speedup:.3g}x)"
+    timed = time_callables(
+        {k: _repeated(f, inputs, calls) for k, f in fns.items() if f is not None},
+        inputs[0].device if inputs else None,
+        repeats=repeats,
+        seed=seed,
     )
+    for i, c in enumerate(cands):
+        c.measured = paired_ratio_interval(timed["original"].times, timed[str(i)].times, seed)
+    prog.seconds["measure"] = time.perf_counter() - t
+    prog.candidates = [c.record() for c in cands]
+    faster = [c for c in cands if c.measured is not None and c.measured.low > 1.0]
+    best = max(faster or cands, key=lambda c: c.measured.value if c.measured else 0.0)
+    assert best.measured is not None and best.fn is not None
+    if faster:
+        prog.fn, prog.graph, prog.rules = best.fn, best.graph, best.rules
+        prog.proofs, prog.predicted_speedup = _proofs(best.rules), best.predicted
+        prog.measured_speedup = best.measured
+        prog.reason = (
+            f"rewritten: {best.measured}x measured, predicted {best.predicted:.3g}x on "
+            f"{best.profile}"
+        )
+        return
+    prog.fn, prog.rewritten, prog.graph, prog.rules, prog.proofs = (
+        original,
+        False,
+        prog.input_graph,
+        {},
+        {},
+    )
+    prog.predicted_speedup, prog.measured_speedup = 1.0, best.measured
+    prog.reason = (
+        f"kept as written: the best rewritten program ({best.profile}) measured "
+        f"{best.measured}x, not faster beyond noise (predicted {best.predicted:.3g}x)"
+    )
+
+
+def _repeated(fn: Callable[..., Any], inputs: Sequence[Any], calls: int) -> Callable[[], None]:
+    """A sample: ``calls`` calls of ``fn`` on ``inputs``."""
+
+    def run() -> None:
+        for _ in range(calls):
+            fn(*inputs)
+
+    return run
 
 
 def calls_per_sample(fn: Callable[..., Any], inputs: Sequence[Any]) -> int:

@@ -7,7 +7,7 @@ import textwrap
 import pytest
 import torch
 
-from rewrite.arrays import SUPPORTED, import_program, jnp, load_program, program_inputs
+from rewrite.arrays import SUPPORTED, import_program, jnp, load_program, optimize, program_inputs
 from rewrite.errors import ArrayProgramError
 
 
@@ -107,3 +107,34 @@ def test_import_names_the_construct_it_cannot_take(tmp_path, body, message):
 def test_import_refuses_non_tensor_inputs():
     with pytest.raises(ArrayProgramError, match=r"inputs \[1\] are not torch.Tensors"):
         import_program(lambda a, b: a * b, [torch.ones(2), 2.0])
+
+
+# ---------------------------------------------------------------- handing back
+def _trace_program(tmp_path, backend: str, measure: bool):  # noqa: ANN202
+    prog = _program(tmp_path, "def kernel(A, B):\n    return jnp.trace(A @ B.T) * 1\n")
+    a, b = program_inputs(prog.arg_ranks, 16, seed=2)
+    out = optimize(
+        prog.fn, [a, b], name=prog.name, config={"max_steps": 40}, measure=measure,
+        backend=backend, repeats=5,
+    )  # fmt: skip
+    return prog, out
+
+
+def test_optimize_hands_back_the_rewritten_program_through_torch_compile(tmp_path):
+    prog, out = _trace_program(tmp_path, "eager", measure=False)
+    assert out.rewritten and out.predicted_speedup > 2
+    assert "matmul" not in {n.op for n in out.graph} and "diagonal" not in {n.op for n in out.graph}
+    assert set(out.proofs.values()) == {"proved"} and out.proofs.keys() == out.rules.keys()
+    c, d = program_inputs(prog.arg_ranks, 16, seed=5)
+    got = out(c, d)
+    assert got.shape == () and torch.allclose(got, prog.fn(c, d), rtol=1e-5)
+    assert out.to_dict()["rewritten"] is True
+
+
+@pytest.mark.slow
+def test_optimize_with_inductor_keeps_only_what_measures_faster(tmp_path):
+    prog, out = _trace_program(tmp_path, "inductor", measure=True)
+    assert out.measured_speedup is not None and out.candidates
+    assert out.rewritten == (out.measured_speedup.low > 1.0)
+    c, d = program_inputs(prog.arg_ranks, 16, seed=7)
+    assert torch.allclose(out(c, d), prog.fn(c, d), rtol=1e-5)

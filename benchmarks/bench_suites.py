@@ -1,0 +1,292 @@
+"""Peers' own suites: STENSO's 33 array programs against Inductor (and, as a second part, the
+search strategies compared on one suite).
+
+Part ``stenso`` (issue 51): for each of STENSO's programs at its published sizes
+(`benchmarks._stenso`: read from a checkout of its artifact, which this project does not ship):
+
+* ``inductor``: the program as written, ``torch.compile`` (Inductor, default options);
+* ``rewrite``: `rewrite.arrays.optimize` of the program: the verified search on the cost models
+  of Inductor's compiled mode and of eager PyTorch, the predicted-fastest graph of each compiled
+  by ``torch.compile``, kept only where it measured faster than the program as written beyond
+  noise on the example inputs (else the program as written goes back).
+
+Both arms are timed in one process on fresh inputs, interleaved (round robin, each sample many
+calls: these are microsecond kernels), on a fixed torch thread count (``--threads``, 1 by
+default: one thread's CPU time is the wall time on an idle core, the clock of
+`rewrite.measure.time_callables`). Reported per program: each arm's median time per call with a
+95% bootstrap interval, the paired speedup (median of the per-round ratios, 95% bootstrap
+interval), the rules applied with their z3 verdicts, a z3 proof of the whole rewritten program
+at shape-reduced sizes (`rewrite.prove.prove_pair`; skipped where no reduction shrinks it), and
+STENSO's own published PyTorch-row speedup on its three CPUs (`benchmarks._stenso.published`;
+their geometric means are reproduced first). The summary gives the geometric mean with a
+bootstrap interval (rounds resampled within each program), programs above 1.1x, programs slower
+beyond noise (interval below 1), and the same figures of STENSO's rows. Results are saved after
+every program (run ``stenso`` of ``benchmarks/results/bench_suites.json``), with the load average
+before and after each.
+
+Part ``strategies``: the stochastic search, its tuned priors, greedy, best-first and equality
+saturation compared on one suite; it lives in ``benchmarks/_suite_strategies.py`` (``add_arguments
+(parser)`` and ``run(args) -> record``), written beside this part, and is run with
+``--part strategies``.
+
+Usage: ``python -m benchmarks.bench_suites --stenso ~/STENSO-Artifact [--programs github_1,...]
+[--samples 30] [--threads 1] [--part stenso|strategies|all]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import math
+import os
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from benchmarks import _stenso
+from benchmarks._common import machine_info, round_floats, write_results
+
+RESULTS = "bench_suites"
+#: Draws of the bootstrap interval of the geometric mean.
+BOOTSTRAP = 2000
+
+
+# ---------------------------------------------------------------- one program
+def time_pair(
+    baseline: Callable[..., Any], ours: Callable[..., Any], inputs: Sequence[Any], samples: int
+) -> dict[str, Any]:
+    """Both callables timed interleaved on ``inputs``: per-call medians with their intervals,
+    the paired speedup and every round's ratio (baseline / ours)."""
+    from rewrite.arrays.optimize import calls_per_sample
+    from rewrite.measure import time_callables
+    from rewrite.stats import paired_ratio_interval
+
+    calls = calls_per_sample(baseline, inputs)
+
+    def repeated(fn: Callable[..., Any]) -> Callable[[], None]:
+        def run() -> None:
+            for _ in range(calls):
+                fn(*inputs)
+
+        return run
+
+    timed = time_callables(
+        {"inductor": repeated(baseline), "rewrite": repeated(ours)}, repeats=samples, warmup=2
+    )
+    base, mine = timed["inductor"], timed["rewrite"]
+    per_call = {
+        k: {
+            "median_us": m.latency / calls * 1e6,
+            "low_us": m.interval[0] / calls * 1e6,
+            "high_us": m.interval[1] / calls * 1e6,
+            "wall_us": m.wall / calls * 1e6,
+        }
+        for k, m in timed.items()
+    }
+    ratio = paired_ratio_interval(base.times, mine.times)
+    rounds = [a / b for a, b in zip(base.times, mine.times)]
+    return {"calls_per_sample": calls, "clock": base.clock, **per_call, "speedup": ratio.to_dict(),
+            "rounds": rounds}  # fmt: skip
+
+
+def run_program(prog: _stenso.StensoProgram, args: argparse.Namespace) -> dict[str, Any]:
+    """Optimize, check, prove and time one program."""
+    import torch
+
+    from rewrite.arrays import optimize
+    from rewrite.prove import prove_pair
+
+    load = os.getloadavg()
+    inputs = prog.inputs(args.seed)
+    t = time.perf_counter()
+    result = optimize(prog.program.fn, inputs, name=prog.name, seed=args.seed)
+    optimize_s = time.perf_counter() - t
+    baseline = torch.compile(prog.program.fn, dynamic=False)
+    fresh = prog.inputs(args.seed + 1)
+    t = time.perf_counter()
+    want, got = baseline(*fresh), result(*fresh)
+    first_call_s = time.perf_counter() - t
+    err = float((got - want).abs().max() / max(float(want.abs().max()), 1e-30))
+    proof = ("input", "not rewritten")
+    if result.rewritten:
+        proof = prove_pair(result.input_graph, result.graph)
+    timing = time_pair(baseline, result, fresh, args.samples)
+    return {
+        "name": prog.name,
+        "size": prog.size,
+        **result.to_dict(),
+        "program_proof": {"verdict": proof[0], "detail": proof[1]},
+        "max_rel_error": err,
+        "optimize_s": optimize_s,
+        "first_calls_s": first_call_s,
+        **timing,
+        "load_average": [list(load), list(os.getloadavg())],
+    }
+
+
+# ---------------------------------------------------------------- the summary
+def geomean_interval(rounds: Sequence[Sequence[float]], seed: int = 0) -> dict[str, float]:
+    """Geometric mean over programs of each program's median ratio, with a 95% bootstrap
+    interval (each program's rounds resampled, the programs kept)."""
+    rng = np.random.default_rng(seed)
+    logs = [np.log(np.asarray(r)) for r in rounds]
+    point = float(np.exp(np.mean([np.median(x) for x in logs])))
+    draws = [
+        np.exp(np.mean([np.median(rng.choice(x, size=x.size)) for x in logs]))
+        for _ in range(BOOTSTRAP)
+    ]
+    lo, hi = np.percentile(draws, [2.5, 97.5])
+    return {"value": point, "low": float(lo), "high": float(hi)}
+
+
+def summarize(rows: list[dict[str, Any]], stenso: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """Our figures (over the programs run) beside STENSO's published ones (same programs)."""
+    names = [r["name"] for r in rows]
+    ours = {r["name"]: r["speedup"]["value"] for r in rows}
+    out: dict[str, Any] = {
+        "ours": {
+            **_stenso.summary(ours),
+            "geomean_interval": geomean_interval([r["rounds"] for r in rows]),
+            "above_1.1_beyond_noise": sum(r["speedup"]["low"] > 1.1 for r in rows),
+            "slower_beyond_noise": [r["name"] for r in rows if r["speedup"]["high"] < 1.0],
+            "rewritten": sum(r["rewritten"] for r in rows),
+            "rules_proved": all(v == "proved" for r in rows for v in r["proofs"].values()),
+            "programs_proved": sum(r["program_proof"]["verdict"] == "proved" for r in rows),
+        },
+    }
+    for cpu, ratios in stenso.items():
+        if all(n in ratios for n in names):
+            out[f"stenso_{cpu}"] = _stenso.summary({n: ratios[n] for n in names})
+    return out
+
+
+def _table(rows: list[dict[str, Any]], stenso: dict[str, dict[str, float]]) -> str:
+    cpus = list(stenso)
+    head = (
+        f"{'program':10s} {'inductor':>9s} {'rewrite':>9s} {'speedup [95% CI]':>20s} "
+        + " ".join(f"{'STENSO ' + c:>11s}" for c in cpus)
+    )
+    lines = [head + "  rules"]
+    for r in rows:
+        s = r["speedup"]
+        pub = " ".join(f"{stenso[c].get(r['name'], math.nan):10.2f}x" for c in cpus)
+        rules = ", ".join(f"{k}" + (f" x{v}" if v > 1 else "") for k, v in r["rules"].items())
+        lines.append(
+            f"{r['name']:10s} {r['inductor']['median_us']:7.1f}us {r['rewrite']['median_us']:7.1f}us "
+            f"{s['value']:6.2f}x [{s['low']:.2f}, {s['high']:.2f}] {pub}  {rules or '-'}"
+        )
+    return "\n".join(lines)
+
+
+def part_stenso(args: argparse.Namespace) -> dict[str, Any]:
+    """The STENSO part (see the module docstring); saves as it goes and returns the record."""
+    import torch
+
+    root = _stenso.artifact_path(args.stenso)
+    names = args.programs.split(",") if args.programs else _stenso.PROGRAMS
+    suite = _stenso.load_suite(root, names)
+    stenso = _stenso.published(root)
+    torch.set_num_threads(args.threads)
+    machine = machine_info()
+    record: dict[str, Any] = {
+        "settings": {
+            "samples": args.samples,
+            "threads": args.threads,
+            "seed": args.seed,
+            "programs": list(names),
+        },  # fmt: skip
+        "published": {c: _stenso.summary(v) for c, v in stenso.items()},
+        "programs": [],
+    }
+    for cpu, fig in record["published"].items():
+        print(f"STENSO's published PyTorch rows, {cpu}: geomean {fig['geomean']:.3f}x over "
+              f"{fig['programs']}, {fig['above_1.1']} above 1.1x, {fig['below_0.95']} below "
+              f"0.95x, max {fig['max']:.2f}x ({fig['max_program']})")  # fmt: skip
+    for prog in suite:
+        row = run_program(prog, args)
+        record["programs"].append(row)
+        record["summary"] = summarize(record["programs"], stenso)
+        write_results(RESULTS, round_floats(record), machine=machine, run="stenso")
+        s = row["speedup"]
+        print(f"{prog.name}: {s['value']:.2f}x [{s['low']:.2f}, {s['high']:.2f}] "
+              f"{row['reason']}", flush=True)  # fmt: skip
+    print(_table(record["programs"], stenso))
+    print(_summary_text(record["summary"]))
+    return record
+
+
+def _summary_text(s: dict[str, Any]) -> str:
+    o, gi = s["ours"], s["ours"]["geomean_interval"]
+    lines = [
+        f"rewrite vs Inductor: geomean {o['geomean']:.3f}x [{gi['low']:.3f}, {gi['high']:.3f}] "
+        f"over {o['programs']}, {o['above_1.1']} above 1.1x ({o['above_1.1_beyond_noise']} beyond "
+        f"noise), slower beyond noise: {o['slower_beyond_noise'] or 'none'}, max {o['max']:.2f}x "
+        f"({o['max_program']}); {o['rewritten']} rewritten, every rule proved: "
+        f"{o['rules_proved']}, {o['programs_proved']} programs proved whole at reduced sizes"
+    ]
+    for k, v in s.items():
+        if k.startswith("stenso_"):
+            lines.append(
+                f"STENSO {k[7:]}: geomean {v['geomean']:.3f}x, {v['above_1.1']} above 1.1x, "
+                f"{v['below_0.95']} below 0.95x, max {v['max']:.2f}x ({v['max_program']})"
+            )
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- parts
+def _strategies() -> Any:
+    """The strategies part's module (``benchmarks._suite_strategies``), or None if absent."""
+    try:
+        return importlib.import_module("benchmarks._suite_strategies")
+    except ModuleNotFoundError as e:
+        if e.name != "benchmarks._suite_strategies":
+            raise
+        return None
+
+
+def _part_strategies(args: argparse.Namespace) -> dict[str, Any]:
+    mod = _strategies()
+    if mod is None:
+        raise SystemExit(
+            "part 'strategies' is not in this checkout (benchmarks/_suite_strategies.py, issue "
+            "51's strategies comparison); run --part stenso."
+        )
+    record: dict[str, Any] = mod.run(args)
+    return record
+
+
+PARTS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
+    "stenso": part_stenso,
+    "strategies": _part_strategies,
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--part", default="stenso", choices=[*PARTS, "all"])
+    p.add_argument("--stenso", default=None, help="checkout of STENSO-Artifact ($STENSO_ARTIFACT)")
+    p.add_argument("--programs", default="", help="comma-separated names (default: all 33)")
+    p.add_argument("--samples", type=int, default=30, help="timed rounds per program")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (fixed)")
+    p.add_argument("--seed", type=int, default=0)
+    mod = _strategies()
+    if mod is not None and hasattr(mod, "add_arguments"):
+        mod.add_arguments(p)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning, message=".*numpy_T.*|.*\\.T.*")
+    for name in PARTS if args.part == "all" else [args.part]:
+        PARTS[name](args)
+
+
+if __name__ == "__main__":
+    main()
