@@ -339,8 +339,17 @@ _SPECIAL = {
     **{
         op: _derived
         for op in (
-            "div", "reciprocal", "rsqrt", "silu", "gelu", "cast", "pow", "amax", "amin",
-            "maximum", "minimum",
+            "div",
+            "reciprocal",
+            "rsqrt",
+            "silu",
+            "gelu",
+            "cast",
+            "pow",
+            "amax",
+            "amin",
+            "maximum",
+            "minimum",
         )
     },
     "softmax": _softmax,
