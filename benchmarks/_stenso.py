@@ -9,7 +9,12 @@ with `rewrite.arrays.load_program`, as written.
 
 Sizes and inputs follow its ``stenso/eval/run_performance.py``: every dim of every array is 1000
 when all arguments have rank below 2, else 200; values uniform in ``[0, 1)``, float32. A rank-0
-argument is a 0-d tensor here (the artifact's PyTorch run passes a Python float).
+argument is a 0-d tensor here (the artifact's PyTorch run passes a Python float). STENSO's
+rewrites of six programs (``exp(log(A + B)) -> A + B``, ``x / sqrt(x) -> sqrt(x)``, ...) hold for
+positive inputs only, which its inputs are (it checks them with ``allclose`` on such inputs);
+here the programs are imported with that promise stated (`DOMAIN`, read by the rules of
+`rewrite.rules.domain`), and the inputs keep it: an element drawn as exactly 0 (probability
+``2**-24``) is raised to ``2**-24``.
 
 Its published times, ``stenso/eval/performance_results/<cpu>.csv`` (``Benchmark, Compiler,
 OriginalTime, OptimizedTime``), give per program and compiler the original's and the rewritten
@@ -32,6 +37,7 @@ from rewrite.arrays import ArrayProgram, load_program, program_inputs
 
 __all__ = [
     "CPUS",
+    "DOMAIN",
     "PROGRAMS",
     "StensoProgram",
     "artifact_path",
@@ -50,6 +56,8 @@ CPUS: dict[str, str] = {
     "Intel_Core_i7-8700K": "i7",
     "UnknownVendor_Apple_M3_Pro": "m3",
 }
+#: The promise about every program's inputs (`rewrite.arrays.import_program`'s ``domains``).
+DOMAIN = "positive"
 _HINT = (
     "rewrite-tuner does not ship STENSO's programs (its artifact has no license). Fix: clone "
     "https://github.com/danielbonkowsky/STENSO-Artifact and pass --stenso <checkout> (or set "
@@ -74,9 +82,9 @@ class StensoProgram:
         return self.program.name
 
     def inputs(self, seed: int = 0) -> list[Any]:
-        """The benchmark inputs (seeded; uniform in ``[0, 1)``, float32)."""
+        """The benchmark inputs (seeded; uniform in ``[2**-24, 1)``, float32: `DOMAIN`)."""
         ranks = self.program.arg_ranks or ()
-        return program_inputs(ranks, self.size, seed)
+        return [x.clamp_min(2.0**-24) for x in program_inputs(ranks, self.size, seed)]
 
 
 def artifact_path(path: str | os.PathLike[str] | None) -> Path:

@@ -9,6 +9,10 @@ symbolically on numpy object arrays of z3 terms:
 * element-wise non-linear ops (`OpDef.random_map`) are uninterpreted functions ``Real -> Real``
   (one per op and attrs), with the identities rules may rely on built in:
   ``rsqrt(x) = recip(sqrt(x))``, ``silu(x) = x * sigmoid(x)``, ``a / b = a * recip(b)``;
+* an ``assume`` node is an uninterpreted function whose values lie in its domain (a fact per
+  element); a proof of graphs holding one also has `domain_axioms` (``exp(log(x)) = x`` for
+  ``x > 0``, ``sqrt(x)**2 = x`` for ``x >= 0``, ...), so rules relying on a domain are proven for
+  every value in it;
 * softmax is ``exp(x) * recip(sum(exp(x)))``; layer/RMS/batch norm and attention are spelled out
   from the same functions; ``maximum``/``minimum`` and ``amax``/``amin`` are the real ones
   (``If`` terms); float constants are exact
@@ -96,6 +100,7 @@ class Z3Ops:
     def __init__(self) -> None:
         self._funcs: dict[str, z3.FuncDeclRef] = {}
         self.seed = _PROOF_SEED
+        self.facts: list[Any] = []  # what `assume` nodes promise about their values
 
     def fn(self, name: str, arity: int = 1) -> z3.FuncDeclRef:
         """The uninterpreted function ``name`` (Real^arity -> Real)."""
@@ -334,6 +339,37 @@ def _fused(z: Z3Ops, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
     return run_body(z, node.attrs["body"], a)
 
 
+def _assume(z: Z3Ops, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
+    """A value promised to lie in a domain: an uninterpreted function of the input, with the
+    promise as a fact about each element (so a proof holds for every value in the domain)."""
+    domain = node.attrs["domain"]
+    out = z.apply(f"assume_{domain}", a[0])
+    z.facts.extend((t > 0) if domain == "positive" else (t >= 0) for t in out.ravel())
+    return (out,)
+
+
+def domain_axioms(z: Z3Ops) -> list[Any]:
+    """Facts of real analysis the domain rules rely on, over the prover's functions: ``exp`` is
+    positive and turns sums into products, ``exp(log(x)) = x`` for ``x > 0``, ``sqrt(x)`` is the
+    non-negative root of ``x >= 0``, ``x * recip(x) = 1`` for ``x != 0``. Quantified with
+    patterns, so z3 instantiates them on the terms of the obligation; added only to proofs of
+    graphs holding an ``assume`` node."""
+    exp, log, sqrt, recip = z.fn("exp[]"), z.fn("log[]"), z.fn("sqrt[]"), z.fn("recip")
+    x, y = z3.Reals("ax ay")
+    return [
+        z3.ForAll([x], z3.Implies(x > 0, exp(log(x)) == x), patterns=[log(x)]),
+        z3.ForAll([x], exp(x) > 0, patterns=[exp(x)]),
+        z3.ForAll([x, y], exp(x + y) == exp(x) * exp(y), patterns=[exp(x + y)]),
+        z3.ForAll([x], exp(-x) * exp(x) == 1, patterns=[exp(-x)]),
+        z3.ForAll([x], z3.Implies(x != 0, x * recip(x) == 1), patterns=[recip(x)]),
+        z3.ForAll(
+            [x],
+            z3.Implies(x >= 0, z3.And(sqrt(x) >= 0, sqrt(x) * sqrt(x) == x)),
+            patterns=[sqrt(x)],
+        ),
+    ]
+
+
 _SPECIAL = {
     "const": _const,
     **{
@@ -359,6 +395,7 @@ _SPECIAL = {
     "batch_norm": _batch_norm,
     "sdpa": _sdpa,
     "fused": _fused,
+    "assume": _assume,
 }
 
 
@@ -451,6 +488,8 @@ def prove_graphs(before: Graph, after: Graph, timeout_ms: int = 2000) -> tuple[s
         return "proved", "every output element normalizes to the same polynomial"
     s = z3.Solver()
     s.set("timeout", timeout_ms)
+    if z.facts:  # a domain promise: prove under it, with the facts about exp, log and sqrt
+        s.add(*z.facts, *domain_axioms(z))
     s.add(z3.Or([a != b for _, _, a, b in diffs]))
     res = s.check()
     if res == z3.unsat:

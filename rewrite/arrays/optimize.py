@@ -64,6 +64,7 @@ class RewrittenProgram:
         module: The exported module calling the program (kept alive for checks).
         candidates: The graph each profile's search predicted fastest: its profile, rules,
             predicted and (when measured) measured speedup.
+        domains: The promise about the inputs the rewrites may rely on (None: none).
     """
 
     name: str
@@ -79,6 +80,7 @@ class RewrittenProgram:
     seconds: dict[str, float] = field(default_factory=dict)
     module: Any = field(default=None, repr=False)
     candidates: list[dict[str, Any]] = field(default_factory=list)
+    domains: Any = None
 
     def __call__(self, *args: Any) -> Any:
         return self.fn(*args)
@@ -95,6 +97,7 @@ class RewrittenProgram:
             "reason": self.reason,
             "nodes": [len(self.input_graph), len(self.graph)],
             "candidates": list(self.candidates),
+            "domains": self.domains,
             "seconds": dict(self.seconds),
         }
 
@@ -112,6 +115,7 @@ def optimize(
     memory_ratio: float = 1.5,
     seed: int = 0,
     backend: str = "inductor",
+    domains: str | Sequence[str | None] | None = None,
 ) -> RewrittenProgram:
     """Rewrite an array program and hand it back compiled (see the module docstring).
 
@@ -135,6 +139,9 @@ def optimize(
         backend: The ``torch.compile`` backend of the handed-back callables (the program as
             written and the rewritten ones alike): ``"inductor"``, or e.g. ``"eager"`` (Dynamo's
             capture alone, without code generation: for tests).
+        domains: A promise about the inputs' values the rules may rely on (``"positive"``,
+            ``"nonnegative"``, or one or None per input; `rewrite.arrays.import_program`): the
+            handed-back program is then exact only on inputs that keep it.
 
     Returns:
         The `RewrittenProgram`.
@@ -151,7 +158,7 @@ def optimize(
         raise ArrayProgramError(f"repeats must be an int >= 3, but got {repeats!r}.")
     seconds: dict[str, float] = {}
     t = time.perf_counter()
-    graph, module = import_program(fn, inputs, name)
+    graph, module = import_program(fn, inputs, name, domains)
     seconds["import"] = time.perf_counter() - t
     t = time.perf_counter()
     device = inputs[0].device if inputs else torch.device("cpu")
@@ -162,6 +169,7 @@ def optimize(
         return RewrittenProgram(
             graph.name, original, False, graph, graph, {}, {}, 1.0, None,
             "kept as written: the search found no graph predicted faster", seconds, module,
+            domains=domains,
         )  # fmt: skip
     t = time.perf_counter()
     for c in cands:
@@ -175,6 +183,7 @@ def optimize(
         best.predicted, None, f"rewritten: predicted {best.predicted:.3g}x on {best.profile} "
         "(not measured)", seconds, module, [c.record() for c in cands],
     )  # fmt: skip
+    prog.domains = domains
     if measure:
         _keep_fastest(prog, cands, original, inputs, repeats, seed)
     return prog

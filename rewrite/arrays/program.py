@@ -198,7 +198,10 @@ def _run_once(fn: Callable[..., Any], inputs: Sequence[Any], name: str) -> None:
 
 
 def import_program(
-    fn: Callable[..., Any], inputs: Sequence[Any], name: str | None = None
+    fn: Callable[..., Any],
+    inputs: Sequence[Any],
+    name: str | None = None,
+    domains: str | Sequence[str | None] | None = None,
 ) -> tuple[Graph, Any]:
     """Import an array program into the IR (see the module docstring).
 
@@ -206,6 +209,10 @@ def import_program(
         fn: The program, a function of arrays (e.g. `ArrayProgram.fn`).
         inputs: Example ``torch.Tensor`` inputs, one per argument; they fix the shapes.
         name: The graph's name (default: the function's name).
+        domains: A promise about the inputs' values, which rules may rely on: one of
+            `rewrite.ops.special.DOMAINS` (``"positive"``, ``"nonnegative"``) for every input,
+            or one (or None) per input. Each promised input is read through an ``assume``
+            node; the rewritten program is then exact only on inputs that keep the promise.
 
     Returns:
         ``(graph, module)``: the imported `Graph` and the ``torch.nn.Module`` calling ``fn`` that
@@ -237,7 +244,38 @@ def import_program(
             raise ArrayProgramError(f"array program {name!r} cannot be imported: {e}") from e
     if any(issubclass(w.category, OpaqueOpWarning) for w in caught):
         raise ArrayProgramError(f"array program {name!r} cannot be imported: {_opaque(graph)}")
+    if domains is not None:
+        graph = _assumed(graph, module, inputs, _domains(domains, len(inputs), name))
     return graph, module
+
+
+def _domains(domains: Any, n: int, name: str) -> list[str | None]:
+    from rewrite.ops.special import DOMAINS
+
+    per = [domains] * n if isinstance(domains, str) else list(domains)
+    bad = [d for d in per if d is not None and d not in DOMAINS]
+    if len(per) != n or bad:
+        raise ArrayProgramError(
+            f"array program {name!r}: domains must be one of {DOMAINS} or one (or None) per "
+            f"input ({n}), but got {domains!r}."
+        )
+    return per
+
+
+def _assumed(graph: Graph, module: Any, inputs: Sequence[Any], domains: list[str | None]) -> Graph:
+    """``graph`` with every promised input read through an ``assume`` node."""
+    from rewrite.builder import GraphEditor
+    from rewrite.pytorch.source import record_source, source_of
+
+    ed = GraphEditor(graph)
+    for nid, d in zip(graph.inputs, domains):
+        if d is not None:
+            v = graph.node(nid).out(0)
+            ed.replace(v, ed.add_node("assume", [v], {"domain": d}).out(0))
+    out = ed.finish()
+    src = source_of(graph)
+    record_source(out.uid, module, tuple(inputs), {}, src.out_spec if src else None)
+    return out
 
 
 def _opaque(graph: Graph) -> str:

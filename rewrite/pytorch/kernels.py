@@ -97,6 +97,11 @@ def chunk_or_repeat(x: Any, n: int, dim: int) -> tuple[Any, ...]:
     return tuple(x.chunk(n, dim=dim)) if x.shape[dim] else (x,) * n
 
 
+def assume(x: Any, domain: str) -> Any:
+    """An ``assume`` node: its input (the promise is the caller's)."""
+    return x
+
+
 def sum_of(*xs: Any) -> Any:
     """The element-wise sum of equally shaped tensors (an all-reduce run on one device)."""
     import torch
@@ -306,6 +311,7 @@ def _build_table() -> dict[str, Spec]:
         "split": lambda a, at, s: TorchCall(
             torch.split, (a[0], list(at["sizes"])), {"dim": at["dim"]}
         ),
+        "assume": lambda a, at, s: TorchCall(assume, (a[0], at["domain"])),
         "diagonal": lambda a, at, s: TorchCall(
             torch.diagonal, (a[0], at["offset"], at["dim1"], at["dim2"])
         ),

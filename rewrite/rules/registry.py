@@ -25,6 +25,7 @@ from rewrite.rules.algebra import algebra_rules
 from rewrite.rules.arith import arith_rules
 from rewrite.rules.base import FAMILIES, Rule, Site
 from rewrite.rules.contraction import contraction_rules
+from rewrite.rules.domain import domain_rules
 from rewrite.rules.folding import folding_rules
 from rewrite.rules.fusion import MAX_FUSE, fusion_rules
 from rewrite.rules.fusion_ops import fusion_op_rules
@@ -49,6 +50,7 @@ def catalogue(n_shards: int = 2, max_fuse: int = MAX_FUSE) -> list[Rule]:
         *algebra_rules(),
         *contraction_rules(),
         *arith_rules(),
+        *domain_rules(),
         *vectorize_rules(),
         *merging_rules(),
         *fusion_rules(max_fuse),

@@ -42,7 +42,7 @@ __all__ = ["Relation", "SizeRelations", "size_relations", "solve_sizes"]
 #: Op families whose shapes relate only by equality and broadcasting.
 _PLAIN_FAMILIES = frozenset({"elementwise", "matmul", "reduction", "norm", "source"})
 _PLAIN_OPS = frozenset(
-    {"permute", "transpose", "index_select", "embedding", "expand", "all_reduce"}
+    {"permute", "transpose", "index_select", "embedding", "expand", "all_reduce", "assume"}
 )
 #: Search effort (candidate factors tried) before the product classes are pinned.
 _BUDGET = 20_000

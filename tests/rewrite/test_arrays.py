@@ -104,6 +104,16 @@ def test_import_names_the_construct_it_cannot_take(tmp_path, body, message):
         import_program(prog.fn, program_inputs(prog.arg_ranks, 3), prog.name)
 
 
+def test_import_reads_promised_inputs_through_assume_nodes(tmp_path):
+    prog = _program(tmp_path, "def kernel(A, B):\n    return jnp.exp(jnp.log(A + B))\n")
+    xs = program_inputs(prog.arg_ranks, 3)
+    graph, _ = import_program(prog.fn, xs, prog.name, domains=["positive", None])
+    assumed = [n for n in graph if n.op == "assume"]
+    assert [n.attrs["domain"] for n in assumed] == ["positive"]
+    with pytest.raises(ArrayProgramError, match="domains must be one of"):
+        import_program(prog.fn, xs, prog.name, domains="real")
+
+
 def test_import_refuses_non_tensor_inputs():
     with pytest.raises(ArrayProgramError, match=r"inputs \[1\] are not torch.Tensors"):
         import_program(lambda a, b: a * b, [torch.ones(2), 2.0])
@@ -129,6 +139,16 @@ def test_optimize_hands_back_the_rewritten_program_through_torch_compile(tmp_pat
     got = out(c, d)
     assert got.shape == () and torch.allclose(got, prog.fn(c, d), rtol=1e-5)
     assert out.to_dict()["rewritten"] is True
+
+
+def test_optimize_relies_on_a_promised_domain_only_when_given(tmp_path):
+    prog = _program(tmp_path, "def kernel(A, B):\n    return jnp.exp(jnp.log(A) - jnp.log(B))\n")
+    xs = program_inputs(prog.arg_ranks, 8, seed=1)
+    kw = {"config": {"max_steps": 20}, "measure": False, "backend": "eager"}
+    assert not optimize(prog.fn, xs, **kw).rewritten  # exp(log a) = a needs a > 0
+    out = optimize(prog.fn, xs, domains="positive", **kw)
+    assert out.rules == {"exp_of_log_ratio": 1} and out.domains == "positive"
+    assert torch.allclose(out(*xs), xs[0] / xs[1], rtol=1e-5)
 
 
 @pytest.mark.slow

@@ -195,6 +195,8 @@ CASES: list[Case] = [
     ("permute", "permute", [n(3, 4, 5)], {"dims": (2, 0, 1)}, lambda x: x.permute(2, 0, 1)),
     ("transpose", "transpose", [n(3, 4, 5)], {"dim0": -1, "dim1": 0}, lambda x: x.transpose(-1, 0)),
     ("diagonal", "diagonal", [n(4, 4)], {}, torch.diagonal),
+    ("assume", "assume", [p(3, 4)], {"domain": "positive"}, lambda x: x),
+    ("assume_nonneg", "assume", [p(3, 4)], {"domain": "nonnegative"}, lambda x: x),
     (
         "diagonal_offset",
         "diagonal",

@@ -227,3 +227,44 @@ def test_max_rules_are_proven_and_a_wrong_one_is_refuted_by_both_verifiers():
     assert prove_rule(wrong).verdict == "refuted"
     g = wrong.sample_graph(0, lo=3, hi=5)
     assert not Verifier(mode="field").check_rule(wrong, [g]).ok
+
+
+# ---------------------------------------------------------------- rules on a promised domain
+def _explog(domain: str | None):  # noqa: ANN202
+    b = GraphBuilder("explog")
+    x = b.input("x", (3,))
+    if domain is not None:
+        x = op(b, "assume", x, domain=domain)
+    return b.build([op(b, "exp", op(b, "log", x))])
+
+
+def test_domain_rules_fire_only_under_the_promise_they_need():
+    rule = _rule("exp_of_log")
+    assert not rule.exact and rule.matches(_explog("positive"))
+    assert not rule.matches(_explog("nonnegative")) and not rule.matches(_explog(None))
+
+
+def test_the_prover_needs_the_promise():
+    g, h = _explog("positive"), _explog("positive")
+    proved = prove_graphs(g, _apply_all("exp_of_log", h))[0]
+    assert proved == "proved"
+    for domain in (None, "nonnegative"):  # exp(log(0)) is not 0: no proof without x > 0
+        g = _explog(domain)
+        b = GraphBuilder("x")
+        x = b.input("x", (3,))
+        bare = b.build([op(b, "assume", x, domain=domain) if domain else op(b, "mul", x, 1.0)])
+        assert prove_graphs(g, bare, timeout_ms=2000)[0] != "proved"
+
+
+def test_sign_follows_sums_products_and_roots():
+    from rewrite.rules.domain import sign
+
+    b = GraphBuilder("s")
+    p = op(b, "assume", b.input("p", (3,)), domain="positive")
+    q = op(b, "assume", b.input("q", (3,)), domain="nonnegative")
+    r = b.input("r", (3,))
+    vals = [op(b, "add", p, q), op(b, "mul", p, q), op(b, "sqrt", q), op(b, "exp", r),
+            op(b, "div", q, p), op(b, "sub", p, p), op(b, "mul", p, r)]  # fmt: skip
+    g = b.build(vals)
+    got = [sign(g, v) for v in g.outputs]
+    assert got == ["positive", "nonnegative", "nonnegative", "positive", "nonnegative", None, None]
