@@ -49,11 +49,11 @@ from typing import Any
 import numpy as np
 
 from benchmarks import _stenso
-from benchmarks._common import machine_info, round_floats, write_results
+from benchmarks._common import compact_json, machine_info, round_floats, write_results
 
 RESULTS = "bench_suites"
 #: Samples here run this many times `rewrite.arrays.optimize.SAMPLE_SECONDS` of calls.
-SAMPLE_FACTOR = 3
+SAMPLE_FACTOR = 2
 #: Draws of the bootstrap interval of the geometric mean.
 BOOTSTRAP = 2000
 
@@ -169,6 +169,28 @@ def summarize(rows: list[dict[str, Any]], stenso: dict[str, dict[str, float]]) -
     return out
 
 
+def _slim(row: dict[str, Any], stenso: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """What the results file keeps of a program's row (the rounds and full candidates stay in
+    the run: the file must stay small)."""
+    keep = ("name", "size", "rewritten", "rules", "predicted_speedup", "reason", "nodes",
+            "max_rel_error", "calls_per_sample", "clock", "inductor", "rewrite", "speedup")  # fmt: skip
+    out = {k: row[k] for k in keep}
+    out["rules_proved"] = all(v == "proved" for v in row["proofs"].values())
+    out["program_proof"] = row["program_proof"]["verdict"]
+    out["candidates"] = [
+        {
+            "profile": c["profile"],
+            "predicted": c["predicted_speedup"],
+            "measured": c["measured_speedup"],
+        }
+        for c in row["candidates"]
+    ]
+    out["seconds"] = {"optimize": row["optimize_s"], "first_calls": row["first_calls_s"]}
+    out["load"] = [row["load_average"][0][0], row["load_average"][1][0]]
+    out["stenso"] = {cpu: r.get(row["name"]) for cpu, r in stenso.items()}
+    return out
+
+
 def _table(rows: list[dict[str, Any]], stenso: dict[str, dict[str, float]]) -> str:
     cpus = list(stenso)
     head = (
@@ -215,7 +237,10 @@ def part_stenso(args: argparse.Namespace) -> dict[str, Any]:
         row = run_program(prog, args)
         record["programs"].append(row)
         record["summary"] = summarize(record["programs"], stenso)
-        write_results(RESULTS, round_floats(record), machine=machine, run="stenso")
+        slim = {**record, "programs": [_slim(r, stenso) for r in record["programs"]]}
+        write_results(
+            RESULTS, round_floats(slim, 4), machine=machine, run="stenso", dumps=compact_json
+        )
         s = row["speedup"]
         print(f"{prog.name}: {s['value']:.2f}x [{s['low']:.2f}, {s['high']:.2f}] "
               f"{row['reason']}", flush=True)  # fmt: skip

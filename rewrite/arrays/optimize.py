@@ -31,7 +31,7 @@ from rewrite.stats import Interval
 __all__ = ["ARRAY_SEARCH", "PROFILES", "RewrittenProgram", "optimize"]
 
 #: Seconds of calls in one timed sample when measuring (microsecond programs run many calls).
-SAMPLE_SECONDS = 0.004
+SAMPLE_SECONDS = 0.01
 #: The cost-model modes searched (`rewrite.pytorch.default_profile`): Inductor's compiled mode,
 #: which prices generated kernels by their arithmetic, and eager mode, which prices every op as a
 #: kernel (an unrolled loop of 200 rows is 200 copies of its kernels there, as under Inductor,
@@ -111,7 +111,7 @@ def optimize(
     priors: Any = None,
     profile: Any = None,
     measure: bool = True,
-    repeats: int = 15,
+    repeats: int = 21,
     memory_ratio: float = 1.5,
     seed: int = 0,
     backend: str = "inductor",
