@@ -11,18 +11,21 @@ Part ``stenso`` (issue 51): for each of STENSO's programs at its published sizes
   ``torch.compile``, kept only where it measured faster than the program as written beyond noise
   on the example inputs (else the program as written goes back).
 
-Both arms are timed in one process on fresh inputs, interleaved (round robin, each sample many
-calls: these are microsecond kernels), on a fixed torch thread count (``--threads``, 1 by
-default: one thread's CPU time is the wall time on an idle core, the clock of
-`rewrite.measure.time_callables`). Reported per program: each arm's median time per call with a
-95% bootstrap interval, the paired speedup (median of the per-round ratios, 95% bootstrap
-interval), the rules applied with their z3 verdicts, a z3 proof of the whole rewritten program
-at shape-reduced sizes (`rewrite.prove.prove_pair`; skipped where no reduction shrinks it), and
-STENSO's own published PyTorch-row speedup on its three CPUs (`benchmarks._stenso.published`;
-their geometric means are reproduced first). The summary gives the geometric mean with a
-bootstrap interval (rounds resampled within each program), programs above 1.1x, programs slower
-beyond noise (interval below 1), and the same figures of STENSO's rows. Results are saved after
-every program (run ``stenso`` of ``benchmarks/results/bench_suites.json``), with the load average
+Both arms, and a third, ``inductor_again`` (a second ``torch.compile`` of the program as
+written: an A/A arm, the noise floor), are timed in one process on fresh inputs, interleaved
+(round robin, each sample many calls: these are microsecond kernels), on a fixed torch thread
+count (``--threads``, 1 by default: one thread's CPU time is the wall time on an idle core, the
+clock of `rewrite.measure.time_callables`). Reported per program: each arm's median time per call
+with a 95% bootstrap interval, the paired speedup (median of the per-round ratios, 95% bootstrap
+interval) and the A/A ratio, the rules applied with their z3 verdicts, a z3 proof of the whole
+rewritten program at shape-reduced sizes (`rewrite.prove.prove_pair`; skipped where no reduction
+shrinks it), and STENSO's own published PyTorch-row speedup on its three CPUs
+(`benchmarks._stenso.published`; their geometric means are reproduced first). The summary gives
+the geometric mean with a bootstrap interval (rounds resampled within each program), programs
+above 1.1x, programs slower beyond noise (the speedup's interval below 1 and below the A/A
+interval: on a shared VM two compilations of one program differ by up to 5% with paired
+intervals that exclude 1), and the same figures of STENSO's rows. Results are saved after every
+program (run ``stenso`` of ``benchmarks/results/bench_suites.json``), with the load average
 before and after each.
 
 Part ``strategies``: the stochastic search, its tuned priors, greedy, best-first and equality
@@ -52,6 +55,14 @@ from benchmarks import _stenso
 from benchmarks._common import compact_json, machine_info, round_floats, write_results
 
 RESULTS = "bench_suites"
+#: What each program's entry in the results file holds.
+_LAYOUT = (
+    "rules: rule -> times applied (none: the program as written went back); proved: [every "
+    "rule proved by z3, z3 verdict of the whole program at reduced sizes]; us: median us per call "
+    "[Inductor, rewrite]; speedup: Inductor / rewrite, aa: Inductor / a second compilation of "
+    "the program as written, each [median, low, high] of the paired rounds; stenso: published "
+    "PyTorch-row speedup per CPU of 'published'; load: 1-min load average at the start"
+)
 #: Samples here run this many times `rewrite.arrays.optimize.SAMPLE_SECONDS` of calls.
 SAMPLE_FACTOR = 2
 #: Draws of the bootstrap interval of the geometric mean.
@@ -60,10 +71,16 @@ BOOTSTRAP = 2000
 
 # ---------------------------------------------------------------- one program
 def time_pair(
-    baseline: Callable[..., Any], ours: Callable[..., Any], inputs: Sequence[Any], samples: int
+    baseline: Callable[..., Any],
+    ours: Callable[..., Any],
+    again: Callable[..., Any],
+    inputs: Sequence[Any],
+    samples: int,
 ) -> dict[str, Any]:
-    """Both callables timed interleaved on ``inputs``: per-call medians with their intervals,
-    the paired speedup and every round's ratio (baseline / ours)."""
+    """The three callables timed interleaved on ``inputs``: per-call medians with their
+    intervals, the paired speedup of ``ours`` over ``baseline`` and the A/A ratio of ``again``
+    (a second ``torch.compile`` of the program as written: the noise floor), and every round's
+    speedup."""
     from rewrite.arrays.optimize import calls_per_sample
     from rewrite.measure import time_callables
     from rewrite.stats import paired_ratio_interval
@@ -77,9 +94,8 @@ def time_pair(
 
         return run
 
-    timed = time_callables(
-        {"inductor": repeated(baseline), "rewrite": repeated(ours)}, repeats=samples, warmup=2
-    )
+    arms = {"inductor": baseline, "rewrite": ours, "inductor_again": again}
+    timed = time_callables({k: repeated(f) for k, f in arms.items()}, repeats=samples, warmup=2)
     base, mine = timed["inductor"], timed["rewrite"]
     per_call = {
         k: {
@@ -89,11 +105,13 @@ def time_pair(
             "wall_us": m.wall / calls * 1e6,
         }
         for k, m in timed.items()
+        if k != "inductor_again"
     }
     ratio = paired_ratio_interval(base.times, mine.times)
+    aa = paired_ratio_interval(base.times, timed["inductor_again"].times)
     rounds = [a / b for a, b in zip(base.times, mine.times)]
     return {"calls_per_sample": calls, "clock": base.clock, **per_call, "speedup": ratio.to_dict(),
-            "rounds": rounds}  # fmt: skip
+            "aa": aa.to_dict(), "rounds": rounds}  # fmt: skip
 
 
 def run_program(prog: _stenso.StensoProgram, args: argparse.Namespace) -> dict[str, Any]:
@@ -119,7 +137,9 @@ def run_program(prog: _stenso.StensoProgram, args: argparse.Namespace) -> dict[s
     proof = ("input", "not rewritten")
     if result.rewritten:
         proof = prove_pair(result.input_graph, result.graph)
-    timing = time_pair(baseline, result, fresh, args.samples)
+    again = torch.compile(prog.program.fn, dynamic=False)
+    again(*fresh)
+    timing = time_pair(baseline, result, again, fresh, args.samples)
     return {
         "name": prog.name,
         "size": prog.size,
@@ -148,6 +168,13 @@ def geomean_interval(rounds: Sequence[Sequence[float]], seed: int = 0) -> dict[s
     return {"value": point, "low": float(lo), "high": float(hi)}
 
 
+def _slower(row: dict[str, Any]) -> bool:
+    """Slower beyond noise: the speedup's interval lies below 1 and below the A/A interval (two
+    compilations of the program as written differ by a few percent on a shared machine)."""
+    s, aa = row["speedup"], row["aa"]
+    return s["high"] < min(1.0, aa["low"])
+
+
 def summarize(rows: list[dict[str, Any]], stenso: dict[str, dict[str, float]]) -> dict[str, Any]:
     """Our figures (over the programs run) beside STENSO's published ones (same programs)."""
     names = [r["name"] for r in rows]
@@ -157,38 +184,55 @@ def summarize(rows: list[dict[str, Any]], stenso: dict[str, dict[str, float]]) -
             **_stenso.summary(ours),
             "geomean_interval": geomean_interval([r["rounds"] for r in rows]),
             "above_1.1_beyond_noise": sum(r["speedup"]["low"] > 1.1 for r in rows),
-            "slower_beyond_noise": [r["name"] for r in rows if r["speedup"]["high"] < 1.0],
+            "below_1_interval": [r["name"] for r in rows if r["speedup"]["high"] < 1.0],
+            "slower_beyond_noise": [r["name"] for r in rows if _slower(r)],
+            "aa_range": [min(r["aa"]["value"] for r in rows), max(r["aa"]["value"] for r in rows)],
             "rewritten": sum(r["rewritten"] for r in rows),
             "rules_proved": all(v == "proved" for r in rows for v in r["proofs"].values()),
             "programs_proved": sum(r["program_proof"]["verdict"] == "proved" for r in rows),
         },
     }
-    for cpu, ratios in stenso.items():
+    for cpu, ratios in stenso.items():  # over the programs run ('published': over all)
         if all(n in ratios for n in names):
             out[f"stenso_{cpu}"] = _stenso.summary({n: ratios[n] for n in names})
     return out
 
 
 def _slim(row: dict[str, Any], stenso: dict[str, dict[str, float]]) -> dict[str, Any]:
-    """What the results file keeps of a program's row (the rounds and full candidates stay in
-    the run: the file must stay small)."""
-    keep = ("name", "size", "rewritten", "rules", "predicted_speedup", "reason", "nodes",
-            "max_rel_error", "calls_per_sample", "clock", "inductor", "rewrite", "speedup")  # fmt: skip
-    out = {k: row[k] for k in keep}
-    out["rules_proved"] = all(v == "proved" for v in row["proofs"].values())
-    out["program_proof"] = row["program_proof"]["verdict"]
-    out["candidates"] = [
-        {
-            "profile": c["profile"],
-            "predicted": c["predicted_speedup"],
-            "measured": c["measured_speedup"],
-        }
-        for c in row["candidates"]
-    ]
-    out["seconds"] = {"optimize": row["optimize_s"], "first_calls": row["first_calls_s"]}
-    out["load"] = [row["load_average"][0][0], row["load_average"][1][0]]
-    out["stenso"] = {cpu: r.get(row["name"]) for cpu, r in stenso.items()}
-    return out
+    """What the results file keeps of a program's row (intervals of the times, the rounds, the
+    candidates and the reasons stay in the run's output: the results folder must stay small)."""
+    iv = lambda d: [d["value"], d["low"], d["high"]]  # noqa: E731
+    return {
+        "name": row["name"],
+        "rules": row["rules"],
+        "proved": [
+            all(v == "proved" for v in row["proofs"].values()),
+            row["program_proof"]["verdict"],
+        ],
+        "us": [row["inductor"]["median_us"], row["rewrite"]["median_us"]],
+        "speedup": iv(row["speedup"]),
+        "aa": iv(row["aa"]),
+        "stenso": [stenso[c].get(row["name"]) for c in stenso],
+        "load": row["load_average"][0][0],
+    }
+
+
+def _dumps(obj: Any, depth: int = 0) -> str:
+    """The results file as `compact_json` writes it, but a ``programs`` list one line per
+    program."""
+    import json
+
+    if not isinstance(obj, dict) or not obj:
+        return compact_json(obj, depth)
+    pad = "  " * (depth + 1)
+    items = []
+    for k, v in obj.items():
+        if k == "programs" and isinstance(v, list):
+            rows = f",\n{pad}  ".join(json.dumps(p, separators=(",", ":")) for p in v)
+            items.append(f'{pad}"programs": [\n{pad}  {rows}\n{pad}]')
+        else:
+            items.append(f"{pad}{json.dumps(k)}: {_dumps(v, depth + 1)}")
+    return "{\n" + ",\n".join(items) + "\n" + "  " * depth + "}"
 
 
 def _table(rows: list[dict[str, Any]], stenso: dict[str, dict[str, float]]) -> str:
@@ -237,10 +281,18 @@ def part_stenso(args: argparse.Namespace) -> dict[str, Any]:
         row = run_program(prog, args)
         record["programs"].append(row)
         record["summary"] = summarize(record["programs"], stenso)
-        slim = {**record, "programs": [_slim(r, stenso) for r in record["programs"]]}
-        write_results(
-            RESULTS, round_floats(slim, 4), machine=machine, run="stenso", dumps=compact_json
-        )
+        summary = {  # STENSO's figures over the programs run equal 'published' over all 33
+            k: v
+            for k, v in record["summary"].items()
+            if k == "ours" or len(record["programs"]) < len(_stenso.PROGRAMS)
+        }
+        slim = {
+            **record,
+            "summary": summary,
+            "programs": [_slim(r, stenso) for r in record["programs"]],
+            "layout": _LAYOUT,
+        }
+        write_results(RESULTS, round_floats(slim, 3), machine=machine, run="stenso", dumps=_dumps)
         s = row["speedup"]
         print(f"{prog.name}: {s['value']:.2f}x [{s['low']:.2f}, {s['high']:.2f}] "
               f"{row['reason']}", flush=True)  # fmt: skip
@@ -254,7 +306,9 @@ def _summary_text(s: dict[str, Any]) -> str:
     lines = [
         f"rewrite vs Inductor: geomean {o['geomean']:.3f}x [{gi['low']:.3f}, {gi['high']:.3f}] "
         f"over {o['programs']}, {o['above_1.1']} above 1.1x ({o['above_1.1_beyond_noise']} beyond "
-        f"noise), slower beyond noise: {o['slower_beyond_noise'] or 'none'}, max {o['max']:.2f}x "
+        f"noise), slower beyond noise: {o['slower_beyond_noise'] or 'none'} (interval below 1: "
+        f"{o['below_1_interval'] or 'none'}; A/A {o['aa_range'][0]:.2f}-{o['aa_range'][1]:.2f}x), "
+        f"max {o['max']:.2f}x "
         f"({o['max_program']}); {o['rewritten']} rewritten, every rule proved: "
         f"{o['rules_proved']}, {o['programs_proved']} programs proved whole at reduced sizes"
     ]
