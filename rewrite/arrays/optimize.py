@@ -263,15 +263,14 @@ def as_function(gm: Any, name: str) -> Callable[..., Any]:
     out = graph.graph_copy(gm.graph, {})
     graph.output(out[0] if isinstance(out, tuple | list) and len(out) == 1 else out)
     code = graph.python_code("self")
-    scope = dict(code.globals)
-    exec(compile(code.src, f"<rewritten {name}>", "exec"), scope)
-    forward = scope["forward"]
-
-    def rewritten(*args: Any) -> Any:
-        return forward(gm, *args)
-
-    rewritten.__name__ = rewritten.__qualname__ = f"{name}_rewritten"
-    return rewritten
+    ident = "".join(c if c.isalnum() else "_" for c in name) + "_rewritten"
+    # the wrapper is compiled here too: a code object of its own per program, since
+    # torch.compile caches (and limits recompilations) per code object
+    src = f"{code.src}\n\ndef {ident}(*args):\n    return forward(_module, *args)\n"
+    scope = {**code.globals, "_module": gm}
+    exec(compile(src, f"<rewritten {name}>", "exec"), scope)
+    fn: Callable[..., Any] = scope[ident]
+    return fn
 
 
 def _fastest_predicted(

@@ -158,3 +158,22 @@ def test_optimize_with_inductor_keeps_only_what_measures_faster(tmp_path):
     assert out.rewritten == (out.measured_speedup.low > 1.0)
     c, d = program_inputs(prog.arg_ranks, 16, seed=7)
     assert torch.allclose(out(c, d), prog.fn(c, d), rtol=1e-5)
+
+
+def test_each_handed_back_function_has_its_own_code_object():
+    """torch.compile caches, and limits recompilations (8), per code object: a wrapper shared by
+    every handed-back program would run eagerly after the eighth."""
+    from rewrite import GraphBuilder
+    from rewrite.arrays.optimize import as_function
+    from rewrite.pytorch.module import to_module
+    from rewrite.rules import op
+
+    fns = []
+    for k in (2.0, 3.0):
+        b = GraphBuilder(f"scale{int(k)}")
+        x = b.input("x", (4,))
+        gm = to_module(b.build([op(b, "mul", x, b.const(k, "float32"))]), {})
+        fns.append(as_function(gm, f"scale{int(k)}"))
+    assert fns[0].__code__ is not fns[1].__code__
+    x = torch.arange(4.0)
+    assert torch.equal(fns[0](x), 2 * x) and torch.equal(fns[1](x), 3 * x)
