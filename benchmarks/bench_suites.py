@@ -11,8 +11,10 @@ Part ``stenso`` (issue 51): for each of STENSO's programs at its published sizes
   ``torch.compile``, kept only where it measured faster than the program as written beyond noise
   on the example inputs (else the program as written goes back).
 
-Both arms, and a third, ``inductor_again`` (a second ``torch.compile`` of the program as
-written: an A/A arm, the noise floor), are timed in one process on fresh inputs, interleaved
+Both arms, and three more (`ARMS`: ``inductor_again``, a second ``torch.compile`` of the
+program as written, an A/A arm for the noise floor; ``eager`` and ``rewrite_eager``, the program
+as written and the rewritten program run eagerly, to show a compiled call's fixed cost on
+programs of microseconds), are timed in one process on fresh inputs, interleaved
 (round robin, each sample many calls: these are microsecond kernels), on a fixed torch thread
 count (``--threads``, 1 by default: one thread's CPU time is the wall time on an idle core, the
 clock of `rewrite.measure.time_callables`). Reported per program: each arm's median time per call
@@ -29,9 +31,10 @@ program (run ``stenso`` of ``benchmarks/results/bench_suites.json``), with the l
 before and after each.
 
 Part ``strategies``: the stochastic search, its tuned priors, greedy, best-first and equality
-saturation compared on one suite; it lives in ``benchmarks/_suite_strategies.py`` (``add_arguments
-(parser)`` and ``run(args) -> record``), written beside this part, and is run with
-``--part strategies``.
+saturation compared on one suite. It lives in ``benchmarks/_suite_strategies.py``, written beside
+this part: ``run(args) -> record`` (it saves its own run ``strategies`` of
+``bench_suites.json`` through `benchmarks._common.write_results`) and, optionally,
+``add_arguments(parser)`` for its options; ``--part strategies`` runs it, ``--part all`` both.
 
 Usage: ``python -m benchmarks.bench_suites --stenso ~/STENSO-Artifact [--programs github_1,...]
 [--samples 30] [--threads 1] [--part stenso|strategies|all]``.
@@ -55,13 +58,19 @@ from benchmarks import _stenso
 from benchmarks._common import compact_json, machine_info, round_floats, write_results
 
 RESULTS = "bench_suites"
+#: The timed arms: the program as written under Inductor (the baseline), the handed-back
+#: rewritten program (under Inductor), a second compilation of the program as written (A/A: the
+#: noise floor), and, to show what a compiled call's fixed cost is on programs of microseconds,
+#: the program as written and the rewritten program run eagerly.
+ARMS = ("inductor", "rewrite", "inductor_again", "eager", "rewrite_eager")
 #: What each program's entry in the results file holds.
 _LAYOUT = (
     "rules: rule -> times applied (none: the program as written went back); proved: [every "
     "rule proved by z3, z3 verdict of the whole program at reduced sizes]; us: median us per call "
-    "[Inductor, rewrite]; speedup: Inductor / rewrite, aa: Inductor / a second compilation of "
-    "the program as written, each [median, low, high] of the paired rounds; stenso: published "
-    "PyTorch-row speedup per CPU of 'published'; load: 1-min load average at the start"
+    "of the arms (ARMS: inductor, rewrite, inductor_again, eager, rewrite_eager); speedup: "
+    "inductor / rewrite, aa: inductor / inductor_again, each [median, low, high] of the paired "
+    "rounds; eager: inductor / eager, inductor / rewrite_eager (medians); stenso: published "
+    "PyTorch-row speedup per CPU of 'published'"
 )
 #: Samples here run this many times `rewrite.arrays.optimize.SAMPLE_SECONDS` of calls.
 SAMPLE_FACTOR = 2
@@ -71,21 +80,16 @@ BOOTSTRAP = 2000
 
 # ---------------------------------------------------------------- one program
 def time_pair(
-    baseline: Callable[..., Any],
-    ours: Callable[..., Any],
-    again: Callable[..., Any],
-    inputs: Sequence[Any],
-    samples: int,
+    arms: dict[str, Callable[..., Any]], inputs: Sequence[Any], samples: int
 ) -> dict[str, Any]:
-    """The three callables timed interleaved on ``inputs``: per-call medians with their
-    intervals, the paired speedup of ``ours`` over ``baseline`` and the A/A ratio of ``again``
-    (a second ``torch.compile`` of the program as written: the noise floor), and every round's
-    speedup."""
+    """The arms (`ARMS`) timed interleaved on ``inputs``: per-call medians with their intervals,
+    each arm's paired speedup over ``inductor`` (the program as written under Inductor), and
+    every round's speedup of ``rewrite``."""
     from rewrite.arrays.optimize import calls_per_sample
     from rewrite.measure import time_callables
     from rewrite.stats import paired_ratio_interval
 
-    calls = max(calls_per_sample(baseline, inputs) * SAMPLE_FACTOR, 1)
+    calls = max(calls_per_sample(arms["inductor"], inputs) * SAMPLE_FACTOR, 1)
 
     def repeated(fn: Callable[..., Any]) -> Callable[[], None]:
         def run() -> None:
@@ -94,24 +98,21 @@ def time_pair(
 
         return run
 
-    arms = {"inductor": baseline, "rewrite": ours, "inductor_again": again}
     timed = time_callables({k: repeated(f) for k, f in arms.items()}, repeats=samples, warmup=2)
-    base, mine = timed["inductor"], timed["rewrite"]
+    base = timed["inductor"].times
     per_call = {
         k: {
             "median_us": m.latency / calls * 1e6,
             "low_us": m.interval[0] / calls * 1e6,
             "high_us": m.interval[1] / calls * 1e6,
-            "wall_us": m.wall / calls * 1e6,
         }
         for k, m in timed.items()
-        if k != "inductor_again"
     }
-    ratio = paired_ratio_interval(base.times, mine.times)
-    aa = paired_ratio_interval(base.times, timed["inductor_again"].times)
-    rounds = [a / b for a, b in zip(base.times, mine.times)]
-    return {"calls_per_sample": calls, "clock": base.clock, **per_call, "speedup": ratio.to_dict(),
-            "aa": aa.to_dict(), "rounds": rounds}  # fmt: skip
+    ratios = {k: paired_ratio_interval(base, timed[k].times).to_dict() for k in ARMS[1:]}
+    rounds = [a / b for a, b in zip(base, timed["rewrite"].times)]
+    return {"calls_per_sample": calls, "clock": timed["inductor"].clock, "us": per_call,
+            "speedup": ratios.pop("rewrite"), "aa": ratios.pop("inductor_again"),
+            "eager_speedups": ratios, "rounds": rounds}  # fmt: skip
 
 
 def run_program(prog: _stenso.StensoProgram, args: argparse.Namespace) -> dict[str, Any]:
@@ -139,7 +140,9 @@ def run_program(prog: _stenso.StensoProgram, args: argparse.Namespace) -> dict[s
         proof = prove_pair(result.input_graph, result.graph)
     again = torch.compile(prog.program.fn, dynamic=False)
     again(*fresh)
-    timing = time_pair(baseline, result, again, fresh, args.samples)
+    assert result.eager is not None
+    arms = dict(zip(ARMS, (baseline, result, again, prog.program.fn, result.eager)))
+    timing = time_pair(arms, fresh, args.samples)
     return {
         "name": prog.name,
         "size": prog.size,
@@ -187,6 +190,12 @@ def summarize(rows: list[dict[str, Any]], stenso: dict[str, dict[str, float]]) -
             "below_1_interval": [r["name"] for r in rows if r["speedup"]["high"] < 1.0],
             "slower_beyond_noise": [r["name"] for r in rows if _slower(r)],
             "aa_range": [min(r["aa"]["value"] for r in rows), max(r["aa"]["value"] for r in rows)],
+            "eager_geomeans": {
+                k: _stenso.summary({r["name"]: r["eager_speedups"][k]["value"] for r in rows})[
+                    "geomean"
+                ]
+                for k in ARMS[3:]
+            },
             "rewritten": sum(r["rewritten"] for r in rows),
             "rules_proved": all(v == "proved" for r in rows for v in r["proofs"].values()),
             "programs_proved": sum(r["program_proof"]["verdict"] == "proved" for r in rows),
@@ -199,7 +208,7 @@ def summarize(rows: list[dict[str, Any]], stenso: dict[str, dict[str, float]]) -
 
 
 def _slim(row: dict[str, Any], stenso: dict[str, dict[str, float]]) -> dict[str, Any]:
-    """What the results file keeps of a program's row (intervals of the times, the rounds, the
+    """What the results file keeps of a program's row (the times' intervals, the rounds, the
     candidates and the reasons stay in the run's output: the results folder must stay small)."""
     iv = lambda d: [d["value"], d["low"], d["high"]]  # noqa: E731
     return {
@@ -209,11 +218,11 @@ def _slim(row: dict[str, Any], stenso: dict[str, dict[str, float]]) -> dict[str,
             all(v == "proved" for v in row["proofs"].values()),
             row["program_proof"]["verdict"],
         ],
-        "us": [row["inductor"]["median_us"], row["rewrite"]["median_us"]],
+        "us": [row["us"][k]["median_us"] for k in ARMS],
         "speedup": iv(row["speedup"]),
         "aa": iv(row["aa"]),
+        "eager": [row["eager_speedups"][k]["value"] for k in ARMS[3:]],
         "stenso": [stenso[c].get(row["name"]) for c in stenso],
-        "load": row["load_average"][0][0],
     }
 
 
@@ -239,6 +248,7 @@ def _table(rows: list[dict[str, Any]], stenso: dict[str, dict[str, float]]) -> s
     cpus = list(stenso)
     head = (
         f"{'program':10s} {'inductor':>9s} {'rewrite':>9s} {'speedup [95% CI]':>20s} "
+        + f"{'eager':>6s} {'rw eager':>8s} "
         + " ".join(f"{'STENSO ' + c:>11s}" for c in cpus)
     )
     lines = [head + "  rules"]
@@ -247,8 +257,11 @@ def _table(rows: list[dict[str, Any]], stenso: dict[str, dict[str, float]]) -> s
         pub = " ".join(f"{stenso[c].get(r['name'], math.nan):10.2f}x" for c in cpus)
         rules = ", ".join(f"{k}" + (f" x{v}" if v > 1 else "") for k, v in r["rules"].items())
         lines.append(
-            f"{r['name']:10s} {r['inductor']['median_us']:7.1f}us {r['rewrite']['median_us']:7.1f}us "
-            f"{s['value']:6.2f}x [{s['low']:.2f}, {s['high']:.2f}] {pub}  {rules or '-'}"
+            f"{r['name']:10s} {r['us']['inductor']['median_us']:7.1f}us "
+            f"{r['us']['rewrite']['median_us']:7.1f}us "
+            f"{s['value']:6.2f}x [{s['low']:.2f}, {s['high']:.2f}] "
+            f"{r['eager_speedups']['eager']['value']:5.2f}x "
+            f"{r['eager_speedups']['rewrite_eager']['value']:7.2f}x {pub}  {rules or '-'}"
         )
     return "\n".join(lines)
 
@@ -310,7 +323,9 @@ def _summary_text(s: dict[str, Any]) -> str:
         f"{o['below_1_interval'] or 'none'}; A/A {o['aa_range'][0]:.2f}-{o['aa_range'][1]:.2f}x), "
         f"max {o['max']:.2f}x "
         f"({o['max_program']}); {o['rewritten']} rewritten, every rule proved: "
-        f"{o['rules_proved']}, {o['programs_proved']} programs proved whole at reduced sizes"
+        f"{o['rules_proved']}, {o['programs_proved']} programs proved whole at reduced sizes",
+        f"run eagerly instead (speedup over Inductor as written, geomean): as written "
+        f"{o['eager_geomeans']['eager']:.3f}x, rewritten {o['eager_geomeans']['rewrite_eager']:.3f}x",
     ]
     for k, v in s.items():
         if k.startswith("stenso_"):

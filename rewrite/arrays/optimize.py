@@ -65,6 +65,8 @@ class RewrittenProgram:
         candidates: The graph each profile's search predicted fastest: its profile, rules,
             predicted and (when measured) measured speedup.
         domains: The promise about the inputs the rewrites may rely on (None: none).
+        eager: The same program as ``fn``, not compiled (for comparisons: eager PyTorch runs
+            programs of a few microseconds faster than a compiled call's fixed cost).
     """
 
     name: str
@@ -81,6 +83,7 @@ class RewrittenProgram:
     module: Any = field(default=None, repr=False)
     candidates: list[dict[str, Any]] = field(default_factory=list)
     domains: Any = None
+    eager: Callable[..., Any] | None = field(default=None, repr=False)
 
     def __call__(self, *args: Any) -> Any:
         return self.fn(*args)
@@ -169,12 +172,13 @@ def optimize(
         return RewrittenProgram(
             graph.name, original, False, graph, graph, {}, {}, 1.0, None,
             "kept as written: the search found no graph predicted faster", seconds, module,
-            domains=domains,
+            domains=domains, eager=module.forward,
         )  # fmt: skip
     t = time.perf_counter()
     for c in cands:
         gm = to_module(c.graph, module, origin=graph, inputs=list(inputs), seed=seed)
-        c.fn = torch.compile(as_function(gm, graph.name), dynamic=False, backend=backend)
+        c.plain = as_function(gm, graph.name)
+        c.fn = torch.compile(c.plain, dynamic=False, backend=backend)
     seconds["build"] = time.perf_counter() - t
     best = cands[0]
     assert best.fn is not None
@@ -183,7 +187,7 @@ def optimize(
         best.predicted, None, f"rewritten: predicted {best.predicted:.3g}x on {best.profile} "
         "(not measured)", seconds, module, [c.record() for c in cands],
     )  # fmt: skip
-    prog.domains = domains
+    prog.domains, prog.eager = domains, best.plain
     if measure:
         _keep_fastest(prog, cands, original, inputs, repeats, seed)
     return prog
@@ -198,6 +202,7 @@ class _Candidate:
     rules: dict[str, int]
     predicted: float
     fn: Callable[..., Any] | None = None
+    plain: Callable[..., Any] | None = None
     measured: Interval | None = None
 
     def record(self) -> dict[str, Any]:
@@ -335,7 +340,7 @@ def _keep_fastest(
     best = max(faster or cands, key=lambda c: c.measured.value if c.measured else 0.0)
     assert best.measured is not None and best.fn is not None
     if faster:
-        prog.fn, prog.graph, prog.rules = best.fn, best.graph, best.rules
+        prog.fn, prog.graph, prog.rules, prog.eager = best.fn, best.graph, best.rules, best.plain
         prog.proofs, prog.predicted_speedup = _proofs(best.rules), best.predicted
         prog.measured_speedup = best.measured
         prog.reason = (
@@ -343,6 +348,7 @@ def _keep_fastest(
             f"{best.profile}"
         )
         return
+    prog.eager = prog.module.forward
     prog.fn, prog.rewritten, prog.graph, prog.rules, prog.proofs = (
         original,
         False,
