@@ -62,7 +62,7 @@ def build(
         lambda: trials_panel(snap, report=report),
     ]
     makers += [(lambda make=make: make(snap)) for make in hooks.panels]  # type: ignore[misc]
-    out = []
+    out: list[dict[str, Any]] = []
     for make in makers:
         try:
             panel = make()
@@ -374,7 +374,7 @@ def parallel_panel(snap: Snapshot) -> Panel:
     if not knobs:
         body = h.note("This study tunes no knob outside its rule priors: nothing to draw.", "empty")
         return Panel("parallel", "Parallel coordinates", body)
-    data = [
+    data: list[dict[str, Any]] = [
         {
             "type": "parcoords",
             "dimensions": dims,
