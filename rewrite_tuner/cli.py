@@ -2,8 +2,10 @@
 (run, resume, status, plot, structure, space) plus ``demo`` (the main job: tune the rewrite search
 on zoo models, validate and export the priors), ``tune-model`` (the same for a user's own model,
 starting from a priors file: `rewrite_tuner.tune_model`) and ``export`` (a trial's rule priors as
-a priors file). ``plot`` is registered again with the application's priors reader, so it draws the rule
-priors of an informed prior family too. This module's `app` is the ``tuner`` console script.
+a priors file). ``plot``, ``dashboard`` and ``report`` are registered again with the application's priors reader
+and views (`rewrite_tuner.dashboard`), so they show the rule priors of an informed prior family
+too, and the demo's time split and held-out validation. This module's `app` is the ``tuner``
+console script.
 
 Importing this module registers these commands on `studies.cli.app` (the one Typer app).
 """
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from rewrite_tuner.dashboard import HOOKS
 from studies.cli import (
     BestOpt,
     SimplexOpt,
@@ -35,12 +38,15 @@ from studies.cli import (
     _storage,
     app,
     console,
+    dashboard_command,
     out,
     plot_command,
+    report_command,
 )
 
 if TYPE_CHECKING:
     from rewrite_tuner.timing import DemoShape
+    from rewrite_tuner.transfer import TunedReport
     from studies.study import Study
 
 __all__ = ["app"]
@@ -54,11 +60,20 @@ def _priors_to_plot(space: Any, trial: Any, simplex: str | None) -> Any:
     return priors_to_plot(space, trial, simplex)
 
 
+def _register(name: str, command: Any) -> None:
+    """Register ``command`` as ``tuner NAME`` in place of the generic command of that name (with
+    its short help)."""
+    at = next(i for i, c in enumerate(app.registered_commands) if c.name == name)
+    _command(name=name, short_help=app.registered_commands[at].short_help)(command)
+    app.registered_commands[at] = app.registered_commands.pop()
+
+
 # `tuner plot` with the rewrite application's priors (a Simplex or an informed prior family),
-# in the generic command's place
-_plot_at = next(i for i, c in enumerate(app.registered_commands) if c.name == "plot")
-_command(name="plot")(plot_command(_priors_to_plot))
-app.registered_commands[_plot_at] = app.registered_commands.pop()
+# and `tuner dashboard` / `tuner report` with its views too (those priors, the demo's time split,
+# the held-out validation table), each in the generic command's place
+_register("plot", plot_command(_priors_to_plot))
+_register("dashboard", dashboard_command(HOOKS))
+_register("report", report_command(HOOKS))
 
 ForceOpt = Annotated[
     bool,
@@ -191,6 +206,8 @@ def demo(
     if not toy:
         cal = calibration if new else None
         timeout = _announce(study, names, held, n_trials, cal, steps, seeds, workers)
+        if new:  # a resumed run keeps the record of the first run's calibration
+            _record(out_path, study, calibration=calibration)
     stats = _optimize(study, n_trials, workers, timeout, progress)
     if toy:
         from rewrite_tuner.export import export_priors
@@ -198,12 +215,38 @@ def demo(
         doc = _guard_write(out_path, export_priors, study, out_path, force=force)
         out.print(f"exported the priors of trial {doc.provenance['trial']} to {out_path}")
         return
-    validation = _validate_and_export(study, held, out_path, force, export_anyway, storage, workers)
-    from rewrite_tuner.timing import split_lines
+    validation, report, doc = _validate_and_export(
+        study, held, out_path, force, export_anyway, storage, workers
+    )
+    from rewrite_tuner.timing import split_lines, split_seconds
 
     out.print("", highlight=False)
     for line in split_lines(calibration, stats, validation):
         out.print(line, highlight=False)
+    exported = None
+    if doc is not None:
+        exported = {
+            "path": str(out_path),
+            "trial": doc.provenance["trial"],
+            "beats": report.chosen is not None,
+        }
+    _record(
+        out_path,
+        study,
+        validation=validation,
+        split=split_seconds(calibration, stats, validation),
+        report=report.to_dict(),
+        exported=exported,
+    )
+
+
+def _record(out_path: Path, study: Study, **fields: Any) -> dict[str, Any]:
+    """Update the demo's run record beside ``out_path`` (`rewrite_tuner.run_record`: what
+    ``tuner dashboard`` shows of the run that the storage does not hold)."""
+    from rewrite_tuner.run_record import record_path, update_record
+
+    path = record_path(out_path.parent, study.name)
+    return _guard_write(path, update_record, path, study.name, study.storage.url, **fields)  # type: ignore[no-any-return]
 
 
 def _announce(
@@ -246,9 +289,10 @@ def _validate_and_export(
     anyway: bool,
     storage: str,
     workers: int,
-) -> float:
+) -> tuple[float, TunedReport, Any]:
     """The demo's validation (stored for a finished study: `validate_once`), its export and
-    its report; returns the seconds it took."""
+    its report; returns the seconds it took, the report and the exported document (None when
+    nothing was written)."""
     from rewrite_tuner.transfer import export_tuned, validate_once
 
     t0 = time.perf_counter()
@@ -264,7 +308,7 @@ def _validate_and_export(
         )
     doc = _guard_write(out_path, export_tuned, study, report, out_path, force=force, anyway=anyway)
     _print_tuned(report, out_path if doc is not None else None, study.name, storage)
-    return seconds
+    return seconds, report, doc
 
 
 def _shape(

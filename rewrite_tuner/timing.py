@@ -36,6 +36,7 @@ __all__ = [
     "estimate",
     "estimate_line",
     "split_lines",
+    "split_seconds",
     "trial_timeout",
 ]
 
@@ -133,15 +134,21 @@ def estimate_line(phases: Mapping[str, float], basis: str, what: str = "estimate
     return line + "."
 
 
-def split_lines(calibration: float, stats: RunStats, validation: float) -> list[str]:
-    """Where the main job's time went: wall-clock seconds per phase that add up to the total,
-    then what the proposals and the evaluations were."""
-    phases = {
+def split_seconds(calibration: float, stats: RunStats, validation: float) -> dict[str, float]:
+    """Wall-clock seconds of the main job's phases, adding up to its total: the calibration,
+    the driving process's proposals, the rest of the tuning (evaluations) and the validation."""
+    return {
         "calibration": calibration,
         "proposals": stats.proposing,
         "evaluations": stats.waiting,
         "validation": validation,
     }
+
+
+def split_lines(calibration: float, stats: RunStats, validation: float) -> list[str]:
+    """Where the main job's time went: wall-clock seconds per phase that add up to the total,
+    then what the proposals and the evaluations were."""
+    phases = split_seconds(calibration, stats, validation)
     rounded = {k: round(v) for k, v in phases.items()}
     total = sum(rounded.values())
     head = " + ".join(f"{k} {v} s" for k, v in rounded.items())

@@ -26,6 +26,7 @@ from studies._discover import DEFAULT_URL
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from studies.dashboard.hooks import Hooks
     from studies.driver import RunStats
     from studies.pareto import PickRule
     from studies.plots import PriorsOf
@@ -501,6 +502,86 @@ def plot_command(priors_of: PriorsOf | None = None) -> Callable[..., None]:
 
 
 _command(name="plot")(plot_command())
+
+
+# ---------------------------------------------------------------------- dashboard / report
+def dashboard_command(hooks: Hooks | None = None) -> Callable[..., None]:
+    """The ``tuner dashboard`` command, with the application's additions ``hooks``
+    (`studies.dashboard.Hooks`). The generic one is registered here; an application registers
+    its own under the name ``dashboard`` instead (as for ``plot``)."""
+
+    def dashboard(
+        name: Annotated[
+            str | None, typer.Argument(help="Study name (omit to see every study of the storage).")
+        ] = None,
+        storage: StorageOpt = None,
+        port: Annotated[
+            int, typer.Option("--port", "-p", min=0, max=65535, help="Port (0: any free one).")
+        ] = 8080,
+        host: Annotated[
+            str, typer.Option(help="Interface to listen on (0.0.0.0: every one, e.g. a cluster).")
+        ] = "127.0.0.1",
+    ) -> None:
+        """Watch a study live in the browser (read-only): history and hypervolume, Pareto front,
+        parallel coordinates, rule priors, structure and surrogate, running trials, failures,
+        time split; optuna-dashboard on the same server. Refreshes while drivers write."""
+        from studies.dashboard.server import Dashboard, serve
+
+        dash = _guard(Dashboard, _storage(storage), name, hooks)
+        waiting = _guard(dash.waiting)  # refuses what waiting cannot fix (a newer database...)
+        if waiting is not None:
+            console.print(f"waiting: {waiting}", highlight=False, soft_wrap=True)
+
+        def ready(address: str) -> None:
+            what = f"study {name!r}" if name is not None else "every study"
+            where = f"{what} of {dash.storage.url} at {address}"
+            out.print(f"serving {where} (read-only; Ctrl-C stops)", highlight=False, soft_wrap=True)
+
+        try:
+            _guard(serve, dash, host, port, on_ready=ready)
+        except KeyboardInterrupt:
+            out.print("stopped", highlight=False)
+
+    return dashboard
+
+
+def report_command(hooks: Hooks | None = None) -> Callable[..., None]:
+    """The ``tuner report`` command, with the application's additions ``hooks`` (as
+    `dashboard_command`)."""
+
+    def report(
+        name: Annotated[str, typer.Argument(help="Study name.")],
+        storage: StorageOpt = None,
+        out_path: Annotated[
+            Path | None,
+            typer.Option("--out", "-o", help="HTML file to write (default NAME-report.html)."),
+        ] = None,
+        structure: Annotated[
+            bool, typer.Option(help="Learn the structure for it (minutes, as `tuner structure`).")
+        ] = True,
+    ) -> None:
+        """Write one self-contained HTML file with the dashboard's views of a study (it opens
+        offline: plotly.js and every trial's view are inside). Read-only."""
+        from studies.dashboard.report import describe, write_report
+        from studies.plots import file_stem
+
+        url = _storage(storage)
+        path = out_path if out_path is not None else Path(f"{file_stem(name)}-report.html")
+        path, snap = _guard_write(path, write_report, url, name, path, hooks, structure=structure)
+        for line in describe(path, snap):
+            out.print(line, highlight=False)
+
+    return report
+
+
+_command(
+    name="dashboard",
+    short_help="Watch a study live in the browser (read-only), with optuna-dashboard beside it.",
+)(dashboard_command())
+_command(
+    name="report",
+    short_help="Write a study's dashboard as one self-contained HTML file (opens offline).",
+)(report_command())
 
 
 # ---------------------------------------------------------------------- structure

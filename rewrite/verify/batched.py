@@ -167,6 +167,11 @@ def _split(f: BatchedFieldOps, n: Node, a: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def _diagonal(f: BatchedFieldOps, n: Node, a: Sequence[Any]) -> tuple[Any, ...]:
+    at = n.attrs
+    return (f.xp.diagonal(a[0], at["offset"], at["dim1"] + 1, at["dim2"] + 1),)
+
+
 def _shard(f: BatchedFieldOps, n: Node, a: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(f.xp.split(a[0], n.attrs["n"], axis=n.attrs["dim"] + 1))
 
@@ -199,6 +204,7 @@ _LAYOUT: dict[str, Callable[[BatchedFieldOps, Node, Sequence[Any]], tuple[Any, .
     "transpose": _transpose,
     "slice": _slice,
     "split": _split,
+    "diagonal": _diagonal,
     "shard": _shard,
     "concat": _concat,
     "all_gather": _concat,

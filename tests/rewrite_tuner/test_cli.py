@@ -51,6 +51,21 @@ def test_the_demo_estimates_its_time_and_prints_the_split(
     assert sum(phases) == total
     assert re.search(r"proposals: \d+ proposals, p50 [\d.]+ s, max [\d.]+ s", text), text
     assert re.search(r"evaluations: 3 trials, \d+ s of worker time on 1 workers", text), text
+    # the run record the dashboard reads: the split as printed, the report, the export
+    record = json.loads((tmp_path / "rewrite-demo-run.json").read_text())
+    assert [round(v) for v in record["split"].values()] == phases
+    assert record["calibration"] == record["split"]["calibration"] > 0
+    assert record["exported"]["trial"] == exported and record["report"]["candidates"]
+    from rewrite_tuner.dashboard import HOOKS
+    from studies.dashboard.readonly import ReadOnlyStorage
+    from studies.dashboard.snapshot import Watcher
+    from studies.dashboard.views import build
+
+    snap = Watcher(ReadOnlyStorage(f"sqlite:///{tmp_path / 'd.db'}"), "rewrite-demo").snapshot()
+    panels = {p["id"]: p for p in build(snap, HOOKS)["panels"]}
+    assert panels["validation"]["numbers"]["candidates"] == record["report"]["candidates"]
+    assert panels["priors"]["numbers"]["exported"] == exported
+    assert panels["time"]["numbers"]["split"] == pytest.approx(record["split"], abs=1e-3)
 
     # resumed: no estimate of a whole new run; the rest at the stored trials' pace
     result = CliRunner().invoke(app, [*args, "-n", "4"])
@@ -62,6 +77,8 @@ def test_the_demo_estimates_its_time_and_prints_the_split(
     assert split and split.group(1) == "0", text
     *phases, total = (int(x) for x in split.groups())
     assert sum(phases) == total
+    resumed = json.loads((tmp_path / "rewrite-demo-run.json").read_text())
+    assert resumed["calibration"] == record["calibration"]  # the first run's, kept
 
     # done: a third run says so and reuses the stored validation (issue 52: it repeated it)
     result = CliRunner().invoke(app, [*args, "-n", "4"])
