@@ -77,8 +77,18 @@ def anchors_part() -> dict[str, Any]:
         "factors_refitted": _factors(fitted),
         "fit_seconds": _r(fit_s),
         "columns": ["row", "fitted", "modelled", "tps", "tps_model", "gib", "gib_model"],
-        "rows": [[r["row"], r["fitted"], r["modelled"], r["tps"], round(r["tps_model"], 1),
-                  r["gib"], round(r["gib_model"], 2)] for r in rows],  # fmt: skip
+        "rows": [
+            [
+                r["row"],
+                r["fitted"],
+                r["modelled"],
+                r["tps"],
+                round(r["tps_model"], 1),
+                r["gib"],
+                round(r["gib_model"], 2),
+            ]
+            for r in rows
+        ],  # fmt: skip
         "max_abs_error_unfitted_modelled": {
             "tps": _r(max(abs(r["tps_error"]) for r in test)),
             "gib": _r(max(abs(r["gib_error"]) for r in test)),
@@ -177,7 +187,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--gpus", nargs="+", type=int, default=[8, 64, 256, 512])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budget", type=float, default=60.0, help="search seconds per config")
+    ap.add_argument("--docs", action="store_true",
+                    help="only rewrite docs/plans.md's tables from the stored results")  # fmt: skip
     args = ap.parse_args(argv)
+    if args.docs:
+        from benchmarks._plans_tables import update_docs
+
+        print("rewrote tables:", update_docs(read_results("bench_plans")))
+        return
     machine = machine_info()
     old = read_results("bench_plans") if _exists() else {}
     payload: dict[str, Any] = {k: v for k, v in old.items() if k != "machine"}
