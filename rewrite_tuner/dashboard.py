@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rewrite_tuner.tables import held_out_cells
 from studies.dashboard import markup as h
 from studies.dashboard.hooks import Exported, Hooks, Panel, Phases
 
@@ -147,20 +148,7 @@ def _report_html(r: dict[str, Any], path: Path) -> str:
     )
     hrows = []
     for w, row in comp["per_workload"].items():
-        reach, hv, lat = row["reach"], row["final_hv"], row.get("latency_reduction")
-        c = reach["candidate"]
-        hrows.append(
-            [
-                h.esc(w),
-                f"{c['value']:.0f} [{c['low']:.0f}, {c['high']:.0f}]",
-                f"{reach['reference']['value']:.0f}",
-                f"{reach['ratio']:.2f}x",
-                f"{hv['candidate']['value']:.3f} / {hv['reference']['value']:.3f}",
-                f"{100 * lat['candidate']['value']:.1f}% / {100 * lat['reference']['value']:.1f}%"
-                if lat
-                else "",
-            ]
-        )
+        hrows.append([h.esc(w), *held_out_cells(row)])
     headers = ["workload", "steps, tuned", "defaults", "ratio", "final HV", "latency red."]
     body += h.table(headers, hrows, cls="heldout")
     ratio = comp["overall"]["reach_ratio"]["median"]

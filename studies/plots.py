@@ -100,7 +100,7 @@ def _coord(t: TrialRecord, k: str) -> float:
     return float(t.number) if k == "trial" else float((t.values or {})[k])
 
 
-def _view(front: list[float], every: list[float]) -> tuple[float, float]:
+def axis_view(front: list[float], every: list[float]) -> tuple[float, float]:
     """Axis limits holding the front and the trials inside Tukey's fences (1.5 IQR beyond the
     quartiles), padded by 6%."""
     import numpy as np
@@ -124,7 +124,7 @@ def _pareto_panel(
         limits[k] = (
             (min(every) - 0.5, max(every) + 0.5)
             if k == "trial"
-            else _view([_coord(t, k) for t in best], every)
+            else axis_view([_coord(t, k) for t in best], every)
         )
     (x0, x1), (y0, y1) = limits[a], limits[b]
     inside: list[tuple[TrialRecord, float, float]] = []

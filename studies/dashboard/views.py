@@ -304,8 +304,11 @@ def _points(
 
 def pareto_panel(snap: Snapshot) -> Panel:
     """The feasible trials in objective space, one figure per pair of objectives, the Pareto set
-    highlighted; a click on a point opens its trial."""
+    highlighted; a click on a point opens its trial. The axes open on the front and the trials
+    inside Tukey's fences (`studies.plots.axis_view`), and the note counts the trials outside."""
     import itertools
+
+    from studies.plots import axis_view
 
     ok = feasible_trials(snap)
     on_front = {t.number for t in front(snap)}
@@ -316,6 +319,7 @@ def pareto_panel(snap: Snapshot) -> Panel:
         t for t in snap.trials if t.state == "COMPLETE" and t.values and t.number not in ok_numbers
     ]
     figures, divs = [], []
+    hidden: set[int] = set()
     for i, (a, b) in enumerate(pairs):
         data = [
             _points("feasible", [t for t in ok if t.number not in on_front], a, b, "#90a4ae", "circle"),
@@ -327,17 +331,33 @@ def pareto_panel(snap: Snapshot) -> Panel:
         def label(k: str) -> str:
             return "trial number" if k == "number" else f"{k} ({snap.objectives[k]})"
 
+        axes: dict[str, dict[str, Any]] = {k: {"title": {"text": label(k)}} for k in (a, b)}
+        for k in (a, b):  # the front and the bulk of the trials, as `tuner plot` draws them
+            if k != "number" and ok:
+                every = [float(t.values[k]) for t in ok]  # type: ignore[index]
+                best = [v for t, v in zip(ok, every) if t.number in on_front]
+                lo, hi = axis_view(best, every)
+                axes[k]["range"] = [lo, hi]
+                hidden |= {t.number for t, v in zip(ok, every) if not lo <= v <= hi}
         layout = {
             "title": {"text": f"Pareto front: {label(b)} vs {label(a)}"},
-            "xaxis": {"title": {"text": label(a)}},
-            "yaxis": {"title": {"text": label(b)}},
+            "xaxis": axes[a],
+            "yaxis": axes[b],
         }
         figures.append(h.figure(f"pareto-{i}", data, layout))
         divs.append(h.div(f"pareto-{i}", 420))
     more = len(list(itertools.combinations(names, 2))) - len(pairs)
     text = h.note(
         f"{len(on_front)} trials on the Pareto front of {len(ok)} feasible ones. Click a point to "
-        "open its trial." + (f" ({more} more pairs of objectives not drawn.)" if more > 0 else "")
+        "open its trial."
+        + (f" ({more} more pairs of objectives not drawn.)" if more > 0 else "")
+        + (
+            f" The axes fit the front and the bulk of the trials: {len(hidden)} outlying "
+            f"trial{'s' if len(hidden) != 1 else ''} outside the view (double-click the plot to "
+            "show every trial)."
+            if hidden
+            else ""
+        )
     )
     return Panel("pareto", "Pareto front", text + "".join(divs), tuple(figures))
 

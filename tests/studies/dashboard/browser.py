@@ -135,6 +135,7 @@ def _main() -> None:
     ap.add_argument("--out", type=Path, default=Path("docs/img"))
     ap.add_argument("--trial", type=int, default=None, help="also the view of this trial")
     args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
     dash = Dashboard(args.storage, args.name, HOOKS)
     server = make(dash, "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -161,3 +161,25 @@ def test_the_report_is_one_file_with_nothing_to_fetch(study_url: str, tmp_path: 
     sources = re.findall(r"""<(?:script|link|img|iframe)[^>]+(?:src|href)=["']([^"']+)""", html)
     assert all(s.startswith("data:") for s in sources), sources
     assert "RuntimeError: boom at population 20" in html  # the failed trial's view is inside
+
+
+def test_the_pareto_view_opens_on_the_front_not_on_an_outlier(tmp_path: Path) -> None:
+    """Issue 52's plot fix, in the dashboard: one far-off trial must not squeeze the front into a
+    corner. The axes fit the front and the trials inside Tukey's fences; the note counts the
+    trial left outside, and its point is still in the figure (a double-click shows it)."""
+    from spaces import Float, Space
+
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    study = Study("outlier", Space({"x": Float(0.0, 1.0)}), OBJECTIVES, None, storage=url, seed=0)
+    points = [(1.0 + 0.01 * i, 2.0 - 0.01 * i) for i in range(12)] + [(50.0, 90.0)]
+    for latency, seconds in points:
+        trial = study.ask()
+        study.tell(trial.number, {"latency": latency, "search_seconds": seconds})
+    panel = {p["id"]: p for p in build(_snap(url, "outlier"), Hooks())["panels"]}["pareto"]
+    layout = panel["figures"][0]["layout"]
+    lo, hi = layout["xaxis"]["range"]
+    assert lo <= 1.0 and 1.11 <= hi < 50.0
+    assert layout["yaxis"]["range"][1] < 90.0
+    assert "1 outlying trial outside the view" in panel["html"]
+    xs = [x for trace in panel["figures"][0]["data"] for x in trace["x"]]
+    assert 50.0 in xs
