@@ -203,10 +203,10 @@ def main(argv: list[str] | None = None) -> None:
                            "sequence_parallel": SEQUENCE_PARALLEL}  # fmt: skip
     if args.part in ("all", "anchors"):
         payload["anchors"] = anchors_part()
-        write_results("bench_plans", payload, machine=machine, dumps=_dumps)
+        write_results("bench_plans", payload, machine=machine)
     if args.part in ("all", "autoparallel") and args.autoparallel_path:
         payload["autoparallel"] = autoparallel_part(args.autoparallel_path, args.budget)
-        write_results("bench_plans", payload, machine=machine, dumps=_dumps)
+        write_results("bench_plans", payload, machine=machine)
     if args.part in ("all", "configs"):
         kept = [c for c in payload.get("configs", []) if "seconds" in c]  # this layout only
         rows = {(c["model"], c["gpus"]): c for c in kept}
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> None:
                 rows[(model, n)] = config(model, n, args.seed, args.budget)
                 payload["configs"] = list(rows.values())
                 payload["summary"] = summary(payload["configs"])
-                write_results("bench_plans", payload, machine=machine, dumps=_dumps)
+                write_results("bench_plans", payload, machine=machine)
         for line in _summary_lines(payload["summary"]):
             print(line)
 
@@ -285,12 +285,6 @@ def autoparallel_part(path: str, budget: float) -> dict[str, Any]:
               f"{row['autoparallel_tps'] or float('nan'):.0f} TPS; search {row['search_tps']:.0f} TPS "
               f"in {row['search_s']:.1f} s")  # fmt: skip
     return {"source": "meta-pytorch/autoparallel (fetched; not committed)", "runs": out}
-
-
-def _dumps(record: dict[str, Any]) -> str:
-    import json
-
-    return json.dumps(record, separators=(",", ":"), default=str)
 
 
 def _exists() -> bool:
