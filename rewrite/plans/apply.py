@@ -13,9 +13,11 @@ itself changed. A plan DTensor cannot express raises `PlanError` and leaves the 
 
 Conventions, stated so the planner's collective counts can follow them:
 
-- FSDP uses ``fully_shard``'s defaults: non-root modules reshard after forward (all-gathered
-  again in backward), the root does not. torchtitan additionally keeps the last block unsharded
-  (one all-gather fewer per step); plans here do not.
+- FSDP passes each module's ``reshard_after_forward``: True leaves ``fully_shard`` its default
+  (non-root modules reshard after forward and are all-gathered again in backward; the root does
+  not), False keeps the module's parameters gathered from forward to backward.
+  torchtitan additionally keeps the last block unsharded (one all-gather fewer per step); plans
+  here do not.
 - ``replicate`` is the FSDP2-based one (``torch.distributed._composable.replicate_with_fsdp``):
   one gradient all-reduce per replicated module group.
 - ``checkpoint="full"`` recomputes the module's forward in backward; ``"selective"`` is
@@ -63,6 +65,7 @@ class Target:
     tp: TensorParallel | None
     fsdp: bool
     checkpoint: str
+    reshard_after_forward: bool = True
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,14 @@ def check_plan(plan: ParallelPlan, model: nn.Module, device_mesh: Any = None) ->
     Raises:
         PlanError: Listing every problem found.
     """
-    problems: list[str] = []
+    problems = [
+        f"the planner found DTensor cannot express {k!r}: {v}" for k, v in plan.problems.items()
+    ]
+    if plan.cp_axis is not None:
+        problems.append(
+            f"context parallelism (cp_axis {plan.cp_axis!r}) is applied by the training loop "
+            "(torch.distributed.tensor.experimental.context_parallel), not by apply_plan"
+        )
     if device_mesh is not None:
         _check_mesh(plan, device_mesh, problems)
     _check_axes(plan, problems)
@@ -240,6 +250,7 @@ def _merge(fqn: str, entries: list[tuple[str, ModulePlan]], problems: list[str])
         tp=next(iter(tps.values()))[1] if tps else None,
         fsdp=any(mp.fsdp for _, mp in entries),
         checkpoint=next(iter(cps)) if cps else "none",
+        reshard_after_forward=all(mp.reshard_after_forward for _, mp in entries if mp.fsdp),
     )
 
 
@@ -561,8 +572,13 @@ def _data_parallel(checked: CheckedPlan, model: nn.Module, mesh: Any) -> None:
     dp_mesh = mesh[axes] if plan.replicate_axes else _submesh(mesh, plan.fsdp_axes)
     wrapped = [n for n, mp in checked.targets.items() if mp.fsdp and n]
     for name in sorted(wrapped, key=lambda n: -n.count(".")):
-        fully_shard(model.get_submodule(name), mesh=dp_mesh, mp_policy=policy)
-    fully_shard(model, mesh=dp_mesh, mp_policy=policy)
+        again = None if checked.targets[name].reshard_after_forward else False
+        fully_shard(
+            model.get_submodule(name), mesh=dp_mesh, mp_policy=policy, reshard_after_forward=again
+        )
+    root = checked.targets.get("")
+    again = None if root is None or root.reshard_after_forward else False
+    fully_shard(model, mesh=dp_mesh, mp_policy=policy, reshard_after_forward=again)
 
 
 def _submesh(mesh: Any, axes: tuple[str, ...]) -> Any:

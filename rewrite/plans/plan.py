@@ -15,11 +15,12 @@ File format (``format_version`` 1)::
       "format": "rewrite-parallel-plan",
       "format_version": 1,
       "mesh": {"dp": 8, "tp": 8},            # ordered: outermost axis first
-      "axes": {"tp": "tp", "fsdp": ["dp"], "replicate": [], "pp": null},
+      "axes": {"tp": "tp", "fsdp": ["dp"], "replicate": [], "cp": null},
       "modules": {"layers.*.attention.wq": {"tp": {"style": "colwise", ...},
                                              "fsdp": false, "checkpoint": "none"}, ...},
       "pipeline": null | {"axis": "pp", "stages": [[...fqns...], ...], "schedule": "1F1B",
                           "microbatches": 8, "virtual_stages": 1},
+      "problems": {"transformer.h.*.attn.c_attn": "why DTensor cannot express it"},
       "training": true, "precision": "bf16",
       "cost": {"step_time": ..., "tokens_per_second": ..., "peak_memory": ..., ...},
       "collectives": {"all_gather": 4, "reduce_scatter": 2, "all_reduce": 3},
@@ -170,11 +171,15 @@ class ModulePlan:
         tp: Its tensor-parallel style, or None.
         fsdp: Whether ``fully_shard`` wraps it (over the plan's FSDP axes).
         checkpoint: Activation checkpointing of its forward, one of `CHECKPOINTING`.
+        reshard_after_forward: With ``fsdp``, ``fully_shard``'s ``reshard_after_forward``
+            (False keeps the gathered parameters from forward to backward, as torchtitan does
+            under pipelining).
     """
 
     tp: TensorParallel | None = None
     fsdp: bool = False
     checkpoint: str = "none"
+    reshard_after_forward: bool = True
 
     def __post_init__(self) -> None:
         if self.checkpoint not in CHECKPOINTING:
@@ -187,6 +192,7 @@ class ModulePlan:
             "tp": None if self.tp is None else self.tp.to_dict(),
             "fsdp": self.fsdp,
             "checkpoint": self.checkpoint,
+            "reshard_after_forward": self.reshard_after_forward,
         }
 
     @classmethod
@@ -196,6 +202,7 @@ class ModulePlan:
             tp=None if tp is None else TensorParallel.from_dict(tp),
             fsdp=bool(doc.get("fsdp", False)),
             checkpoint=doc.get("checkpoint", "none"),
+            reshard_after_forward=bool(doc.get("reshard_after_forward", True)),
         )
 
 
@@ -261,6 +268,11 @@ class ParallelPlan:
         replicate_axes: The mesh axes parameters are replicated over, gradients all-reduced
             (DDP, or the replicate part of HSDP).
         pipeline: The pipeline cut, or None.
+        cp_axis: The mesh axis the sequence is split over (context parallelism, which the
+            training loop applies with ``torch.distributed.tensor.experimental.context_parallel``
+            around forward and backward), or None.
+        problems: Why DTensor cannot express the plan as it stands, by module name (or
+            ``"plan"``); empty when it can. A plan with problems is costed but must not be applied.
         training: Whether the plan is for a training step (forward, backward, optimizer).
         precision: ``"bf16"`` (bf16 compute, fp32 master weights and optimizer states) or
             ``"fp32"``.
@@ -280,6 +292,8 @@ class ParallelPlan:
     fsdp_axes: tuple[str, ...] = ()
     replicate_axes: tuple[str, ...] = ()
     pipeline: PipelineSpec | None = None
+    cp_axis: str | None = None
+    problems: dict[str, str] = field(default_factory=dict)
     training: bool = True
     precision: str = "bf16"
     name: str = "plan"
@@ -300,6 +314,8 @@ class ParallelPlan:
         object.__setattr__(self, "fsdp_axes", tuple(self.fsdp_axes))
         object.__setattr__(self, "replicate_axes", tuple(self.replicate_axes))
         named = [a for a in (self.tp_axis, *self.fsdp_axes, *self.replicate_axes) if a]
+        if self.cp_axis is not None:
+            named.append(self.cp_axis)
         if self.pipeline is not None:
             named.append(self.pipeline.axis)
         unknown = [a for a in named if a not in mesh]
@@ -310,7 +326,7 @@ class ParallelPlan:
             )
         if len(set(named)) != len(named):
             raise PlanError(
-                f"Each mesh axis plays one role (tp, fsdp, replicate or pp), but got {named}."
+                f"Each mesh axis plays one role (tp, fsdp, replicate, pp or cp), but got {named}."
             )
         if self.precision not in _PRECISIONS:
             raise PlanError(f"precision must be one of {_PRECISIONS}, but got {self.precision!r}.")
@@ -322,6 +338,11 @@ class ParallelPlan:
     def n_devices(self) -> int:
         """The number of devices the mesh spans."""
         return math.prod(self.mesh.values())
+
+    @property
+    def expressible(self) -> bool:
+        """Whether DTensor can express the plan (no `problems`)."""
+        return not self.problems
 
     def apply(self, model: Any, device_mesh: Any) -> Any:
         """Apply the plan to ``model`` inside this rank (see `rewrite.plans.apply.apply_plan`)."""
@@ -344,9 +365,11 @@ class ParallelPlan:
                 "tp": self.tp_axis,
                 "fsdp": list(self.fsdp_axes),
                 "replicate": list(self.replicate_axes),
+                "cp": self.cp_axis,
             },
             "modules": {fqn: mp.to_dict() for fqn, mp in self.modules.items()},
             "pipeline": None if self.pipeline is None else self.pipeline.to_dict(),
+            "problems": dict(self.problems),
             "training": self.training,
             "precision": self.precision,
             "cost": dict(self.cost),
@@ -381,6 +404,8 @@ class ParallelPlan:
                 fsdp_axes=tuple(axes.get("fsdp", ())),
                 replicate_axes=tuple(axes.get("replicate", ())),
                 pipeline=None if pipeline is None else PipelineSpec.from_dict(pipeline),
+                cp_axis=axes.get("cp"),
+                problems={str(k): str(v) for k, v in doc.get("problems", {}).items()},
                 training=bool(doc.get("training", True)),
                 precision=doc.get("precision", "bf16"),
                 name=doc.get("name", "plan"),

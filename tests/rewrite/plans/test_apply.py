@@ -234,6 +234,24 @@ def test_wildcards_expand_to_every_matching_module(models: dict[str, nn.Module])
     ]
 
 
+def test_the_planners_problems_and_context_parallelism_are_refused(
+    models: dict[str, nn.Module],
+) -> None:
+    plan = handwritten_plan(models["llama"], "fsdp", 2)
+    flagged = replace(plan, problems={"block:%48": "sdpa needs its input moved inside a module"})
+    assert "planner found DTensor cannot express 'block:%48'" in refused(flagged, models["llama"])
+    cp = replace(plan, mesh={"dp": 2, "cp": 1}, cp_axis="cp")
+    assert "context_parallel" in refused(cp, models["llama"])
+
+
+def test_reshard_after_forward_reaches_every_matching_module(models: dict[str, nn.Module]) -> None:
+    plan = handwritten_plan(models["llama"], "fsdp", 2)
+    keep = {k: replace(m, reshard_after_forward=False) for k, m in plan.modules.items()}
+    checked = check_plan(replace(plan, modules=keep), models["llama"], mesh_for(plan))
+    fsdp = [t for t in checked.targets.values() if t.fsdp]
+    assert fsdp and not any(t.reshard_after_forward for t in fsdp)
+
+
 def test_a_mesh_that_differs_from_the_plans_is_refused(models: dict[str, nn.Module]) -> None:
     plan = handwritten_plan(models["llama"], "fsdp+tp", (2, 2))
     msg = refused(plan, models["llama"], FakeMesh(("tp", "dp"), (2, 2)))
