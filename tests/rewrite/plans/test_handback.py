@@ -50,9 +50,11 @@ def _searched(name: str, n: int = 2) -> ParallelPlan:
     return search(w.model, w.inputs, mesh=n, memory_cap=cap, time_budget=5.0, **NUMERICS)
 
 
-def _expert(name: str, mesh: Any, style: str, ckpt: str) -> ParallelPlan:
+def _expert(name: str, mesh: Any, style: str, ckpt: str, **options: Any) -> ParallelPlan:
     w = _work(name)
-    return expert(w.model, w.inputs, mesh=mesh, style=style, checkpointing=ckpt, **NUMERICS)
+    return expert(
+        w.model, w.inputs, mesh=mesh, style=style, checkpointing=ckpt, **options, **NUMERICS
+    )
 
 
 def _case(name: str, tag: str, plan: ParallelPlan) -> dict[str, Any]:
@@ -98,6 +100,25 @@ def test_a_searched_plan_beyond_the_experts_runs_at_two_ranks(tmp_path: Path) ->
     assert measured["llama-search"] == {"all_gather": 3, "reduce_scatter": 3}
     assert measured["llama-tp-full"] == {"all_reduce": 10}  # Megatron's f/g, recomputed once
     assert measured["llama-fsdp-full"] == {"all_gather": 5, "reduce_scatter": 3}
+
+
+def test_gradient_accumulation_over_two_microbatches_at_two_ranks(tmp_path: Path) -> None:
+    """Under a cap just below the fully checkpointed FSDP expert, the search picks FSDP over two
+    microbatches (the activations of one half-batch at a time); FSDP gathers and
+    reduce-scatters per microbatch, DDP all-reduces on the last one only."""
+    w = _work("llama")
+    full = _expert("llama", 2, "fsdp", "full")
+    cap = 0.95 * full.cost["peak_memory"]
+    plan = search(w.model, w.inputs, mesh=2, memory_cap=cap, time_budget=5.0, **NUMERICS)
+    assert plan.expressible and plan.microbatches == 2 and plan.fsdp_axes == ("dp",)
+    assert plan.cost["peak_memory"] <= cap < min(
+        b.cost["peak_memory"] for b in plan.baselines.values() if b.microbatches == 1
+    )
+    ddp = _expert("llama", 2, "ddp", "none", microbatches=2)
+    measured = _run([_case("llama", "search-mb2", plan), _case("llama", "ddp-mb2", ddp)], 2,
+                    tmp_path)  # fmt: skip
+    assert measured["llama-search-mb2"] == {"all_gather": 6, "reduce_scatter": 6}
+    assert measured["llama-ddp-mb2"] == {"all_reduce": 1}  # synced once, not per microbatch
 
 
 @pytest.mark.slow
