@@ -580,7 +580,7 @@ def _regrouped(block: Any) -> frozenset[str]:
     """The fused projections of ``block`` that apply regroups (see `ModelLayout.regrouped`)."""
     from rewrite.plans.modules import ATTENTION
 
-    out = set()
+    out: set[str] = set()
     for name, mod in block.named_modules():
         spec = ATTENTION.get(type(mod).__name__)
         if spec is not None and spec.fused is not None:

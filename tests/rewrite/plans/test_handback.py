@@ -136,8 +136,10 @@ def test_gradient_accumulation_over_two_microbatches_at_two_ranks(
     plan = _accumulating("llama")
     assert plan.expressible and plan.microbatches == 2 and plan.fsdp_axes == ("dp",)
     cap = plan.provenance["memory_cap"]
-    assert plan.cost["peak_memory"] <= cap < min(
-        b.cost["peak_memory"] for b in plan.baselines.values() if b.microbatches == 1
+    assert (
+        plan.cost["peak_memory"]
+        <= cap
+        < min(b.cost["peak_memory"] for b in plan.baselines.values() if b.microbatches == 1)
     )
     assert two_more["llama-search-mb2"] == {"all_gather": 6, "reduce_scatter": 6}
     assert two_more["llama-ddp-mb2"] == {"all_reduce": 1}  # synced once, not per microbatch
