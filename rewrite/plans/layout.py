@@ -53,7 +53,8 @@ class ModuleInfo:
             model for the rest (``model.embed_tokens``).
         kind: One of `KINDS`: ``linear`` (``nn.Linear``), ``embedding``, ``norm`` (a module whose
             class name says norm), ``conv1d`` (the transposed ``Conv1D`` of GPT-2, which DTensor's
-            parallel styles do not support), ``other``.
+            parallel styles do not support; `rewrite.plans.apply` converts it to ``nn.Linear``),
+            ``other``.
         class_name: The module's class name.
         params: Its parameters' names (relative, as in the graphs), with their element counts.
     """
