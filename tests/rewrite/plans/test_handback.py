@@ -169,9 +169,13 @@ def test_expert_and_searched_plans_run_at_two_and_four_ranks(tmp_path: Path) -> 
         # a parallel residual sums two partial outputs before one all-reduce: the planner
         # flags it (DTensor reduces each row-wise output), apply refuses it on every rank
         _case("gpt_neox", "tp-refused", _expert("gpt_neox", 2, "tp", "full")),
+        _case("gpt2", "tp-full", _expert("gpt2", 2, "tp", "full")),
+        _case("llama", "tp-mb2", _expert("llama", 2, "tp", "none", microbatches=2)),
     ]
     measured = _run(two, 2, tmp_path / "two")
     assert measured["llama-ddp-none"] == {"all_reduce": 1}
+    assert measured["gpt2-tp-full"] == {"all_reduce": 10}
+    assert measured["llama-tp-mb2"] == {"all_reduce": 16}  # per microbatch
     dp_tp = {"dp": 2, "tp": 2}
     four = [
         _case("llama", "fsdp+tp-none", _expert("llama", dp_tp, "fsdp+tp", "none")),
@@ -179,8 +183,16 @@ def test_expert_and_searched_plans_run_at_two_and_four_ranks(tmp_path: Path) -> 
         _case("llama", "search", _searched("llama", 4)),
         # 2 key/value heads cannot split 4 ways: the planner flags it, apply refuses it
         _case("llama", "tp4-refused", _expert("llama", {"tp": 4}, "tp", "selective")),
+        _case("gpt2", "fsdp+tp-full", _expert("gpt2", dp_tp, "fsdp+tp", "full")),
+        _case("llama", "fsdp+tp-mb2", _expert("llama", dp_tp, "fsdp+tp", "none", microbatches=2)),
     ]
     measured = _run(four, 4, tmp_path / "four")
+    assert measured["gpt2-fsdp+tp-full"] == {"all_gather": 5, "all_reduce": 10, "reduce_scatter": 3}
+    assert measured["llama-fsdp+tp-mb2"] == {
+        "all_gather": 10,
+        "all_reduce": 16,
+        "reduce_scatter": 6,
+    }
     assert measured["llama-fsdp+tp-full"] == {
         "all_gather": 5,
         "all_reduce": 10,
