@@ -98,6 +98,7 @@ def expert(
     device: str | DeviceProfile = "h100-gt",
     training: bool = True,
     sequence_parallel: str = "auto",
+    microbatches: int | None = None,
     **numerics: Any,
 ) -> ParallelPlan:
     """Cost an expert plan (`rewrite.plans.experts`).
@@ -114,10 +115,13 @@ def expert(
         sequence_parallel: ``"auto"`` (where DTensor can express it on the model), ``"always"``
             (also on a model that derives positions from its embedding's output, as Hugging
             Face's do: the plan lists that problem; torchtitan's Llama has none), ``"never"``.
+        microbatches: Microbatches per step (gradient accumulation, or the pipeline's); default
+            the style's (1, or as many as the pipeline needs).
         **numerics: ``precision`` (``"bf16"``/``"fp32"``), ``float8``, ``compile``, ``async_tp``.
 
     Raises:
-        PlanError: On an unknown style or checkpointing, or a mesh the style cannot use.
+        PlanError: On an unknown style or checkpointing, a mesh the style cannot use, or
+            microbatches that do not split the batch.
     """
     _check_training(training)
     if checkpointing not in CHECKPOINT_MODES:
@@ -134,6 +138,10 @@ def expert(
                          sequence_parallel=sequence_parallel, **nums)  # fmt: skip
     if isinstance(mesh, Mapping):
         st = _named(mesh, style, st)
+    if microbatches is not None:
+        if isinstance(microbatches, bool) or not isinstance(microbatches, int) or microbatches < 1:
+            raise PlanError(f"microbatches must be an int >= 1, got {microbatches!r}.")
+        st = st.with_(microbatches=microbatches)
     return _plan(layout, st, p, f"{style}/{checkpointing}", {"style": style})
 
 

@@ -21,9 +21,10 @@ wrapping and checkpointing, as torchtitan's ``parallelize_llama`` writes them fo
   same mode, else one entry per block index).
 
 `dtensor_problems` lists why DTensor's parallel styles cannot express a strategy: a split weight
-in a module that is not ``nn.Linear`` or ``nn.Embedding`` (GPT-2's ``Conv1D``), or a value that
-must change sharding inside a module, where no style can put the move (between parallel styles
-tensors are local, so such a move would silently compute something else).
+in a module that is not ``nn.Linear``, ``nn.Embedding`` or GPT-2's ``Conv1D`` (which apply
+converts to ``nn.Linear``), a fused projection split into parts that apply does not regroup, or a
+value that must change sharding inside a module, where no style can put the move (between
+parallel styles tensors are local, so such a move would silently compute something else).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rewrite.ir import Graph
+from rewrite.ir import Graph, Node, Value
 from rewrite.plans.layout import ModelLayout, ModuleInfo
 from rewrite.plans.plan import ModulePlan, ParallelPlan, PipelineSpec, TensorParallel
 from rewrite.plans.propagate import Propagation, propagate
@@ -61,13 +62,22 @@ def _param_problems(
         name = fqn(_module_of(param))
         if mod is None:
             out[name] = f"parameter {param!r} is not held by a leaf module the planner knows."
-        elif mod.kind not in ("linear", "embedding"):
+        elif mod.kind not in ("linear", "embedding", "conv1d"):  # apply converts a Conv1D
             out[name] = (
                 f"{mod.class_name} is not nn.Linear or nn.Embedding: DTensor's ColwiseParallel "
                 f"and RowwiseParallel cannot split it (dim {dim} of {param!r}); convert it to "
                 "nn.Linear (transposing the weight) or leave it replicated."
             )
     return out
+
+
+def _projection(graph: Graph, v: Value) -> Node | None:
+    """The ``linear`` (or a ``Conv1D``'s ``addmm``, through the views around it) producing
+    ``v``, or None."""
+    node = graph.node(v.node)
+    while node.op in ("reshape", "view"):
+        node = graph.node(node.inputs[0].node)
+    return node if node.op in ("linear", "addmm") else None
 
 
 def _move_problems(prop: Propagation, graph: Graph, label: str) -> dict[str, str]:
@@ -77,10 +87,11 @@ def _move_problems(prop: Propagation, graph: Graph, label: str) -> dict[str, str
             continue  # replicated to partial: local
         producer = graph.node(v.node)
         user = graph.node(consumer)
-        at_boundary = (user.op == "linear" and user.inputs[0] == v) or producer.op in (
-            "linear",
-            "input",
-            "embedding",
+        activation = {"linear": 0, "addmm": 1}.get(user.op)  # a Conv1D computes addmm
+        at_boundary = (
+            (activation is not None and user.inputs[activation] == v)
+            or producer.op in ("input", "embedding")
+            or _projection(graph, v) is not None
         )
         if not at_boundary:
             out[f"{label}:%{consumer}"] = (
@@ -110,6 +121,30 @@ def _propagations(layout: ModelLayout, st: Strategy) -> tuple[Propagation, Propa
     return bprop, rprop
 
 
+def _fused_problems(prop: Propagation, layout: ModelLayout) -> dict[str, str]:
+    """A split along a split dim (a fused projection's parts, `rewrite.plans.propagate`) that
+    apply does not regroup."""
+    out = {}
+    graph = prop.graph
+    for node in graph:
+        if node.op != "split":
+            continue
+        dim = node.attrs.get("dim", 0) % node.in_types[0].rank
+        if not prop.out[node.inputs[0]].dims[dim]:
+            continue
+        proj = _projection(graph, node.inputs[0])
+        param = graph.node(proj.inputs[1 if proj.op == "linear" else 2].node) if proj else None
+        module = _module_of(param.attrs.get("name", "")) if param is not None else ""
+        if module not in layout.regrouped:
+            out[f"block:%{node.id}"] = (
+                f"split %{node.id} cuts a value split on its own dim into parts (a fused "
+                f"projection {module or '?'!r}); apply regroups only the fused projections of "
+                f"{sorted(layout.regrouped) or 'none'} per device, so this layout would compute "
+                "something else; leave the projection replicated."
+            )
+    return out
+
+
 def dtensor_problems(layout: ModelLayout, st: Strategy) -> dict[str, str]:
     """Why ``parallelize_module`` cannot express ``st`` on ``layout`` (empty: it can).
 
@@ -128,6 +163,7 @@ def dtensor_problems(layout: ModelLayout, st: Strategy) -> dict[str, str]:
             "parallelism."
         )
     bprop, rprop = _propagations(layout, st)
+    out.update(_fused_problems(bprop, layout))
     out.update(_move_problems(bprop, bprop.graph, "block"))
     if rprop is not None:
         out.update(_move_problems(rprop, rprop.graph, "rest"))

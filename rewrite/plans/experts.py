@@ -90,7 +90,8 @@ def expressible_layout(
     """Megatron's layout on ``t`` devices with sequence parallelism when DTensor can express it
     on this model, else without (a model that derives positions from its embedding's output, or
     reads one token for its head, needs the whole sequence there); None when neither can be
-    expressed (``t`` does not divide the heads, or a split module is not ``nn.Linear``).
+    expressed (``t`` does not divide the heads, or a split module is not ``nn.Linear`` or
+    ``Conv1D``).
     ``sequence_parallel`` (`rewrite.plans.convert.SEQUENCE_PARALLEL`): ``always`` keeps it on a
     model that is not sequence-parallel safe, ``never`` leaves it out."""
     from rewrite.plans.convert import SP_UNSAFE, dtensor_problems

@@ -1,7 +1,7 @@
 """One training step of an applied plan, its collectives counted, against the single-process model.
 
-`train_step` runs forward, loss, backward and one AdamW step, counting each phase's
-collectives (`rewrite.plans.counting.CollectiveCounter`); `pipeline_step` does the same for a
+`train_step` runs forward, loss and backward of each of a plan's microbatches (gradient
+accumulation) and one AdamW step, counting each phase's collectives (`rewrite.plans.counting.CollectiveCounter`); `pipeline_step` does the same for a
 pipeline plan's schedule.
 `distributed_step` applies a plan to a workload inside a rank and returns the rank's loss and
 output, the full gradients and updated parameters in the model's own layout, and the counts;
@@ -171,9 +171,16 @@ def train_step(
     optimizer: torch.optim.Optimizer,
     kwargs: dict[str, Any] | None = None,
     *,
+    microbatches: int = 1,
+    defer_sync: bool = False,
     use_comm_debug_mode: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, CollectiveCounter]]:
-    """Forward, loss, backward and an optimizer step, each phase's collectives counted.
+    """Forward, loss and backward of each microbatch, then an optimizer step, each phase's
+    collectives counted (over all microbatches).
+
+    Gradient accumulation: each microbatch's loss (a mean over its rows) is scaled by
+    ``1 / microbatches`` before its backward, so the accumulated gradient is the mean over the
+    rows of ``inputs``, as one backward on all of them gives.
 
     Args:
         model: The (applied) model.
@@ -182,22 +189,43 @@ def train_step(
         loss_fn: ``(output, targets) -> scalar``.
         optimizer: Steps the model's parameters.
         kwargs: Extra keyword inputs of the model.
+        microbatches: Equal row slices of ``inputs`` run one after another.
+        defer_sync: Sync gradients on the last microbatch only (``model`` is an FSDP2 module:
+            ``set_requires_gradient_sync``); see `ParallelPlan.defers_gradient_sync`.
         use_comm_debug_mode: Count with ``CommDebugMode`` itself (see `CollectiveCounter`).
 
     Returns:
-        The loss, the model output and a `CollectiveCounter` per phase.
+        The loss (mean over microbatches), the model output (all rows) and a
+        `CollectiveCounter` per phase.
+
+    Raises:
+        PlanError: If the rows do not split into ``microbatches``.
     """
+    rows = inputs.shape[0]
+    if microbatches < 1 or rows % microbatches:
+        raise PlanError(
+            f"{rows} rows per rank do not split into {microbatches} microbatches; use a batch "
+            "that is a multiple of the data-parallel ranks times the microbatches."
+        )
     phases = {
         p: CollectiveCounter(use_comm_debug_mode) for p in ("forward", "backward", "optimizer")
     }
-    with phases["forward"]():
-        out = model(inputs, **(kwargs or {}))
-        loss = loss_fn(out, targets)
-    with phases["backward"]():
-        loss.backward()
+    per = rows // microbatches
+    losses, outs = [], []
+    for i in range(microbatches):
+        if defer_sync:
+            model.set_requires_gradient_sync(i == microbatches - 1)  # type: ignore[operator]
+        rows_i = slice(i * per, (i + 1) * per)
+        with phases["forward"]():
+            out = model(inputs[rows_i], **(kwargs or {}))
+            loss = loss_fn(out, targets[rows_i])
+        with phases["backward"]():
+            (loss / microbatches).backward()
+        losses.append(loss.detach())
+        outs.append(output_tensor(out).detach())
     with phases["optimizer"]():
         optimizer.step()
-    return loss.detach(), output_tensor(out).detach(), phases
+    return torch.stack(losses).mean(), torch.cat(outs), phases
 
 
 def _full(t: torch.Tensor) -> torch.Tensor:
@@ -280,6 +308,8 @@ def distributed_step(
             work.loss,
             optimizer,
             work.kwargs,
+            microbatches=plan.microbatches,
+            defer_sync=plan.defers_gradient_sync and plan.microbatches > 1,
             use_comm_debug_mode=use_comm_debug_mode,
         )
     else:

@@ -53,7 +53,8 @@ class ModuleInfo:
             model for the rest (``model.embed_tokens``).
         kind: One of `KINDS`: ``linear`` (``nn.Linear``), ``embedding``, ``norm`` (a module whose
             class name says norm), ``conv1d`` (the transposed ``Conv1D`` of GPT-2, which DTensor's
-            parallel styles do not support), ``other``.
+            parallel styles do not support; `rewrite.plans.apply` converts it to ``nn.Linear``),
+            ``other``.
         class_name: The module's class name.
         params: Its parameters' names (relative, as in the graphs), with their element counts.
     """
@@ -94,6 +95,9 @@ class ModelLayout:
         sequence_parallel_safe: Whether the model's code outside its blocks works when the
             embedding hands on a sequence shard (`_sequence_parallel_safe`).
         buffers: Number of buffers the model holds (DDP broadcasts them every forward).
+        regrouped: The block's fused projections (relative names, e.g. ``attn.c_attn``) whose
+            rows `rewrite.plans.apply` regroups per device before splitting them column-wise
+            (`rewrite.plans.modules.ATTENTION`).
     """
 
     name: str
@@ -111,6 +115,7 @@ class ModelLayout:
     calls: Mapping[str, tuple[int, tuple[str, ...]]] = field(default_factory=dict)
     sequence_parallel_safe: bool = True
     buffers: int = 0
+    regrouped: frozenset[str] = frozenset()
     _cache: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -568,7 +573,20 @@ def _layout_of(model: Any, example_inputs: Any, name: str | None) -> ModelLayout
         calls=calls,
         sequence_parallel_safe=_sequence_parallel_safe(model, first, marker_args),
         buffers=sum(1 for _ in model.buffers()),
+        regrouped=_regrouped(first),
     )
+
+
+def _regrouped(block: Any) -> frozenset[str]:
+    """The fused projections of ``block`` that apply regroups (see `ModelLayout.regrouped`)."""
+    from rewrite.plans.modules import ATTENTION
+
+    out: set[str] = set()
+    for name, mod in block.named_modules():
+        spec = ATTENTION.get(type(mod).__name__)
+        if spec is not None and spec.fused is not None:
+            out.update(f"{name}.{p}" if name else p for p in spec.projections)
+    return frozenset(out)
 
 
 def _block_tokens(graph: Graph) -> int:

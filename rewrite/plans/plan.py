@@ -340,6 +340,24 @@ class ParallelPlan:
         return math.prod(self.mesh.values())
 
     @property
+    def microbatches(self) -> int:
+        """Microbatches per step: the pipeline's, else gradient accumulation's (provenance)."""
+        if self.pipeline is not None:
+            return self.pipeline.microbatches
+        return int(self.provenance.get("microbatches", 1))
+
+    @property
+    def defers_gradient_sync(self) -> bool:
+        """Whether gradient accumulation syncs gradients on the last microbatch only.
+
+        True for a plan that only replicates (DDP: its gradients are whole on every rank, so
+        deferring costs no memory, as with DDP's ``no_sync``); FSDP (and HSDP) reduce-scatter
+        after every microbatch (FSDP2's default: gradients stay sharded between microbatches).
+        `rewrite.plans.step.collectives_of` models the same.
+        """
+        return bool(self.replicate_axes) and not self.fsdp_axes and self.pipeline is None
+
+    @property
     def expressible(self) -> bool:
         """Whether DTensor can express the plan (no `problems`)."""
         return not self.problems

@@ -30,7 +30,8 @@ The rules, by family (`RULES`):
 * ``attention``: heads carry (q, k and v split alike), a query-sequence split needs the whole
   key/value sequence (context parallelism gathers it), the head size must be whole.
 * ``view``: reshape maps a split to the major dim of its group; permute/transpose permute;
-  expand, slice, split, concat keep splits off the dims they touch.
+  expand, slice, split, concat keep splits off the dims they touch (but a split into equal
+  parts keeps the cut dim's split on each part: a fused projection regrouped per device).
 * ``embedding``: a vocabulary split gives a partial output, a width split a split last dim.
 * ``conv``: output channels carry the weight's split; spatial dims must be whole.
 * anything else (``opaque``, pools with split spatial dims...): inputs gathered, output
@@ -288,8 +289,20 @@ def _along_dim(node: Node, ins: Shardings, mesh: Mapping[str, int]) -> tuple[Sha
             Sharding(dims, first.partial),
         )
     partial = first.partial if all(s.partial == first.partial for s in ins) else ()
+    if node.op == "split" and _fused_split(node, first, dim, mesh):
+        return (first,), (first,) * len(node.types)
     want = Sharding(dims, partial)
     return (want,) * len(ins), (want,) * len(node.types)
+
+
+def _fused_split(node: Node, x: Sharding, dim: int, mesh: Mapping[str, int]) -> bool:
+    """Whether a split into equal parts keeps its input's split along the cut dim: each device
+    holds the same rows of every part. That is a fused projection (GPT-2's ``c_attn``: query,
+    key, value) whose rows `rewrite.plans.apply` regroups per device
+    (`rewrite.plans.modules.regroup_fused_qkv`); `rewrite.plans.convert.dtensor_problems` flags
+    it where apply does not."""
+    sizes = {t.shape[dim] for t in node.types}
+    return bool(x.dims[dim]) and len(sizes) == 1 and _divides(sizes.pop(), x.dims[dim], mesh)
 
 
 def _embedding(node: Node, ins: Shardings, mesh: Mapping[str, int]) -> tuple[Shardings, Shardings]:

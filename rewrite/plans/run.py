@@ -146,7 +146,15 @@ def main(argv: list[str] | None = None) -> int:
         for step in range(2, args.steps + 1):
             optimizer.zero_grad()
             if plan.pipeline is None:
-                loss, _, phases = train_step(model, *rows, work.loss, optimizer, work.kwargs)
+                loss, _, phases = train_step(
+                    model,
+                    *rows,
+                    work.loss,
+                    optimizer,
+                    work.kwargs,
+                    microbatches=plan.microbatches,
+                    defer_sync=plan.defers_gradient_sync and plan.microbatches > 1,
+                )
             else:
                 loss, _, phases = pipeline_step(model, *rows, work.loss, optimizer)
             counts: Counter[str] = Counter()

@@ -40,7 +40,12 @@ from rewrite.plans.actions import (
     PlanContext,
 )
 from rewrite.plans.cluster import collective_time, link_of
-from rewrite.plans.convert import _move_problems, _param_problems, dtensor_problems
+from rewrite.plans.convert import (
+    _fused_problems,
+    _move_problems,
+    _param_problems,
+    dtensor_problems,
+)
 from rewrite.plans.experts import _kv_heads, megatron_layout
 from rewrite.plans.graphcost import Options, graph_cost
 from rewrite.plans.layout import ModelLayout
@@ -114,6 +119,7 @@ def block_objective(
     if expressible and (
         _move_problems(prop, block, "block")
         or _param_problems(lay.block, layout.block_modules, layout.module_fqn)
+        or _fused_problems(prop, layout)
     ):
         penalty = _INEXPRESSIBLE
     c = graph_cost(prop, p, options, name)

@@ -11,8 +11,11 @@ critical path (with ``async_tp`` only the part longer than the adjacent GEMMs, a
 before its backward when it reshards after forward) and reduce-scatters its gradients after its
 backward; with ``overlap`` each block's collectives hide behind its neighbour's compute and only
 the excess is exposed, plus the first all-gather and the last reduce-scatter; without, all of it
-is. HSDP adds an all-reduce of the sharded gradients over the replicate axes. DDP all-reduces
-the gradients in buckets during the backward (the excess over the backward is exposed). The loss
+is. Without a pipeline, microbatches accumulate gradients: FSDP gathers and reduce-scatters for
+every microbatch (FSDP2's default; the gradients stay sharded in between). HSDP adds an
+all-reduce of the sharded gradients over the replicate axes. DDP all-reduces the gradients in
+buckets during the last microbatch's backward (the excess over it is exposed; the earlier
+microbatches skip the sync, as DDP's ``no_sync`` does). The loss
 (cross-entropy in fp32 on the head's output, vocabulary-parallel when the head is column
 parallel) is costed from its bytes. The optimizer (AdamW on fp32 master weights: 16 bytes read
 and 12 written per local parameter, and gradient clipping's read) is memory-bound.
@@ -522,8 +525,9 @@ def collectives_of(layout: ModelLayout, st: Strategy, d: _Plan, c: _Costs) -> Co
     per step with one); the root wrap (parameters outside the blocks) the same when it holds any,
     but never gathered again (FSDP2 keeps the root's parameters from forward to backward);
     HSDP one ``all_reduce`` per reduce-scatter. DDP (FSDP2's ``replicate``, as
-    `rewrite.plans.apply` applies it) one ``all_reduce`` per gradient bucket, no buffer
-    broadcast. Measured in `docs/plans-apply.md` and by ``tests/rewrite/plans/test_handback.py``. A
+    `rewrite.plans.apply` applies it) one ``all_reduce`` per gradient bucket once per step (with
+    gradient accumulation on the last microbatch only: `ParallelPlan.defers_gradient_sync`), no
+    buffer broadcast. Measured in `docs/plans-apply.md` and by ``tests/rewrite/plans/test_handback.py``. A
     pipeline one ``send_recv`` per microbatch, stage boundary and direction. This is the function
     to correct if measured counts differ.
     """
@@ -549,11 +553,11 @@ def collectives_of(layout: ModelLayout, st: Strategy, d: _Plan, c: _Costs) -> Co
         out["reduce_scatter"] += units * per
         if any(a for a in st.replicate):
             out["all_reduce"] += units * per
-    elif st.replicate:
+    elif st.replicate:  # gradient accumulation defers DDP's sync to the last microbatch
         sizes = [n * 4 for n, _ in c.block.grad_partial.values()] * len(rank.blocks)
         if c.rest is not None:
             sizes += [n * 4 for n, _ in c.rest.grad_partial.values()]
-        out["all_reduce"] += len(_ddp_buckets(sizes)) * m
+        out["all_reduce"] += len(_ddp_buckets(sizes))
     if d.p > 1:
         out["send_recv"] += 2 * m * d.v
     return out

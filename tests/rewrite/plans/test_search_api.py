@@ -72,11 +72,23 @@ def test_expert_plans_name_the_models_modules(llama_small, tmp_path: Path) -> No
 
 
 def test_what_dtensor_cannot_express_is_flagged(gpt2_small) -> None:
+    import dataclasses
+
+    from rewrite.plans.api import layout_for
+    from rewrite.plans.convert import SP_UNSAFE, dtensor_problems
+    from rewrite.plans.experts import megatron_layout
+    from rewrite.plans.strategy import Strategy
+
     zm, _ = gpt2_small
-    plan = expert(zm.module, zm.args, mesh=2, style="tp")
-    assert not plan.expressible
-    assert any("Conv1D" in why for why in plan.problems.values())
-    assert expert(zm.module, zm.args, mesh=2, style="fsdp").expressible
+    assert expert(zm.module, zm.args, mesh=2, style="tp").expressible  # Conv1D converted
+    layout = layout_for(zm.module, zm.args)
+    assert layout.regrouped == frozenset({"attn.c_attn"})
+    sp = Strategy({"tp": 2}, tp="tp", layout=megatron_layout(layout, sequence_parallel=True))
+    assert SP_UNSAFE in dtensor_problems(layout, sp)  # positions from the embedding's output
+    st = Strategy({"tp": 2}, tp="tp", layout=megatron_layout(layout, sequence_parallel=False))
+    assert dtensor_problems(layout, st) == {}
+    unknown = dataclasses.replace(layout, regrouped=frozenset())  # apply cannot regroup it
+    assert any("fused" in why for why in dtensor_problems(unknown, st).values())
 
 
 @pytest.mark.parametrize(
