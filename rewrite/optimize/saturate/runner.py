@@ -41,7 +41,7 @@ from rewrite.optimize.saturate.extract import (
 )
 from rewrite.optimize.saturate.limits import SaturationLimits
 from rewrite.optimize.saturate.translate import Translation, translate
-from rewrite.optimize.state import Entry
+from rewrite.optimize.state import Entry, Verification
 from rewrite.rules.base import Rule
 
 __all__ = ["FIELDS", "objective_weights", "run_saturation"]
@@ -243,7 +243,7 @@ def _entries(
     """The non-dominated feasible entries among the input and ``graphs`` (deduplicated), and
     each extraction's cost vector by label."""
     costs, y, ok = ctx.measure(ctx.graph, ctx.input_cost, ())
-    cands = [Entry(ctx.graph, ctx.input_cost, y, (), ok, verified=True, costs=costs)]
+    cands = [Entry(ctx.graph, ctx.input_cost, y, (), ok, Verification.done(0), costs=costs)]
     by_label: dict[str, dict[str, float]] = {}
     seen = {ctx.graph.digest}
     for label, g, steps in graphs:
@@ -253,7 +253,7 @@ def _entries(
         if g.digest in seen:
             continue
         seen.add(g.digest)
-        cands.append(Entry(g, c, y, steps, ok, verified=True, costs=costs))
+        cands.append(Entry(g, c, y, steps, ok, Verification.done(len(steps)), costs=costs))
     feas = [e for e in cands if e.feasible]
     if not feas:
         return [], by_label
