@@ -115,6 +115,7 @@ __all__ = [
     # import, and back to PyTorch
     "from_torch",
     "zoo",
+    "zoo_tensat",
     "OptimizeReport",
     "backend",
     "optimize_module",
@@ -150,8 +151,8 @@ def __getattr__(name: str) -> object:
         from rewrite.torch_import import from_torch
 
         return from_torch
-    if name == "zoo":
+    if name in ("zoo", "zoo_tensat"):
         import importlib
 
-        return importlib.import_module("rewrite.zoo")
+        return importlib.import_module(f"rewrite.{name}")
     raise AttributeError(f"module 'rewrite' has no attribute {name!r}")

@@ -46,8 +46,10 @@ def test_every_results_file_is_one_benchmarks_current_record() -> None:
 
 
 def _owners(scripts: set[str]) -> set[str]:
-    """File stems a script may write: its own and its plot (``<script>_nodes``)."""
-    return scripts | {f"{s}_nodes" for s in scripts}
+    """File stems a script may write: its own and its plot (``<script>_nodes``); a suite part
+    (``_suite_*.py``, run by ``bench_suites.py`` or alone) writes its run of ``bench_suites``."""
+    suites = {"bench_suites"} if any(BENCHMARKS.glob("_suite_*.py")) else set()
+    return scripts | {f"{s}_nodes" for s in scripts} | suites
 
 
 def test_bench_tuner_compares_the_tuner_with_each_peer_seed_by_seed() -> None:
@@ -167,6 +169,22 @@ def test_bench_transfer_keeps_each_arm_as_the_lists_its_layout_names() -> None:
     assert abs(paired["value"] - 0.41) < 1e-9 and paired["p"] == 0.25  # 3 of 3 seeds worse
 
 
+def test_suite_strategies_reads_a_trace_and_tabulates() -> None:
+    from benchmarks._suite_strategies import STRATEGIES, _summary, table, time_to
+
+    trace = [(0.0, 10.0), (1.5, 8.0), (4.0, 5.0)]
+    assert time_to(trace, 8.0) == 1.5 and time_to(trace, 4.0) is None
+    runs = [{"reduction": 0.5, "trace": trace}, {"reduction": 0.2, "trace": trace[:2]}]
+    s = _summary(runs, 5.0)
+    assert s["reduction"] == 0.35 and s["reached"] == "1/2" and s["time_to_saturation_cost"] is None
+    strategies = {k: {"reduction": 0.1, "time_to_saturation_cost": 2.0} for k in STRATEGIES}
+    row = {"graph": "nasrnn", "strategies": strategies, "saturation": {"wall": 3.0},
+           "inductor": {k: {"ratio": 0.9} for k in STRATEGIES}}  # fmt: skip
+    text = table([row])
+    assert "| nasrnn | 10.0% |" in text and "2.0 vs 3.0" in text and "0.90 / 0.90" in text
+    assert "| 11.1% (45.4 / 68.9) |" in text  # 10% less cost is 11.1% faster; Tensat's paper
+
+
 def _fake_stenso(root: Path) -> Path:
     """A checkout laid out like STENSO-Artifact, with two programs of our own."""
     bench = root / "stenso" / "eval" / "benchmarks"
@@ -215,3 +233,11 @@ def test_bench_suites_summary_flags_only_what_is_slower_than_its_noise_floor() -
     assert not _slower({"speedup": iv(0.95, 0.94, 0.96), "aa": iv(0.95, 0.93, 0.98)})
     g = geomean_interval([[2.0, 2.1, 1.9], [1.0, 1.05, 0.95]], seed=0)
     assert g["low"] <= g["value"] <= g["high"] and g["value"] == pytest.approx(2**0.5, rel=1e-6)
+
+
+def test_bench_suites_runs_the_strategies_part_with_its_options() -> None:
+    from benchmarks import _suite_strategies, bench_suites
+
+    args = bench_suites.parser().parse_args(["--part", "strategies", "--seeds", "1", "--quick"])
+    assert args.seeds == 1 and args.quick and args.budget == 60.0 and args.threads == 1
+    assert bench_suites._strategies() is _suite_strategies

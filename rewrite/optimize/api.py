@@ -136,6 +136,7 @@ def search(
     rules: Sequence[Rule] | None = None,
     verify_cache: Any = "default",
     measure: bool | str = False,
+    saturation: Any = None,
 ) -> SearchResult:
     """Search for rewrites of ``graph`` that trade off the configured cost objectives.
 
@@ -159,6 +160,9 @@ def search(
             True for CUDA when present else the CPU, a torch device name, or ``"compile"``
             (CUDA when present else the CPU, every graph compiled whole by ``torch.compile``:
             speedups over the compiled input). Not counted in ``time_budget``.
+        saturation: E-graph limits of ``strategy="saturate"``: a
+            `rewrite.optimize.saturate.SaturationLimits`, a dict of its fields, or None
+            (Tensat's defaults). Ignored by the other strategies.
 
     Returns:
         A `SearchResult`. With a ``time_budget`` the whole call (rule gate, search and final
@@ -186,6 +190,14 @@ def search(
         )
     prior = _mesh_prior(pri, given, rule_list)
     _check_objectives(cfg)
+    if cfg.strategy == "saturate":
+        from rewrite.optimize.saturate.limits import SaturationLimits
+        from rewrite.optimize.saturate.runner import run_saturation
+
+        limits = SaturationLimits.coerce(saturation)
+        verifier = make_verifier(cfg.seed, verify_cache)
+        result = run_saturation(graph, rule_list, cfg, device, verifier, limits, t0)
+        return _measured(result, measure)
     if executor is not None or cfg.workers > 1:
         if rules is None:
             source: Any = ("catalogue", cfg.max_fusion_size)

@@ -130,6 +130,11 @@ def baseline_step(engine: Engine, state: StrategyState | None) -> tuple[Baseline
             f"A baseline continues from a BaselineState, but got {type(state).__name__}; "
             f"restore a state taken from an engine with strategy {engine.config.strategy!r}."
         )
+    if engine.config.strategy == "saturate":
+        raise SearchError(
+            "strategy 'saturate' does not step an Engine: it runs whole in "
+            "rewrite.search(graph, {'strategy': 'saturate'}) (rewrite.optimize.saturate)."
+        )
     if engine.config.strategy == "greedy":
         return state, *_greedy(engine, state)
     return state, *_best_first(engine, state)

@@ -33,8 +33,9 @@ __all__ = [
     "priors_from_params",
 ]
 
-STRATEGIES = ("stochastic", "greedy", "best_first")
-"""Search strategies of the engine: Tapestry-style Pareto search and the two baselines."""
+STRATEGIES = ("stochastic", "greedy", "best_first", "saturate")
+"""Search strategies: Tapestry-style Pareto search, the two baselines, and equality saturation
+(`rewrite.optimize.saturate`)."""
 FINAL_CHECK_SHARE = 0.1
 """Share of `SearchConfig.time_budget` kept for the final whole-graph checks."""
 
@@ -160,8 +161,10 @@ class SearchConfig:
             the population but are never reported; None for no cap.
         max_size_ratio: Children with more than this many times the input's node count are
             dropped, in [1, 1000].
-        strategy: ``"stochastic"`` (Pareto search), ``"greedy"`` (hill climbing) or
-            ``"best_first"`` (TASO-style with alpha).
+        strategy: ``"stochastic"`` (Pareto search), ``"greedy"`` (hill climbing),
+            ``"best_first"`` (TASO-style with alpha) or ``"saturate"`` (equality saturation in
+            an egglog e-graph, `rewrite.optimize.saturate`; it ignores the priors and the
+            stochastic knobs, runs in one process, and counts a step per rewrite added).
         workers: Worker processes (islands run on them); 1 runs in this process.
         island_steps: Steps an island runs per work item before it reports frontier
             improvements, in [1, 1e9].

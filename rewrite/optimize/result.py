@@ -219,7 +219,9 @@ class SearchResult:
         config: The `SearchConfig` used (as a dict).
         device: The cost model's device profile.
         stop_reason: ``"steps"``, ``"time"``, ``"converged"`` (hypervolume gain below epsilon
-            over the window), ``"exhausted"`` (no rewrite applies / search space exhausted).
+            over the window), ``"exhausted"`` (no rewrite applies / search space exhausted; for
+            ``saturate``: the e-graph saturated), and for ``saturate`` ``"nodes"`` or
+            ``"iterations"`` (an e-graph limit, `SaturationLimits`).
         wall_time: Seconds from start to return.
         workers: Worker processes used (1 = in-process).
         final_checks: Graph hash -> whether its whole-graph random test against the input passed
@@ -228,6 +230,9 @@ class SearchResult:
         measured: Predicted against measured latency and speedup of the input and every Pareto
             graph (`measure`, or ``search(..., measure=True)``); None until measured.
         measured_compiled: Whether `measured` timed the graphs compiled by ``torch.compile``.
+        strategy_info: What a strategy reports beyond the common fields (``saturate``: the
+            e-graph's size, iterations, the extraction used and its status, each extracted
+            graph's costs, the rules it skipped and why); empty for the others.
     """
 
     input_graph: Graph
@@ -249,6 +254,7 @@ class SearchResult:
     final_failed: int = 0
     measured: list[Any] | None = None
     measured_compiled: bool = False
+    strategy_info: dict[str, Any] = field(default_factory=dict)
 
     def measure(
         self, device: Any = None, *, repeats: int = 10, seed: int = 0, compile: bool = False
@@ -372,6 +378,7 @@ class SearchResult:
             "hv_trace": [list(t) for t in self.hv_trace],
             "stop_reason": self.stop_reason,
             "metrics": self.metrics(),
+            **({"strategy_info": self.strategy_info} if self.strategy_info else {}),
             **(
                 {"measured": [r.as_dict() for r in self.measured]}
                 if self.measured is not None
