@@ -131,7 +131,10 @@ def tune_model(
             raise StudyError(f"Cannot read the priors file {str(priors)!r}: {err}") from None
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
-    settings = StudySettings(n_initial=max(3, trials // 2), warm_start=list(warm_start))
+    # the related studies' best are queued after the defaults and the given priors (below)
+    settings = StudySettings(
+        n_initial=max(3, trials // 2), warm_start=list(warm_start), warm_start_queue=0
+    )
     study = rewrite_study(
         (workload,),
         budget=budget,

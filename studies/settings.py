@@ -70,12 +70,20 @@ class StudySettings:
             mapped onto this space by parameter name, are related tasks of a multi-task GP that
             keeps each only while it predicts this study's trials better than the flat GP
             (`studies.warmstart`, `tuner.warmstart.WarmStartSurrogate`). It replaces
-            ``surrogate``. `studies.warmstart.seed_from_related` also queues their best
-            configurations first.
+            ``surrogate``. A new study queues their best configurations as its first trials
+            (``warm_start_queue``) and models the related trials from its first proposal: its
+            initial design is those queued trials (at least 2; ``n_initial`` overrides it).
         warm_start_model: How the related studies' trials inform the model: ``"mtgp"`` (a
             multi-task GP, `tuner.warmstart.WarmStartSurrogate`) or ``"rgpe"`` (a
             ranking-weighted ensemble of per-study GPs, `tuner.rgpe.RGPESurrogate`). The
             multi-task GP is the default by measurement (`benchmarks/bench_warmstart.py`).
+        warm_start_queue: Best configurations of each related study (ranked as
+            `studies.pareto.rank_pareto` ranks its trials) queued when the study is created
+            (`studies.warmstart.queue_related`); 0 queues none.
+        warm_start_gate: How sure the multi-task GP's gate must be that a related study
+            predicts this one's trials better than the flat GP before it is used
+            (`tuner.warmstart.WarmStartSurrogate`'s ``gate``: the mean per-trial leave-one-out
+            advantage plus this many standard errors must be above zero).
     """
 
     heartbeat_interval: float = 10.0
@@ -90,6 +98,8 @@ class StudySettings:
     structure: Sequence[Sequence[str]] | None = None
     warm_start: Sequence[Any] = ()
     warm_start_model: str = "mtgp"
+    warm_start_queue: int = 2
+    warm_start_gate: float = 0.0
 
     def __post_init__(self) -> None:
         from studies.warmstart import check_entries
@@ -126,6 +136,20 @@ class StudySettings:
             raise StudySettingsError(
                 f"StudySettings.warm_start_model must be one of {WARM_START_MODELS}, got "
                 f"{self.warm_start_model!r}."
+            )
+        if (
+            isinstance(self.warm_start_queue, bool)
+            or not isinstance(self.warm_start_queue, int)
+            or self.warm_start_queue < 0
+        ):
+            raise StudySettingsError(
+                "StudySettings.warm_start_queue must be an int >= 0 (0: queue nothing), got "
+                f"{self.warm_start_queue!r}."
+            )
+        gate = self.warm_start_gate
+        if isinstance(gate, bool) or not isinstance(gate, int | float) or not math.isfinite(gate):
+            raise StudySettingsError(
+                f"StudySettings.warm_start_gate must be a finite number, got {gate!r}."
             )
         for name in ("heartbeat_interval", "grace_period"):
             value = getattr(self, name)

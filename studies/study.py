@@ -149,6 +149,19 @@ class Study:
         )
         record = self._storage.create_study(new)
         self._attach(record, space, evaluate, settings)
+        if self._settings is not None and self._settings.warm_start:
+            self._queue_related()
+
+    def _queue_related(self) -> None:
+        """Queue the related studies' best configurations into a new warm-started study
+        (`studies.warmstart.queue_related`). A related study that cannot be read is reported,
+        with the fix, by the first proposal (`studies.warmstart.warm_surrogate`), not here."""
+        from studies.warmstart import queue_related
+
+        try:
+            queue_related(self)
+        except StudyError as err:
+            logger.warning("Warm start: nothing queued into %r (%s).", self.name, err)
 
     def _attach(
         self,
@@ -366,12 +379,21 @@ class Study:
                 self.objectives,
                 self.constraints,
                 seed=self.seed,
-                n_initial=self.settings.n_initial,
+                n_initial=self._n_initial(),
                 options=self.settings.options(),
                 surrogate=self._make_surrogate(mode),
             )
         tuner.sync(trials)
         return tuner
+
+    def _n_initial(self) -> int | None:
+        """The tuner's initial design: `StudySettings.n_initial`; for a warm-started study
+        without one, its queued trials (at least 2), so the related trials are modelled from
+        the first proposal."""
+        s = self.settings
+        if s.n_initial is not None or not s.warm_start:
+            return s.n_initial
+        return max(2, s.warm_start_queue * len(s.warm_start))
 
     def _surrogate_mode(self, trials: Sequence[Any]) -> str:
         """The surrogate kind `StudySettings.surrogate` picks for ``trials`` (``"auto"`` picks

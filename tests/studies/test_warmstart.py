@@ -1,6 +1,6 @@
 """`StudySettings(warm_start=...)`: a new study's model learns from finished studies' trials
-(mapped onto its space by parameter name); `seed_from_related` queues their best first; bad
-references are clear errors."""
+(mapped onto its space by parameter name) from its first proposal; their best configurations
+are queued first; bad references are clear errors."""
 
 from __future__ import annotations
 
@@ -38,11 +38,13 @@ def test_a_warm_started_study_models_with_the_related_trials(source: str) -> Non
     assert study.settings.warm_start == [{"study": "src", "storage": None}]
     (task,) = related_tasks(study)
     assert task.name == "src" and task.X.shape == (8, study.space.dim)
-    queued = seed_from_related(study, per_study=2)
+    queued = study.trials  # queued on creation (`StudySettings.warm_start_queue`)
     assert len(queued) == 2 and all(t.state == "WAITING" for t in queued)
     src = Study.load("src", source)
     best = rank_pareto(src.trials, src.objectives, src.constraints)[:2]
     assert [t.config for t in queued] == [t.config for t in best]  # the same space: as is
+    assert seed_from_related(study, per_study=2) == []  # held already
+    assert len(_warm(source).trials) == 2  # opened again: nothing queued twice
     study.optimize(9, progress=False)
     assert [t.state for t in study.trials] == ["COMPLETE"] * 9
     surrogate = next(iter(study._tuners.values())).surrogate
@@ -50,6 +52,17 @@ def test_a_warm_started_study_models_with_the_related_trials(source: str) -> Non
     assert set(surrogate.describe()["loo"]) == {"flat", "src"}  # judged once enough trials
     again = StudySettings.from_dict(study.settings.to_dict())
     assert again == study.settings
+
+
+def test_a_warm_started_study_models_from_its_first_proposal_unless_told(source: str) -> None:
+    settings = dataclasses.replace(fast_settings(), warm_start=["src"], n_initial=None)
+    study = toy_study("first", source, settings=settings, seed=1)
+    assert study._n_initial() == 2 and len(study.trials) == 2  # the design: the queued two
+    quiet = dataclasses.replace(settings, warm_start_queue=0, n_initial=5)
+    none = toy_study("none", source, settings=quiet, seed=1)
+    assert none.trials == [] and none._n_initial() == 5
+    with pytest.raises(StudySettingsError, match="warm_start_queue must be an int >= 0"):
+        StudySettings(warm_start=["src"], warm_start_queue=-1)
 
 
 def test_rgpe_models_a_warm_started_study(source: str) -> None:
