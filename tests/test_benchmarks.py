@@ -165,3 +165,66 @@ def test_bench_transfer_keeps_each_arm_as_the_lists_its_layout_names() -> None:
     assert abs(summary["ratio"]["family"]["llama"]["value"] - 0.21) < 1e-9
     paired = summary["minus_family"]["rules"]["vit"]
     assert abs(paired["value"] - 0.41) < 1e-9 and paired["p"] == 0.25  # 3 of 3 seeds worse
+
+
+def test_the_families_split_keeps_design_and_test_apart() -> None:
+    from benchmarks._families import SPLIT, describe, member
+
+    for family, split in SPLIT.items():
+        assert not set(split["design"]) & set(split["test"]), family
+    generated = [m for f in ("search", "network") for m in SPLIT[f]["test"] if "/" in m]
+    assert len(generated) >= 20 and all(int(m.split("/")[1]) >= 100 for m in generated)
+    assert {"search8", "search40"} <= set(SPLIT["search"]["design"])
+    assert [m.split("/")[1] for m in SPLIT["main"]["test"]] == [str(s) for s in range(5, 15)]
+    widths = [describe(m)["columns"] for m in SPLIT["search"]["test"]]
+    assert min(widths) >= 6 and max(widths) <= 60
+    for name in ("search/100", "network/103"):
+        problem = member(name)
+        config = problem.space.default()
+        values, metrics = problem.evaluate(config, np.random.default_rng(0))
+        assert set(values) == set(problem.objectives) and metrics
+        assert problem.evaluate(config, None) == problem.evaluate(config, None)  # noise-free
+
+
+def test_search8_is_a_member_of_the_search_family_unchanged() -> None:
+    from benchmarks._families import member
+    from benchmarks._structure_problems import PROBLEMS
+
+    old, new = PROBLEMS["search8"], member("search8")
+    config = old.space.default()
+    a = old.evaluate(config, np.random.default_rng(3))
+    b = new.evaluate(config, np.random.default_rng(3))
+    assert a == b and old.true_edges == new.true_edges and old.ref == new.ref
+
+
+def test_warm_pairs_relate_their_source_to_the_target_as_named() -> None:
+    from scipy.stats import spearmanr
+
+    from benchmarks._families import warm_pair
+
+    def ranks(relation: str) -> float:
+        pair = warm_pair(f"warm/0/{relation}")
+        configs = pair.target.space.from_unit(pair.target.space.sample_unit(40, 5))
+        t = [pair.target.evaluate(c, None)[0]["o1"] for c in configs]
+        s = [pair.source.evaluate(c, None)[0]["o1"] for c in configs]
+        return float(spearmanr(t, s).statistic)
+
+    assert ranks("identical") == pytest.approx(1.0) and ranks("shifted") == pytest.approx(1.0)
+    assert ranks("misleading") == pytest.approx(-1.0)  # the source's best is the target's worst
+    assert abs(ranks("unrelated")) < 0.5 < ranks("moved")
+
+
+def test_bench_families_arms_are_the_study_defaults_with_overrides() -> None:
+    from benchmarks._families import member
+    from benchmarks.bench_families import _seeds, _warm_jobs, structure_surrogate
+    from structure import StructuredConfig
+
+    problem = member("search8")
+    assert structure_surrogate("auto", problem).config == StructuredConfig()
+    assert structure_surrogate("auto+veto=none+tolerance=1", problem).config.veto is None
+    with pytest.raises(SystemExit, match="no field 'vetoo'"):
+        structure_surrogate("auto+vetoo=1", problem)
+    assert _seeds("0-2,5") == [0, 1, 2, 5]
+    jobs = _warm_jobs(["warm/0/moved", "warm/0/misleading"], ["cold", "warm"])
+    assert jobs == [("warm/0/identical", "cold"), ("warm/0/moved", "warm"),
+                    ("warm/0/misleading", "warm")]  # fmt: skip
