@@ -15,6 +15,9 @@ __all__ = ["StudySettings"]
 
 SURROGATES = ("auto", "structured", "flat", "saas", "grouped")
 WARM_START_MODELS = ("mtgp", "rgpe")
+# Settings stored before a field existed take these values (their study runs on as it ran): a
+# warm-started study stored before `warm_start_queue` queued nothing itself.
+LEGACY: dict[str, Any] = {"warm_start_queue": 0}
 # the keys of `Knowledge.to_dict`
 KNOWLEDGE_KEYS = ("required", "forbidden", "formulas", "phase_order", "candidates")
 
@@ -72,7 +75,8 @@ class StudySettings:
             (`studies.warmstart`, `tuner.warmstart.WarmStartSurrogate`). It replaces
             ``surrogate``. A new study queues their best configurations as its first trials
             (``warm_start_queue``) and models the related trials from its first proposal: its
-            initial design is those queued trials (at least 2; ``n_initial`` overrides it).
+            initial design is those queued trials (at least 2; ``n_initial`` overrides it;
+            without queued trials it is the usual design).
         warm_start_model: How the related studies' trials inform the model: ``"mtgp"`` (a
             multi-task GP, `tuner.warmstart.WarmStartSurrogate`) or ``"rgpe"`` (a
             ranking-weighted ensemble of per-study GPs, `tuner.rgpe.RGPESurrogate`). The
@@ -220,7 +224,9 @@ class StudySettings:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> StudySettings:
-        """Rebuild from `to_dict` output (unknown keys from newer versions are ignored).
+        """Rebuild from `to_dict` output (unknown keys from newer versions are ignored; a key
+        that settings stored before it existed lack takes the value that keeps such a study
+        running as it ran, `LEGACY`).
 
         Raises:
             StudySettingsError: If ``d`` is not a dict or holds invalid values.
@@ -228,7 +234,7 @@ class StudySettings:
         if not isinstance(d, Mapping):
             raise StudySettingsError(f"Stored StudySettings must be a dict, got {d!r}.")
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
+        return cls(**{**LEGACY, **{k: v for k, v in d.items() if k in known}})
 
 
 def _knowledge_dict(value: Any) -> dict[str, Any] | None:

@@ -388,10 +388,10 @@ class Study:
 
     def _n_initial(self) -> int | None:
         """The tuner's initial design: `StudySettings.n_initial`; for a warm-started study
-        without one, its queued trials (at least 2), so the related trials are modelled from
-        the first proposal."""
+        without one that queues the related studies' best, those queued trials (at least 2),
+        so the related trials are modelled from the first proposal."""
         s = self.settings
-        if s.n_initial is not None or not s.warm_start:
+        if s.n_initial is not None or not s.warm_start or not s.warm_start_queue:
             return s.n_initial
         return max(2, s.warm_start_queue * len(s.warm_start))
 

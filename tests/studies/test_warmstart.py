@@ -58,9 +58,11 @@ def test_a_warm_started_study_models_from_its_first_proposal_unless_told(source:
     settings = dataclasses.replace(fast_settings(), warm_start=["src"], n_initial=None)
     study = toy_study("first", source, settings=settings, seed=1)
     assert study._n_initial() == 2 and len(study.trials) == 2  # the design: the queued two
-    quiet = dataclasses.replace(settings, warm_start_queue=0, n_initial=5)
+    quiet = dataclasses.replace(settings, warm_start_queue=0)
     none = toy_study("none", source, settings=quiet, seed=1)
-    assert none.trials == [] and none._n_initial() == 5
+    assert none.trials == [] and none._n_initial() is None  # the tuner's usual design
+    stored = {k: v for k, v in settings.to_dict().items() if k != "warm_start_queue"}
+    assert StudySettings.from_dict(stored).warm_start_queue == 0  # stored before it existed
     with pytest.raises(StudySettingsError, match="warm_start_queue must be an int >= 0"):
         StudySettings(warm_start=["src"], warm_start_queue=-1)
 
