@@ -16,8 +16,9 @@ __all__ = ["StudySettings"]
 SURROGATES = ("auto", "structured", "flat", "saas", "grouped")
 WARM_START_MODELS = ("mtgp", "rgpe")
 # Settings stored before a field existed take these values (their study runs on as it ran): a
-# warm-started study stored before `warm_start_queue` queued nothing itself.
-LEGACY: dict[str, Any] = {"warm_start_queue": 0}
+# warm-started study stored before `warm_start_queue` queued nothing itself, and its gate
+# kept a related study whose summed leave-one-out advantage was positive.
+LEGACY: dict[str, Any] = {"warm_start_queue": 0, "warm_start_gate": 0.0}
 # the keys of `Knowledge.to_dict`
 KNOWLEDGE_KEYS = ("required", "forbidden", "formulas", "phase_order", "candidates")
 
@@ -74,9 +75,10 @@ class StudySettings:
             keeps each only while it predicts this study's trials better than the flat GP
             (`studies.warmstart`, `tuner.warmstart.WarmStartSurrogate`). It replaces
             ``surrogate``. A new study queues their best configurations as its first trials
-            (``warm_start_queue``) and models the related trials from its first proposal: its
-            initial design is those queued trials (at least 2; ``n_initial`` overrides it;
-            without queued trials it is the usual design).
+            (``warm_start_queue``), and proposes from the model, related trials included, from
+            its first proposal on while the model's gate keeps a related study (the initial
+            design's points are skipped then; `tuner.Surrogate.informed`); while it keeps none,
+            the design runs as in a cold study.
         warm_start_model: How the related studies' trials inform the model: ``"mtgp"`` (a
             multi-task GP, `tuner.warmstart.WarmStartSurrogate`) or ``"rgpe"`` (a
             ranking-weighted ensemble of per-study GPs, `tuner.rgpe.RGPESurrogate`). The
@@ -87,7 +89,9 @@ class StudySettings:
         warm_start_gate: How sure the multi-task GP's gate must be that a related study
             predicts this one's trials better than the flat GP before it is used
             (`tuner.warmstart.WarmStartSurrogate`'s ``gate``: the mean per-trial leave-one-out
-            advantage plus this many standard errors must be above zero).
+            advantage plus this many standard errors must be above zero). -1.64, a one-sided
+            95% lower confidence bound, by measurement on the design split of
+            `benchmarks/bench_families.py` (docs/families.md).
     """
 
     heartbeat_interval: float = 10.0
@@ -103,7 +107,7 @@ class StudySettings:
     warm_start: Sequence[Any] = ()
     warm_start_model: str = "mtgp"
     warm_start_queue: int = 2
-    warm_start_gate: float = 0.0
+    warm_start_gate: float = -1.64
 
     def __post_init__(self) -> None:
         from studies.warmstart import check_entries

@@ -379,21 +379,12 @@ class Study:
                 self.objectives,
                 self.constraints,
                 seed=self.seed,
-                n_initial=self._n_initial(),
+                n_initial=self.settings.n_initial,
                 options=self.settings.options(),
                 surrogate=self._make_surrogate(mode),
             )
         tuner.sync(trials)
         return tuner
-
-    def _n_initial(self) -> int | None:
-        """The tuner's initial design: `StudySettings.n_initial`; for a warm-started study
-        without one that queues the related studies' best, those queued trials (at least 2),
-        so the related trials are modelled from the first proposal."""
-        s = self.settings
-        if s.n_initial is not None or not s.warm_start or not s.warm_start_queue:
-            return s.n_initial
-        return max(2, s.warm_start_queue * len(s.warm_start))
 
     def _surrogate_mode(self, trials: Sequence[Any]) -> str:
         """The surrogate kind `StudySettings.surrogate` picks for ``trials`` (``"auto"`` picks

@@ -76,13 +76,28 @@ class RGPESurrogate(Surrogate):
         self.dilution = bool(dilution)
         self._bases: list[Model] | None = None  # the related tasks' GPs, fitted once
         self._last: dict[str, Any] = {}
+        self._fitted: tuple[str, Model] | None = None
 
     def check(self, space: Any, outcome_names: Sequence[str], n_objectives: int) -> None:
         """Refuse related tasks whose inputs or outcomes do not match the target's."""
         check_related(self.related, space, outcome_names)
 
+    def informed(self, data: TrainingData) -> bool:
+        """Whether a related task earns a weight on ``data`` (the tuner then proposes from the
+        ensemble within its initial design; else the design runs, as in a cold study)."""
+        return isinstance(self.fit(data), RankWeightedEnsemble)
+
     def fit(self, data: TrainingData) -> Model:
-        """The flat GP, or a `RankWeightedEnsemble` when a related task earns a weight."""
+        """The flat GP, or a `RankWeightedEnsemble` when a related task earns a weight. The
+        model of the last data is kept: fitting it again returns it."""
+        key = data.digest()
+        if self._fitted is not None and self._fitted[0] == key:
+            return self._fitted[1]
+        model = self._fit(data)
+        self._fitted = (key, model)
+        return model
+
+    def _fit(self, data: TrainingData) -> Model:
         flat = FlatSurrogate(self.fit_options).fit(data)
         if data.n < self.min_target or not self.related:
             self._last = {"model": "FlatSurrogate(SingleTaskGP)", "n_train": data.n, "weights": {}}

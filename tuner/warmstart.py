@@ -44,8 +44,9 @@ __all__ = ["GATE", "MIN_TARGET", "RelatedTask", "WarmStartSurrogate", "check_rel
 
 #: Target trials needed before a related task can be judged; below, the flat GP is used.
 MIN_TARGET = 2
-#: `WarmStartSurrogate`'s default gate (module docstring).
-GATE = 0.0
+#: `WarmStartSurrogate`'s default gate (module docstring): a one-sided 95% lower confidence
+#: bound on the mean per-trial advantage (`StudySettings.warm_start_gate`).
+GATE = -1.64
 
 
 @dataclass(frozen=True)
@@ -108,14 +109,30 @@ class WarmStartSurrogate(Surrogate):
         self.min_target = int(min_target)
         self.gate = float(gate)
         self._last: dict[str, Any] = {}
+        self._fitted: tuple[str, Model] | None = None
 
     def check(self, space: Any, outcome_names: Sequence[str], n_objectives: int) -> None:
         """Refuse related tasks whose inputs or outcomes do not match the target's."""
         check_related(self.related, space, outcome_names)
 
+    def informed(self, data: TrainingData) -> bool:
+        """Whether the gate keeps a related task on ``data`` (the tuner then proposes from the
+        model within its initial design; else the design runs, as in a cold study)."""
+        self.fit(data)
+        return bool(self._last.get("related"))
+
     def fit(self, data: TrainingData) -> Model:
         """The flat GP, or one `MultiTaskGP` per outcome (task 0: the target) over the target
-        and the related tasks that predict its trials better (module docstring)."""
+        and the related tasks that predict its trials better (module docstring). The model of
+        the last data is kept: fitting it again returns it."""
+        key = data.digest()
+        if self._fitted is not None and self._fitted[0] == key:
+            return self._fitted[1]
+        model = self._fit(data)
+        self._fitted = (key, model)
+        return model
+
+    def _fit(self, data: TrainingData) -> Model:
         flat_surrogate = FlatSurrogate(self.fit_options)
         flat = flat_surrogate.fit(data)
         judged = data.n >= self.min_target

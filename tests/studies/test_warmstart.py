@@ -54,13 +54,27 @@ def test_a_warm_started_study_models_with_the_related_trials(source: str) -> Non
     assert again == study.settings
 
 
-def test_a_warm_started_study_models_from_its_first_proposal_unless_told(source: str) -> None:
-    settings = dataclasses.replace(fast_settings(), warm_start=["src"], n_initial=None)
-    study = toy_study("first", source, settings=settings, seed=1)
-    assert study._n_initial() == 2 and len(study.trials) == 2  # the design: the queued two
-    quiet = dataclasses.replace(settings, warm_start_queue=0)
-    none = toy_study("none", source, settings=quiet, seed=1)
-    assert none.trials == [] and none._n_initial() is None  # the tuner's usual design
+def test_a_warm_started_study_proposes_from_the_model_while_it_keeps_the_source(
+    source: str,
+) -> None:
+    cold = toy_study("cold", source, settings=fast_settings(n_initial=6), seed=1)
+    cold.optimize(4, progress=False)  # all four from the initial design
+    design = [t.config for t in sorted(cold.trials, key=lambda t: t.number)]
+    runs = {}
+    for gate in (1e6, -1e6):  # a task always kept, never kept
+        settings = dataclasses.replace(
+            fast_settings(n_initial=6), warm_start=["src"], warm_start_gate=gate
+        )
+        study = toy_study(f"gate{gate:+.0f}", source, settings=settings, seed=1)
+        study.optimize(4, progress=False)  # the 2 queued, then 2 proposals
+        runs[gate] = [t.config for t in sorted(study.trials, key=lambda t: t.number)]
+    assert runs[-1e6][2:] == design[2:]  # none kept: the design runs, as in a cold study
+    assert not any(c in design for c in runs[1e6][2:])  # kept: the model proposes at once
+    from tuner.warmstart import GATE
+
+    assert StudySettings().warm_start_gate == GATE  # the study's default is the model's
+    quiet = dataclasses.replace(fast_settings(), warm_start=["src"], warm_start_queue=0)
+    assert toy_study("none", source, settings=quiet, seed=1).trials == []
     stored = {k: v for k, v in settings.to_dict().items() if k != "warm_start_queue"}
     assert StudySettings.from_dict(stored).warm_start_queue == 0  # stored before it existed
     with pytest.raises(StudySettingsError, match="warm_start_queue must be an int >= 0"):
