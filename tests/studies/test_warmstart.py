@@ -5,6 +5,7 @@ are queued first; bad references are clear errors."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from studies import Study, StudyError, StudySettings
 from studies.errors import StudySettingsError
 from studies.examples import toy_evaluate, toy_space, toy_study
 from studies.pareto import rank_pareto
-from studies.warmstart import related_tasks, seed_from_related
+from studies.warmstart import related_tasks, seed_from_related, warm_surrogate
 from tests.studies.helpers import fast_settings
 
 OBJ = {"latency": "minimize", "search_seconds": "minimize"}
@@ -79,6 +80,30 @@ def test_a_warm_started_study_proposes_from_the_model_while_it_keeps_the_source(
     assert StudySettings.from_dict(stored).warm_start_queue == 0  # stored before it existed
     with pytest.raises(StudySettingsError, match="warm_start_queue must be an int >= 0"):
         StudySettings(warm_start=["src"], warm_start_queue=-1)
+
+
+def test_the_gate_setting_reaches_the_model_and_older_settings_keep_theirs(source: str) -> None:
+    settings = dataclasses.replace(
+        fast_settings(), warm_start=["src"], warm_start_gate=-3.0, warm_start_queue=0
+    )
+    study = toy_study("gated", source, settings=settings, seed=1)
+    assert warm_surrogate(study).gate == -3.0
+    assert StudySettings.from_dict(study.settings.to_dict()).warm_start_gate == -3.0
+    older = StudySettings.from_dict({"warm_start": ["src"]})  # stored before both existed
+    assert (older.warm_start_queue, older.warm_start_gate) == (0, 0.0)  # as it ran then
+    for bad in (float("nan"), True, "strict"):
+        with pytest.raises(StudySettingsError, match="warm_start_gate must be a finite number"):
+            StudySettings(warm_start=["src"], warm_start_gate=bad)
+
+
+def test_a_new_study_naming_a_missing_study_queues_nothing_and_says_so(
+    source: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="studies.study"):
+        study = toy_study("lost", source, settings=StudySettings(warm_start=["nope"]))
+    assert study.trials == [] and "nothing queued into 'lost'" in caplog.text
+    with pytest.raises(StudyError, match="No study named 'nope'"):  # the first proposal says it
+        study.optimize(1, progress=False)
 
 
 def test_rgpe_models_a_warm_started_study(source: str) -> None:
