@@ -112,6 +112,7 @@ def _pooled(members: dict[str, Any], arm: str, t: int) -> dict[str, Any]:
         "pairs": len(rel),
         "median_rel": float(np.median([np.median(c["rel"]) for c in cells])),
         "pooled_median_rel": float(np.median(rel)),
+        "pooled_interval": _interval(rel),
         "pooled_p": p,
         "behind_beyond_noise": [n for n, d in diffs.items() if d[2] < 0],
         "ahead_beyond_noise": [n for n, d in diffs.items() if d[1] > 0],
@@ -150,6 +151,40 @@ def warm_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def load_main() -> list[dict[str, Any]]:
+    """The main job's runs against Ax (`bench_peers` results files saved under
+    ``ROWS/main/``), one per optimizer seed; a seed run twice keeps its first file's run."""
+    runs: dict[int, dict[str, Any]] = {}
+    for path in sorted((ROWS / "main").glob("*.json")):
+        for run in json.loads(path.read_text())["runs"]:
+            runs.setdefault(int(run["seed"]), run)
+    return [runs[s] for s in sorted(runs)]
+
+
+def main_summary(runs: list[dict[str, Any]], arm: str = "project", peer: str = "ax") -> dict:
+    """Per trial count of `bench_peers.AT`: both arms' best ``anytime_hv`` per seed, medians,
+    the paired difference (median, 95% bootstrap interval, Wilcoxon p), and on how many seeds
+    each arm reaches the best value any arm reaches by then."""
+    runs = [r for r in runs if arm in r["arms"] and peer in r["arms"]]
+    out: dict[str, Any] = {"seeds": [r["seed"] for r in runs], "arms": [arm, peer]}
+    if not runs:
+        return out
+    for t in (10, 20, 30):
+        best = {a: [float(r["arms"][a]["best_at"][str(t)]) for r in runs] for a in (arm, peer)}
+        top = [max(float(r["arms"][a]["best_at"][str(t)]) for a in r["arms"]) for r in runs]
+        diff = [a - b for a, b in zip(best[arm], best[peer], strict=True)]
+        out[str(t)] = {
+            **{a: v for a, v in best.items()},
+            "median": {a: float(np.median(v)) for a, v in best.items()},
+            "diff": _interval(diff),
+            "p": paired_test(best[arm], best[peer])[1],
+            "reaches_best": {
+                a: sum(v >= m - 1e-9 for v, m in zip(best[a], top, strict=True)) for a in best
+            },
+        }
+    return out
+
+
 def report() -> None:
     """Merge the rows into ``benchmarks/results/bench_families.json`` and print the tables."""
     structure = structure_summary(load_rows("structure"))
@@ -171,9 +206,11 @@ def report() -> None:
         "structure": _strip(structure),
         "families": families,
         "warm": _strip(warm),
+        "main": main_summary(load_main()),
     }
     write_results("bench_families", round_floats(compact), machine=machine_info())
     print_tables(structure, families, warm)
+    print_main(compact["main"])
 
 
 def _strip(tree: Any) -> Any:
@@ -230,3 +267,18 @@ def print_tables(structure: dict, families: dict, warm: dict) -> None:
                     + "; ".join(cols)
                     + f"; w5 {r['warm5']:.4g} c10 {r['cold10']:.4g} {'reaches' if r['reaches'] else 'short'}"
                 )
+
+
+def print_main(main: dict[str, Any]) -> None:
+    if len(main.get("seeds", [])) == 0:
+        return
+    arm, peer = main["arms"]
+    print(f"\nmain job, tuner seeds {main['seeds']}: best anytime_hv by trial t, median over seeds")
+    for t in ("10", "20", "30"):
+        c = main[t]
+        d = c["diff"]
+        print(
+            f"  @{t} {arm} {c['median'][arm]:.4f} {peer} {c['median'][peer]:.4f} "
+            f"diff {d[0]:+.4f} [{d[1]:+.4f}, {d[2]:+.4f}] p {c['p']:.2f}; reaches the best: "
+            f"{arm} {c['reaches_best'][arm]}, {peer} {c['reaches_best'][peer]} of {len(c[arm])}"
+        )

@@ -228,3 +228,19 @@ def test_bench_families_arms_are_the_study_defaults_with_overrides() -> None:
     jobs = _warm_jobs(["warm/0/moved", "warm/0/misleading"], ["cold", "warm"])
     assert jobs == [("warm/0/identical", "cold"), ("warm/0/moved", "warm"),
                     ("warm/0/misleading", "warm")]  # fmt: skip
+
+
+def test_bench_families_main_summary_pairs_the_main_job_with_ax_by_seed() -> None:
+    from benchmarks._families_report import main_summary
+
+    def run(seed: int, project: float, ax: float) -> dict:
+        best = lambda v: {"10": v - 0.02, "20": v, "30": v}  # noqa: E731
+        return {"seed": seed, "arms": {"project": {"best_at": best(project)},
+                                       "ax": {"best_at": best(ax)}}}  # fmt: skip
+
+    runs = [run(5, 1.02, 1.01), run(6, 1.00, 1.03), run(7, 1.01, 1.01)]
+    s = main_summary(runs)
+    assert s["seeds"] == [5, 6, 7] and s["30"]["median"] == {"project": 1.01, "ax": 1.01}
+    assert s["30"]["reaches_best"] == {"project": 2, "ax": 2}  # a tie reaches it for both
+    assert s["10"]["diff"][0] == pytest.approx(0.0) and s["10"]["diff"][1] < 0 < s["10"]["diff"][2]
+    assert main_summary([{"seed": 5, "arms": {"ax": {}}}])["seeds"] == []  # ax alone: no pair
