@@ -18,7 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._common import machine_info, paired_test, round_floats, write_results
+from benchmarks._common import (
+    compact_json,
+    machine_info,
+    paired_test,
+    round_floats,
+    write_results,
+)
 from benchmarks._families import SPLIT
 from benchmarks.bench_families import AT, ROWS
 
@@ -208,7 +214,9 @@ def report() -> None:
         "warm": _strip(warm),
         "main": main_summary(load_main()),
     }
-    write_results("bench_families", round_floats(compact), machine=machine_info())
+    write_results(
+        "bench_families", round_floats(compact, 5), machine=machine_info(), dumps=compact_json
+    )
     print_tables(structure, families, warm)
     print_main(compact["main"])
 
@@ -242,7 +250,9 @@ def print_tables(structure: dict, families: dict, warm: dict) -> None:
                     )
             for arm, at in families.get(split, {}).get(family, {}).items():
                 parts = [
-                    f"@{t} {v['median_rel']:+.3f} (pooled {v['pooled_median_rel']:+.3f}, p {v['pooled_p']:.3f}, "
+                    f"@{t} {v['median_rel']:+.3f} (pooled {v['pooled_median_rel']:+.3f} "
+                    f"[{v['pooled_interval'][1]:+.3f}, {v['pooled_interval'][2]:+.3f}], "
+                    f"p {v['pooled_p']:.3f}, "
                     f"behind {len(v['behind_beyond_noise'])})"
                     for t, v in at.items()
                     if v
