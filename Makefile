@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 # Extras installed for running and testing (see pyproject.toml for what needs each).
-EXTRAS ?= dev,zoo,cluster,postgres
+EXTRAS ?= dev,zoo,cluster,postgres,dashboard
 # Tested versions of every dependency but torch; `make lock` refreshes it.
 LOCK   := constraints.txt
 STAMP  := $(VENV)/.rewrite-tuner-installed

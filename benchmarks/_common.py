@@ -111,8 +111,8 @@ def write_results(
         machine: A `machine_info` taken at the start of the run (its date and load average are
             the start's; the load average now is added as ``load_average_end``); taken now when
             None.
-        dumps: The record's JSON text (a script with a layout of its own); indented by 2 when
-            None.
+        dumps: The record's JSON text (a script with a layout of its own); `compact_json`
+            when None.
         run: Write the record as this named run of the file (``{"runs": {run: record}}``),
             keeping its other runs; None: the record is the whole file.
 
@@ -130,7 +130,7 @@ def write_results(
     if run is not None:
         runs = read_results(path).get("runs", {}) if path.exists() else {}
         record = {"runs": {**runs, run: record}}
-    text = dumps(record) if dumps else json.dumps(record, indent=2, default=str)
+    text = (dumps or compact_json)(record)
     from rewrite.serialize import write_text_atomic  # the project's one atomic writer
 
     return write_text_atomic(path, text if text.endswith("\n") else text + "\n")
@@ -154,22 +154,24 @@ def timeit(fn, repeat: int = 5) -> float:
     return best
 
 
-def compact_json(obj: Any, depth: int = 0) -> str:
-    """JSON with objects indented and lists of numbers (or of such lists) on one line: the
-    per-trial values stay a line per run, so the results file stays small."""
+def compact_json(obj: Any, depth: int = 0, *, inline_at: int = 4) -> str:
+    """The results files' JSON layout: objects and lists of objects indented down to
+    ``inline_at`` levels, anything deeper (and any list of plain values) on one line without
+    spaces. A record's structure stays readable in a diff while its per-trial and per-round
+    values take a line each, which keeps ``benchmarks/results`` small."""
+    if depth >= inline_at or not isinstance(obj, dict | list) or not obj:
+        return json.dumps(obj, separators=(",", ":"), default=str)
+    if isinstance(obj, list) and not any(isinstance(v, dict | list) for v in obj):
+        return json.dumps(obj, separators=(",", ":"), default=str)
     pad = "  " * (depth + 1)
-    if isinstance(obj, dict) and obj:
-        items = [f"{pad}{json.dumps(str(k))}: {compact_json(v, depth + 1)}" for k, v in obj.items()]
+    if isinstance(obj, dict):
+        items = [
+            f"{pad}{json.dumps(str(k))}: {compact_json(v, depth + 1, inline_at=inline_at)}"
+            for k, v in obj.items()
+        ]
         return "{\n" + ",\n".join(items) + "\n" + "  " * depth + "}"
-    flat = isinstance(obj, list) and all(
-        not isinstance(v, dict | list)
-        or (isinstance(v, list) and not any(isinstance(w, dict | list) for w in v))
-        for v in obj
-    )
-    if isinstance(obj, list) and obj and not flat:
-        items = [f"{pad}{compact_json(v, depth + 1)}" for v in obj]
-        return "[\n" + ",\n".join(items) + "\n" + "  " * depth + "]"
-    return json.dumps(obj, default=str)
+    items = [f"{pad}{compact_json(v, depth + 1, inline_at=inline_at)}" for v in obj]
+    return "[\n" + ",\n".join(items) + "\n" + "  " * depth + "]"
 
 
 def paired_test(mine: list[float], theirs: list[float]) -> tuple[float, float]:

@@ -1,9 +1,15 @@
 """Benchmark of the cost model against measurements: predicted vs measured latency and speedup.
 
 Part 1, zoo models x shapes: every zoo model at four shapes, each measured with
-`rewrite.measure.measure` (eager PyTorch, median of ``--repeats`` runs after warm-up; one CPU
-thread on a CPU, CUDA events on a GPU). A profile is calibrated in this run on two of the shapes
-(`rewrite.calibrate`), and the other two are held out. Columns: the datasheet profile
+`rewrite.measure.measure` (eager PyTorch, ``--repeats`` runs after warm-up; one CPU thread on a
+CPU, CUDA events on a GPU). A profile is calibrated in this run on two of the shapes
+(`rewrite.calibrate`), and the other two are held out; ``--fit-models gpt2,bert,vit,resnet``
+fits on those models alone, so Llama and T5 are held out too (issue 52's check: 12 held-out
+model and shape cases; run ``cpu-heldout-models``). The fit's graphs and kernels and every case
+are measured in ``--rounds`` (3) interleaved rounds, so a change of the machine's load falls on
+all of them alike, and each is summarized by ``--statistic``: ``min`` (the default; the run
+least disturbed by the other processes of a shared machine) or ``median``. The spread of one
+case over the rounds (max / min - 1) is reported: the noise floor of the run. Columns: the datasheet profile
 (uncalibrated: ``cpu``, or the GPU's own, e.g. ``h100``), the profile fitted here, and the shipped
 measured profile of this kind of device when there is one. Per column: Spearman rank correlation,
 median error factor ``max(p/m, m/p)``, median relative error ``|p - m| / m`` and the worst factor,
@@ -49,14 +55,14 @@ import torch  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
 import rewrite  # noqa: E402
-from benchmarks._common import write_results  # noqa: E402
+from benchmarks._common import compact_json, write_results  # noqa: E402
 from rewrite import cost, serialize, zoo  # noqa: E402
 from rewrite.cost import kernel_terms  # noqa: E402
 from rewrite.devices import load_device  # noqa: E402
 from rewrite.errors import CostModelError  # noqa: E402
 from rewrite.measure import calibrate, format_front, measure, write_profile  # noqa: E402
 from rewrite.measure.calibrate import datasheet_profile, zoo_overrides  # noqa: E402
-from rewrite.measure.timing import torch_device  # noqa: E402
+from rewrite.measure.timing import STATISTICS, torch_device  # noqa: E402
 from rewrite.ops import get_op  # noqa: E402
 
 SEED = 0
@@ -69,6 +75,7 @@ class Plan:
     models: tuple[str, ...]
     fit_shapes: tuple[dict[str, int], ...]
     held_out_shapes: tuple[dict[str, int], ...]
+    fit_models: tuple[str, ...] | None = None  # None: every model
 
 
 PLANS = {
@@ -155,41 +162,70 @@ def bench_shapes(
     repeats: int,
     dump: dict | None = None,
     compile: bool = False,
+    rounds: int = 1,
+    statistic: str = "median",
 ) -> tuple[list[dict[str, Any]], Any]:
     """Fit a profile on the plan's fit shapes; predicted against measured latency of every
     model at the fit and the held-out shapes (compiled by ``torch.compile`` with ``compile``,
-    fitted as a compiled profile: `rewrite.measure.calibrate`)."""
+    fitted as a compiled profile: `rewrite.measure.calibrate`). With ``rounds`` > 1 the fit's
+    graphs and every case are measured in that many interleaved rounds and each takes its
+    median, so a change of the machine's load falls on the fit and the held-out cases alike;
+    every round's figure is kept (``round_measured``) to show the spread. ``statistic``
+    (``"median"`` or ``"min"``) summarizes the timed runs and rounds of the fit's kernels and
+    graphs and of every case alike."""
     t0 = time.perf_counter()
     name = "cpu-bench-fit" if dev.type == "cpu" else f"{datasheet_profile(dev)}-measured"
+    fit_models = plan.fit_models or plan.models
+    cases = []
+    for split, shapes in (("fit", plan.fit_shapes), ("held_out", plan.held_out_shapes)):
+        for model in plan.models:
+            for shape in shapes:
+                if split == "fit" and model not in fit_models:
+                    continue  # a held-out model is measured at the held-out shapes
+                cases.append((split, model, shape, _build(model, shape)))
+    timed: list[list[Any]] = [[] for _ in cases]
+
+    def measure_cases(_: int) -> None:
+        for i, (_split, _model, _shape, g) in enumerate(cases):
+            timed[i].append(measure(g, dev, repeats=repeats, seed=SEED, compile=compile))
+
     cal = calibrate(
-        dev, plan.models, plan.fit_shapes, name=name, repeats=repeats, seed=SEED, compile=compile
+        dev,
+        fit_models,
+        plan.fit_shapes,
+        name=name,
+        repeats=repeats,
+        seed=SEED,
+        compile=compile,
+        rounds=rounds,
+        on_round=measure_cases,
+        statistic=statistic,
     )
     fitted = cal.profile
     if dump is not None:
         dump["samples"] = [_sample_record(smp, sheet) for smp in cal.samples]
-    n_fit = len(plan.models) * len(plan.fit_shapes)
-    print(f"calibrated on {n_fit} graphs in {time.perf_counter() - t0:.0f} s")
+    n_fit = len(fit_models) * len(plan.fit_shapes)
+    print(f"calibrated on {n_fit} graphs in {rounds} round(s): {time.perf_counter() - t0:.0f} s")
     rows = []
-    for split, shapes in (("fit", plan.fit_shapes), ("held_out", plan.held_out_shapes)):
-        for model in plan.models:
-            for shape in shapes:
-                g = _build(model, shape)
-                m = measure(g, dev, repeats=repeats, seed=SEED, compile=compile)
-                rows.append(
-                    {
-                        "case": _label(model, shape),
-                        "split": split,
-                        "nodes": len(g),
-                        "measured": m.latency,
-                        "interval": list(m.interval),
-                        "cpu_time": m.cpu_time,
-                        "datasheet": cost(g, sheet).latency,
-                        "calibrated": cost(g, fitted).latency,
-                        **({"shipped": cost(g, shipped).latency} if shipped else {}),
-                        "measured_peak_memory": m.peak_memory,
-                        "predicted_peak_memory": cost(g, fitted).peak_memory,
-                    }
-                )
+    stat = STATISTICS[statistic]
+    for (split, model, shape, g), ms in zip(cases, timed):
+        m = ms[len(ms) // 2] if len(ms) % 2 else ms[0]
+        rows.append(
+            {
+                "case": _label(model, shape),
+                "split": split,
+                "nodes": len(g),
+                "measured": stat([stat(x.times) for x in ms]),
+                "round_measured": [stat(x.times) for x in ms],
+                "interval": list(m.interval),
+                "cpu_time": float(np.median([x.cpu_time for x in ms])),
+                "datasheet": cost(g, sheet).latency,
+                "calibrated": cost(g, fitted).latency,
+                **({"shipped": cost(g, shipped).latency} if shipped else {}),
+                "measured_peak_memory": m.peak_memory,
+                "predicted_peak_memory": cost(g, fitted).peak_memory,
+            }
+        )
     return rows, fitted
 
 
@@ -215,6 +251,21 @@ def summarize_shapes(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 f"{col:<11} {split:<9} {s['spearman']:>8.3f} {s['median_factor']:>6.2f} "
                 f"{s['median_rel_error']:>8.1%} {s['worst_factor']:>8.2f}"
             )
+    spread = [
+        max(r["round_measured"]) / min(r["round_measured"]) - 1
+        for r in rows
+        if len(r.get("round_measured", ())) > 1
+    ]
+    if spread:  # the noise floor: one case measured in several rounds of one run
+        out["round_spread"] = {
+            "median": float(np.median(spread)),
+            "max": float(np.max(spread)),
+            "rounds": len(rows[0]["round_measured"]),
+        }
+        print(
+            f"\nthe same case measured in {len(rows[0]['round_measured'])} rounds: max/min - 1 "
+            f"median {np.median(spread):.1%}, worst {np.max(spread):.1%}"
+        )
     mem = np.array([r["predicted_peak_memory"] / r["measured_peak_memory"] for r in rows])
     out["peak_memory_ratio"] = {
         "median": float(np.median(mem)),
@@ -282,7 +333,7 @@ def bench_fronts(
     return fronts, summary
 
 
-def main() -> None:
+def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu", help="torch device to measure on (cpu, cuda)")
     ap.add_argument("--size", choices=sorted(PLANS), default="small", help="zoo model size")
@@ -299,9 +350,34 @@ def main() -> None:
         "datasheet and shipped profiles are read in their compiled mode (run 'cpu-compiled')",
     )
     ap.add_argument("--no-fronts", action="store_true", help="skip the search fronts")
-    args = ap.parse_args()
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="measure the fit graphs and every case in this many interleaved rounds (medians)",
+    )
+    ap.add_argument(
+        "--statistic",
+        choices=sorted(STATISTICS),
+        default="min",
+        help="summary of repeated timings and rounds: min (default), the run least disturbed by "
+        "other processes on a shared machine, or median",
+    )
+    ap.add_argument(
+        "--fit-models",
+        default=None,
+        help="comma-separated models the profile is fitted on (default: every model of the "
+        "size); the others are predicted at the held-out shapes only",
+    )
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = _args()
     torch.set_num_threads(1)
     dev, plan = torch_device(args.device), PLANS[args.size]
+    if args.fit_models:
+        plan = replace(plan, fit_models=tuple(args.fit_models.split(",")))
     sheet: Any = datasheet_profile(dev)
     named = SHIPPED.get(sheet, f"{sheet}-measured")
     shipped: Any = named if _known(named) else None
@@ -313,7 +389,9 @@ def main() -> None:
     load0 = os.getloadavg()
     t0, c0 = time.perf_counter(), time.process_time()
     dump: dict[str, Any] | None = {} if args.dump else None
-    rows, fitted = bench_shapes(plan, dev, sheet, shipped, args.repeats, dump, args.compile)
+    rows, fitted = bench_shapes(
+        plan, dev, sheet, shipped, args.repeats, dump, args.compile, args.rounds, args.statistic
+    )
     if args.dump:  # written now and again with the fronts, so a cut run keeps its samples
         with gzip.open(args.dump, "wt") as f:
             json.dump(dump, f)
@@ -344,6 +422,9 @@ def main() -> None:
             "shipped_profile": getattr(shipped, "name", shipped),
             "seed": SEED,
             "repeats": args.repeats,
+            "rounds": args.rounds,
+            "statistic": args.statistic,
+            "fit_models": list(plan.fit_models or plan.models),
             "steps": args.steps,
             "threads": torch.get_num_threads(),
             "cuda": torch.version.cuda,
@@ -360,7 +441,9 @@ def main() -> None:
             "fronts_summary": front_summary,
         },
         run=("cpu" if dev.type == "cpu" and args.size == "small" else datasheet_profile(dev))
-        + ("-compiled" if args.compile else ""),
+        + ("-compiled" if args.compile else "")
+        + ("-heldout-models" if plan.fit_models else ""),
+        dumps=compact_json,
     )
     print(f"wrote {path}")
 

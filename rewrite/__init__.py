@@ -7,6 +7,7 @@ from rewrite.builder import GraphBuilder, GraphEditor
 from rewrite.cost import COST_FIELDS, CostVector, cost, node_cost, peak_memory
 from rewrite.devices import DeviceProfile, device_names, load_device
 from rewrite.errors import (
+    ArrayProgramError,
     BackendError,
     CostModelError,
     EvaluationError,
@@ -119,6 +120,7 @@ __all__ = [
     "optimize_module",
     "to_module",
     # errors
+    "ArrayProgramError",
     "BackendError",
     "CostModelError",
     "EvaluationError",

@@ -54,7 +54,10 @@ are cached on the (shared, immutable) node objects and by content signature.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -89,8 +92,8 @@ _MATMUL_FAMILIES = frozenset({"matmul", "attention", "conv"})
 #: Families a compiler calls a library kernel for instead of generating code (``fusion:
 #: "compiled"``); the fused groups that hold one are charged as such a kernel.
 EXTERN_FAMILIES = _MATMUL_FAMILIES
-_PROFILES: dict[int, DeviceProfile] = {}  # keeps profiles alive so id() keys stay unique
-_SIG_CACHE: dict[tuple[int, bytes, Any], NodeCost] = {}
+_KEYS: dict[int, tuple[weakref.ref[DeviceProfile], str]] = {}  # id -> (profile, content key)
+_SIG_CACHE: dict[tuple[str, bytes, Any], NodeCost] = {}
 _SIG_CACHE_MAX = 1_000_000
 
 
@@ -177,10 +180,17 @@ class CostVector:
         )
 
 
-def _profile_key(p: DeviceProfile) -> int:
-    k = id(p)
-    _PROFILES.setdefault(k, p)
-    return k
+def _profile_key(p: DeviceProfile) -> str:
+    """A key of ``p``'s contents: profiles with equal fields share the node-cost caches, and no
+    profile is kept alive by them (its entry goes when the profile does)."""
+    hit = _KEYS.get(id(p))
+    if hit is not None and hit[0]() is p:
+        return hit[1]
+    text = json.dumps(p.to_dict(), sort_keys=True, default=str)
+    key = hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+    ident = id(p)
+    _KEYS[ident] = (weakref.ref(p, lambda _ref: _KEYS.pop(ident, None)), key)
+    return key
 
 
 def _tile_factor(node: Node, tile: tuple[int, int, int]) -> float:
@@ -324,7 +334,7 @@ def node_cost(node: Node, device: str | Path | DeviceProfile = "h100") -> NodeCo
     return _cached_node_cost(node, p, _profile_key(p))
 
 
-def _cached_node_cost(node: Node, p: DeviceProfile, pkey: int) -> NodeCost:
+def _cached_node_cost(node: Node, p: DeviceProfile, pkey: str) -> NodeCost:
     cache = node._cost
     if cache is not None:
         hit = cache.get(pkey)
@@ -365,7 +375,7 @@ def _is_static(node: Node, graph: Graph | None) -> bool:
 
 
 def _sum_costs(
-    nodes: Iterable[Node], p: DeviceProfile, pkey: int, graph: Graph | None = None
+    nodes: Iterable[Node], p: DeviceProfile, pkey: str, graph: Graph | None = None
 ) -> NodeCost:
     """Summed costs of ``nodes``; on a ``fold_weights`` profile a node of ``graph`` computed from
     weights alone costs nothing (removed nodes, ``graph`` None, read the memo of when they were

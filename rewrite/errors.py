@@ -6,6 +6,7 @@ Every error message states the rule that was broken, the offending values and a 
 from __future__ import annotations
 
 __all__ = [
+    "ArrayProgramError",
     "BackendError",
     "CostModelError",
     "EvaluationError",
@@ -56,6 +57,10 @@ class SerializationError(RewriteError, ValueError):
 
 class TorchImportError(RewriteError, RuntimeError):
     """`torch.export` could not capture a module."""
+
+
+class ArrayProgramError(RewriteError, ValueError):
+    """An array program uses a construct the array front end cannot import (`rewrite.arrays`)."""
 
 
 class EvaluationError(RewriteError, RuntimeError):

@@ -9,8 +9,13 @@ symbolically on numpy object arrays of z3 terms:
 * element-wise non-linear ops (`OpDef.random_map`) are uninterpreted functions ``Real -> Real``
   (one per op and attrs), with the identities rules may rely on built in:
   ``rsqrt(x) = recip(sqrt(x))``, ``silu(x) = x * sigmoid(x)``, ``a / b = a * recip(b)``;
+* an ``assume`` node is an uninterpreted function whose values lie in its domain (a fact per
+  element); a proof of graphs holding one also has `domain_axioms` (``exp(log(x)) = x`` for
+  ``x > 0``, ``sqrt(x)**2 = x`` for ``x >= 0``, ...), so rules relying on a domain are proven for
+  every value in it;
 * softmax is ``exp(x) * recip(sum(exp(x)))``; layer/RMS/batch norm and attention are spelled out
-  from the same functions; amax/amin are symmetric surrogates; float constants are exact
+  from the same functions; ``maximum``/``minimum`` and ``amax``/``amin`` are the real ones
+  (``If`` terms); float constants are exact
   rationals;
 * integer inputs and parameters are z3 ``Int`` variables (unbounded integers, so a rule must hold
   for every integer, not just the ones a test draws), except index sources (values reaching an
@@ -52,13 +57,13 @@ if TYPE_CHECKING:
     from rewrite.rules.base import Rule
     from rewrite.verify.cache import VerdictCache
 
-__all__ = ["VERDICTS", "ProofResult", "prove_graphs", "prove_rule"]
+__all__ = ["VERDICTS", "ProofResult", "prove_graphs", "prove_pair", "prove_rule"]
 
 #: Possible verdicts; only ``"proved"`` accepts a rule.
 VERDICTS = ("proved", "refuted", "unknown", "error")
 _PROOF_SEED = 0
 #: Version of the symbolic semantics; part of every cache key, so a change re-proves every rule.
-SEMANTICS_VERSION = 3
+SEMANTICS_VERSION = 4  # 4: x ** -k is a reciprocal; max/min are real (If terms)
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,7 @@ class Z3Ops:
     def __init__(self) -> None:
         self._funcs: dict[str, z3.FuncDeclRef] = {}
         self.seed = _PROOF_SEED
+        self.facts: list[Any] = []  # what `assume` nodes promise about their values
 
     def fn(self, name: str, arity: int = 1) -> z3.FuncDeclRef:
         """The uninterpreted function ``name`` (Real^arity -> Real)."""
@@ -244,18 +250,38 @@ def _derived(z: Z3Ops, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
             try:
                 k = int(str(ev)) if e.dtype == object else int(ev)
             except ValueError:
-                k = -1
-            if 0 <= k <= 8 and (e.dtype != object or str(ev) == str(k)):
+                k = 99  # not an integer: the uninterpreted pow below
+            exact = str(ev) == str(k) if e.dtype == object else float(ev) == k
+            if -8 <= k <= 8 and exact:
                 out = np.ones_like(a[0], dtype=object)
-                for _ in range(k):
+                for _ in range(abs(k)):
                     out = out * a[0]
-                return (out,)
+                return (out if k >= 0 else z.recip(out),)  # x ** -k = 1 / x ** k
         return (z.apply("pow", a[0], a[1]),)
     if op in ("amax", "amin"):
-        dims = node.attrs["dims"]
-        dims = tuple(range(a[0].ndim)) if dims is None else tuple(dims)
-        return (z.apply(op, a[0]).sum(axis=dims, keepdims=node.attrs["keepdim"]),)
+        return (_extreme(a[0], node.attrs["dims"], node.attrs["keepdim"], op == "amax"),)
+    if op in ("maximum", "minimum"):
+        pick = (lambda x, y: x >= y) if op == "maximum" else (lambda x, y: x <= y)
+        return (_vec(lambda x, y: z3.If(pick(x, y), x, y), a[0], a[1]),)
     raise VerificationError(f"op {op!r} has no z3 semantics for these dtypes in rewrite.prove.")
+
+
+def _extreme(x: Any, dims: Any, keepdim: bool, largest: bool) -> Any:
+    """The real maximum (minimum) of ``x`` along ``dims``, as nested ``If`` terms."""
+    dims = tuple(range(x.ndim)) if dims is None else tuple(dims)
+    keep = [d for d in range(x.ndim) if d not in dims]
+    moved = np.transpose(x, (*keep, *dims))
+    flat = moved.reshape((*moved.shape[: len(keep)], -1))
+    out = flat[..., 0]
+    for j in range(1, flat.shape[-1]):
+        y = flat[..., j]
+        pick = (lambda u, v: u >= v) if largest else (lambda u, v: u <= v)
+        out = _vec(lambda u, v, pick=pick: z3.If(pick(u, v), u, v), out, y)
+    if keepdim:
+        out = np.asarray(out, dtype=object).reshape(
+            tuple(1 if d in dims else n for d, n in enumerate(x.shape))
+        )
+    return np.asarray(out, dtype=object)
 
 
 def _softmax_sym(z: Z3Ops, x: Any, dim: int, log: bool = False) -> Any:
@@ -313,11 +339,54 @@ def _fused(z: Z3Ops, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
     return run_body(z, node.attrs["body"], a)
 
 
+def _assume(z: Z3Ops, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
+    """A value promised to lie in a domain: an uninterpreted function of the input, with the
+    promise as a fact about each element (so a proof holds for every value in the domain)."""
+    domain = node.attrs["domain"]
+    out = z.apply(f"assume_{domain}", a[0])
+    z.facts.extend((t > 0) if domain == "positive" else (t >= 0) for t in out.ravel())
+    return (out,)
+
+
+def domain_axioms(z: Z3Ops) -> list[Any]:
+    """Facts of real analysis the domain rules rely on, over the prover's functions: ``exp`` is
+    positive and turns sums into products, ``exp(log(x)) = x`` for ``x > 0``, ``sqrt(x)`` is the
+    non-negative root of ``x >= 0``, ``x * recip(x) = 1`` for ``x != 0``. Quantified with
+    patterns, so z3 instantiates them on the terms of the obligation; added only to proofs of
+    graphs holding an ``assume`` node."""
+    exp, log, sqrt, recip = z.fn("exp[]"), z.fn("log[]"), z.fn("sqrt[]"), z.fn("recip")
+    x, y = z3.Reals("ax ay")
+    return [
+        z3.ForAll([x], z3.Implies(x > 0, exp(log(x)) == x), patterns=[log(x)]),
+        z3.ForAll([x], exp(x) > 0, patterns=[exp(x)]),
+        z3.ForAll([x, y], exp(x + y) == exp(x) * exp(y), patterns=[exp(x + y)]),
+        z3.ForAll([x], exp(-x) * exp(x) == 1, patterns=[exp(-x)]),
+        z3.ForAll([x], z3.Implies(x != 0, x * recip(x) == 1), patterns=[recip(x)]),
+        z3.ForAll(
+            [x],
+            z3.Implies(x >= 0, z3.And(sqrt(x) >= 0, sqrt(x) * sqrt(x) == x)),
+            patterns=[sqrt(x)],
+        ),
+    ]
+
+
 _SPECIAL = {
     "const": _const,
     **{
         op: _derived
-        for op in ("div", "reciprocal", "rsqrt", "silu", "gelu", "cast", "pow", "amax", "amin")
+        for op in (
+            "div",
+            "reciprocal",
+            "rsqrt",
+            "silu",
+            "gelu",
+            "cast",
+            "pow",
+            "amax",
+            "amin",
+            "maximum",
+            "minimum",
+        )
     },
     "softmax": _softmax,
     "log_softmax": _softmax,
@@ -326,6 +395,7 @@ _SPECIAL = {
     "batch_norm": _batch_norm,
     "sdpa": _sdpa,
     "fused": _fused,
+    "assume": _assume,
 }
 
 
@@ -418,6 +488,8 @@ def prove_graphs(before: Graph, after: Graph, timeout_ms: int = 2000) -> tuple[s
         return "proved", "every output element normalizes to the same polynomial"
     s = z3.Solver()
     s.set("timeout", timeout_ms)
+    if z.facts:  # a domain promise: prove under it, with the facts about exp, log and sqrt
+        s.add(*z.facts, *domain_axioms(z))
     s.add(z3.Or([a != b for _, _, a, b in diffs]))
     res = s.check()
     if res == z3.unsat:
@@ -425,6 +497,42 @@ def prove_graphs(before: Graph, after: Graph, timeout_ms: int = 2000) -> tuple[s
     if res == z3.sat:
         return "refuted", _counterexample(s.model(), diffs, env)
     return "unknown", f"z3 returned unknown ({s.reason_unknown()}) within {timeout_ms} ms"
+
+
+def prove_pair(
+    before: Graph, after: Graph, timeout_ms: int = 10_000, max_elements: int = 4096
+) -> tuple[str, str]:
+    """Prove a graph and its rewrite equal at the smallest sizes that keep their size relations.
+
+    Both graphs are shape-reduced with one size map (`rewrite.verify.reduce.reduce_pair`: the
+    same computation with smaller numbers in the same symbolic shapes), then proven element-wise
+    by `prove_graphs`.
+
+    Args:
+        before: A graph.
+        after: A rewrite of it (same inputs and output types).
+        timeout_ms: z3 time limit.
+        max_elements: Most symbolic input elements tried after reduction.
+
+    Returns:
+        ``(verdict, detail)`` as `prove_graphs`, or ``("skipped", why)`` when the pair does not
+        shrink below ``max_elements`` input elements (a stack of 200 computed rows keeps its 200
+        pieces) or does not rebuild at reduced sizes.
+    """
+    from rewrite.errors import ShapeReductionError
+    from rewrite.verify.reduce import reduce_pair
+
+    try:
+        pair = reduce_pair(before, after)
+    except ShapeReductionError as e:
+        return "skipped", f"no shape reduction keeps the graphs' size relations: {e}"
+    a, b = pair if pair is not None else (before, after)
+    n = sum(node.type.numel for node in a if node.op in ("input", "param"))
+    if n > max_elements:
+        return "skipped", f"{n} symbolic input elements after shape reduction (over {max_elements})"
+    verdict, detail = prove_graphs(a, b, timeout_ms)
+    sizes = sorted({d for node in a if node.op in ("input", "param") for d in node.type.shape})
+    return verdict, f"{detail} (input sizes reduced to {sizes})"
 
 
 def _counterexample(

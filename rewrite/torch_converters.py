@@ -106,6 +106,55 @@ def _t(ctx: Any, node: Any, x: Any) -> Value:
     return ctx.b.transpose(v, dim0=0, dim1=1) if ctx.b.type_of(v).rank == 2 else v
 
 
+@_conv("aten.numpy_T.default")
+def _numpy_t(ctx: Any, node: Any, x: Any) -> Value:
+    v = ctx.tensor(x)
+    rank = ctx.b.type_of(v).rank
+    return ctx.b.permute(v, dims=tuple(reversed(range(rank)))) if rank > 1 else v
+
+
+@_conv("aten.diagonal.default")
+def _diagonal(ctx: Any, node: Any, x: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Value:
+    return ctx.b.diagonal(ctx.tensor(x), offset=offset, dim1=dim1, dim2=dim2)
+
+
+@_conv("aten.diag.default")
+def _diag(ctx: Any, node: Any, x: Any, diagonal: int = 0) -> Value:
+    v = ctx.tensor(x)
+    if ctx.b.type_of(v).rank != 2:
+        raise Unsupported(
+            "diag of a 1-d tensor (it builds a diagonal matrix; only the diagonal of a matrix "
+            "is imported)"
+        )
+    return ctx.b.diagonal(v, offset=diagonal, dim1=0, dim2=1)
+
+
+@_conv("aten.trace.default")
+def _trace(ctx: Any, node: Any, x: Any) -> Value:
+    return ctx.b.sum(ctx.b.diagonal(ctx.tensor(x), offset=0, dim1=0, dim2=1), dims=None)
+
+
+@_conv("aten.stack.default")
+def _stack(ctx: Any, node: Any, xs: Any, dim: int = 0) -> Value:
+    vs = [ctx.tensor(x) for x in xs]
+    t = ctx.b.type_of(vs[0])
+    d = dim % (t.rank + 1)
+    shape = (*t.shape[:d], 1, *t.shape[d:])
+    return ctx.b.concat([ctx.b.reshape(v, shape=shape) for v in vs], dim=d)
+
+
+@_conv("aten.unbind.int")
+def _unbind(ctx: Any, node: Any, x: Any, dim: int = 0) -> tuple[Value, ...]:
+    v = ctx.tensor(x)
+    t = ctx.b.type_of(v)
+    d = dim % t.rank
+    rest = t.shape[:d] + t.shape[d + 1 :]
+    return tuple(
+        ctx.b.reshape(ctx.b.slice(v, dim=d, start=i, end=i + 1), shape=rest)
+        for i in range(t.shape[d])
+    )
+
+
 @_conv("aten.slice.Tensor")
 def _slice(
     ctx: Any, node: Any, x: Any, dim: int = 0, start: Any = None, end: Any = None, step: int = 1
@@ -366,7 +415,7 @@ def _bmm(ctx: Any, node: Any, a: Any, b: Any) -> Value:
     return ctx.b.bmm(ctx.tensor(a), ctx.tensor(b))
 
 
-@_conv("aten.matmul.default")
+@_conv("aten.matmul.default", "aten.mv.default", "aten.dot.default")
 def _matmul(ctx: Any, node: Any, a: Any, b: Any) -> Value:
     return ctx.b.matmul(ctx.tensor(a), ctx.tensor(b))
 

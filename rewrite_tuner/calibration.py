@@ -105,6 +105,7 @@ def calibrate(
     device: str = "h100",
     devices: int = 1,
     measure: bool | str = False,
+    workers: int = 1,
 ) -> Calibration:
     """Run the default search on every workload and seed; see `Calibration`.
 
@@ -116,6 +117,8 @@ def calibrate(
         devices: Devices of the mesh (sharding rules only from 2 on).
         measure: Also time every run's input and Pareto graphs (True: CUDA when present, else
             the CPU; or a torch device name), so ``measured_latency_reduction`` is calibrated.
+        workers: Searches run at once (`rewrite.optimize.suite.run_searches`; the same
+            calibration, sooner; measured runs go one at a time).
 
     Raises:
         StudyError: With fewer than two seeds.
@@ -126,7 +129,9 @@ def calibrate(
         raise StudyError(f"Calibration needs at least 2 seeds to measure noise, got {list(seeds)}.")
     config = SearchConfig(max_steps=int(max_steps), devices=int(devices))
     with timing_threads(bool(measure)):
-        evidence, runs = benchmark_rules(graphs, config, seeds, device, measure=measure)
+        evidence, runs = benchmark_rules(
+            graphs, config, seeds, device, measure=measure, workers=workers
+        )
     baselines = {w: Baseline.of(rs) for w, rs in runs.items()}
     from rewrite.optimize import SuiteResult
 

@@ -2,8 +2,10 @@
 (run, resume, status, plot, structure, space) plus ``demo`` (the main job: tune the rewrite search
 on zoo models, validate and export the priors), ``tune-model`` (the same for a user's own model,
 starting from a priors file: `rewrite_tuner.tune_model`) and ``export`` (a trial's rule priors as
-a priors file). ``plot`` is registered again with the application's priors reader, so it draws the rule
-priors of an informed prior family too. This module's `app` is the ``tuner`` console script.
+a priors file). ``plot``, ``dashboard`` and ``report`` are registered again with the application's priors reader
+and views (`rewrite_tuner.dashboard`), so they show the rule priors of an informed prior family
+too, and the demo's time split and held-out validation. This module's `app` is the ``tuner``
+console script.
 
 Importing this module registers these commands on `studies.cli.app` (the one Typer app).
 """
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from rewrite_tuner.dashboard import HOOKS
 from studies.cli import (
     BestOpt,
     SimplexOpt,
@@ -29,17 +32,21 @@ from studies.cli import (
     _fail,
     _guard,
     _guard_write,
+    _load,
     _optimize,
     _pick,
     _storage,
     app,
     console,
+    dashboard_command,
     out,
     plot_command,
+    report_command,
 )
 
 if TYPE_CHECKING:
     from rewrite_tuner.timing import DemoShape
+    from rewrite_tuner.transfer import TunedReport
     from studies.study import Study
 
 __all__ = ["app"]
@@ -53,11 +60,20 @@ def _priors_to_plot(space: Any, trial: Any, simplex: str | None) -> Any:
     return priors_to_plot(space, trial, simplex)
 
 
+def _register(name: str, command: Any) -> None:
+    """Register ``command`` as ``tuner NAME`` in place of the generic command of that name (with
+    its short help)."""
+    at = next(i for i, c in enumerate(app.registered_commands) if c.name == name)
+    _command(name=name, short_help=app.registered_commands[at].short_help)(command)
+    app.registered_commands[at] = app.registered_commands.pop()
+
+
 # `tuner plot` with the rewrite application's priors (a Simplex or an informed prior family),
-# in the generic command's place
-_plot_at = next(i for i, c in enumerate(app.registered_commands) if c.name == "plot")
-_command(name="plot")(plot_command(_priors_to_plot))
-app.registered_commands[_plot_at] = app.registered_commands.pop()
+# and `tuner dashboard` / `tuner report` with its views too (those priors, the demo's time split,
+# the held-out validation table), each in the generic command's place
+_register("plot", plot_command(_priors_to_plot))
+_register("dashboard", dashboard_command(HOOKS))
+_register("report", report_command(HOOKS))
 
 ForceOpt = Annotated[
     bool,
@@ -85,14 +101,31 @@ def export(
 ) -> None:
     """Write the chosen trial's rule priors and search config (versioned JSON).
 
-    Default pick: equal weights over objectives normalized on the Pareto set. An existing --out
-    file is replaced only if it is a previous export, or with --force.
+    Default pick: the trial `tuner demo` validated against the defaults, when a validation of
+    the study's current trials is stored; else equal weights over objectives normalized on the
+    Pareto set. An existing --out file is replaced only if it is a previous export, or with
+    --force.
     """
     from rewrite_tuner.export import export_priors
-    from studies.study import Study
+    from rewrite_tuner.transfer import stored_validation
 
     rule = _pick(weights, best, subject_to, trial)
-    study = _guard(Study.load, name, _storage(storage))
+    study = _load(name, _storage(storage))
+    validated = stored_validation(study, current=True) if rule is None else None
+    if validated is not None and validated["report"]["chosen"] is not None:
+        rule = validated["report"]["chosen"]
+        console.print(
+            f"picking trial {rule}, which beat the defaults when these trials were validated on "
+            f"{validated['date']} (what `tuner demo` exported); --weights picks by weights "
+            "instead.",
+            highlight=False,
+        )
+    elif validated is not None:
+        console.print(
+            "note: no trial beat the defaults when these trials were validated on "
+            f"{validated['date']}; picking by equal weights all the same.",
+            highlight=False,
+        )
     doc = _guard_write(
         out_path, export_priors, study, out_path, pick=rule, simplex=simplex, force=force
     )
@@ -167,32 +200,115 @@ def demo(
         basis = "a 2-core machine's pace; refined after the calibration"
         console.print(estimate_line(estimate(shape, reference_pace(steps)), basis), highlight=False)
     t0 = time.perf_counter()
-    study = _guard(_demo_study, toy, study_name, storage, names, steps, seeds)
+    study = _guard(_demo_study, toy, study_name, storage, names, steps, seeds, workers)
     calibration = time.perf_counter() - t0
+    timeout = None
     if not toy:
         cal = calibration if new else None
-        _print_rest(study, names, held, n_trials, cal, steps, seeds, workers)
-    stats = _optimize(study, n_trials, workers, None, progress)
+        timeout = _announce(study, names, held, n_trials, cal, steps, seeds, workers)
+        if new:  # a resumed run keeps the record of the first run's calibration
+            _record(out_path, study, calibration=calibration)
+    stats = _optimize(study, n_trials, workers, timeout, progress)
     if toy:
         from rewrite_tuner.export import export_priors
 
         doc = _guard_write(out_path, export_priors, study, out_path, force=force)
         out.print(f"exported the priors of trial {doc.provenance['trial']} to {out_path}")
         return
-    from rewrite_tuner.transfer import export_tuned, validate
-
-    t0 = time.perf_counter()
-    report = _guard(validate, study, held, on_progress=lambda line: console.print(line))
-    validation = time.perf_counter() - t0
-    doc = _guard_write(
-        out_path, export_tuned, study, report, out_path, force=force, anyway=export_anyway
+    validation, report, doc = _validate_and_export(
+        study, held, out_path, force, export_anyway, storage, workers
     )
-    _print_tuned(report, out_path if doc is not None else None, study_name, storage)
-    from rewrite_tuner.timing import split_lines
+    from rewrite_tuner.timing import split_lines, split_seconds
 
     out.print("", highlight=False)
     for line in split_lines(calibration, stats, validation):
         out.print(line, highlight=False)
+    exported = None
+    if doc is not None:
+        exported = {
+            "path": str(out_path),
+            "trial": doc.provenance["trial"],
+            "beats": report.chosen is not None,
+        }
+    _record(
+        out_path,
+        study,
+        validation=validation,
+        split=split_seconds(calibration, stats, validation),
+        report=report.to_dict(),
+        exported=exported,
+    )
+
+
+def _record(out_path: Path, study: Study, **fields: Any) -> dict[str, Any]:
+    """Update the demo's run record beside ``out_path`` (`rewrite_tuner.run_record`: what
+    ``tuner dashboard`` shows of the run that the storage does not hold)."""
+    from rewrite_tuner.run_record import record_path, update_record
+
+    path = record_path(out_path.parent, study.name)
+    return _guard_write(path, update_record, path, study.name, study.storage.url, **fields)  # type: ignore[no-any-return]
+
+
+def _announce(
+    study: Study,
+    names: list[str],
+    held: list[str],
+    n_trials: int,
+    calibration: float | None,
+    steps: int,
+    seeds: int,
+    workers: int,
+) -> float | None:
+    """Before the demo tunes: that a finished study is done, or what is left (`_print_rest`)
+    and the trial timeout it sets (`rewrite_tuner.timing.trial_timeout`), which it returns."""
+    from rewrite_tuner.timing import reference_pace, trial_timeout
+
+    finished = study.progress()["finished"]
+    if calibration is None and finished >= n_trials:
+        console.print(
+            f"{study.name} is done: {finished} of {n_trials} trials finished; nothing to tune "
+            "(--n-trials N raises the budget, --name NEW starts a new study).",
+            highlight=False,
+        )
+        return None
+    pace = _print_rest(study, names, held, n_trials, calibration, steps, seeds, workers)
+    timeout = trial_timeout(seeds * len(names), pace or reference_pace(steps))
+    console.print(
+        f"each trial is stopped after {timeout:.0f} s (20x its expected time at this pace), so "
+        "a hung search fails that trial alone",
+        highlight=False,
+    )
+    return timeout
+
+
+def _validate_and_export(
+    study: Study,
+    held: list[str],
+    out_path: Path,
+    force: bool,
+    anyway: bool,
+    storage: str,
+    workers: int,
+) -> tuple[float, TunedReport, Any]:
+    """The demo's validation (stored for a finished study: `validate_once`), its export and
+    its report; returns the seconds it took, the report and the exported document (None when
+    nothing was written)."""
+    from rewrite_tuner.transfer import export_tuned, validate_once
+
+    t0 = time.perf_counter()
+    report, stored = _guard(
+        validate_once, study, held, on_progress=lambda line: console.print(line), workers=workers
+    )
+    seconds = time.perf_counter() - t0
+    if stored is not None:
+        console.print(
+            f"these {study.progress()['finished']} trials were validated on {stored}: the "
+            "validation is not repeated (its report follows).",
+            highlight=False,
+        )
+    doc = _guard_write(out_path, export_tuned, study, report, out_path, force=force, anyway=anyway)
+    _print_tuned(report, out_path if doc is not None else None, study.name, storage)
+    return seconds, report, doc
 
 
 def _shape(
@@ -230,10 +346,11 @@ def _print_rest(
     steps: int,
     seeds: int,
     workers: int,
-) -> None:
+) -> float | None:
     """The estimate of what is left once the study is open: at the calibration's pace when it
     was calibrated now (``calibration``, its seconds), at the stored trials' pace when it
-    resumes (``calibration`` None)."""
+    resumes (``calibration`` None). Returns that pace (seconds per default search; None
+    without one), which also bounds every trial (`rewrite_tuner.timing.trial_timeout`)."""
     from rewrite_tuner.rewrite_study import CALIBRATION_SEEDS
     from rewrite_tuner.timing import estimate, estimate_line
 
@@ -246,8 +363,9 @@ def _print_rest(
         pace = sorted(timed)[len(timed) // 2] / (seeds * len(names))
         basis = f"the pace of the {len(timed)} trials this study ran"
     else:
-        return
+        return None
     console.print(estimate_line(estimate(shape, pace), basis, what="the rest"), highlight=False)
+    return pace
 
 
 @_command(
@@ -269,7 +387,9 @@ def tune_model_command(
             "--inputs",
             "-i",
             help="An example input per positional argument, dtype\\[d0,...] (e.g. int64[1,128]; "
-            "integers are drawn below the smallest embedding's vocabulary). Repeat for several.",
+            "integers are drawn below the smallest embedding's vocabulary), then keyword ones as "
+            "name=value (a tensor or a literal: attention_mask=int64[1,128], use_cache=False; "
+            "use_cache=False is the default for a model that takes it). Repeat for several.",
         ),
     ],
     priors: Annotated[
@@ -381,7 +501,7 @@ def _stored(name: str, storage: str) -> Study | None:
 
 
 def _demo_study(
-    toy: bool, name: str, storage: str, workloads: list[str], steps: int, seeds: int
+    toy: bool, name: str, storage: str, workloads: list[str], steps: int, seeds: int, workers: int
 ) -> Study:
     """The demo's study; a name clash with different settings says how to start a new one."""
     from studies.errors import StudyConflictError
@@ -410,6 +530,7 @@ def _demo_study(
             seeds=seeds,
             calibration_seeds=cal,
             on_calibrate=announce,
+            workers=workers,
         )
     except StudyConflictError as err:
         raise StudyConflictError(
@@ -423,6 +544,9 @@ def _print_tuned(report: Any, written: Path | None, name: str, storage: str) -> 
 
     for line in transfer_lines(report):
         out.print(line, highlight=False)
+    caveat = report.held_out_caveat()
+    if caveat is not None:
+        out.print(caveat, highlight=False)
     if written is not None:
         out.print(f"\nwrote {written}; use it with:", highlight=False)
         out.print(f'  rewrite.search(graph, priors="{written}")', highlight=False)

@@ -231,8 +231,9 @@ def _check_destination(path: Path, study: Any, force: bool) -> None:
             "choose another --out path, or move that file away yourself."
         )
     raise ExportError(
-        f"Refusing to replace {shown!r}: it {why}, so it is not a rule-priors file written by "
-        "`tuner export`. Nothing was written; choose another --out path, or pass force=True "
+        f"Refusing to replace {shown!r}: it {why}, and only a rule-priors file `tuner export` "
+        "wrote in this version is replaced. Nothing was written; choose another --out path, or "
+        "pass force=True "
         "(`--force` for `tuner export` and `tuner demo`) to replace an empty file or a priors "
         'file of another kind or version (JSON with a "priors" entry).'
     )
@@ -266,7 +267,8 @@ _SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
 
 
 def _not_priors_file(path: Path) -> str | None:
-    """Why ``path`` is not a rule-priors file (``None`` if it is one, whatever its version)."""
+    """Why ``path`` is not a rule-priors file of the version this export writes (``None`` if it
+    is one: a previous export)."""
     try:
         if path.stat().st_size > _MAX_PRIORS_BYTES:
             return f"is larger than {_MAX_PRIORS_BYTES} bytes"
@@ -281,6 +283,12 @@ def _not_priors_file(path: Path) -> str | None:
         return "is not JSON"
     if not isinstance(doc, dict) or doc.get("kind") != KIND:
         return f'has no "kind": "{KIND}" header'
+    version = doc.get("format_version")
+    if version != FORMAT_VERSION:
+        return (
+            f"is a rule-priors file of format_version {version!r} (this export writes "
+            f"{FORMAT_VERSION}), which a reader of that version may still need"
+        )
     return None
 
 

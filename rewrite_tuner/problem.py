@@ -117,6 +117,7 @@ def rewrite_problem(
     measure: bool | str = False,
     centre: Mapping[str, float] | None = None,
     run_metrics: bool = False,
+    workers: int = 1,
 ) -> RewriteProblem:
     """The space of the rewrite study (tunable knobs, the rule priors) and its context.
 
@@ -150,14 +151,17 @@ def rewrite_problem(
             (``<name>@<workload>/<seed>``, about 100 numbers per run), the rows a structured
             surrogate with ``StructuredConfig(rows="runs")`` learns from. Off by default: a
             study's surrogate reads the trials' aggregates.
+        workers: Calibration searches run at once (the same calibration, sooner).
 
     Returns:
         The space and the context (`RewriteProblem`): ``evaluate_rewrite(config, context)``
         runs a configuration of the space.
 
     Raises:
-        StudyError: For an unknown workload, an empty suite, invalid counts, or the measured
-            objective without ``measure``.
+        StudyError: For an unknown workload, an empty suite, invalid counts, the measured
+            objective without ``measure``, or a bad ``priors``, ``centre`` or ``rules``; every
+            argument is checked before the calibration runs.
+        SearchConfigError: For a knob of ``tune`` that cannot be tuned.
     """
     from rewrite.optimize import DEFAULT_TUNED, FAMILY_TUNED, PriorFamily, default_rules
     from rewrite.optimize.runner import mesh_rules
@@ -165,8 +169,45 @@ def rewrite_problem(
     from spaces import Fixed, Space
 
     workloads = _check_workloads(workloads)
-    if priors not in ("family", "rules"):
-        raise StudyError(f"priors must be 'family' or 'rules', but got {priors!r}.")
+    _check_counts(seeds, calibration_seeds, measure, objectives)
+    catalogue = mesh_rules(default_rules(), devices)
+    family, names = _prior_space(catalogue, priors, centre, rules)  # before calibrating: minutes
+    knobs = tuple(tune or (FAMILY_TUNED if priors == "family" else DEFAULT_TUNED))
+    base = search_space(names if family is None else list(family.rules), tune=knobs, family=family)
+    if calibration is None:
+        calibration = calibrate(
+            _graphs(tuple(workloads)),
+            max_steps,
+            range(calibration_seeds),
+            device,
+            devices,
+            measure,
+            workers,
+        )
+    if priors == "family" and family is None:
+        family = PriorFamily.from_rules(catalogue, calibration.evidence)
+        base = search_space(list(family.rules), tune=knobs, family=family)
+    context = {
+        "workloads": list(workloads),
+        "device": device,
+        "seeds": list(calibration.seeds[:seeds]),
+        "race": bool(race),
+        "objectives": list(objectives),
+        **({"measure": measure} if measure else {}),  # absent: studies from before it existed
+        **({"centre": _digest(centre)} if centre is not None else {}),
+        **({"run_metrics": True} if run_metrics else {}),
+        "calibration": calibration.to_dict(),
+    }
+    space = Space(
+        {**base.params, "max_steps": Fixed(int(max_steps)), "devices": Fixed(int(devices))}
+    )
+    return RewriteProblem(space, context)
+
+
+def _check_counts(
+    seeds: int, calibration_seeds: int, measure: bool | str, objectives: Sequence[str]
+) -> None:
+    """`rewrite_problem`'s checks of its counts and its measured objectives."""
     for label, n in (("seeds", seeds), ("calibration_seeds", calibration_seeds)):
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise StudyError(f"{label} must be an int >= 1, but got {n!r}.")
@@ -189,43 +230,38 @@ def rewrite_problem(
             f"calibration_seeds must be at least max(seeds, 2) = {max(seeds, 2)} (the trials' "
             f"seeds are the first calibration seeds), but got {calibration_seeds}."
         )
-    if calibration is None:
-        calibration = calibrate(
-            _graphs(tuple(workloads)),
-            max_steps,
-            range(calibration_seeds),
-            device,
-            devices,
-            measure,
-        )
-    catalogue = mesh_rules(default_rules(), devices)
+
+
+def _prior_space(
+    catalogue: Sequence[Any],
+    priors: str,
+    centre: Mapping[str, float] | None,
+    rules: Sequence[str] | None,
+) -> tuple[Any, list[str]]:
+    """What `rewrite_problem` can check of its priors arguments without a calibration: the
+    centred family (None when the calibration's evidence makes it) and the per-rule names.
+
+    Raises:
+        StudyError: For another ``priors``, ``centre`` without ``priors="family"``, a centre
+            the family cannot be centred on, or rules the catalogue does not hold.
+    """
+    if priors not in ("family", "rules"):
+        raise StudyError(f"priors must be 'family' or 'rules', but got {priors!r}.")
     if centre is not None and priors != "family":
-        raise StudyError("centre= gives the prior family's centre: it needs priors='family'.")
-    if priors == "family":
-        family = (
-            PriorFamily.from_rules(catalogue, calibration.evidence)
-            if centre is None
-            else _centred(catalogue, centre)
+        raise StudyError(
+            f"centre= gives the prior family's centre: it needs priors='family', but got "
+            f"priors={priors!r}; drop centre= or pass priors='family'."
         )
-        base = search_space(list(family.rules), tune=tuple(tune or FAMILY_TUNED), family=family)
-    else:
-        names = list(rules) if rules is not None else [r.name for r in catalogue]
-        base = search_space(names, tune=tuple(tune or DEFAULT_TUNED))
-    context = {
-        "workloads": list(workloads),
-        "device": device,
-        "seeds": list(calibration.seeds[:seeds]),
-        "race": bool(race),
-        "objectives": list(objectives),
-        **({"measure": measure} if measure else {}),  # absent: studies from before it existed
-        **({"centre": _digest(centre)} if centre is not None else {}),
-        **({"run_metrics": True} if run_metrics else {}),
-        "calibration": calibration.to_dict(),
-    }
-    space = Space(
-        {**base.params, "max_steps": Fixed(int(max_steps)), "devices": Fixed(int(devices))}
-    )
-    return RewriteProblem(space, context)
+    known = [r.name for r in catalogue]
+    names = list(rules) if rules is not None else known
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise StudyError(
+            f"rules= names rules the catalogue does not hold on this mesh: {unknown}; the "
+            f"rules are {sorted(known)}."
+        )
+    family = _centred(catalogue, centre) if centre is not None else None
+    return family, names
 
 
 LEAD_DESIGN = 5

@@ -289,6 +289,7 @@ def rewrite_study(
     centre: Mapping[str, float] | None = None,
     lead: bool = True,
     run_metrics: bool = False,
+    workers: int = 1,
 ) -> Study:
     """A `Study` that tunes `rewrite.search` over a suite of `rewrite.zoo` graphs.
 
@@ -324,6 +325,8 @@ def rewrite_study(
             unless ``settings`` sizes it; False: the tuner's initial design alone.
         run_metrics: Also report each run's values (see `rewrite_problem`); on whenever
             ``settings`` picks the ``"grouped"`` surrogate, which models them.
+        workers: A new study's calibration runs this many searches at once (the trials'
+            workers, who would otherwise wait for it).
 
     Returns:
         The study (created, or opened when the storage already holds it).
@@ -357,6 +360,7 @@ def rewrite_study(
         "centre": centre,
         # the grouped surrogate models each workload's runs: it needs them reported
         "run_metrics": run_metrics or getattr(settings, "surrogate", None) == "grouped",
+        "workers": workers,
     }
     existing = _stored(name, storage)
     if existing is not None:

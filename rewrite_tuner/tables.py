@@ -6,12 +6,29 @@ from typing import Any
 
 from rich.table import Table
 
-__all__ = ["transfer_lines"]
+__all__ = ["held_out_cells", "transfer_lines"]
 
 
 def _signed(d: dict) -> str:
     """A difference interval as ``+0.116 [+0.090, +0.140]``."""
     return f"{d['value']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
+
+
+def held_out_cells(row: dict[str, Any]) -> list[str]:
+    """One held-out workload's cells after its name: steps to the defaults' final hypervolume
+    (tuned, with its interval), the defaults' steps, their ratio, final hypervolume and latency
+    reduction (tuned / defaults). The terminal table and the dashboard show the same cells."""
+    reach, hv, lat = row["reach"], row["final_hv"], row.get("latency_reduction")
+    c = reach["candidate"]
+    return [
+        f"{c['value']:.0f} [{c['low']:.0f}, {c['high']:.0f}]",
+        f"{reach['reference']['value']:.0f}",
+        f"{reach['ratio']:.2f}x",
+        f"{hv['candidate']['value']:.3f} / {hv['reference']['value']:.3f}",
+        f"{100 * lat['candidate']['value']:.1f}% / {100 * lat['reference']['value']:.1f}%"
+        if lat
+        else "",
+    ]
 
 
 def transfer_lines(report: object) -> list[str | Table]:
@@ -48,18 +65,7 @@ def transfer_lines(report: object) -> list[str | Table]:
     for col in ("steps, tuned", "defaults", "ratio", "final HV", "latency red."):
         table.add_column(col, justify="right")
     for w, row in comp.per_workload.items():
-        reach, hv, lat = row["reach"], row["final_hv"], row.get("latency_reduction")
-        c = reach["candidate"]
-        table.add_row(
-            w,
-            f"{c['value']:.0f} [{c['low']:.0f}, {c['high']:.0f}]",
-            f"{reach['reference']['value']:.0f}",
-            f"{reach['ratio']:.2f}x",
-            f"{hv['candidate']['value']:.3f} / {hv['reference']['value']:.3f}",
-            f"{100 * lat['candidate']['value']:.1f}% / {100 * lat['reference']['value']:.1f}%"
-            if lat
-            else "",
-        )
+        table.add_row(w, *held_out_cells(row))
     lines.append(table)
     ratio = comp.overall["reach_ratio"]["median"]
     lines.append(

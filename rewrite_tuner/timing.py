@@ -36,6 +36,8 @@ __all__ = [
     "estimate",
     "estimate_line",
     "split_lines",
+    "split_seconds",
+    "trial_timeout",
 ]
 
 #: The phases of the main job, in order.
@@ -56,6 +58,11 @@ PROPOSAL_SEARCHES = 4.0
 #: fitted to the same run (40 s for 4 + 2 workloads: tuned searches finish sooner).
 _VALIDATION_RUNS = 16
 _HELD_OUT_RUNS = 8
+#: A trial of a built-in study is stopped (FAILED) after this many times its expected duration
+#: (its searches at the measured pace)...
+TIMEOUT_FACTOR = 20.0
+#: ...and never before this many seconds (a loaded machine, a slow first import).
+TIMEOUT_FLOOR = 300.0
 
 
 @dataclass(frozen=True)
@@ -103,6 +110,13 @@ def estimate(shape: DemoShape, per_search: float) -> dict[str, float]:
     return phases
 
 
+def trial_timeout(searches: int, per_search: float) -> float:
+    """Seconds a trial of ``searches`` default-search equivalents (seeds x workloads) may run
+    before it is stopped: `TIMEOUT_FACTOR` times its expected duration at ``per_search``
+    seconds each, at least `TIMEOUT_FLOOR` (a hung evaluate must not hold its worker forever)."""
+    return max(TIMEOUT_FLOOR, TIMEOUT_FACTOR * searches * per_search)
+
+
 def reference_pace(steps: int) -> float:
     """Seconds per default search of ``steps`` steps at the `REFERENCE` machine's pace."""
     return REFERENCE * steps / 150
@@ -120,15 +134,21 @@ def estimate_line(phases: Mapping[str, float], basis: str, what: str = "estimate
     return line + "."
 
 
-def split_lines(calibration: float, stats: RunStats, validation: float) -> list[str]:
-    """Where the main job's time went: wall-clock seconds per phase that add up to the total,
-    then what the proposals and the evaluations were."""
-    phases = {
+def split_seconds(calibration: float, stats: RunStats, validation: float) -> dict[str, float]:
+    """Wall-clock seconds of the main job's phases, adding up to its total: the calibration,
+    the driving process's proposals, the rest of the tuning (evaluations) and the validation."""
+    return {
         "calibration": calibration,
         "proposals": stats.proposing,
         "evaluations": stats.waiting,
         "validation": validation,
     }
+
+
+def split_lines(calibration: float, stats: RunStats, validation: float) -> list[str]:
+    """Where the main job's time went: wall-clock seconds per phase that add up to the total,
+    then what the proposals and the evaluations were."""
+    phases = split_seconds(calibration, stats, validation)
     rounded = {k: round(v) for k, v in phases.items()}
     total = sum(rounded.values())
     head = " + ".join(f"{k} {v} s" for k, v in rounded.items())

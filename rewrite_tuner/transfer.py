@@ -33,7 +33,15 @@ if TYPE_CHECKING:
     from rewrite_tuner.export import PriorsFile
     from studies.study import Study
 
-__all__ = ["HELD_OUT_SEEDS", "VALIDATION_SEEDS", "TunedReport", "export_tuned", "validate"]
+__all__ = [
+    "HELD_OUT_SEEDS",
+    "VALIDATION_SEEDS",
+    "TunedReport",
+    "export_tuned",
+    "stored_validation",
+    "validate",
+    "validate_once",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +99,45 @@ class TunedReport:
             "held_out_comparison": self.held_out.to_dict() if self.held_out else None,
         }
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TunedReport:
+        """A report `to_dict` wrote (its figures; no search results)."""
+        from rewrite.optimize.compare import Comparison
+
+        training, held = d.get("training"), d.get("held_out_comparison")
+        return cls(
+            dict(d["objectives"]),
+            list(d["tuned_on"]),
+            list(d["held_out"]),
+            int(d["budget"]),
+            list(d["candidates"]),
+            d["chosen"],
+            Comparison.from_dict(training) if training else None,
+            Comparison.from_dict(held) if held else None,
+        )
+
+    def held_out_caveat(self) -> str | None:
+        """A warning when the trial shown did worse than the defaults on a held-out workload
+        (its final hypervolume's interval, or its steps to the defaults' final hypervolume, on
+        the worse side): priors that win on the training suite need not transfer."""
+        if self.held_out is None:
+            return None
+        worse = []
+        for w, row in self.held_out.per_workload.items():
+            hv = row["final_hv"]
+            if hv["difference"]["high"] < 0 or row["reach"]["ratio"] > 1.0:
+                worse.append(
+                    f"{w} (final HV {hv['candidate']['value']:.3f} against "
+                    f"{hv['reference']['value']:.3f}, {row['reach']['ratio']:.2f}x the steps)"
+                )
+        if not worse:
+            return None
+        return (
+            f"caveat: on held-out {', '.join(worse)} trial {self.shown} did worse than the "
+            "defaults: these priors may not transfer to models unlike the training suite (more "
+            "trials, steps or workloads help; keep the defaults for such models)."
+        )
+
 
 def _split(study: Study, config: dict[str, Any]) -> tuple[Any, Any]:
     """``(SearchConfig, priors)`` of a rewrite-study configuration (without the ``"suite"`` entry
@@ -124,6 +171,7 @@ def validate(
     validation_seeds: Sequence[int] = VALIDATION_SEEDS,
     held_out_seeds: Sequence[int] = HELD_OUT_SEEDS,
     on_progress: Callable[[str], None] | None = None,
+    workers: int = 1,
 ) -> TunedReport:
     """Check a rewrite study's best trials against the defaults (module docstring).
 
@@ -135,6 +183,7 @@ def validate(
         validation_seeds: Fresh seeds of the training-suite check (at least 2).
         held_out_seeds: Seeds of the held-out check (at least 2).
         on_progress: Called with a line before each step (for the console).
+        workers: Searches run at once (the same report, sooner).
 
     Raises:
         StudyError: If the study is not a rewrite study, or has no completed trial besides the
@@ -169,12 +218,18 @@ def validate(
     graphs = _graphs(tuple(spec["workloads"]))
     device = spec["device"]
     tell(f"checking the defaults on {len(validation_seeds)} fresh seeds")
-    ref = search_suite(graphs, default[0], default[1], device, validation_seeds)
+    ref = search_suite(graphs, default[0], default[1], device, validation_seeds, workers=workers)
     comparisons: dict[int, Comparison] = {}
     for t in ranked:
         tell(f"checking trial {t.number} on the same seeds")
         comp = compare(
-            graphs, _split(study, t.config), default, validation_seeds, device, reference_result=ref
+            graphs,
+            _split(study, t.config),
+            default,
+            validation_seeds,
+            device,
+            reference_result=ref,
+            workers=workers,
         )
         comparisons[t.number] = comp
         diffs = {k: comp.overall[k]["difference"] for k in study.objectives}
@@ -198,9 +253,113 @@ def validate(
         tell(f"measuring trial {shown} against the defaults on held-out {', '.join(held)}")
         trial = next(t for t in ranked if t.number == shown)
         report.held_out = compare(
-            _graphs(tuple(held)), _split(study, trial.config), default, held_out_seeds, device
+            _graphs(tuple(held)),
+            _split(study, trial.config),
+            default,
+            held_out_seeds,
+            device,
+            workers=workers,
         )
     return report
+
+
+def _record_path(study: Study) -> Path:
+    """Where `validate_once` keeps a study's last validation: one file per storage (a SQLite
+    file by its absolute path) and study under the cache folder
+    (`rewrite.verify.default_cache_dir`)."""
+    import hashlib
+    import os
+
+    from rewrite.verify.cache import default_cache_dir
+    from studies.plots import file_stem
+
+    storage = study.storage
+    database = storage.engine.url.database if storage.is_sqlite else None
+    place = os.path.abspath(database) if database not in (None, "", ":memory:") else storage.url
+    where = hashlib.sha256(f"{place}|{study.name}".encode()).hexdigest()[:16]
+    return default_cache_dir() / "validation" / f"{file_stem(study.name)}-{where}.json"
+
+
+def _record_key(study: Study, held: Sequence[str], **settings: Any) -> dict[str, Any]:
+    """What a validation depends on: the completed trials and how they are checked."""
+    import hashlib
+    import json
+
+    from studies import __version__
+
+    rows = [[t.number, t.config, t.values] for t in study.trials if t.state == "COMPLETE"]
+    digest = hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
+    return {"trials": digest, "held_out": list(held), **settings, "version": __version__}
+
+
+def stored_validation(study: Study, current: bool = False) -> dict[str, Any] | None:
+    """The study's last stored validation record (`validate_once`): ``{"key", "date",
+    "report"}``, or None; with ``current``, only if it covers the study's trials as they are."""
+    import json
+
+    path = _record_path(study)
+    try:
+        rec = json.loads(path.read_text())
+        TunedReport.from_dict(rec["report"])
+        trials = rec["key"]["trials"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if current and trials != _record_key(study, [])["trials"]:
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def validate_once(
+    study: Study,
+    held_out: Sequence[str] | None = None,
+    *,
+    n_candidates: int = 3,
+    validation_seeds: Sequence[int] = VALIDATION_SEEDS,
+    held_out_seeds: Sequence[int] = HELD_OUT_SEEDS,
+    on_progress: Callable[[str], None] | None = None,
+    workers: int = 1,
+) -> tuple[TunedReport, str | None]:
+    """`validate`, or the stored report of the same validation of the same trials: a finished
+    study checked again (a second ``make run``) does not repeat it.
+
+    Returns:
+        ``(report, date)``: the report, and the date of the stored one it reuses (None when it
+        ran now; it is then stored).
+    """
+    import datetime
+    import json
+
+    from rewrite.serialize import write_text_atomic
+    from rewrite_tuner.rewrite_study import HELD_OUT_WORKLOADS
+
+    held = list(HELD_OUT_WORKLOADS if held_out is None else held_out)
+    key = _record_key(
+        study,
+        held,
+        n_candidates=n_candidates,
+        validation_seeds=list(validation_seeds),
+        held_out_seeds=list(held_out_seeds),
+    )
+    rec = stored_validation(study)
+    if rec is not None and rec.get("key") == key:
+        return TunedReport.from_dict(rec["report"]), str(rec.get("date"))
+    report = validate(
+        study,
+        held,
+        n_candidates=n_candidates,
+        validation_seeds=validation_seeds,
+        held_out_seeds=held_out_seeds,
+        on_progress=on_progress,
+        workers=workers,
+    )
+    date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    path = _record_path(study)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, json.dumps({"key": key, "date": date, "report": report.to_dict()}))
+    except OSError as err:  # a cache: the report stands without it
+        logger.warning("could not store the validation in %s: %s", path, err)
+    return report, None
 
 
 def export_tuned(
@@ -232,6 +391,7 @@ def export_tuned(
     extra = {
         "beats_defaults": report.chosen is not None,
         "validation": report.to_dict(),
+        **({"caveat": report.held_out_caveat()} if report.held_out_caveat() else {}),
         **dict(extra or {}),
     }
     from rewrite_tuner.export import export_priors

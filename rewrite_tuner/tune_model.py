@@ -85,8 +85,11 @@ def tune_model(
 
     Args:
         model: ``"path/to/file.py:Name"`` (with ``inputs``) or ``"...:Name(int64[1,128])"``.
-        inputs: Example inputs, ``dtype[d0,d1,...]`` each, when ``model`` does not name them.
-        priors: A priors file to start from; None starts from the defaults alone.
+        inputs: Example inputs when ``model`` does not name them: ``dtype[d0,d1,...]`` per
+            positional argument, then ``name=value`` per keyword one (a tensor or a literal,
+            e.g. ``use_cache=False``; `rewrite_tuner.user_model`).
+        priors: A priors file to start from; None starts from the defaults alone. Its search
+            knobs are checked as `rewrite.search` checks them, before anything runs.
         trials: The study's trial budget (the defaults and the given priors included).
         budget: Search steps per seed.
         seeds: Search seeds per trial.
@@ -109,9 +112,8 @@ def tune_model(
         StudyError: For a bad model reference or inputs, a model `rewrite` cannot import, an
             unreadable priors file, or invalid counts.
     """
-    from rewrite.errors import PriorsError
-    from rewrite.optimize import read_priors_file
     from rewrite_tuner.rewrite_study import _graphs, rewrite_study
+    from rewrite_tuner.timing import trial_timeout
     from rewrite_tuner.transfer import export_tuned, validate
     from rewrite_tuner.user_model import model_ref, user_graph
     from studies.settings import StudySettings
@@ -123,12 +125,7 @@ def tune_model(
     workload = str(ref)
     tell(f"importing {ref.name}")
     graph = user_graph(workload)  # fails here, with the import's message, not in a worker
-    given: PriorsFile | None = None
-    if priors is not None:
-        try:
-            given = read_priors_file(priors)
-        except (PriorsError, OSError) as err:
-            raise StudyError(f"Cannot read the priors file {str(priors)!r}: {err}") from None
+    given = _given_priors(priors) if priors is not None else None
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     # the related studies' best are queued after the defaults and the given priors (below)
@@ -146,6 +143,7 @@ def tune_model(
         settings=settings,
         device=device,
         centre=given.priors if given is not None else None,
+        workers=n_workers,
         on_calibrate=lambda: tell(
             f"calibrating the default search on {ref.name} ({len(graph)} nodes, "
             f"{calibration_seeds} seeds x {budget} steps)"
@@ -162,13 +160,20 @@ def tune_model(
 
         queued = seed_from_related(study, per_study=2)  # skips what the study holds
         tell(f"warm start: {len(queued)} configurations of the related studies queued")
-    tell(f"tuning: {trials} trials on {n_workers} workers")
+    per_search = seconds["calibration"] / calibration_seeds  # one workload
+    timeout = trial_timeout(seeds, per_search)
+    tell(f"tuning: {trials} trials on {n_workers} workers (each stopped after {timeout:.0f} s)")
     t0 = time.perf_counter()
-    study.optimize(trials, n_workers=n_workers, progress=False)
+    study.optimize(trials, n_workers=n_workers, timeout=timeout, progress=False)
     seconds["tuning"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     report = validate(
-        study, held_out=(), validation_seeds=validation_seeds, n_candidates=3, on_progress=tell
+        study,
+        held_out=(),
+        validation_seeds=validation_seeds,
+        n_candidates=3,
+        on_progress=tell,
+        workers=n_workers,
     )
     against = None
     centre = _centre_trial(study, given) if given is not None else None
@@ -204,6 +209,25 @@ def tune_model(
     _graphs.cache_clear()  # a later call may name an edited file
     user_graph.cache_clear()
     return ModelTuning(workload, study.name, report, against, exported, verdict, seconds)
+
+
+def _given_priors(path: str | Path) -> PriorsFile:
+    """The priors file to start from, its knobs checked as `rewrite.search(graph,
+    priors=FILE)` checks them.
+
+    Raises:
+        StudyError: If the file cannot be read or holds an invalid knob.
+    """
+    from rewrite.errors import PriorsError, SearchConfigError
+    from rewrite.optimize import RulePriors, read_priors_file
+    from rewrite.optimize.api import coerce_config
+
+    try:
+        given = read_priors_file(path)
+        coerce_config(None, RulePriors.from_file(given), source=str(path))
+    except (PriorsError, SearchConfigError, OSError) as err:
+        raise StudyError(f"Cannot use the priors file {str(path)!r}: {err}") from None
+    return given
 
 
 def _centre_config(study: Study, given: PriorsFile) -> dict[str, Any]:

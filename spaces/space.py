@@ -304,6 +304,7 @@ class Space:
         total = sum(widths)
         if n == 0:
             return []
+        self._check_fits(n, total)
         if total == 0:
             return [self.default() for _ in range(n)]
         engine = SobolEngine(dimension=total, scramble=True, seed=int(seed))
@@ -315,6 +316,20 @@ class Space:
             start += w
         names = self.names
         return [dict(zip(names, row)) for row in zip(*(columns[nm] for nm in names))]
+
+    def _check_fits(self, n: int, columns: int) -> None:
+        """Refuse a sample that cannot fit in the machine's free memory (``n=10**9`` failed with
+        a raw allocator error): its Sobol points and its configurations, estimated."""
+        per = 8 * columns + _DICT_BYTES + _ENTRY_BYTES * len(self._params)
+        free = _available_memory()
+        if free is not None and n * per > free:
+            fits = max(free // per, 1)
+            raise SpaceError(
+                f"sample(n={n}) needs about {n * per / 2**30:.1f} GiB ({per} bytes per "
+                f"configuration of {len(self._params)} parameters) but the machine has "
+                f"{free / 2**30:.1f} GiB free; draw at most about {fits:,} at a time (another "
+                "seed draws another batch)."
+            )
 
     def sample_unit(self, n: int, seed: int) -> Tensor:
         """``n x d`` float64 tensor: the encodings of ``sample(n, seed)``."""
@@ -361,3 +376,17 @@ class Space:
                 raise SpaceError(f"Stored parameter entries need distinct names; got {entry!r}.")
             params[name] = parameter_from_dict(dict(entry))
         return cls(params)
+
+
+#: Estimated bytes of one sampled configuration's dict, and of each of its entries.
+_DICT_BYTES, _ENTRY_BYTES = 232, 150
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory free for a new allocation (None where the system does not say)."""
+    import os
+
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None

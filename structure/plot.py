@@ -10,7 +10,7 @@ from typing import Any
 
 from structure.dag import Structure
 
-__all__ = ["draw_structure", "explain"]
+__all__ = ["draw_structure", "explain", "structure_figure"]
 
 _TIER_COLOR = {"param": "#9ecae1", "metric": "#fdd0a2", "objective": "#a1d99b"}
 _TIER_X = {"param": 0.0, "metric": 1.0, "objective": 2.0}
@@ -39,53 +39,13 @@ def draw_structure(
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import networkx as nx
 
-    if not isinstance(structure, Structure):
-        structure = Structure.from_dict(structure)
-    graph = structure.to_networkx()
-    graph.remove_nodes_from([n for n in list(graph) if graph.degree(n) == 0])
-    pos = _layout(structure, graph)
-    height = max(3.0, 0.55 * max(_tier_counts(structure, graph).values(), default=1))
-    fig, ax = plt.subplots(figsize=(12.0, height))
-    for (s, t), data in graph.edges.items():
-        learned = data["origin"] == "learned"
-        same_tier = graph.nodes[s]["tier"] == graph.nodes[t]["tier"]
-        nx.draw_networkx_edges(
-            graph, pos, edgelist=[(s, t)], ax=ax, node_size=2200, arrowsize=10,
-            width=0.6 + 3.0 * data["strength"], style="solid" if learned else "dashed",
-            edge_color="#444" if learned else "#999", alpha=0.8,
-            connectionstyle="arc3,rad=0.35" if same_tier else "arc3,rad=0.0",
-        )  # fmt: skip
-    labels = {e: f"{d['strength']:.2f}" for e, d in graph.edges.items() if d["origin"] == "learned"}
-    nx.draw_networkx_edge_labels(
-        graph, pos, edge_labels=labels, ax=ax, font_size=6, label_pos=0.6,
-        bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8},
-    )  # fmt: skip
-    for tier, color in _TIER_COLOR.items():  # names in boxes, drawn over the edges
-        names = {n: n for n in graph if graph.nodes[n]["tier"] == tier}
-        nx.draw_networkx_labels(
-            graph, pos, labels=names, ax=ax, font_size=7,
-            bbox={"boxstyle": "round,pad=0.35", "fc": color, "ec": "#555"},
-        )  # fmt: skip
-    title = (
-        f"Learned structure ({structure.n_trials} trials): edge label = strength (share of the "
-        "node's selection gain, or PC's bootstrap frequency)"
-        if structure.n_trials
-        else "Given structure (not learned: every edge required)"
-    )
-    ax.set_title(title + (f"\n{note}" if note else ""), fontsize=11)
-    # Below the axes: inside, it covered the lowest node of the objective column.
-    ax.legend(
-        handles=_legend_handles(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=5,
-        fontsize=7, frameon=False,
-    )  # fmt: skip
-    ax.axis("off")
+    fig = structure_figure(structure, note)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
     try:
-        fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
+        fig.savefig(buf, format="png", dpi=120)
     finally:
         plt.close(fig)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
@@ -95,6 +55,109 @@ def draw_structure(
     finally:
         tmp.unlink(missing_ok=True)
     return target
+
+
+def structure_figure(structure: Structure | Mapping[str, Any], note: str | None = None) -> Any:
+    """The figure `draw_structure` saves. Edge labels sit along their edges where they overlap
+    no node and no other label (`structure.labels`), strongest edges first; a label with no free
+    spot is left out and the caption says how many were (every strength is in `explain`)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import networkx as nx
+
+    if not isinstance(structure, Structure):
+        structure = Structure.from_dict(structure)
+    graph = structure.to_networkx()
+    graph.remove_nodes_from([n for n in list(graph) if graph.degree(n) == 0])
+    pos = _layout(structure, graph)
+    height = max(3.5, 0.7 * max(_tier_counts(structure, graph).values(), default=1))
+    fig, ax = plt.subplots(figsize=(13.0, height + 1.6))
+    for (s, t), data in graph.edges.items():
+        learned = data["origin"] == "learned"
+        nx.draw_networkx_edges(
+            graph, pos, edgelist=[(s, t)], ax=ax, node_size=2200, arrowsize=10,
+            width=0.6 + 3.0 * data["strength"] if learned else 0.7,
+            style="solid" if learned else "dashed",
+            edge_color="#444" if learned else "#bbb", alpha=0.8 if learned else 0.6,
+            connectionstyle=f"arc3,rad={_bend(graph, s, t)}",
+        )  # fmt: skip
+    nodes = []
+    for tier, color in _TIER_COLOR.items():  # names in boxes, drawn over the edges
+        names = {n: n for n in graph if graph.nodes[n]["tier"] == tier}
+        nodes += nx.draw_networkx_labels(
+            graph, pos, labels=names, ax=ax, font_size=7,
+            bbox={"boxstyle": "round,pad=0.35", "fc": color, "ec": "#555"},
+        ).values()  # fmt: skip
+    title = (
+        f"Learned structure ({structure.n_trials} trials): edge label = strength (share of the "
+        "node's selection gain, or PC's bootstrap frequency)"
+        if structure.n_trials
+        else "Given structure (not learned: every edge required)"
+    )
+    ax.set_title(title + (f"\n{note}" if note else ""), fontsize=11)
+    ax.axis("off")
+    # Below the axes: inside, it covered the lowest node of the objective column.
+    ax.legend(
+        handles=_legend_handles(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=5,
+        fontsize=7, frameon=False,
+    )  # fmt: skip
+    fig.tight_layout()
+    left_out = _edge_labels(ax, graph, pos)
+    if left_out:
+        fig.text(
+            0.5, 0.005, f"{left_out} weaker edges drawn without their label (no room); "
+            "`tuner structure` prints every strength", ha="center", fontsize=7, color="0.4",
+        )  # fmt: skip
+    return fig
+
+
+def _bend(graph: Any, s: str, t: str) -> float:
+    """The arc of an edge: edges within a tier bend so they stay visible."""
+    return 0.35 if graph.nodes[s]["tier"] == graph.nodes[t]["tier"] else 0.0
+
+
+#: Where along an edge its label may sit (fraction from source to target), in order of taste.
+_ALONG = (0.22, 0.3, 0.16, 0.38, 0.5, 0.62, 0.74, 0.26, 0.34, 0.44, 0.56, 0.68, 0.8, 0.19)
+
+
+def _edge_labels(ax: Any, graph: Any, pos: Mapping[str, tuple[float, float]]) -> int:
+    """Label the learned edges with their strengths where the label overlaps nothing (node
+    boxes, legend, title, other labels); returns how many found no room."""
+    import numpy as np
+
+    from structure.labels import text_boxes
+
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    taken = text_boxes(fig)
+    to_px, to_data = ax.transData.transform, ax.transData.inverted().transform
+    learned = [(e, d) for e, d in graph.edges.items() if d["origin"] == "learned"]
+    left_out = 0
+    for (s, t), data in sorted(learned, key=lambda ed: -ed[1]["strength"]):
+        a, b = to_px(pos[s]), to_px(pos[t])
+        rad = _bend(graph, s, t)
+        ctrl = (a + b) / 2 + rad * np.array([b[1] - a[1], a[0] - b[0]])  # arc3's control point
+        for f in _ALONG:
+            p = (1 - f) ** 2 * a + 2 * (1 - f) * f * ctrl + f**2 * b  # on the (bent) edge
+            d = 2 * (1 - f) * (ctrl - a) + 2 * f * (b - ctrl)  # its direction there
+            angle = float(np.degrees(np.arctan2(d[1], d[0])))
+            x, y = to_data(p)
+            label = ax.text(
+                x, y, f"{data['strength']:.2f}", fontsize=6, ha="center", va="center",
+                rotation=(angle + 90) % 180 - 90, rotation_mode="anchor", zorder=5,
+                bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.85},
+            )  # fmt: skip
+            box = label.get_window_extent(renderer).expanded(1.1, 1.15)
+            if not any(box.overlaps(o) for o in taken):
+                taken.append(box)
+                break
+            label.remove()
+        else:
+            left_out += 1
+    return left_out
 
 
 def _legend_handles() -> list[Any]:
@@ -127,7 +190,7 @@ def _layout(structure: Structure, graph: Any) -> dict[str, tuple[float, float]]:
             (n for n in graph if graph.nodes[n]["tier"] == tier),
             key=lambda n: order.get(n, len(order)),
         )
-        gap = min(2.0, (tallest - 1) / (len(names) - 1)) if len(names) > 1 else 1.0
+        gap = min(4.0, (tallest - 1) / (len(names) - 1)) if len(names) > 1 else 1.0
         for i, name in enumerate(names):
             pos[name] = (_TIER_X[tier], -gap * (i - (len(names) - 1) / 2.0))
     return pos

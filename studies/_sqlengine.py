@@ -172,6 +172,8 @@ def precheck_sqlite(path: str, url: str) -> None:
     except sqlite3.DatabaseError as err:
         if "locked" in str(err).lower():
             return  # a writer holds it; the engine's busy timeout decides
+        if _disk_full(str(err).lower(), path):
+            raise StorageError(_full_message(url, path, str(err))) from err
         if isinstance(err, sqlite3.OperationalError) and "unable to open" in str(err).lower():
             raise _cannot_open(path, url, err) from err
         raise StorageCorruptError(
@@ -180,6 +182,34 @@ def precheck_sqlite(path: str, url: str) -> None:
         ) from err
     finally:
         con.close()
+
+
+#: Free bytes under which a SQLite "disk I/O error" is taken for a full disk.
+_FULL_BELOW = 1 << 20
+
+
+def _disk_full(low: str, path: str | None = None) -> bool:
+    """Whether a (lowercased) driver message means a full disk: SQLite's ``SQLITE_FULL``,
+    ``ENOSPC``, PostgreSQL's ``DiskFull``, or SQLite's "disk I/O error" (what it says when it
+    cannot create its -wal or -shm file) with almost no space left beside ``path``."""
+    if any(s in low for s in ("disk is full", "no space left", "could not extend file")):
+        return True
+    if path is None or "disk i/o error" not in low:
+        return False
+    import shutil
+
+    try:
+        return shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free < _FULL_BELOW
+    except OSError:
+        return False
+
+
+def _full_message(url: str, path: str | None, msg: str) -> str:
+    where = f"the disk holding {path!r}" if path else "the database server's disk"
+    return (
+        f"{where} is full ({msg}); {url} is not damaged: nothing was written by this step and "
+        "the stored trials are intact. Free some space and run again (a study resumes)."
+    )
 
 
 def _cannot_open(path: str, url: str, err: sqlite3.Error) -> StorageError:
@@ -228,10 +258,13 @@ def translate_error(err: DBAPIError, url: str, path: str | None = None) -> Stora
             f"{url} no longer holds the study tables ({msg}): the file was replaced or emptied "
             "while this process used it. Nothing was written; restore it from a backup."
         )
+    if _disk_full(low, path):
+        return StorageError(_full_message(url, path, msg))
     if "locked" in low or "busy" in low:
         return StorageLockedError(
             f"{url} is locked by another process ({msg}); nothing was written. Wait for the other "
-            "process, or raise busy_timeout."
+            "process, or wait longer: Storage(url, busy_timeout=SECONDS), or on the command line "
+            "`tuner --busy-timeout SECONDS ...`."
         )
     if "not a database" in low or "malformed" in low or "corrupt" in low:
         return StorageCorruptError(

@@ -26,6 +26,7 @@ from studies._discover import DEFAULT_URL
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from studies.dashboard.hooks import Hooks
     from studies.driver import RunStats
     from studies.pareto import PickRule
     from studies.plots import PriorsOf
@@ -97,8 +98,17 @@ def main(
     ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Warnings only.")] = False,
+    busy_timeout: Annotated[
+        float,
+        typer.Option(
+            "--busy-timeout",
+            min=0.1,
+            help="Seconds to wait for a study database another process holds locked.",
+        ),
+    ] = 60.0,
 ) -> None:
     """rewrite-tuner command line."""
+    _OPTIONS["busy_timeout"] = busy_timeout
     from rich.logging import RichHandler
 
     # a GPyTorch internal notice, not actionable by users of the command line
@@ -143,9 +153,13 @@ def _warning_to_log(
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
+    from rich.markup import escape
+
     from studies._sqlengine import mask_secrets
 
-    console.print(f"[bold red]error:[/] {mask_secrets(message)}", highlight=False, soft_wrap=True)
+    # escaped: a message quoting 'dtype[d0,d1,...]' must not lose it as markup
+    text = escape(mask_secrets(message))
+    console.print(f"[bold red]error:[/] {text}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -201,6 +215,47 @@ def _os_message(err: OSError, path: Path | None = None) -> str:
     return f"Cannot {verb} {where}: {what} ({type(err).__name__}); {fix}."
 
 
+_OPTIONS: dict[str, float] = {"busy_timeout": 60.0}  # the `tuner` options of this call
+#: Seconds a command waits on its database before it says it is waiting.
+LOCK_NOTICE_AFTER = 3.0
+
+
+def _load(name: str, url: str) -> Study:
+    """`Study.load` of ``name`` in ``url`` with the ``--busy-timeout`` of this call; a wait of
+    more than `LOCK_NOTICE_AFTER` seconds is said (another process may hold the lock)."""
+    from studies.storage import Storage
+    from studies.study import Study
+
+    def load() -> Study:
+        store = Storage(url, busy_timeout=_OPTIONS["busy_timeout"], create=False)
+        return Study.load(name, store)
+
+    return _guard(_noticing_waits, url, load)
+
+
+def _noticing_waits(url: str, fn: Callable[[], Any]) -> Any:
+    """Run ``fn``; if it takes over `LOCK_NOTICE_AFTER` seconds, say that the database may be
+    locked and how long this command waits (a locked SQLite file held `tuner status` for a
+    minute with no word)."""
+    import threading
+
+    wait = _OPTIONS["busy_timeout"]
+    timer = threading.Timer(
+        LOCK_NOTICE_AFTER,
+        lambda: console.print(
+            f"waiting for {_shown(url)}: another process may hold its lock; waiting up to "
+            f"{wait:g} s (`tuner --busy-timeout SECONDS ...` changes it)",
+            highlight=False,
+        ),
+    )
+    timer.daemon = True
+    timer.start()
+    try:
+        return fn()
+    finally:
+        timer.cancel()
+
+
 def _storage(given: str | None) -> str:
     """The storage a command opens: ``--storage``, else ``study.db``, else the folder's only
     study database (`studies._discover.choose_storage`; what was chosen is said on stderr)."""
@@ -220,14 +275,31 @@ def _shown(url: str) -> str:
 
 
 def _resume_hint(study: Study) -> str:
-    """The command that continues ``study``, with ``--storage`` unless it is the default."""
+    """The command that continues ``study``, with ``--storage`` unless it is the default; a URL
+    with a password is printed without it (a ``***`` in the command would not run as printed,
+    and the password must not be shown): `_password_note` says how to pass it."""
     import shlex
 
     cmd = f"tuner resume {shlex.quote(study.name)}"
+    engine_url = study.storage.engine.url
     url = study.storage.url  # its password masked
+    if engine_url.password is not None:
+        u = engine_url  # URL.set(password=None) keeps the password: build it without
+        bare = type(u).create(u.drivername, u.username, None, u.host, u.port, u.database, u.query)
+        url = bare.render_as_string(hide_password=False)
     if url != DEFAULT_URL:
         cmd += f" --storage {shlex.quote(url)}"
     return cmd
+
+
+def _password_note(study: Study) -> str:
+    """How to pass the password `_resume_hint` leaves out ("" when the URL has none)."""
+    if study.storage.engine.url.password is None:
+        return ""
+    return (
+        ", with the password in the environment (PGPASSWORD=...) or in ~/.pgpass, which "
+        "PostgreSQL reads when the URL has none"
+    )
 
 
 # ---------------------------------------------------------------------- run / resume
@@ -279,9 +351,8 @@ def resume(
     """Continue a stored study: re-queue stale trials, rebuild the tuner, finish the budget."""
     from studies.errors import StudyFileError
     from studies.loader import resolve_evaluate
-    from studies.study import Study
 
-    study = _guard(Study.load, name, _storage(storage))
+    study = _load(name, _storage(storage))
     ref = evaluate or study.evaluate_ref
     if ref is None:
         raise _fail(
@@ -296,7 +367,7 @@ def resume(
         raise _fail(
             f"{err} {how} module:function or path/to/file.py:function (run from the folder the "
             "study file is in, or give its path), e.g. "
-            f"`{_resume_hint(study)} --evaluate my_study.py:evaluate`."
+            f"`{_resume_hint(study)} --evaluate my_study.py:evaluate`{_password_note(study)}."
         ) from None
     _optimize(study, n_trials, workers, timeout, progress)
 
@@ -314,7 +385,8 @@ def _optimize(
         )
     except KeyboardInterrupt:
         raise _fail(
-            f"interrupted; trials in flight were re-queued. Continue with `{_resume_hint(study)}`.",
+            f"interrupted; trials in flight were re-queued. Continue with `{_resume_hint(study)}`"
+            f"{_password_note(study)}.",
             130,
         ) from None
     _print_status(study, last=10)
@@ -332,17 +404,21 @@ def status(
 ) -> None:
     """Trials and the Pareto set of a study as tables (or the studies in a storage)."""
     from studies.storage import Storage
-    from studies.study import Study
 
     storage = _storage(storage)
     if name is None:
-        names = _guard(lambda: Storage(storage, create=False).study_names())
+        busy = _OPTIONS["busy_timeout"]
+        names = _guard(
+            _noticing_waits,
+            storage,
+            lambda: Storage(storage, busy_timeout=busy, create=False).study_names(),
+        )
         for n in names:
             out.print(n, highlight=False)
         if not names:
             console.print(f"no studies in {_shown(storage)}", highlight=False)
         return
-    _print_status(_guard(Study.load, name, storage), last=last)
+    _print_status(_load(name, storage), last=last)
 
 
 def _print_status(study: Study, last: int) -> None:
@@ -415,10 +491,9 @@ def plot_command(priors_of: PriorsOf | None = None) -> Callable[..., None]:
     ) -> None:
         """PNGs: Pareto front, hypervolume over trials, rule priors of the chosen trial."""
         from studies.plots import plot_study
-        from studies.study import Study
 
         rule = _pick(weights, best, subject_to, trial)
-        study = _guard(Study.load, name, _storage(storage))
+        study = _load(name, _storage(storage))
         paths = _guard(plot_study, study, out_dir, pick=rule, simplex=simplex, priors_of=priors_of)
         for path in paths:
             out.print(f"wrote {path}", highlight=False)
@@ -427,6 +502,86 @@ def plot_command(priors_of: PriorsOf | None = None) -> Callable[..., None]:
 
 
 _command(name="plot")(plot_command())
+
+
+# ---------------------------------------------------------------------- dashboard / report
+def dashboard_command(hooks: Hooks | None = None) -> Callable[..., None]:
+    """The ``tuner dashboard`` command, with the application's additions ``hooks``
+    (`studies.dashboard.Hooks`). The generic one is registered here; an application registers
+    its own under the name ``dashboard`` instead (as for ``plot``)."""
+
+    def dashboard(
+        name: Annotated[
+            str | None, typer.Argument(help="Study name (omit to see every study of the storage).")
+        ] = None,
+        storage: StorageOpt = None,
+        port: Annotated[
+            int, typer.Option("--port", "-p", min=0, max=65535, help="Port (0: any free one).")
+        ] = 8080,
+        host: Annotated[
+            str, typer.Option(help="Interface to listen on (0.0.0.0: every one, e.g. a cluster).")
+        ] = "127.0.0.1",
+    ) -> None:
+        """Watch a study live in the browser (read-only): history and hypervolume, Pareto front,
+        parallel coordinates, rule priors, structure and surrogate, running trials, failures,
+        time split; optuna-dashboard on the same server. Refreshes while drivers write."""
+        from studies.dashboard.server import Dashboard, serve
+
+        dash = _guard(Dashboard, _storage(storage), name, hooks)
+        waiting = _guard(dash.waiting)  # refuses what waiting cannot fix (a newer database...)
+        if waiting is not None:
+            console.print(f"waiting: {waiting}", highlight=False, soft_wrap=True)
+
+        def ready(address: str) -> None:
+            what = f"study {name!r}" if name is not None else "every study"
+            where = f"{what} of {dash.storage.url} at {address}"
+            out.print(f"serving {where} (read-only; Ctrl-C stops)", highlight=False, soft_wrap=True)
+
+        try:
+            _guard(serve, dash, host, port, on_ready=ready)
+        except KeyboardInterrupt:
+            out.print("stopped", highlight=False)
+
+    return dashboard
+
+
+def report_command(hooks: Hooks | None = None) -> Callable[..., None]:
+    """The ``tuner report`` command, with the application's additions ``hooks`` (as
+    `dashboard_command`)."""
+
+    def report(
+        name: Annotated[str, typer.Argument(help="Study name.")],
+        storage: StorageOpt = None,
+        out_path: Annotated[
+            Path | None,
+            typer.Option("--out", "-o", help="HTML file to write (default NAME-report.html)."),
+        ] = None,
+        structure: Annotated[
+            bool, typer.Option(help="Learn the structure for it (minutes, as `tuner structure`).")
+        ] = True,
+    ) -> None:
+        """Write one self-contained HTML file with the dashboard's views of a study (it opens
+        offline: plotly.js and every trial's view are inside). Read-only."""
+        from studies.dashboard.report import describe, write_report
+        from studies.plots import file_stem
+
+        url = _storage(storage)
+        path = out_path if out_path is not None else Path(f"{file_stem(name)}-report.html")
+        path, snap = _guard_write(path, write_report, url, name, path, hooks, structure=structure)
+        for line in describe(path, snap):
+            out.print(line, highlight=False)
+
+    return report
+
+
+_command(
+    name="dashboard",
+    short_help="Watch a study live in the browser (read-only), with optuna-dashboard beside it.",
+)(dashboard_command())
+_command(
+    name="report",
+    short_help="Write a study's dashboard as one self-contained HTML file (opens offline).",
+)(report_command())
 
 
 # ---------------------------------------------------------------------- structure
@@ -443,9 +598,9 @@ def structure(
     DAG with its edge strengths, and say which surrogate is in use and why."""
     from structure import explain
     from studies.plots import file_stem
-    from studies.study import Study, structure_report
+    from studies.study import structure_report
 
-    study = _guard(Study.load, name, _storage(storage))
+    study = _load(name, _storage(storage))
     png = out_path if out_path is not None else Path(f"{file_stem(name)}-structure.png")
     done = sum(t.state == "COMPLETE" for t in _guard(lambda: study.trials))
     console.print(

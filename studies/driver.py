@@ -10,6 +10,11 @@ the source holds its budget of trials, none is WAITING and no other live process
 one. On an exception (Ctrl-C included) the trials this process holds are failed and re-queued
 before the exception propagates.
 
+A trial running `SLOW_FACTOR` times the median of the trials finished in the run is reported
+while it runs, with how to set a timeout (with none, the default, an evaluate that never returns
+holds its worker for good). The default pool starts at most `WORKERS_PER_CPU` processes per CPU
+and one per trial of the budget (`machine_workers`), whatever ``n_workers`` asks.
+
 Timeouts: a worker of the default process pool stops its trial with ``SIGALRM``. A trial still
 running ``_TIMEOUT_SLACK`` seconds past its timeout (an evaluate that blocks or replaces
 ``SIGALRM``, or one stuck in C code) is FAILED and its pool is stopped: every worker gets
@@ -42,12 +47,19 @@ from studies.workers_local import worker_id
 if TYPE_CHECKING:
     from studies.source import TrialSource
 
-__all__ = ["RunStats", "run"]
+__all__ = ["RunStats", "machine_workers", "run"]
 
 logger = logging.getLogger(__name__)
 
 _TIMEOUT_SLACK = 2.0  # seconds the driver allows beyond a worker-side SIGALRM timeout
 _KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL when a process pool is stopped
+#: A trial running this many times the median of the trials finished so far is reported...
+SLOW_FACTOR = 10.0
+#: ...once it has run at least this many seconds (and at least `SLOW_MIN_FINISHED` finished).
+SLOW_FLOOR = 30.0
+SLOW_MIN_FINISHED = 3
+#: The default process pool runs at most this many workers per CPU of the machine.
+WORKERS_PER_CPU = 4
 
 
 @dataclass
@@ -55,6 +67,7 @@ class _Slot:
     number: int
     started: float  # time.monotonic() at submission
     expired: bool = False  # failed at its timeout, still running (an executor's; slot kept)
+    reported: bool = False  # reported as running far past the others (`_report_slow`)
 
 
 class _Pool(ProcessPoolExecutor):
@@ -181,6 +194,8 @@ def run(
     """
     from tuner.errors import SpaceExhaustedError  # tuner and torch load when a study runs
 
+    if executor is None:
+        n_workers = machine_workers(n_workers, n_trials)
     job = _Job(source, evaluate, worker_id(), n_trials, n_workers, timeout, executor)
     worker = job.worker
     exhausted = False
@@ -219,6 +234,7 @@ def run(
                 # proposal, which then fills their slots in one batch (one model fit)
                 broken |= _collect(rec, running, {f for f in running if f.done()})
                 hung = _expire(rec, running, timeout)
+                _report_slow(source.name, running, rec.durations, timeout)
                 if hung and executor is None:
                     pool = _restart_pool(pool, running, rec, n_workers)
                 elif broken and executor is None:
@@ -275,10 +291,13 @@ class _Recorder:
         self.limit = source.max_repeated_failures
         self.key: str | None = None
         self.count = 0
+        self.durations: list[float] = []  # seconds of the trials finished in this run
 
     def __call__(self, number: int, outcome: dict[str, Any]) -> None:
         self.stats.finished += 1
         self.stats.evaluating += float(outcome.get("seconds") or 0.0)
+        if outcome.get("seconds"):
+            self.durations.append(float(outcome["seconds"]))
         got = self.source.record(self.worker, number, outcome)
         if got is None:
             return
@@ -422,6 +441,65 @@ def _expire(rec: _Recorder, running: dict[Future[Any], _Slot], timeout: float | 
     return hung
 
 
+def machine_workers(n_workers: int, n_trials: int) -> int:
+    """How many worker processes the default pool starts for ``n_workers``: at most
+    `WORKERS_PER_CPU` per CPU of the machine and one per trial of the budget (a process per
+    requested worker would exhaust memory: ``n_workers=10**6`` started processes until the
+    kernel's out-of-memory killer stopped them). Says so when it caps."""
+    import os
+
+    cpus = os.cpu_count() or 1
+    cap = max(1, min(WORKERS_PER_CPU * cpus, max(n_trials, 1)))
+    if n_workers > cap:
+        logger.warning(
+            "n_workers=%d: this machine runs at most %d worker processes (%d per CPU, %d CPUs; "
+            "one per trial of a budget of %d); using %d. Pass an executor (e.g. a Dask "
+            "cluster's) to run more trials at once elsewhere.",
+            n_workers,
+            WORKERS_PER_CPU * cpus,
+            WORKERS_PER_CPU,
+            cpus,
+            n_trials,
+            cap,
+        )
+    return min(n_workers, cap)
+
+
+def _report_slow(
+    name: str, running: dict[Future[Any], _Slot], durations: list[float], timeout: float | None
+) -> None:
+    """Warn once about each trial running `SLOW_FACTOR` times the median of the trials finished
+    in this run (and `SLOW_FLOOR` seconds), with how to bound it: an evaluate that never returns
+    otherwise holds its worker with no word."""
+    if len(durations) < SLOW_MIN_FINISHED:
+        return
+    median = statistics.median(durations)
+    limit = max(SLOW_FACTOR * median, SLOW_FLOOR)
+    now = time.monotonic()
+    for slot in running.values():
+        ran = now - slot.started
+        if slot.reported or slot.expired or ran < limit:
+            continue
+        slot.reported = True
+        how = (
+            f"it will be stopped at its timeout of {timeout:g} s"
+            if timeout is not None
+            else "if it hangs, bound every trial: Study.optimize(..., timeout=SECONDS) or "
+            f"`tuner resume {name} --timeout SECONDS`; Ctrl-C stops this run and re-queues it"
+        )
+        logger.warning(
+            "Trial %d of %r has run %.0f s, %.0fx the median of the %d trials finished (%.1f s); "
+            "%s.",
+            slot.number,
+            name,
+            ran,
+            ran / max(median, 1e-9),
+            len(durations),
+            median,
+            how,
+        )
+
+
 def _restart_pool(
     pool: Executor, running: dict[Future[Any], _Slot], rec: _Recorder, n_workers: int
 ) -> Executor:
@@ -460,6 +538,33 @@ def _finished(source: TrialSource, n_trials: int) -> bool:
     return True
 
 
+def progress_columns() -> list[Any]:
+    """The progress bar's columns: the study's name and the best values give way (cut with an
+    ellipsis) to the counts and times, which keep their width on a narrow terminal (at 80
+    columns the elapsed time used to be cut)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.table import Column
+
+    def squeezable(ratio: int, minimum: int) -> Column:
+        return Column(ratio=ratio, min_width=minimum, no_wrap=True, overflow="ellipsis")
+
+    return [
+        TextColumn("[bold]{task.description}", table_column=squeezable(1, 4)),
+        BarColumn(bar_width=12),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[best]}", table_column=squeezable(3, 8)),
+        TimeElapsedColumn(table_column=Column(no_wrap=True, min_width=7)),
+        TextColumn("eta", table_column=Column(no_wrap=True, min_width=3)),
+        TimeRemainingColumn(table_column=Column(no_wrap=True, min_width=7)),
+    ]
+
+
 class _ProgressView:
     """A rich progress bar: trials finished / budget, best values, elapsed, remaining."""
 
@@ -469,24 +574,9 @@ class _ProgressView:
 
     def __enter__(self) -> _ProgressView:
         if self.enabled:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
+            from rich.progress import Progress
 
-            self._bar = Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[best]}"),
-                TimeElapsedColumn(),
-                TextColumn("eta"),
-                TimeRemainingColumn(),
-            )
+            self._bar = Progress(*progress_columns(), expand=True)
             self._bar.__enter__()
             self._task = self._bar.add_task(self.source.name, total=self.n_trials, best="")
             self.update(force=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 from studies.errors import StudyFileError
 from studies.references import STUDY_FILE_PREFIX as _PREFIX
-from studies.references import current_module
+from studies.references import current_module, only_evaluate
 
 __all__ = ["import_file", "load_study_file", "resolve_evaluate"]
 
@@ -106,7 +106,8 @@ def resolve_evaluate(ref: str) -> Any:
     else:
         target = current_module(target)
         try:
-            module = importlib.import_module(target)
+            with only_evaluate():
+                module = importlib.import_module(target)
         except ImportError as err:
             raise StudyFileError(f"Cannot import module {target!r} for evaluate: {err}") from err
     obj: Any = module
@@ -122,7 +123,8 @@ def resolve_evaluate(ref: str) -> Any:
 
 
 def _load_plain_file(path: str) -> ModuleType:
-    """Import a study file without requiring it to define `study` / `main`."""
+    """Import a study file without requiring it to define `study` / `main`; a `Study` it
+    creates at module level stays in memory (`studies.references.only_evaluate`)."""
     p = Path(path).resolve()
     name = _PREFIX + "".join(c if c.isalnum() else "_" for c in p.stem)
     if name in sys.modules:
@@ -135,7 +137,8 @@ def _load_plain_file(path: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        with only_evaluate():  # a module-level Study must not create a database here
+            spec.loader.exec_module(module)
     except Exception as err:
         del sys.modules[name]
         raise StudyFileError(

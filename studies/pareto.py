@@ -111,9 +111,6 @@ def hypervolume_curve(
     Returns:
         ``(numbers, hv)``: the finished trials' numbers in order and the hypervolume after each.
     """
-    import torch
-    from botorch.utils.multi_objective.hypervolume import Hypervolume
-
     finished = sorted((t for t in trials if t.state.is_finished), key=lambda t: t.number)
     ok = {t.number for t in feasible(finished, constraints)}
     good = [t for t in finished if t.number in ok]
@@ -125,17 +122,39 @@ def hypervolume_curve(
     else:
         sign = np.array([1.0 if d == "maximize" else -1.0 for d in objectives.values()])
         r = sign * np.asarray(ref, dtype=np.float64)
-    hv = Hypervolume(torch.as_tensor(r, dtype=torch.float64))
-    numbers, curve, seen = [], [], []
+    # The volume depends only on the non-dominated points: keep those, and recompute only when
+    # a trial enters them (linear in the trials, where recomputing over every point seen was
+    # quadratic in time and, in BoTorch's box decomposition, ran out of memory at 2,000 trials).
+    numbers, curve = [], []
+    front = np.empty((0, len(objectives)))
+    value = 0.0
+    rows = iter(Y_all)
     for t in finished:
         if t.number in ok:
-            seen.append(_maximized([t], objectives)[0])
-        pts = np.asarray(seen).reshape(-1, len(objectives))
-        pts = pts[np.all(pts > r, axis=1)]
-        value = hv.compute(torch.as_tensor(pts, dtype=torch.float64)) if len(pts) else 0.0
+            y = next(rows)
+            if np.all(y > r) and not np.any(np.all(front >= y, axis=1)):
+                front = np.vstack([front[~np.all(y >= front, axis=1)], y])
+                value = _volume(front, r)
         numbers.append(t.number)
-        curve.append(float(value))
+        curve.append(value)
     return numbers, curve
+
+
+def _volume(front: np.ndarray, r: np.ndarray) -> float:
+    """Hypervolume dominated by the mutually non-dominated ``k x m`` points ``front`` (all above
+    ``r``, maximization): a sweep for two objectives, BoTorch's `Hypervolume` otherwise."""
+    if front.shape[1] == 1:
+        return float(front[:, 0].max() - r[0])
+    if front.shape[1] == 2:
+        pts = front[np.argsort(-front[:, 0])]  # x descending, so y ascending on a front
+        widths = pts[:, 0] - r[0]
+        heights = np.diff(np.concatenate([[r[1]], pts[:, 1]]))
+        return float(np.sum(widths * heights))
+    import torch
+    from botorch.utils.multi_objective.hypervolume import Hypervolume
+
+    hv = Hypervolume(torch.as_tensor(r, dtype=torch.float64))
+    return float(hv.compute(torch.as_tensor(front, dtype=torch.float64)))
 
 
 # ---------------------------------------------------------------------- pick rules

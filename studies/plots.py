@@ -24,10 +24,13 @@ if TYPE_CHECKING:
 __all__ = [
     "PriorsOf",
     "file_stem",
+    "hypervolume_figure",
     "plot_hypervolume",
     "plot_pareto",
     "plot_priors",
     "plot_study",
+    "pareto_figure",
+    "priors_figure",
     "simplex_priors",
 ]
 
@@ -66,59 +69,128 @@ def _pyplot() -> Any:
 
 def plot_pareto(study: Study, path: str | os.PathLike[str]) -> Path:
     """Scatter of the feasible trials with the Pareto set highlighted, one panel per pair of
-    objectives (objective value over trial number for a single objective)."""
+    objectives (objective value over trial number for a single objective): `pareto_figure`."""
+    plt = _pyplot()
+    return _save(pareto_figure(study), plt, path, tight=False)  # laid out before labelling
+
+
+def pareto_figure(study: Study) -> Any:
+    """The figure `plot_pareto` saves. Each axis fits the Pareto set and the bulk of the trials
+    (Tukey's fences); a trial beyond them is drawn at the edge it lies past, as a hollow mark,
+    so one outlier does not squeeze the front into a corner. Pareto points are labelled with
+    their trial numbers (points that coincide share one label) where a label fits without
+    overlapping another (`structure.labels.place_labels`)."""
     plt = _pyplot()
     trials = study.trials
     ok = feasible(trials, study.constraints)
     front = {t.number for t in pareto_front(trials, study.objectives, study.constraints)}
     names = list(study.objectives)
     pairs = list(itertools.combinations(names, 2)) or [("trial", names[0])]
-    fig, axes = plt.subplots(1, len(pairs), figsize=(5 * len(pairs), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(pairs), figsize=(5.5 * len(pairs), 4.4), squeeze=False)
     for ax, (a, b) in zip(axes[0], pairs):
-
-        def coord(t: Any, k: str) -> float:
-            return float(t.number) if k == "trial" else t.values[k]
-
-        rest = [t for t in ok if t.number not in front]
-        best = [t for t in ok if t.number in front]
-        ax.scatter(
-            [coord(t, a) for t in rest],
-            [coord(t, b) for t in rest],
-            s=18,
-            c="0.6",
-            label="feasible trials",
-        )
-        # points only: in a projection of 3+ objectives the Pareto set is no curve
-        ax.scatter(
-            [coord(t, a) for t in best],
-            [coord(t, b) for t in best],
-            s=36,
-            c="C3",
-            edgecolors="k",
-            linewidths=0.5,
-            label="Pareto set",
-            zorder=3,
-        )
-        if len(best) <= _MAX_LABELS:
-            for t in best:
-                ax.annotate(
-                    str(t.number),
-                    (coord(t, a), coord(t, b)),
-                    fontsize=7,
-                    textcoords="offset points",
-                    xytext=(4, 4),
-                )
-        ax.set_xlabel(a if a == "trial" else f"{a} ({study.objectives[a]})")
-        ax.set_ylabel(f"{b} ({study.objectives[b]})")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        _pareto_panel(study, ax, a, b, ok, front)
     fig.suptitle(f"{study.name}: Pareto front ({len(ok)} feasible trials)")
-    return _save(fig, plt, path)
+    fig.tight_layout()
+    for ax, (a, b) in zip(axes[0], pairs):
+        _label_front(study, ax, a, b, [t for t in ok if t.number in front])
+    return fig
+
+
+def _coord(t: TrialRecord, k: str) -> float:
+    return float(t.number) if k == "trial" else float((t.values or {})[k])
+
+
+def axis_view(front: list[float], every: list[float]) -> tuple[float, float]:
+    """Axis limits holding the front and the trials inside Tukey's fences (1.5 IQR beyond the
+    quartiles), padded by 6%."""
+    import numpy as np
+
+    q1, q3 = np.percentile(every, [25, 75])
+    iqr = q3 - q1
+    inner = [v for v in every if q1 - 1.5 * iqr <= v <= q3 + 1.5 * iqr]
+    lo, hi = min(front + inner), max(front + inner)
+    pad = 0.06 * (hi - lo) if hi > lo else max(abs(hi) * 0.05, 1e-9)
+    return lo - pad, hi + pad
+
+
+def _pareto_panel(
+    study: Study, ax: Any, a: str, b: str, ok: list[TrialRecord], front: set[int]
+) -> None:
+    """One panel of `pareto_figure`: trials, the Pareto set, outliers at the edges."""
+    best = [t for t in ok if t.number in front]
+    limits = {}
+    for k in (a, b):
+        every = [_coord(t, k) for t in ok]
+        limits[k] = (
+            (min(every) - 0.5, max(every) + 0.5)
+            if k == "trial"
+            else axis_view([_coord(t, k) for t in best], every)
+        )
+    (x0, x1), (y0, y1) = limits[a], limits[b]
+    inside: list[tuple[TrialRecord, float, float]] = []
+    outside: list[tuple[TrialRecord, float, float]] = []
+    for t in ok:
+        x, y = _coord(t, a), _coord(t, b)
+        (inside if x0 <= x <= x1 and y0 <= y <= y1 else outside).append((t, x, y))
+    rest = [(x, y) for t, x, y in inside if t.number not in front]
+    top = [(x, y) for t, x, y in inside if t.number in front]
+    ax.scatter(*zip(*rest) if rest else ([], []), s=18, c="0.6", label="feasible trials")
+    # points only: in a projection of 3+ objectives the Pareto set is no curve
+    ax.scatter(
+        *zip(*top) if top else ([], []), s=36, c="C3", edgecolors="k", linewidths=0.5,
+        label="Pareto set", zorder=3,
+    )  # fmt: skip
+    if outside:
+        clipped = [(min(max(x, x0), x1), min(max(y, y0), y1)) for _, x, y in outside]
+        ax.scatter(
+            *zip(*clipped), s=30, facecolors="none", edgecolors="C0", linewidths=1.0,
+            marker="D", clip_on=False, zorder=4,
+            label=f"{len(outside)} trial{'s' * (len(outside) > 1)} beyond the axes (at the edge)",
+        )  # fmt: skip
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
+    ax.set_xlabel(a if a == "trial" else f"{a} ({study.objectives[a]})")
+    ax.set_ylabel(f"{b} ({study.objectives[b]})")
+    ax.grid(alpha=0.3)
+    # below the axes: inside, it covered points and labels
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, frameon=False)
+
+
+def _label_front(study: Study, ax: Any, a: str, b: str, best: list[TrialRecord]) -> None:
+    """Trial numbers at the Pareto points of a panel; coinciding points share one label (up to
+    `_MAX_LABELS` labels, none overlapping)."""
+    from structure.labels import place_labels, text_boxes
+
+    fig = ax.figure
+    fig.canvas.draw()
+    to_px = ax.transData.transform
+    groups: list[tuple[float, float, list[int]]] = []
+    for t in sorted(best, key=lambda t: (_coord(t, a), _coord(t, b))):
+        x, y = _coord(t, a), _coord(t, b)
+        px = to_px((x, y))
+        for gx, gy, numbers in groups:
+            if abs(to_px((gx, gy)) - px).max() < 4.0:  # the same spot on screen
+                numbers.append(t.number)
+                break
+        else:
+            groups.append((x, y, [t.number]))
+    if len(groups) > _MAX_LABELS:
+        return
+    anchors = []
+    for x, y, numbers in groups:
+        shown = ", ".join(map(str, sorted(numbers)[:4]))
+        anchors.append((x, y, shown + (f" +{len(numbers) - 4}" if len(numbers) > 4 else "")))
+    place_labels(ax, anchors, occupied=text_boxes(fig), fontsize=7)
 
 
 def plot_hypervolume(study: Study, path: str | os.PathLike[str]) -> Path:
     """Dominated hypervolume of the feasible trials after each finished trial (reference point:
-    `studies.pareto.reference_point` over all feasible trials)."""
+    `studies.pareto.reference_point` over all feasible trials): `hypervolume_figure`."""
+    return _save(hypervolume_figure(study), _pyplot(), path)
+
+
+def hypervolume_figure(study: Study) -> Any:
+    """The figure `plot_hypervolume` saves."""
     plt = _pyplot()
     trials = study.trials
     numbers, hv = hypervolume_curve(trials, study.objectives, study.constraints)
@@ -130,7 +202,7 @@ def plot_hypervolume(study: Study, path: str | os.PathLike[str]) -> Path:
     ax.set_ylabel("dominated hypervolume")
     ax.set_title(f"{study.name}: hypervolume over completed trials")
     ax.grid(alpha=0.3)
-    return _save(fig, plt, path)
+    return fig
 
 
 def simplex_priors(
@@ -153,10 +225,26 @@ def plot_priors(
 ) -> Path:
     """Ranked horizontal bars of the rule priors of the trial ``pick`` chooses (as the priors
     export does): the ``TOP_RULES`` largest, then one bar for all others, and a line at the
-    uniform prior ``1 / n_rules`` for reference.
+    uniform prior ``1 / n_rules`` for reference: `priors_figure`.
 
     Raises:
         ExportError: If the pick rule chooses nothing or ``priors_of`` finds no priors.
+    """
+    fig = priors_figure(study, pick, simplex, priors_of=priors_of)
+    return _save(fig, _pyplot(), path)
+
+
+def priors_figure(
+    study: Study,
+    pick: PickRule = None,
+    simplex: str | None = None,
+    *,
+    priors_of: PriorsOf = simplex_priors,
+) -> Any:
+    """The figure `plot_priors` saves.
+
+    Raises:
+        ExportError: As `plot_priors`.
     """
     plt = _pyplot()
     trial, rule = choose_trial(study.trials, study.objectives, study.constraints, pick)
@@ -184,7 +272,7 @@ def plot_priors(
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(axis="x", alpha=0.3)
     fig.text(0.01, 0.005, rule, fontsize=7, color="0.4")
-    return _save(fig, plt, path)
+    return fig
 
 
 def plot_study(
@@ -237,9 +325,10 @@ def plot_study(
     return paths
 
 
-def _save(fig: Any, plt: Any, path: str | os.PathLike[str]) -> Path:
+def _save(fig: Any, plt: Any, path: str | os.PathLike[str], tight: bool = True) -> Path:
     path = Path(path)
-    fig.tight_layout()
+    if tight:
+        fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

@@ -6,10 +6,19 @@ resolves them, reading an old module path through `MOVED_MODULES` first.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["MOVED_MODULES", "STUDY_FILE_PREFIX", "current_module", "evaluate_reference"]
+__all__ = [
+    "MOVED_MODULES",
+    "STUDY_FILE_PREFIX",
+    "current_module",
+    "evaluate_reference",
+    "importing_for_evaluate",
+    "only_evaluate",
+]
 
 #: Module-name prefix of study files imported by `tuner run` (`studies.loader.load_study_file`).
 STUDY_FILE_PREFIX = "__tuner_study__"
@@ -22,6 +31,26 @@ MOVED_MODULES: dict[str, str] = {
 name. A stored reference is never rewritten: ``studies.rewrite_study:evaluate_rewrite`` in a
 database written before the move still resolves (to ``rewrite_tuner.rewrite_study``). Moving
 such a module adds a row here; a row is never removed."""
+
+
+_ONLY_EVALUATE: ContextVar[bool] = ContextVar("only_evaluate", default=False)
+
+
+@contextlib.contextmanager
+def only_evaluate() -> Iterator[None]:
+    """While a study file is imported for its evaluate function alone (`tuner resume`): a
+    `studies.Study` the file creates at module level then opens an in-memory database instead
+    of its storage, so importing it from another folder leaves no empty ``study.db`` there."""
+    token = _ONLY_EVALUATE.set(True)
+    try:
+        yield
+    finally:
+        _ONLY_EVALUATE.reset(token)
+
+
+def importing_for_evaluate() -> bool:
+    """Whether a study file is being imported for its evaluate function alone."""
+    return _ONLY_EVALUATE.get()
 
 
 def current_module(module: str) -> str:

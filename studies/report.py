@@ -1,8 +1,10 @@
-"""`structure_report`: what the structured surrogate learns from a study's completed trials."""
+"""`structure_report` and `fit_structure`: what the structured surrogate learns from a study's
+completed trials."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from studies.errors import StudyError
@@ -12,7 +14,7 @@ from tuner.trial import TrialState
 if TYPE_CHECKING:
     from studies.study import Study
 
-__all__ = ["structure_report"]
+__all__ = ["fit_structure", "structure_report"]
 
 
 def structure_report(study: Study, png: str | os.PathLike[str] | None = None) -> dict[str, Any]:
@@ -29,17 +31,40 @@ def structure_report(study: Study, png: str | os.PathLike[str] | None = None) ->
         models' scores and the edges; ``"png"`` holds the drawing's path when one was made.
     """
     from structure import draw_structure, explain
-    from studies.tuning import make_surrogate
 
-    records = [r for r in study.trials if r.state == TrialState.COMPLETE]
-    if not records:
-        raise StudyError(f"Study {study.name!r} has no completed trial to learn a structure from.")
-    data = study.problem.training_data(study.space, records, study.seed)
-    surrogate = make_surrogate("structured", study.settings)  # the study's own options
-    with numerical_warnings_to_log():
-        surrogate.fit(data)
-    desc = surrogate.describe()
+    desc = fit_structure(
+        study.name, study.space, study.problem, study.settings, study.trials, study.seed
+    )
     if png is not None and desc.get("structure"):
         note = explain(desc).splitlines()[0]
         desc["png"] = str(draw_structure(desc["structure"], png, note=note))
     return desc
+
+
+def fit_structure(
+    name: str, space: Any, problem: Any, settings: Any, trials: Sequence[Any], seed: int
+) -> dict[str, Any]:
+    """Fit the structured surrogate, with a study's own settings, on its completed ``trials``
+    and return its `describe()` (what `structure_report` and the dashboard show).
+
+    Args:
+        name: The study's name (for the error message).
+        space: Its `spaces.Space`.
+        problem: Its `tuner.Problem` (objectives and constraints).
+        settings: Its `StudySettings`.
+        trials: Its trials (`tuner.Trial` records); only the COMPLETE ones are used.
+        seed: Its seed.
+
+    Raises:
+        StudyError: If no trial has completed.
+    """
+    from studies.tuning import make_surrogate
+
+    records = [r for r in trials if r.state == TrialState.COMPLETE]
+    if not records:
+        raise StudyError(f"Study {name!r} has no completed trial to learn a structure from.")
+    data = problem.training_data(space, records, seed)
+    surrogate = make_surrogate("structured", settings)  # the study's own options
+    with numerical_warnings_to_log():
+        surrogate.fit(data)
+    return surrogate.describe()  # type: ignore[no-any-return]

@@ -36,7 +36,7 @@ from studies.errors import EvaluateError, StorageCorruptError, StudyError, Study
 from studies.pareto import pareto_front
 from studies.quiet import numerical_warnings_to_log
 from studies.records import StudyRecord, TrialRecord
-from studies.references import evaluate_reference
+from studies.references import evaluate_reference, importing_for_evaluate
 from studies.report import structure_report
 from studies.schema import MAX_SEED, check_seed  # noqa: F401 - MAX_SEED: here too
 from studies.settings import StudySettings
@@ -133,6 +133,8 @@ class Study:
         seed = check_seed(seed)
         context = json_object(context)
         problem = Problem(objectives, constraints)
+        if importing_for_evaluate():  # a study file imported for its evaluate function alone
+            storage = "sqlite://"
         self._storage = storage if isinstance(storage, Storage) else Storage(storage)
         new = StudyRecord(
             id=0,
@@ -551,11 +553,14 @@ class Study:
 
         Args:
             n_trials: Total number of trials the study should finish (stored as its budget).
-            n_workers: Trials evaluated at once.
+            n_workers: Trials evaluated at once (on the default pool, at most what the machine
+                runs: `studies.driver.machine_workers`).
             executor: Any `concurrent.futures.Executor` (e.g. a Dask client's
                 ``get_executor()``); default a `ProcessPoolExecutor` of ``n_workers`` processes,
                 shut down on return. An executor you pass is not shut down.
             timeout: Seconds one trial may run; past it the trial is FAILED with a TimeoutError.
+                With none, a trial running 10x the median of the others is reported (a warning
+                saying how to set one) but never stopped.
             progress: Show a rich progress bar (trials, best values, elapsed, remaining).
 
         Returns:

@@ -244,3 +244,53 @@ def test_bench_families_main_summary_pairs_the_main_job_with_ax_by_seed() -> Non
     assert s["30"]["reaches_best"] == {"project": 2, "ax": 2}  # a tie reaches it for both
     assert s["10"]["diff"][0] == pytest.approx(0.0) and s["10"]["diff"][1] < 0 < s["10"]["diff"][2]
     assert main_summary([{"seed": 5, "arms": {"ax": {}}}])["seeds"] == []  # ax alone: no pair
+
+
+def _fake_stenso(root: Path) -> Path:
+    """A checkout laid out like STENSO-Artifact, with two programs of our own."""
+    bench = root / "stenso" / "eval" / "benchmarks"
+    bench.mkdir(parents=True)
+    (bench / "github_1.py").write_text(
+        "import jax.numpy as jnp\n\narg_ranks = [2, 2]\n\n\ndef kernel(A, B):\n"
+        "    return jnp.trace(A @ B)\n"
+    )
+    (bench / "synth_1.py").write_text(
+        "import jax.numpy as jnp\n\narg_ranks = [1]\n\n\ndef kernel(x):\n    return x + x\n"
+    )
+    res = root / "stenso" / "eval" / "performance_results"
+    res.mkdir(parents=True)
+    (res / "AMD_Ryzen_9_7950X.csv").write_text(
+        "Benchmark,Compiler,OriginalTime,OptimizedTime\ngithub_1,PyTorch,4e-5,1e-5\n"
+        "github_1,JAX,1e-5,1e-5\nsynth_1,PyTorch,1e-5,1e-5\n"
+    )
+    return root
+
+
+def test_stenso_suite_is_read_from_a_checkout_with_its_sizes_and_figures(tmp_path: Path) -> None:
+    from benchmarks import _stenso
+
+    with pytest.raises(FileNotFoundError, match="does not ship STENSO's programs"):
+        _stenso.artifact_path(tmp_path)
+    root = _stenso.artifact_path(_fake_stenso(tmp_path))
+    suite = _stenso.load_suite(root, ["github_1", "synth_1"])
+    assert [(p.name, p.size) for p in suite] == [("github_1", 200), ("synth_1", 1000)]
+    (a, _), (x,) = suite[0].inputs(), suite[1].inputs()
+    assert a.shape == (200, 200) and x.shape == (1000,) and float(x.min()) > 0
+    pub = _stenso.published(root)
+    assert pub == {"ryzen": {"github_1": 4.0, "synth_1": 1.0}}
+    s = _stenso.summary(pub["ryzen"])
+    assert (
+        s["geomean"] == pytest.approx(2.0)
+        and s["above_1.1"] == 1
+        and s["max_program"] == "github_1"
+    )
+
+
+def test_bench_suites_summary_flags_only_what_is_slower_than_its_noise_floor() -> None:
+    from benchmarks.bench_suites import _slower, geomean_interval
+
+    iv = lambda v, lo, hi: {"value": v, "low": lo, "high": hi}  # noqa: E731
+    assert _slower({"speedup": iv(0.9, 0.85, 0.93), "aa": iv(1.0, 0.97, 1.03)})
+    assert not _slower({"speedup": iv(0.95, 0.94, 0.96), "aa": iv(0.95, 0.93, 0.98)})
+    g = geomean_interval([[2.0, 2.1, 1.9], [1.0, 1.05, 0.95]], seed=0)
+    assert g["low"] <= g["value"] <= g["high"] and g["value"] == pytest.approx(2**0.5, rel=1e-6)

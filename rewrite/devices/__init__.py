@@ -1,6 +1,6 @@
 """Hardware profiles for the cost model, stored as documented JSON files beside this module.
 
-A profile (``format_version`` 5; files of versions 1 to 4, which lack some optional fields,
+A profile (``format_version`` 6; files of versions 1 to 5, which lack some optional fields,
 still load) holds:
 
 * ``peak_flops``: FLOP/s by unit (``matmul``: tensor cores / GEMM, ``vector``: everything
@@ -43,6 +43,16 @@ still load) holds:
   quality); informational.
 * ``interconnect`` (required): ``bandwidth`` (bytes/s per direction, > 0) and ``latency``
   (s, >= 0, default 0) for the alpha-beta collective model used by sharded graphs.
+* ``cluster`` (optional, version 6): how devices of this kind are wired for plans over many
+  devices (`rewrite.plans`): ``devices_per_node`` (int >= 1), ``intra_node`` and ``inter_node``
+  links (each ``bandwidth`` in bytes/s per device and direction, ``latency`` in s). Default: one
+  device per node, both links the ``interconnect``.
+* ``training`` (optional, version 6): factors of the training-step model of `rewrite.plans`
+  (each a positive number; see `rewrite.plans.step`): ``link_efficiency`` (achieved fraction of
+  a link's bandwidth by collectives, default 0.8), ``float8_efficiency`` (achieved fraction of the
+  float8 matmul peak, default the matmul efficiency), ``memory_reserve`` (reserved over allocated
+  bytes of the caching allocator, default 1.0), ``backward_attention`` (attention backward over
+  forward time, default 2.5).
 
 Every number must be finite; `DeviceProfile` validates on construction and raises
 `CostModelError` naming the field.
@@ -75,7 +85,7 @@ __all__ = [
     "measured_profiles",
 ]
 
-DEVICE_FORMAT_VERSION = 5
+DEVICE_FORMAT_VERSION = 6
 _DIR = Path(__file__).parent
 #: How the host's launch work and the device's kernels combine (see the module docstring).
 DISPATCH = ("serial", "async")
@@ -106,6 +116,8 @@ class DeviceProfile:
     matmul_align: int = 1
     unaligned_efficiency: float = 1.0
     fused_epilogues: bool = False
+    cluster: Mapping[str, Any] = field(default_factory=dict)
+    training: Mapping[str, float] = field(default_factory=dict)
     provenance: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -189,6 +201,49 @@ class DeviceProfile:
                 '"interconnect": {"bandwidth": 450e9, "latency": 5e-6}.'
             )
 
+        self._check_cluster()
+
+    def _check_cluster(self) -> None:
+        c = self.cluster if isinstance(self.cluster, Mapping) else None
+        if c is None:
+            raise CostModelError(f"device {self.name!r}: cluster must be an object, got {c!r}.")
+        if c:
+            dpn = c.get("devices_per_node")
+            if isinstance(dpn, bool) or not isinstance(dpn, int) or dpn < 1:
+                raise CostModelError(
+                    f"device {self.name!r}: cluster.devices_per_node must be an int >= 1, but "
+                    f"got {dpn!r}."
+                )
+            for key in ("intra_node", "inter_node"):
+                link = c.get(key)
+                ok = (
+                    isinstance(link, Mapping)
+                    and _is_number(link.get("bandwidth"))
+                    and link["bandwidth"] > 0
+                    and _is_number(link.get("latency", 0.0))
+                )
+                if not ok:
+                    raise CostModelError(
+                        f"device {self.name!r}: cluster.{key} must give 'bandwidth' (bytes/s, > 0) "
+                        f"and 'latency' (s, >= 0), but got {link!r}."
+                    )
+        tr = self.training if isinstance(self.training, Mapping) else None
+        if tr is None or not all(
+            isinstance(k, str) and _is_number(v) and v > 0 for k, v in tr.items()
+        ):
+            raise CostModelError(
+                f"device {self.name!r}: training must map factor names to positive numbers, but "
+                f"got {self.training!r}."
+            )
+
+    def links(self) -> tuple[int, Mapping[str, Any], Mapping[str, Any]]:
+        """``(devices_per_node, intra_node link, inter_node link)``; without a ``cluster``
+        field, one device per node and the ``interconnect`` for both links."""
+        if self.cluster:
+            c = self.cluster
+            return int(c["devices_per_node"]), c["intra_node"], c["inter_node"]
+        return 1, self.interconnect, self.interconnect
+
     def peak(self, unit: str, dtype: str) -> float:
         """Peak FLOP/s of ``unit`` (``matmul`` or ``vector``) for ``dtype``."""
         table = self.peak_flops[unit]
@@ -231,6 +286,8 @@ class DeviceProfile:
                     _number(d, "unaligned_efficiency") if "unaligned_efficiency" in d else 1.0
                 ),
                 fused_epilogues=d.get("fused_epilogues", False),
+                cluster=dict(d.get("cluster", {})),
+                training=dict(d.get("training", {})),
                 provenance=dict(d.get("provenance", {})),
             )
         except KeyError as e:
@@ -270,6 +327,8 @@ class DeviceProfile:
             "fused_epilogues": self.fused_epilogues,
             "matmul_tile": list(self.matmul_tile),
             "interconnect": dict(self.interconnect),
+            "cluster": dict(self.cluster),
+            "training": dict(self.training),
             "provenance": dict(self.provenance),
         }
 
@@ -311,8 +370,38 @@ def device_names() -> list[str]:
     return sorted({p.name for p in _builtin().values()})
 
 
+_FILES: dict[tuple[str, int, int], DeviceProfile] = {}
+_FILES_MAX = 64
+
+
+def _load_file(path: Path) -> DeviceProfile:
+    """The profile in a JSON file, read again only when the file changed (its modification time
+    or size), so a path passed on every call yields one profile object."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    hit = _FILES.get(key)
+    if hit is not None:
+        return hit
+    try:
+        prof = DeviceProfile.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except json.JSONDecodeError as e:
+        raise CostModelError(f"device profile {str(path)!r} is not valid JSON: {e}.") from None
+    except UnicodeDecodeError:
+        raise CostModelError(
+            f"device profile {str(path)!r} is not a text file (not UTF-8); pass a profile JSON "
+            "such as rewrite/devices/h100_sxm.json."
+        ) from None
+    for old in [k for k in _FILES if k[0] == key[0]]:
+        del _FILES[old]
+    if len(_FILES) >= _FILES_MAX:
+        _FILES.pop(next(iter(_FILES)))
+    _FILES[key] = prof
+    return prof
+
+
 def load_device(device: str | Path | DeviceProfile) -> DeviceProfile:
-    """A profile by built-in name or alias, by JSON path, or passed through.
+    """A profile by built-in name or alias, by JSON path (read once while the file is
+    unchanged), or passed through.
 
     Raises:
         CostModelError: If the name is unknown or the file invalid.
@@ -336,10 +425,7 @@ def load_device(device: str | Path | DeviceProfile) -> DeviceProfile:
             f"at {str(Path.cwd())!r}), or name a built-in profile: {sorted(builtin)}."
         )
     if path.suffix == ".json" and path.exists():
-        try:
-            return DeviceProfile.from_dict(json.loads(path.read_text()))
-        except json.JSONDecodeError as e:
-            raise CostModelError(f"device profile {str(path)!r} is not valid JSON: {e}.") from None
+        return _load_file(path)
     raise CostModelError(
         f"device must be one of {sorted(builtin)} or a path to a profile JSON, but got {str(device)!r}."
     )

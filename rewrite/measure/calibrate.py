@@ -43,7 +43,7 @@ import json
 import os
 import platform
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,7 @@ from rewrite.cost import EXTERN_FAMILIES, kernel_terms, kernel_time
 from rewrite.devices import DeviceProfile, load_device
 from rewrite.errors import MeasureError
 from rewrite.ir import Graph
-from rewrite.measure.timing import measure, node_times, torch_device
+from rewrite.measure.timing import STATISTICS, measure, node_times, torch_device
 from rewrite.ops import get_op
 
 __all__ = [
@@ -67,6 +67,7 @@ __all__ = [
     "datasheet_profile",
     "device_name",
     "fit_profile",
+    "merge_samples",
     "write_profile",
     "zoo_overrides",
 ]
@@ -133,11 +134,13 @@ def collect(
     repeats: int = 10,
     seed: int = 0,
     compile: bool = False,
+    statistic: str = "median",
 ) -> list[Sample]:
     """Measure every workload at every shape (a `Graph` workload is measured once, as is).
 
     Every kernel is timed alone (eagerly); the whole graph eagerly, or compiled by
-    ``torch.compile`` with ``compile``.
+    ``torch.compile`` with ``compile``; each summarized by ``statistic`` over its timed runs
+    (`rewrite.measure.timing.STATISTICS`).
 
     Returns:
         One `Sample` per measured graph.
@@ -155,10 +158,30 @@ def collect(
                 label = " ".join([w, *(f"{k}={v}" for k, v in kw.items())])
                 jobs.append((label, zoo.build(w, **kw)))
         for label, g in jobs:
-            nodes = node_times(g, device, repeats=repeats, seed=seed)
+            nodes = node_times(g, device, repeats=repeats, seed=seed, statistic=statistic)
             m = measure(g, device, repeats=repeats, seed=seed, compile=compile)
-            samples.append(Sample(label, g, m.latency, nodes.kernel, nodes.host))
+            latency = STATISTICS[statistic](m.times)
+            samples.append(Sample(label, g, latency, nodes.kernel, nodes.host))
     return samples
+
+
+def merge_samples(rounds: Sequence[Sequence[Sample]], statistic: str = "median") -> list[Sample]:
+    """One sample per graph from several rounds of `collect`: ``statistic`` (the median or the
+    minimum) of its latencies and, per node, of its times (the first round's graph and order)."""
+    stat = STATISTICS[statistic]
+    first = rounds[0]
+    if len(rounds) == 1:
+        return list(first)
+    out = []
+    for i, smp in enumerate(first):
+        same = [r[i] for r in rounds]
+
+        def med(field: str, smp: Sample = smp, same: list[Sample] = same) -> dict[int, float]:
+            return {k: stat([getattr(s, field)[k] for s in same]) for k in getattr(smp, field)}
+
+        latency = stat([s.latency for s in same])
+        out.append(Sample(smp.name, smp.graph, latency, med("node_times"), med("host_times")))
+    return out
 
 
 def _timeit(fn: Any, dev: Any, repeats: int = 7) -> float:
@@ -498,6 +521,9 @@ def calibrate(
     repeats: int = 10,
     seed: int = 0,
     compile: bool = False,
+    rounds: int = 1,
+    on_round: Callable[[int], None] | None = None,
+    statistic: str = "median",
 ) -> Calibration:
     """Measure ``workloads`` x ``shapes`` on ``device`` and fit a profile to them.
 
@@ -514,14 +540,25 @@ def calibrate(
         compile: Time the whole graphs compiled by ``torch.compile`` (Inductor) and fit a
             ``fusion="compiled"`` profile, the one to search with for a model that will be
             compiled (module docstring); every kernel is still timed alone, eagerly.
+        rounds: Measure everything this many times, in turn, and fit the medians
+            (`merge_samples`): on a shared machine a change of load then falls on every graph
+            alike instead of on the graphs measured while it lasted.
+        on_round: Called with the round's index after each round (a benchmark measures its
+            held-out graphs there, in the same rounds).
+        statistic: How the timed runs (and rounds) of a graph or kernel are summarized:
+            ``"median"``, or ``"min"`` (`rewrite.measure.timing.STATISTICS`).
 
     Returns:
         A `Calibration` (profile, samples, path written).
 
     Raises:
-        MeasureError: On a missing device or workloads that give no kernels.
+        MeasureError: On a missing device, workloads that give no kernels, or ``rounds < 1``.
     """
     dev = torch_device(device)
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise MeasureError(f"rounds must be an int >= 1, but got {rounds!r}.")
+    if statistic not in STATISTICS:
+        raise MeasureError(f"statistic must be one of {sorted(STATISTICS)}, got {statistic!r}.")
     if not workloads or (not shapes and any(isinstance(w, str) for w in workloads)):
         raise MeasureError(
             f"calibrate needs workloads and shapes, but got workloads={workloads!r}, "
@@ -530,7 +567,14 @@ def calibrate(
     prof_base = load_device(base if base is not None else datasheet_profile(dev))
     prof_base = replace(prof_base, memory_capacity=_capacity(dev))
     peaks = measure_peaks(dev)
-    samples = collect(workloads, shapes, dev, repeats=repeats, seed=seed, compile=compile)
+    measured = []
+    for r in range(rounds):
+        measured.append(
+            collect(workloads, shapes, dev, repeats=repeats, seed=seed, compile=compile)
+        )
+        if on_round is not None:
+            on_round(r)
+    samples = merge_samples(measured)
     profile = fit_profile(
         samples,
         prof_base,
@@ -541,42 +585,3 @@ def calibrate(
     )
     path = write_profile(profile, out) if out is not None else None
     return Calibration(profile, samples, path)
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m rewrite.measure --out profile.json [--name N] [--threads T]``."""
-    import argparse
-
-    import torch
-
-    ap = argparse.ArgumentParser(description=main.__doc__)
-    ap.add_argument("--out", required=True, help="profile JSON to write")
-    ap.add_argument(
-        "--name",
-        default=None,
-        help="profile name (default <device>-measured, <device>-compiled with --compile)",
-    )
-    ap.add_argument("--device", default=None, help="torch device (default cuda if present)")
-    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
-    ap.add_argument("--repeats", type=int, default=10)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument(
-        "--compile",
-        action="store_true",
-        help="time the graphs compiled by torch.compile: a profile for models that will be",
-    )
-    args = ap.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    c = calibrate(
-        args.device,
-        name=args.name,
-        out=args.out,
-        repeats=args.repeats,
-        seed=args.seed,
-        compile=args.compile,
-    )
-    print(json.dumps(c.profile.provenance["fit"], indent=1))
-
-
-if __name__ == "__main__":
-    main()

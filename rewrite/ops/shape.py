@@ -1,8 +1,8 @@
 """Layout and indexing ops: reshape, permute, transpose, expand, concat, split, slice,
-index_select and embedding.
+diagonal, index_select and embedding.
 
-``reshape``, ``expand``, ``slice`` and ``split`` are views: no kernel, no bytes, their outputs
-alias input 0. ``permute`` and ``transpose`` are costed as a copy kernel, as TASO does, so that
+``reshape``, ``expand``, ``slice``, ``split`` and ``diagonal`` are views: no kernel, no bytes,
+their outputs alias input 0. ``permute`` and ``transpose`` are costed as a copy kernel, as TASO does, so that
 layout rewrites have something to gain. ``embedding`` reads only the gathered rows.
 """
 
@@ -162,6 +162,27 @@ def _slice_impl(xp: Any, arrs: Sequence[Any], attrs: Mapping[str, Any]) -> tuple
     return (arrs[0][tuple(idx)],)
 
 
+def _diagonal_norm(ins: Types, attrs: dict[str, Any]) -> dict[str, Any]:
+    a, b = (norm_dim("diagonal", attrs[k], ins[0].rank) for k in ("dim1", "dim2"))
+    if a == b:
+        raise ShapeError(f"op 'diagonal' needs two different dims, but got dim1={a}, dim2={b}.")
+    attrs["dim1"], attrs["dim2"] = a, b
+    return attrs
+
+
+def _diagonal_infer(ins: Types, attrs: Mapping[str, Any]) -> Types:
+    x, a, b, k = ins[0], attrs["dim1"], attrs["dim2"], attrs["offset"]
+    if x.rank < 2:
+        raise ShapeError(f"op 'diagonal' needs an input of rank >= 2, but got {x}.")
+    n = max(0, min(x.shape[a] + min(k, 0), x.shape[b] - max(k, 0)))
+    rest = tuple(s for i, s in enumerate(x.shape) if i not in (a, b))
+    return (TensorType((*rest, n), x.dtype),)
+
+
+def _diagonal_impl(xp: Any, arrs: Sequence[Any], attrs: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (xp.diagonal(arrs[0], attrs["offset"], attrs["dim1"], attrs["dim2"]),)
+
+
 def _index_select_infer(ins: Types, attrs: Mapping[str, Any]) -> Types:
     x, idx, d = ins[0], ins[1], attrs["dim"]
     if idx.rank != 1 or idx.dtype not in ("int32", "int64"):
@@ -241,6 +262,18 @@ def _register_views() -> None:
             checks={"sizes": Attr("ints", low=0), "dim": DIM},
             normalize=_dim_norm,
             doc="split into pieces of the given sizes (multi-output)",
+            **view,
+        )
+    )
+    register(
+        OpDef(
+            "diagonal",
+            _diagonal_infer,
+            _diagonal_impl,
+            attrs={"offset": 0, "dim1": 0, "dim2": 1},
+            checks={"offset": Attr("int"), "dim1": DIM, "dim2": DIM},
+            normalize=_diagonal_norm,
+            doc="the diagonal of dims (dim1, dim2), shifted by offset, as the last dim (numpy's)",
             **view,
         )
     )

@@ -7,6 +7,13 @@
   ``out_types`` gives its outputs as ``((shape, dtype), ...)``. It is never rewritten, has no
   reference implementation, and is costed conservatively: zero FLOPs but twice its input and
   output bytes (one extra round trip), one kernel.
+* ``assume`` is a promise about its input's values, attr ``domain`` one of `DOMAINS`
+  (``"positive"``, ``"nonnegative"``): its output is its input, and rules may rely on the promise
+  (``exp(log(x)) = x`` for a positive ``x``, `rewrite.rules.domain`). It is a free view. Its
+  reference implementation maps a value outside the domain into it (``|x| + 1``, ``|x|``), so a
+  float check drawing arbitrary inputs tests the program on its domain; the finite field and the
+  PyTorch lowering take it as the identity; the prover makes it an uninterpreted function whose
+  values lie in the domain (`rewrite.prove`).
 * ``fused`` carries a body `Graph` in attr ``body`` whose inputs are the node's inputs in order
   and whose outputs are the node's outputs. It is one kernel: its FLOPs are the body's and its
   bytes are only its external inputs and outputs. It has no kernel of its own: every
@@ -21,9 +28,12 @@ from typing import Any
 
 from rewrite.errors import EvaluationError, ShapeError
 from rewrite.ir import DTYPE_BYTES, ConstArray, Graph, TensorType
-from rewrite.ops.base import REQUIRED, Attr, OpDef, Types, get_op, io_bytes, register
+from rewrite.ops.base import LAYOUT, REQUIRED, Attr, OpDef, Types, get_op, io_bytes, register
 
-__all__ = ["body_flops"]
+__all__ = ["DOMAINS", "body_flops"]
+
+#: Domains an ``assume`` node promises its values lie in.
+DOMAINS = ("positive", "nonnegative")
 
 
 def _source_infer(op: str) -> Any:
@@ -46,6 +56,19 @@ def _no_impl(op: str) -> Any:
         )
 
     return impl
+
+
+def _assume_infer(ins: Types, attrs: Mapping[str, Any]) -> Types:
+    if ins[0].dtype not in ("float16", "bfloat16", "float32", "float64"):
+        raise ShapeError(f"op 'assume' needs a float input, but got {ins[0]}.")
+    return (ins[0],)
+
+
+def _assume_impl(xp: Any, arrs: Sequence[Any], attrs: Mapping[str, Any]) -> tuple[Any, ...]:
+    x = arrs[0]
+    if attrs["domain"] == "positive":
+        return (xp.where(x > 0, x, xp.abs(x) + 1).astype(x.dtype),)
+    return (xp.abs(x),)
 
 
 def _const_infer(ins: Types, attrs: Mapping[str, Any]) -> Types:
@@ -134,6 +157,20 @@ def _register_all() -> None:
             attrs={"value": REQUIRED},
             arity=(0, 0),
             doc="constant tensor",
+        )
+    )
+    register(
+        OpDef(
+            "assume",
+            _assume_infer,
+            _assume_impl,
+            bytes=lambda ins, outs, attrs: 0,
+            kind="view",
+            family="shape",
+            attrs={"domain": REQUIRED},
+            checks={"domain": Attr("str", choices=DOMAINS)},
+            doc="x, with the promise that its values lie in the domain (positive, nonnegative)",
+            **LAYOUT,  # the identity on its domain: every output element is its input element
         )
     )
     register(

@@ -43,16 +43,16 @@ class Comparison:
         budget: The step budget of every run.
         per_workload: Workload -> measure -> statistics (see `to_dict`).
         overall: Measure -> statistics over workloads (per-seed means over workloads).
-        candidate: The candidate's suite result.
-        reference: The reference's suite result.
+        candidate: The candidate's suite result (None for one read back with `from_dict`).
+        reference: The reference's suite result (None likewise).
     """
 
     seeds: tuple[int, ...]
     budget: int
     per_workload: dict[str, dict[str, dict[str, Any]]]
     overall: dict[str, dict[str, Any]]
-    candidate: SuiteResult = field(repr=False)
-    reference: SuiteResult = field(repr=False)
+    candidate: SuiteResult | None = field(default=None, repr=False)
+    reference: SuiteResult | None = field(default=None, repr=False)
 
     def reach_ratio(self, workload: str | None = None) -> float:
         """Median steps for the candidate to reach the reference's final hypervolume over the
@@ -69,6 +69,16 @@ class Comparison:
             "per_workload": self.per_workload,
             "overall": self.overall,
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Comparison:
+        """A comparison `to_dict` wrote (its figures; no search results)."""
+        return cls(
+            tuple(int(s) for s in d["seeds"]),
+            int(d["budget"]),
+            dict(d["per_workload"]),
+            dict(d["overall"]),
+        )
 
 
 def _stats(cand: np.ndarray, ref: np.ndarray, seed: int, median: bool = False) -> dict[str, Any]:

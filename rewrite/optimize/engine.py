@@ -51,7 +51,7 @@ from rewrite.optimize.pareto import (
     truncate_by_crowding,
 )
 from rewrite.optimize.result import RunStats, Step, normalizer
-from rewrite.optimize.state import EngineState, Entry
+from rewrite.optimize.state import EngineState, Entry, Verification
 from rewrite.rules.base import Rule, Site
 from rewrite.shard_cost import shard_cost
 
@@ -162,7 +162,7 @@ class Engine:
     def initial_state(ctx: Context, seed: Any) -> EngineState:
         """The state of a new search of ``ctx`` seeded with ``seed`` (only the input graph)."""
         costs, y, ok = ctx.measure(ctx.graph, ctx.input_cost, ())
-        root = Entry(ctx.graph, ctx.input_cost, y, (), ok, verified=True, costs=costs)
+        root = Entry(ctx.graph, ctx.input_cost, y, (), ok, Verification.done(0), costs=costs)
         frontier = (root,) if root.feasible else ()
         hv = hypervolume(_normed(ctx, frontier), ctx.ref)
         return EngineState(
@@ -297,22 +297,14 @@ class Engine:
 
     # ------------------------------------------------------------------ verification
     def verify(self, entry: Entry) -> bool:
-        """Verify every unverified rewrite from the input to ``entry`` (parents first).
+        """Verify every unverified rewrite from the input to ``entry`` (oldest first), through
+        its `Verification` record (what passes is recorded there, and in the records of the
+        ancestors it shares those steps with).
 
         Returns:
-            Whether all passed; a failing entry is marked and never enters the frontier.
+            Whether all passed; an entry that fails never enters the frontier.
         """
-        chain: list[Entry] = []
-        e: Entry | None = entry
-        while e is not None and not e.verified:
-            chain.append(e)
-            e = e.parent
-        for e in reversed(chain):
-            for rule, before, site in e.pending:
-                if not self.check_site(rule, before, site):
-                    return False
-            e.verified, e.pending, e.parent = True, (), None
-        return True
+        return entry.record.verify(self.check_site)
 
     def check_site(self, rule: Rule, graph: Graph, site: Site) -> bool:
         """Region check of one rewrite; counts ``verified``/``rejected`` for its rule."""
@@ -420,18 +412,8 @@ class Engine:
             return None
         finally:
             self.stats.times["cost"] += time.perf_counter() - t0
-        return Entry(
-            graph,
-            c,
-            y,
-            all_steps,
-            ok,
-            verified=False,
-            parent=parent,
-            pending=tuple(pending),
-            sites=sites,
-            costs=costs,
-        )
+        record = Verification.extend(parent.record, pending)
+        return Entry(graph, c, y, all_steps, ok, record, sites=sites, costs=costs)
 
     def evaluate(self, child: Entry) -> tuple[bool, bool]:
         """Dedupe, size and alpha filters, sampled verification, population and frontier.
@@ -440,8 +422,8 @@ class Engine:
             ``(accepted, improved)``: whether the child joined the population, and whether it
             entered the frontier.
         """
-        assert child.parent is not None
-        stats, names = self.stats, {s.rule for s in child.steps[len(child.parent.steps) :]}
+        own = child.record.checks  # a new child's record holds its own rewrites' checks
+        stats, names = self.stats, {rule.name for rule, _, _ in own}
         digest = child.graph.digest
         if digest in self.seen:
             stats.hit("dedupe", True)

@@ -151,13 +151,15 @@ class PriorFamily:
         equal family weights) is ``priors`` renormalized over ``rules`` (a rule ``priors`` does
         not name gets 0): its members explore around given priors, e.g. a tuned priors file
         applied to a new model. Evidence of one firing per rule, used as often as its prior,
-        without shrinkage, so each rule's rate is its prior.
+        without shrinkage, so each rule's rate is its prior. Empty ``priors`` mean uniform (as
+        an empty `RulePriors` does).
 
         Raises:
             PriorsError: If ``priors`` holds a negative or non-finite value, or gives every rule
                 of ``rules`` 0.
         """
         names = [r.name for r in rules]
+        priors = priors or dict.fromkeys(names, 1.0)
         bad = {k: v for k, v in priors.items() if not (math.isfinite(v) and v >= 0)}
         if bad:
             raise PriorsError(f"Priors must be finite and >= 0, but got {bad}.")

@@ -12,8 +12,12 @@ islands exchange nothing but frontier improvements.
 Nothing heavier than rewrite histories crosses process boundaries: a state holds each graph as
 its rewrite sequence from the input. A worker keeps the input graph, the rules and a cache of
 rebuilt graphs per run (per thread, so thread-based executors are safe), and rebuilds a graph it
-has not seen by replaying the shortest missing suffix of its history. Verification verdicts are
-shared through the on-disk `rewrite.verify.VerdictCache` of the host.
+has not seen by replaying the shortest missing suffix of its history. What is verified travels
+as each entry's `Verification` record: a report carries its verified prefix (``n_verified``), a
+replay extends the cached prefix's record (so a graph rebuilt from an unverified ancestor keeps
+that ancestor's pending checks), and a report that a prefix is verified advances the record of
+the cached entry. Verification verdicts are shared through the on-disk
+`rewrite.verify.VerdictCache` of the host.
 
 Unlike an in-process run, a parallel run is not bit-for-bit repeatable: which island result
 arrives first depends on the scheduler.
@@ -50,6 +54,7 @@ from rewrite.optimize.runner import (
     mesh_rules,
     rules_from_source,
 )
+from rewrite.optimize.state import Verification
 from rewrite.rules.base import Rule
 
 __all__ = ["EntrySpec", "IslandReport", "IslandTask", "run_island", "run_parallel"]
@@ -123,12 +128,8 @@ class IslandReport:
 
 # ---------------------------------------------------------------------- worker side
 def _spec(e: Entry) -> EntrySpec:
-    n = len(e.steps)
-    cur: Entry | None = e
-    while cur is not None and not cur.verified:
-        n -= len(cur.pending)
-        cur = cur.parent
-    return EntrySpec(e.steps, n, tuple(float(v) for v in e.y), e.feasible)
+    """What an island reports of an entry: its history and its record's verified prefix."""
+    return EntrySpec(e.steps, e.verified_upto, tuple(float(v) for v in e.y), e.feasible)
 
 
 class _Runtime:
@@ -157,28 +158,29 @@ class _Runtime:
     def rebuild(self, spec: EntrySpec, engine: Engine) -> Entry | None:
         """The entry for ``spec``: cached, or replayed from its longest cached prefix.
 
-        ``engine`` computes (and counts) the site table of the prefix it replays from.
+        Its `Verification` record extends the prefix's record by the replayed steps' checks, and
+        both records take the ``spec.n_verified`` steps another island verified. ``engine``
+        computes (and counts) the site table of the prefix it replays from.
         """
         hit = self.entries.get(spec.steps)
         if hit is not None:
-            if spec.verified and not hit.verified:
-                hit.verified, hit.pending, hit.parent = True, (), None
+            hit.record.advance(spec.n_verified)  # another island's checks count here too
             return hit
         k = len(spec.steps)
         while k > 0 and spec.steps[:k] not in self.entries:
             k -= 1
         base = self.entries[spec.steps[:k]] if k else self.root
         assert base is not None
+        base.record.advance(spec.n_verified)
         graph, c, sites = base.graph, base.cost, engine.sites_of(base)
-        pending = []
-        for i, step in enumerate(spec.steps[k:], start=k):
+        checks = []
+        for step in spec.steps[k:]:
             rule = self.by_name[step.rule]
             try:
                 new = rule.apply(graph, step.site)
             except Exception:  # noqa: BLE001 - a history that no longer replays is dropped
                 return None
-            if i >= spec.n_verified:
-                pending.append((rule, graph, step.site))
+            checks.append((rule, graph, step.site))
             c = cost(new, self.ctx.device, base=c)
             sites, _ = inherit_sites(self.ctx.rules, sites, new, self.ctx.radius)
             graph = new
@@ -186,7 +188,9 @@ class _Runtime:
             costs, y, ok = self.ctx.measure(graph, c, spec.steps)
         except GraphError:
             return None
-        e = Entry(graph, c, y, spec.steps, ok, spec.verified, None, tuple(pending), sites, costs)
+        record = Verification.extend(base.record, checks)  # the cached prefix's checks too
+        record.advance(spec.n_verified)
+        e = Entry(graph, c, y, spec.steps, ok, record, sites=sites, costs=costs)
         self.remember(e)
         return e
 
@@ -313,9 +317,9 @@ class _Global:
 
 
 def _make_executor(cfg: SearchConfig) -> cf.Executor:
-    """The default island pool: ``cfg.workers`` processes started with ``fork`` where the
-    platform has it (else its default, ``spawn``), chosen for this pool only (never
-    `multiprocessing`'s global start method).
+    """The default island pool: ``cfg.workers`` processes (at most `pool_size`) started with
+    ``fork`` where the platform has it (else its default, ``spawn``), chosen for this pool only
+    (never `multiprocessing`'s global start method).
 
     ``fork`` because a worker then starts with the engine, torch and the rules already imported
     (a spawned one re-imports them). A process that has run an OpenMP
@@ -325,7 +329,18 @@ def _make_executor(cfg: SearchConfig) -> cf.Executor:
     """
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
     ctx = multiprocessing.get_context(method)
-    return cf.ProcessPoolExecutor(max_workers=cfg.workers, mp_context=ctx)
+    return cf.ProcessPoolExecutor(max_workers=pool_size(cfg.workers), mp_context=ctx)
+
+
+#: The island pool runs at most this many processes per CPU (more islands share them).
+PROCESSES_PER_CPU = 4
+
+
+def pool_size(islands: int) -> int:
+    """Processes of the default island pool: one per island, at most `PROCESSES_PER_CPU` per CPU
+    of the machine (a process per island of ``workers=4096`` would exhaust its memory; the
+    islands' work items queue on the processes there are)."""
+    return max(1, min(islands, PROCESSES_PER_CPU * (os.cpu_count() or 1)))
 
 
 class _Driver:
@@ -461,14 +476,24 @@ def run_parallel(
 
 
 def _rebuild_final(ctx: Context, spec: EntrySpec) -> Entry:
-    """Replay a frontier history in the driver (its graph, full cost)."""
+    """Replay a frontier history in the driver (its graph, full cost).
+
+    Raises:
+        SearchError: If an island reported an entry with unverified steps to the frontier.
+    """
+    if not spec.verified:
+        raise SearchError(
+            f"an island reported a frontier graph with {spec.n_verified} of "
+            f"{len(spec.steps)} rewrites verified; this is a bug in the island search, please "
+            "report it (workers=1 runs without islands)."
+        )
     by_name = {r.name: r for r in ctx.rules}
     graph = ctx.graph
     for step in spec.steps:
         graph = by_name[step.rule].apply(graph, step.site)
     c = cost(graph, ctx.device)
     costs, y, ok = ctx.measure(graph, c, spec.steps)
-    return Entry(graph, c, y, spec.steps, ok, verified=True, costs=costs)
+    return Entry(graph, c, y, spec.steps, ok, Verification.done(len(spec.steps)), costs=costs)
 
 
 def check_picklable(rules: Sequence[Rule]) -> None:

@@ -6,6 +6,7 @@ File format (``format_version`` 1; the same document `studies` exports)::
       "format_version": 1,
       "kind": "rewrite-tuner/rule-priors",
       "priors": {"fuse_elementwise": 0.5, "merge_matmul": 0.3, ...},  # finite, >= 0, sum to 1
+                                            # ({} for uniform)
       "search_config": {"tau": 0.5, ...},   # optional: SearchConfig knobs
       "provenance": {...}                   # optional: free-form, finite numbers only
     }
@@ -151,6 +152,11 @@ def read_priors_file(
         text = Path(path).read_text(encoding="utf-8")
     except OSError as err:
         raise PriorsError(f"Cannot read rule-priors file {str(path)!r}: {err}.") from err
+    except UnicodeDecodeError:
+        raise PriorsError(
+            f"{str(path)!r} is not a text file (not UTF-8), so not a rule-priors JSON file; pass "
+            "the file `tuner export` or RulePriors.save wrote."
+        ) from None
     try:
         doc = json.loads(text, parse_constant=_reject_constant)
     except ValueError as err:
@@ -386,15 +392,18 @@ def validate_document(doc: Any, where: str) -> None:
     if doc.get("kind") != KIND:
         raise PriorsError(f"{where} has kind {doc.get('kind')!r}; expected {KIND!r}.")
     priors = doc.get("priors")
-    if not isinstance(priors, Mapping) or not priors:
-        raise PriorsError(f"{where}: 'priors' must be a non-empty object of rule -> number.")
+    if not isinstance(priors, Mapping):
+        raise PriorsError(
+            f"{where}: 'priors' must be an object of rule -> number ({{}} for uniform), but got "
+            f"{priors!r}."
+        )
     bad = {k: v for k, v in priors.items() if not _finite_number(v) or v < 0}
     if bad:
         raise PriorsError(
             f"{where}: rule priors must be finite non-negative numbers (>= 0); invalid: {bad}."
         )
     total = math.fsum(priors.values())
-    if abs(total - 1.0) > _SUM_TOL:
+    if priors and abs(total - 1.0) > _SUM_TOL:
         raise PriorsError(
             f"{where}: rule priors must sum to 1 (within {_SUM_TOL}), but sum to {total!r}."
         )

@@ -148,13 +148,15 @@ def final_checks(
     levels = {id(e): "regions" if e.steps else "input" for e in frontier}
     checks: dict[str, bool] = {}
     todo = [e for e in frontier if e.steps] if cfg.final_check else []
+    inexact = {r.name for r in ctx.rules if not r.exact}  # checked in float mode (Rule.exact)
     for reduce in (True, False) if cfg.final_check_real else (True,):
         for e in todo:
             if levels[id(e)] in ("failed", "real"):
                 continue
             tv = time.perf_counter()
             try:
-                res = verifier.check(ctx.graph, e.graph, reduce=reduce, deadline=end)
+                mode = "float" if any(st.rule in inexact for st in e.steps) else None
+                res = verifier.check(ctx.graph, e.graph, reduce=reduce, deadline=end, mode=mode)
             except (VerificationError, EvaluationError) as err:  # an op without semantics
                 logger.warning("graph %s cannot be checked whole: %s", e.graph.hash, err)
                 continue

@@ -39,7 +39,15 @@ from rewrite.optimize.priors import RulePriors
 from rewrite.optimize.result import SearchResult
 from rewrite.rules.base import Rule
 
-__all__ = ["SCORES", "Baseline", "SuiteResult", "benchmark_rules", "search_suite"]
+__all__ = [
+    "SCORES",
+    "Baseline",
+    "SearchJob",
+    "SuiteResult",
+    "benchmark_rules",
+    "run_searches",
+    "search_suite",
+]
 
 _SUMMED = ("time.", "cache.", "dropped.", "rule.", "work.")
 
@@ -303,6 +311,7 @@ def search_suite(
     priors: RulePriors | Mapping[str, float] | str | None = None,
     device: Any = "h100",
     seeds: Sequence[int] | None = None,
+    workers: int = 1,
     **kwargs: Any,
 ) -> SuiteResult:
     """Run `rewrite.search` with the same config and priors on every workload and seed.
@@ -313,6 +322,8 @@ def search_suite(
         priors: Rule priors, shared by all workloads.
         device: Cost-model device.
         seeds: Search seeds (replacing ``config.seed``); default ``(config.seed,)``.
+        workers: Run the searches on this many processes at once (`run_searches`; the results
+            are the same as one after the other).
         **kwargs: Passed to `rewrite.search` (``executor``, ``rules``, ``verify_cache``,
             ``measure``: re-time every result's Pareto graphs, see `SearchResult.measure`).
 
@@ -328,14 +339,68 @@ def search_suite(
     seeds = tuple(int(s) for s in (seeds if seeds is not None else (config.seed,)))
     if not seeds:
         raise SearchError("search_suite needs at least one seed, but got none.")
+    jobs = [
+        (g, config.replace(seed=s), priors, device, kwargs)
+        for g in workloads.values()
+        for s in seeds
+    ]
+    results = iter(run_searches(jobs, workers))
     return SuiteResult(
-        {
-            name: [search(g, config.replace(seed=s), priors, device, **kwargs) for s in seeds]
-            for name, g in workloads.items()
-        },
-        seeds,
-        config.max_steps,
+        {name: [next(results) for _ in seeds] for name in workloads}, seeds, config.max_steps
     )
+
+
+SearchJob = tuple[Graph, SearchConfig, Any, Any, Mapping[str, Any]]
+"""``(graph, config, priors, device, search keyword arguments)`` of one `rewrite.search`."""
+
+
+def _run_job(job: SearchJob) -> SearchResult:
+    graph, config, priors, device, kwargs = job
+    return search(graph, config, priors, device, **kwargs)
+
+
+_FORKED: list[SearchJob] = []  # the jobs a forked pool's workers read (inherited, not sent)
+
+
+def _run_forked(i: int) -> SearchResult:
+    return _run_job(_FORKED[i])
+
+
+def run_searches(jobs: Sequence[SearchJob], workers: int = 1) -> list[SearchResult]:
+    """The results of ``jobs``, in order: one after the other, or on up to ``workers``
+    processes at once (each search is seeded, so the results are the same). Searches that run
+    islands themselves (an ``executor``, ``workers > 1`` in their config) run one after the other.
+
+    With ``fork`` the workers inherit the jobs (graphs are not copied through a pipe, and their
+    cost and match caches come warm), and each takes a contiguous share, so one graph's seeds
+    run in one process and reuse what its first search computed.
+
+    Raises:
+        SearchError: If a search fails (in a worker process too).
+    """
+    import concurrent.futures as cf
+    import multiprocessing
+
+    parallel = workers > 1 and len(jobs) > 1
+    parallel &= all("executor" not in j[4] and j[1].workers == 1 for j in jobs)
+    if not parallel:
+        return [_run_job(j) for j in jobs]
+    if not any("rules" in j[4] for j in jobs):
+        from rewrite.optimize.runner import default_rules
+
+        default_rules()  # verified once here, inherited by the forked workers
+    n = min(workers, len(jobs))
+    chunk = -(-len(jobs) // n)
+    if "fork" not in multiprocessing.get_all_start_methods():
+        with cf.ProcessPoolExecutor(max_workers=n) as pool:
+            return list(pool.map(_run_job, jobs, chunksize=chunk))
+    _FORKED[:] = list(jobs)
+    try:
+        ctx = multiprocessing.get_context("fork")
+        with cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+            return list(pool.map(_run_forked, range(len(jobs)), chunksize=chunk))
+    finally:
+        _FORKED.clear()
 
 
 def benchmark_rules(
@@ -345,6 +410,7 @@ def benchmark_rules(
     device: Any = "h100",
     rules: Sequence[Rule] | None = None,
     measure: bool | str = False,
+    workers: int = 1,
 ) -> tuple[RuleEvidence, dict[str, list[SearchResult]]]:
     """Offline benchmarking of rules: search every workload with every seed, count the evidence.
 
@@ -355,15 +421,17 @@ def benchmark_rules(
         device: Cost-model device.
         rules: The rules (default: the verified catalogue).
         measure: Re-time every result's Pareto graphs (`rewrite.search`'s ``measure``).
+        workers: Searches run at once (`run_searches`).
 
     Returns:
         The evidence, and the results by workload (one per seed, in ``seeds`` order).
     """
-    results = {
-        w: [
-            search(g, config.replace(seed=int(s)), None, device, rules=rules, measure=measure)
-            for s in seeds
-        ]
-        for w, g in workloads.items()
-    }
+    kwargs: dict[str, Any] = {"measure": measure, **({"rules": rules} if rules is not None else {})}
+    jobs = [
+        (g, config.replace(seed=int(s)), None, device, kwargs)
+        for g in workloads.values()
+        for s in seeds
+    ]
+    done = iter(run_searches(jobs, 1 if measure else workers))  # timings want the CPU alone
+    results = {w: [next(done) for _ in seeds] for w in workloads}
     return RuleEvidence.from_results(r for rs in results.values() for r in rs), results

@@ -15,11 +15,12 @@ File format (``format_version`` 1)::
       "format": "rewrite-parallel-plan",
       "format_version": 1,
       "mesh": {"dp": 8, "tp": 8},            # ordered: outermost axis first
-      "axes": {"tp": "tp", "fsdp": ["dp"], "replicate": [], "pp": null},
+      "axes": {"tp": "tp", "fsdp": ["dp"], "replicate": [], "cp": null},
       "modules": {"layers.*.attention.wq": {"tp": {"style": "colwise", ...},
                                              "fsdp": false, "checkpoint": "none"}, ...},
       "pipeline": null | {"axis": "pp", "stages": [[...fqns...], ...], "schedule": "1F1B",
                           "microbatches": 8, "virtual_stages": 1},
+      "problems": {"transformer.h.*.attn.c_attn": "why DTensor cannot express it"},
       "training": true, "precision": "bf16",
       "cost": {"step_time": ..., "tokens_per_second": ..., "peak_memory": ..., ...},
       "collectives": {"all_gather": 4, "reduce_scatter": 2, "all_reduce": 3},
@@ -64,6 +65,13 @@ CHECKPOINTING = ("none", "selective", "full")
 SCHEDULES = ("gpipe", "1F1B", "interleaved_1F1B")
 _PRECISIONS = ("bf16", "fp32")
 _PLACEMENT = re.compile(r"^(R|P|S\(-?\d+\))$")
+_TUPLE_LAYOUTS = (
+    "input_layouts",
+    "output_layouts",
+    "desired_input_layouts",
+    "desired_output_layouts",
+)
+_KWARG_LAYOUTS = ("input_kwarg_layouts", "desired_input_kwarg_layouts")
 
 
 def _placements(value: Any, what: str) -> tuple[str, ...] | None:
@@ -89,6 +97,11 @@ class TensorParallel:
         output_layouts: Placements its outputs leave in (None: the style's default).
         desired_input_layouts: For ``prepare_input``: the placements to redistribute inputs to.
         use_local_output: Whether outputs are handed on as local tensors.
+        input_kwarg_layouts: For ``prepare_input``: placements of keyword inputs, by name (Hugging
+            Face layers call their attention with ``hidden_states=...``).
+        desired_input_kwarg_layouts: For ``prepare_input``: what keyword inputs are
+            redistributed to, by name.
+        desired_output_layouts: For ``prepare_output``: the placements to redistribute outputs to.
     """
 
     style: str
@@ -96,21 +109,44 @@ class TensorParallel:
     output_layouts: tuple[str, ...] | None = None
     desired_input_layouts: tuple[str, ...] | None = None
     use_local_output: bool = True
+    input_kwarg_layouts: dict[str, str] | None = None
+    desired_input_kwarg_layouts: dict[str, str] | None = None
+    desired_output_layouts: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.style not in TP_STYLES:
             raise PlanError(
                 f"A tensor-parallel style must be one of {TP_STYLES}, but got {self.style!r}."
             )
-        for name in ("input_layouts", "output_layouts", "desired_input_layouts"):
+        for name in _TUPLE_LAYOUTS:
             object.__setattr__(self, name, _placements(getattr(self, name), name))
+        for name in _KWARG_LAYOUTS:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if not isinstance(value, dict):
+                raise PlanError(
+                    f"{name} maps keyword names to placements, e.g. {{'hidden_states': 'S(1)'}}, "
+                    f"but got {value!r}."
+                )
+            for key, placement in value.items():
+                if not isinstance(placement, str):
+                    raise PlanError(
+                        f"{name}[{key!r}] must be one placement string, got {placement!r}."
+                    )
+                _placements(placement, f"{name}[{key!r}]")
+            object.__setattr__(self, name, {str(k): str(v) for k, v in value.items()})
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"style": self.style, "use_local_output": self.use_local_output}
-        for name in ("input_layouts", "output_layouts", "desired_input_layouts"):
+        for name in _TUPLE_LAYOUTS:
             value = getattr(self, name)
             if value is not None:
                 out[name] = list(value)
+        for name in _KWARG_LAYOUTS:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = dict(value)
         return out
 
     @classmethod
@@ -121,6 +157,9 @@ class TensorParallel:
             output_layouts=doc.get("output_layouts"),
             desired_input_layouts=doc.get("desired_input_layouts"),
             use_local_output=bool(doc.get("use_local_output", True)),
+            input_kwarg_layouts=doc.get("input_kwarg_layouts"),
+            desired_input_kwarg_layouts=doc.get("desired_input_kwarg_layouts"),
+            desired_output_layouts=doc.get("desired_output_layouts"),
         )
 
 
@@ -132,11 +171,15 @@ class ModulePlan:
         tp: Its tensor-parallel style, or None.
         fsdp: Whether ``fully_shard`` wraps it (over the plan's FSDP axes).
         checkpoint: Activation checkpointing of its forward, one of `CHECKPOINTING`.
+        reshard_after_forward: With ``fsdp``, ``fully_shard``'s ``reshard_after_forward``
+            (False keeps the gathered parameters from forward to backward, as torchtitan does
+            under pipelining).
     """
 
     tp: TensorParallel | None = None
     fsdp: bool = False
     checkpoint: str = "none"
+    reshard_after_forward: bool = True
 
     def __post_init__(self) -> None:
         if self.checkpoint not in CHECKPOINTING:
@@ -149,6 +192,7 @@ class ModulePlan:
             "tp": None if self.tp is None else self.tp.to_dict(),
             "fsdp": self.fsdp,
             "checkpoint": self.checkpoint,
+            "reshard_after_forward": self.reshard_after_forward,
         }
 
     @classmethod
@@ -158,6 +202,7 @@ class ModulePlan:
             tp=None if tp is None else TensorParallel.from_dict(tp),
             fsdp=bool(doc.get("fsdp", False)),
             checkpoint=doc.get("checkpoint", "none"),
+            reshard_after_forward=bool(doc.get("reshard_after_forward", True)),
         )
 
 
@@ -223,6 +268,11 @@ class ParallelPlan:
         replicate_axes: The mesh axes parameters are replicated over, gradients all-reduced
             (DDP, or the replicate part of HSDP).
         pipeline: The pipeline cut, or None.
+        cp_axis: The mesh axis the sequence is split over (context parallelism, which the
+            training loop applies with ``torch.distributed.tensor.experimental.context_parallel``
+            around forward and backward), or None.
+        problems: Why DTensor cannot express the plan as it stands, by module name (or
+            ``"plan"``); empty when it can. A plan with problems is costed but must not be applied.
         training: Whether the plan is for a training step (forward, backward, optimizer).
         precision: ``"bf16"`` (bf16 compute, fp32 master weights and optimizer states) or
             ``"fp32"``.
@@ -242,6 +292,8 @@ class ParallelPlan:
     fsdp_axes: tuple[str, ...] = ()
     replicate_axes: tuple[str, ...] = ()
     pipeline: PipelineSpec | None = None
+    cp_axis: str | None = None
+    problems: dict[str, str] = field(default_factory=dict)
     training: bool = True
     precision: str = "bf16"
     name: str = "plan"
@@ -262,6 +314,8 @@ class ParallelPlan:
         object.__setattr__(self, "fsdp_axes", tuple(self.fsdp_axes))
         object.__setattr__(self, "replicate_axes", tuple(self.replicate_axes))
         named = [a for a in (self.tp_axis, *self.fsdp_axes, *self.replicate_axes) if a]
+        if self.cp_axis is not None:
+            named.append(self.cp_axis)
         if self.pipeline is not None:
             named.append(self.pipeline.axis)
         unknown = [a for a in named if a not in mesh]
@@ -272,7 +326,7 @@ class ParallelPlan:
             )
         if len(set(named)) != len(named):
             raise PlanError(
-                f"Each mesh axis plays one role (tp, fsdp, replicate or pp), but got {named}."
+                f"Each mesh axis plays one role (tp, fsdp, replicate, pp or cp), but got {named}."
             )
         if self.precision not in _PRECISIONS:
             raise PlanError(f"precision must be one of {_PRECISIONS}, but got {self.precision!r}.")
@@ -284,6 +338,35 @@ class ParallelPlan:
     def n_devices(self) -> int:
         """The number of devices the mesh spans."""
         return math.prod(self.mesh.values())
+
+    @property
+    def microbatches(self) -> int:
+        """Microbatches per step: the pipeline's, else gradient accumulation's (provenance)."""
+        if self.pipeline is not None:
+            return self.pipeline.microbatches
+        return int(self.provenance.get("microbatches", 1))
+
+    @property
+    def defers_gradient_sync(self) -> bool:
+        """Whether gradient accumulation syncs gradients on the last microbatch only.
+
+        True for a plan that only replicates (DDP: its gradients are whole on every rank, so
+        deferring costs no memory, as with DDP's ``no_sync``); FSDP (and HSDP) reduce-scatter
+        after every microbatch (FSDP2's default: gradients stay sharded between microbatches).
+        `rewrite.plans.step.collectives_of` models the same.
+        """
+        return bool(self.replicate_axes) and not self.fsdp_axes and self.pipeline is None
+
+    @property
+    def expressible(self) -> bool:
+        """Whether DTensor can express the plan (no `problems`)."""
+        return not self.problems
+
+    def apply(self, model: Any, device_mesh: Any) -> Any:
+        """Apply the plan to ``model`` inside this rank (see `rewrite.plans.apply.apply_plan`)."""
+        from rewrite.plans.apply import apply_plan
+
+        return apply_plan(self, model, device_mesh)
 
     def with_cost(self, **cost: float) -> ParallelPlan:
         """A copy whose cost is updated with ``cost``."""
@@ -300,9 +383,11 @@ class ParallelPlan:
                 "tp": self.tp_axis,
                 "fsdp": list(self.fsdp_axes),
                 "replicate": list(self.replicate_axes),
+                "cp": self.cp_axis,
             },
             "modules": {fqn: mp.to_dict() for fqn, mp in self.modules.items()},
             "pipeline": None if self.pipeline is None else self.pipeline.to_dict(),
+            "problems": dict(self.problems),
             "training": self.training,
             "precision": self.precision,
             "cost": dict(self.cost),
@@ -337,6 +422,8 @@ class ParallelPlan:
                 fsdp_axes=tuple(axes.get("fsdp", ())),
                 replicate_axes=tuple(axes.get("replicate", ())),
                 pipeline=None if pipeline is None else PipelineSpec.from_dict(pipeline),
+                cp_axis=axes.get("cp"),
+                problems={str(k): str(v) for k, v in doc.get("problems", {}).items()},
                 training=bool(doc.get("training", True)),
                 precision=doc.get("precision", "bf16"),
                 name=doc.get("name", "plan"),

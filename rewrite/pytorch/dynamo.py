@@ -15,17 +15,20 @@ TorchDynamo captures, the backend
 4. turns them into modules (`rewrite.to_module`: weight-only subgraphs are computed once, checked
    against the captured graph on the example inputs),
 5. compiles the first with Inductor (``torch._inductor.compile_fx.compile_fx``) and, with
-   ``measure``, times it and the eager-mode graph run eagerly against the captured graph compiled
+   ``measure`` (only then is the captured graph compiled too), times it and the eager-mode graph run eagerly against the captured graph compiled
    by Inductor on the example inputs, and keeps the fastest: a CPU runs some rewritten graphs
    faster eagerly than compiled (convolutions with their batch norms folded call oneDNN
    directly), and a rewrite the cost model favours may not pay under the compiler.
 
 A graph the backend cannot take goes to Inductor unchanged, with one warning saying why:
 dynamic shapes, a graph that needs gradients (training), an import the IR cannot hold (opaque
-ops, mutation, non-tensor outputs), a failed check; a graph with no faster rewrite does too, with
-an INFO line. The search's choice is cached on disk by the
-captured graph's hash and the options (``$REWRITE_CACHE_DIR/compile``, see
-`rewrite.verify.default_cache_dir`), so compiling the same model again skips the search.
+ops, mutation, non-tensor outputs), a failed check, or any failure of the backend's own (a
+backend must never break a user's compile); a graph with no faster rewrite does too, with an
+INFO line. ``torch.compile``'s ``mode`` and ``options`` configure that Inductor compile, and the
+one of a rewritten graph. The search's choice is cached on disk by the captured graph's hash
+and the options (the profile's contents and the time budget included;
+``$REWRITE_CACHE_DIR/compile``, see `rewrite.verify.default_cache_dir`), so compiling the same
+model again skips the search.
 
 Weights are read when the graph is compiled: the compiled callable checks, on every call, that
 Dynamo passes the same parameter and buffer objects, and that the buffers and the parameters
@@ -36,23 +39,18 @@ rewrite the new weights).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from rewrite.errors import RewriteError
+from rewrite.pytorch.choice import choose
 
 __all__ = ["BackendOptions", "CompileRecord", "backend", "rewrite_backend"]
 
 logger = logging.getLogger(__name__)
-
-#: Version of the cached records; bump when the choice a record stores would change meaning.
-CACHE_VERSION = 2  # 2: deployment searches start from the prefolded graph
 
 
 @dataclass(frozen=True)
@@ -69,6 +67,24 @@ class BackendOptions:
     min_gain: float = 1.02
     cache: bool = True
     inductor: bool = True
+    inductor_patches: Mapping[str, Any] = field(default_factory=dict)
+
+    def with_compile_args(
+        self, mode: str | None, options: Mapping[str, Any] | None
+    ) -> BackendOptions:
+        """These options with ``torch.compile``'s ``mode`` and ``options`` for Inductor (its
+        config patches: the mode's settings, then ``options``)."""
+        if not mode and not options:
+            return self
+        from dataclasses import replace
+
+        patches: dict[str, Any] = {}
+        if mode and mode != "default":
+            from torch._inductor import list_mode_options
+
+            patches.update(list_mode_options(mode))
+        patches.update(options or {})
+        return replace(self, inductor_patches={**self.inductor_patches, **patches})
 
 
 @dataclass
@@ -172,12 +188,30 @@ def backend(
         cache,
         inductor,
     )
-    return lambda gm, example_inputs: _compile(gm, example_inputs, opts)
+
+    def compile_with_rewrites(
+        gm: Any,
+        example_inputs: list[Any],
+        mode: str | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> Callable[..., Any]:
+        return _compile(gm, example_inputs, opts.with_compile_args(mode, options))
+
+    return compile_with_rewrites
 
 
-def rewrite_backend(gm: Any, example_inputs: list[Any]) -> Callable[..., Any]:
-    """The ``rewrite`` backend with default options (what ``backend="rewrite"`` names)."""
-    return _compile(gm, example_inputs, BackendOptions())
+def rewrite_backend(
+    gm: Any,
+    example_inputs: list[Any],
+    mode: str | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> Callable[..., Any]:
+    """The ``rewrite`` backend with default options (what ``backend="rewrite"`` names).
+
+    ``mode`` and ``options`` are what ``torch.compile(..., mode=..., options=...)`` passes a
+    backend; they configure Inductor, which compiles the graph the backend chooses.
+    """
+    return _compile(gm, example_inputs, BackendOptions().with_compile_args(mode, options))
 
 
 class _Fallback(Exception):
@@ -196,6 +230,9 @@ class _Fallback(Exception):
 
 
 def _compile(gm: Any, example_inputs: list[Any], opts: BackendOptions) -> Callable[..., Any]:
+    """The backend: the rewrite path, or the captured graph through Inductor, with one log line
+    saying why, on a graph it cannot take and on any failure of its own (a backend must never
+    break a user's compile)."""
     record = CompileRecord("", False, "")
     history.append(record)
     compiled, level = None, logging.WARNING
@@ -206,6 +243,8 @@ def _compile(gm: Any, example_inputs: list[Any], opts: BackendOptions) -> Callab
         level = logging.INFO if e.expected else logging.WARNING
     except RewriteError as e:
         record.reason = f"{type(e).__name__}: {e}"
+    except Exception as e:  # noqa: BLE001 - any failure of the backend's own goes to Inductor
+        record.reason = f"the backend failed ({type(e).__name__}: {e}); please report it"
     logger.log(level, "rewrite backend: graph compiled by Inductor unchanged: %s", record.reason)
     return compiled if compiled is not None else _inductor(gm, example_inputs, opts)
 
@@ -215,7 +254,12 @@ def _inductor(gm: Any, example_inputs: list[Any], opts: BackendOptions) -> Calla
         return gm.forward
     from torch._inductor.compile_fx import compile_fx
 
-    compiled: Callable[..., Any] = compile_fx(gm, example_inputs)  # type: ignore[assignment]
+    patches = dict(opts.inductor_patches)
+    compiled: Callable[..., Any] = (
+        compile_fx(gm, example_inputs, config_patches=patches)  # type: ignore[assignment]
+        if patches
+        else compile_fx(gm, example_inputs)
+    )
     return compiled
 
 
@@ -239,7 +283,7 @@ def _rewrite(
     t = time.perf_counter()
     device = user_inputs[0].device if user_inputs else torch.device("cpu")
     choices = {
-        runner: _choose(graph, opts, profile) for runner, profile in _profiles(opts, device).items()
+        runner: choose(graph, opts, profile) for runner, profile in _profiles(opts, device).items()
     }
     record.seconds["search"] = time.perf_counter() - t
     record.cached = all(c.cached for c in choices.values())
@@ -260,7 +304,7 @@ def _rewrite(
             modules[c.graph.hash] = to_module(c.graph, wrapper, inputs=user_inputs)
     record.seconds["build"] = time.perf_counter() - t
     t = time.perf_counter()
-    original = _inductor(gm, example_inputs, opts)
+    original = _inductor(gm, example_inputs, opts) if opts.measure else None  # to time it
     runners = {
         k: (
             modules[c.graph.hash].forward
@@ -272,6 +316,7 @@ def _rewrite(
     record.seconds["inductor"] = time.perf_counter() - t
     if opts.measure:
         t = time.perf_counter()
+        assert original is not None
         fastest = _fastest(original, runners, example_inputs, user_idx, opts, record)
         record.seconds["measure"] = time.perf_counter() - t
         if fastest == "inductor":
@@ -292,7 +337,12 @@ def _rewrite(
     )
     folded = _folded_params(chosen.graph) | set(_buffers(wrapper))
     guards = [(i, example_inputs[i], wrapper.slots[i] in folded) for i in state_idx]
-    return _Guarded(runners[fastest], user_idx, guards, lambda: original)
+    return _Guarded(
+        runners[fastest],
+        user_idx,
+        guards,
+        lambda: original if original is not None else _inductor(gm, example_inputs, opts),
+    )
 
 
 def _profiles(opts: BackendOptions, device: Any) -> dict[str, Any]:
@@ -479,89 +529,14 @@ class _Guarded:
             )
             self.fallback = fallback = self.make_fallback()
             return fallback(*args)
-        return self.compiled(*[args[i] for i in self.user_idx])
-
-
-# ---------------------------------------------------------------- choosing (and caching)
-@dataclass(frozen=True)
-class _Choice:
-    """The graph the search chose on one profile."""
-
-    graph: Any
-    rules: dict[str, int]
-    predicted_speedup: float
-    reason: str
-    cached: bool
-
-
-def _choose(graph: Any, opts: BackendOptions, profile: Any) -> _Choice:
-    """The search's choice for ``graph`` on ``profile`` (from the disk cache when there)."""
-    from rewrite.pytorch.optimize import _shortlist, deploy_config, deploy_search, graph_rules
-    from rewrite.serialize import from_json, to_json, write_text_atomic
-
-    config = {"time_budget": opts.time_budget, **deploy_config(opts.config)}
-    path = _cache_dir() / f"{_cache_key(graph, opts, profile, config)}.json"
-    if opts.cache and path.exists():
         try:
-            rec = json.loads(path.read_text())
-            return _Choice(
-                from_json(rec["graph"]),
-                rec["rules"],
-                rec["predicted_speedup"],
-                rec["reason"],
-                cached=True,
+            return self.compiled(*[args[i] for i in self.user_idx])
+        except Exception as e:  # noqa: BLE001 - the backend's runner failed: Inductor's runs
+            logger.warning(
+                "rewrite backend: the rewritten graph failed (%s: %s); running the captured "
+                "graph through Inductor from now on",
+                type(e).__name__,
+                e,
             )
-        except (OSError, ValueError, KeyError, RewriteError):
-            logger.warning("rewrite backend: ignoring an unreadable cache record %s", path)
-    result, base = deploy_search(graph, config, opts.priors, profile, opts.memory_ratio)
-    picks = _shortlist(result, 1, opts.memory_ratio, base)
-    name = str(getattr(profile, "name", profile))
-    if picks:
-        best = result.pareto[picks[0]]
-        speedup = base["cost"]["latency"] / best.cost["latency"]
-        choice = _Choice(
-            best.graph,
-            graph_rules(result, picks[0], base),
-            speedup,
-            f"Pareto graph #{picks[0]} on {name}, predicted {speedup:.3f}x",
-            cached=False,
-        )
-    else:
-        choice = _Choice(graph, {}, 1.0, f"no graph predicted faster on {name}", cached=False)
-    if opts.cache:
-        rec = {
-            "format_version": CACHE_VERSION,
-            "reason": choice.reason,
-            "rules": choice.rules,
-            "predicted_speedup": choice.predicted_speedup,
-            "graph": to_json(choice.graph),
-        }
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_text_atomic(path, json.dumps(rec))
-        except OSError as e:
-            logger.warning("rewrite backend: could not write the cache record %s: %s", path, e)
-    return choice
-
-
-def _cache_dir() -> Path:
-    from rewrite.verify.cache import default_cache_dir
-
-    return default_cache_dir() / "compile"
-
-
-def _cache_key(graph: Any, opts: BackendOptions, profile: Any, config: Mapping[str, Any]) -> str:
-    from rewrite.optimize import RulePriors
-
-    priors = RulePriors.coerce(opts.priors)
-    parts = {
-        "version": CACHE_VERSION,
-        "graph": graph.hash,
-        "priors": priors.to_dict() if hasattr(priors, "to_dict") else repr(priors),
-        "config": {k: config[k] for k in sorted(config) if k != "time_budget"},
-        "memory_ratio": opts.memory_ratio,
-        "profile": str(getattr(profile, "name", profile)),
-    }
-    return hashlib.blake2b(
-        json.dumps(parts, sort_keys=True, default=repr).encode(), digest_size=16
-    ).hexdigest()
+            self.fallback = fallback = self.make_fallback()
+            return fallback(*args)

@@ -30,6 +30,7 @@ from rewrite.epilogue import ConvEpilogue
 from rewrite.ops import BINARY_OPS, UNARY_OPS
 
 __all__ = [
+    "SCALAR_OPS",
     "TorchCall",
     "conv_epilogue_call",
     "conv_with_epilogue",
@@ -94,6 +95,11 @@ def sdpa_masked_causal(
 def chunk_or_repeat(x: Any, n: int, dim: int) -> tuple[Any, ...]:
     """``n`` equal pieces of ``x`` along ``dim`` (``n`` copies of an empty ``x``)."""
     return tuple(x.chunk(n, dim=dim)) if x.shape[dim] else (x,) * n
+
+
+def assume(x: Any, domain: str) -> Any:
+    """An ``assume`` node: its input (the promise is the caller's)."""
+    return x
 
 
 def sum_of(*xs: Any) -> Any:
@@ -220,16 +226,43 @@ def _call(fn: Callable[..., Any]) -> Spec:
     return lambda a, at, shapes: TorchCall(fn, tuple(a))
 
 
+#: Python's operator of the arithmetic ops whose torch function needs a tensor first: a Python
+#: number in front (a scalar constant `to_module` inlined) is computed by the operator instead.
+_OPERATORS: dict[str, Callable[..., Any]] = {
+    "add": operator.add,
+    "sub": operator.sub,
+    "mul": operator.mul,
+    "div": operator.truediv,
+    "pow": operator.pow,
+}
+
+
+def _arith(name: str, fn: Callable[..., Any]) -> Spec:
+    """Spec of an arithmetic op that may read a Python number (`SCALAR_OPS`)."""
+    op = _OPERATORS[name]
+
+    def spec(a: Sequence[Any], at: Mapping[str, Any], shapes: Shapes) -> TorchCall:
+        return TorchCall(op if isinstance(a[0], int | float) else fn, tuple(a))
+
+    return spec
+
+
+#: Ops that accept a Python number for an input (`to_module` inlines 0-d constants there, so a
+#: compiler sees ``x * 2.0``, not a read of a 0-d tensor it cannot specialize on).
+SCALAR_OPS = frozenset(_OPERATORS)
+
+
 def _build_table() -> dict[str, Spec]:
     import torch
     import torch.nn.functional as F
 
     t: dict[str, Spec] = {name: _call(getattr(torch, name)) for name in _SAME_NAME}
+    t |= {name: _arith(name, getattr(torch, name)) for name in ("add", "sub", "mul", "pow")}
     t |= {
         "silu": _call(F.silu),
         "gelu": lambda a, at, s: TorchCall(F.gelu, (a[0],), {"approximate": at["approximate"]}),
         "cast": lambda a, at, s: TorchCall(torch.Tensor.to, (a[0], torch_dtype(at["dtype"]))),
-        "div": _call(torch.true_divide),
+        "div": _arith("div", torch.true_divide),
         "where": _call(torch.where),
         "mm": _call(torch.mm),
         "bmm": _call(torch.bmm),
@@ -277,6 +310,10 @@ def _build_table() -> dict[str, Spec]:
         ),
         "split": lambda a, at, s: TorchCall(
             torch.split, (a[0], list(at["sizes"])), {"dim": at["dim"]}
+        ),
+        "assume": lambda a, at, s: TorchCall(assume, (a[0], at["domain"])),
+        "diagonal": lambda a, at, s: TorchCall(
+            torch.diagonal, (a[0], at["offset"], at["dim1"], at["dim2"])
         ),
         "permute": lambda a, at, s: TorchCall(torch.permute_copy, (a[0], tuple(at["dims"]))),
         "transpose": lambda a, at, s: TorchCall(

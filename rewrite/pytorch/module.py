@@ -40,11 +40,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from rewrite.epilogue import ConvEpilogue, conv_epilogue
 from rewrite.errors import ModuleError
 from rewrite.ir import Graph, Node, Value
 from rewrite.pytorch.check import TOLERANCES, check_module
 from rewrite.pytorch.kernels import (
+    SCALAR_OPS,
     TorchCall,
     conv_epilogue_call,
     has_torch_call,
@@ -194,8 +197,8 @@ def _install(root: Any, name: str, value: Any, persistent: bool) -> None:
 class _Slot:
     """How the emitted code reads one IR value."""
 
-    fx: Any  # the fx node
-    meta: Any  # a tensor on the 'meta' device with the value's shape and dtype
+    fx: Any  # the fx node, or a Python number (an inlined 0-d constant)
+    meta: Any  # a tensor on the 'meta' device with the value's shape and dtype (or the number)
 
 
 @dataclass
@@ -286,12 +289,25 @@ class _Emitter:
                 name = node.attrs["name"]
                 scope.slots[node.out(0)] = self._attr(name, self.state[name], persistent=True)
             elif node.op == "const" and node.id not in scope.static:
-                scope.slots[node.out(0)] = self._buffer("_const", _const_tensor(node, self.device))
+                scope.values[node.out(0)] = _const_tensor(
+                    node, self.device
+                )  # read() makes a buffer
             elif node.id in scope.static:
                 self._fold(scope, node)
             else:
-                outs = self._call(node, [self.read(scope, v) for v in node.inputs], top)
-                scope.slots.update(zip(node.outs, outs))
+                ins = [self._operand(scope, v, node.op) for v in node.inputs]
+                scope.slots.update(zip(node.outs, self._call(node, ins, top)))
+
+    def _operand(self, scope: _Scope, v: Value, op: str) -> _Slot:
+        """The slot of input ``v`` of an ``op`` node: a 0-d numeric constant read by an
+        arithmetic op is a Python number in the code (a compiler specializes ``x ** 2``, not a
+        read of a 0-d tensor), everything else `read`."""
+        src = scope.graph.node(v.node)
+        if op in SCALAR_OPS and src.op == "const" and src.types[0].rank == 0:
+            value = np.asarray(src.attrs["value"].array).item()
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return _Slot(value, value)
+        return self.read(scope, v)
 
     def _fold(self, scope: _Scope, node: Node) -> None:
         """Compute a node of weights and constants alone now."""

@@ -308,10 +308,11 @@ def optimize_module(
         seed: Seed of the check inputs and of the intervals.
 
     Returns:
-        ``(optimized, report)``: a module taking the example's tensor inputs in order (keyword
-        ones included, in their order) and returning what ``module`` returns: a
-        ``torch.fx.GraphModule`` of the chosen graph, or, when none is faster beyond noise,
-        ``module`` itself behind that calling convention (`rewrite.pytorch.source.as_called`);
+        ``(optimized, report)``: an `OptimizedModule` (`rewrite.pytorch.source`) called as
+        ``module`` is (``fast(ids, use_cache=False)``, or the example's tensor inputs
+        positionally, keyword ones included in their order) and returning what ``module``
+        returns: it runs the chosen graph's ``torch.fx.GraphModule`` (its ``rewritten``
+        submodule) or, when none is faster beyond noise, ``module`` itself (its ``original``);
         and its `OptimizeReport`.
 
     Raises:
@@ -331,12 +332,13 @@ def optimize_module(
         raise ModuleError(f"candidates must be an int >= 1, but got {candidates!r}.")
     if not isinstance(memory_ratio, int | float) or not memory_ratio > 0:
         raise ModuleError(f"memory_ratio must be a number > 0, but got {memory_ratio!r}.")
-    device = _module_device(module)
+    device = module_device(module)
     profile = profile or default_profile(device)
     seconds: dict[str, float] = {}
     t = time.perf_counter()
     args = tuple(example_inputs) if isinstance(example_inputs, list | tuple) else (example_inputs,)
     kwargs = dict(example_kwargs or {})
+    check_runs(module, args, kwargs)  # before the import: its errors would be PyTorch's own
     graph = from_torch(module, args, kwargs)
     seconds["import"] = time.perf_counter() - t
     t = time.perf_counter()
@@ -357,7 +359,8 @@ def optimize_module(
         )
     if not measure:
         reason = f"Chose Pareto graph #{picks[0]}, the lowest predicted latency (not measured)."
-        return modules[picks[0]], _report(picks[0], reason, rows, result, device, profile, seconds)
+        chosen = as_called(module, args, kwargs, modules[picks[0]])
+        return chosen, _report(picks[0], reason, rows, result, device, profile, seconds)
     t = time.perf_counter()
     fns = {-1: lambda: module(*args, **kwargs)} | {
         i: (lambda gm=gm: gm(*tensors)) for i, gm in modules.items()
@@ -392,10 +395,70 @@ def optimize_module(
         f"Chose Pareto graph #{top.index}: {top.speedup}x faster than the original on "
         f"{device} (predicted {top.predicted_speedup:.3f}x)."
     )
-    return modules[top.index], _report(top.index, reason, rows, result, device, profile, seconds)
+    chosen = as_called(module, args, kwargs, modules[top.index])
+    return chosen, _report(top.index, reason, rows, result, device, profile, seconds)
 
 
-def _module_device(module: Any) -> Any:
+def check_runs(module: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+    """Run ``module`` once on the example inputs (no gradients), so an input it cannot take is
+    refused with what to change, not with PyTorch's message from deep inside the model.
+
+    Raises:
+        ModuleError: Naming the inputs and the fix: for a dtype that differs from the weights',
+            a token id past an embedding's vocabulary, a count of positional inputs the model
+            does not take, or any other error of the model on these inputs.
+    """
+    import torch
+
+    tensors = [x for x in torch.utils._pytree.tree_leaves((args, kwargs)) if torch.is_tensor(x)]
+    shown = ", ".join(f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}" for t in tensors)
+    try:
+        with torch.no_grad():
+            module(*args, **kwargs)
+    except Exception as err:  # noqa: BLE001 - the model's own error, explained below
+        raise ModuleError(
+            f"the model does not run on the example inputs ({shown}; "
+            f"{len(args)} positional, keywords {sorted(kwargs)}): {type(err).__name__}: "
+            f"{str(err).strip().splitlines()[0] if str(err).strip() else ''}. "
+            f"{_run_hint(module, err, tensors, args)}"
+        ) from None
+
+
+def _run_hint(module: Any, err: Exception, tensors: list[Any], args: tuple[Any, ...]) -> str:
+    """What to change when the model fails on its example inputs (`check_runs`)."""
+    import torch
+
+    text = str(err)
+    weights = {str(p.dtype).removeprefix("torch.") for p in module.parameters()}
+    if "dtype" in text or "expected scalar type" in text.lower():
+        inputs = {str(t.dtype).removeprefix("torch.") for t in tensors}
+        return (
+            f"Fix: the inputs' dtypes {sorted(inputs)} and the weights' {sorted(weights)} "
+            "differ: cast the inputs (x.to(torch.float32)) or the model (model.to(dtype)); "
+            "token ids are int64."
+        )
+    vocab = [m.num_embeddings for m in module.modules() if isinstance(m, torch.nn.Embedding)]
+    if isinstance(err, IndexError) and vocab:
+        ints = [int(t.max()) for t in tensors if not t.is_floating_point() and t.numel()]
+        return (
+            f"Fix: an index is out of range: the smallest embedding has {min(vocab)} rows and "
+            f"the largest integer input is {max(ints, default=0)}; draw token ids below "
+            f"{min(vocab)}, e.g. torch.randint(0, {min(vocab)}, shape)."
+        )
+    if isinstance(err, TypeError) and "positional argument" in text:
+        return (
+            f"Fix: example_inputs is the tuple of positional arguments ({len(args)} given): "
+            "pass (x,) for one input, (x, mask) for two, and keyword ones as example_kwargs."
+        )
+    return "Fix: call the model on these inputs yourself and correct them."
+
+
+def module_device(module: Any) -> Any:
+    """The device of ``module``'s weights.
+
+    Raises:
+        ModuleError: If they are on ``meta`` (no values) or on several devices.
+    """
     import torch
 
     devices = {t.device for t in [*module.parameters(), *module.buffers()]}

@@ -10,6 +10,7 @@ output structure (a Hugging Face ``ModelOutput``, a tuple, a tensor).
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -79,21 +80,107 @@ def source_of(graph: Any) -> TorchSource | None:
     return src if src is not None and src.module is not None else None
 
 
-def as_called(module: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
-    """``module`` behind the calling convention of `rewrite.to_module`'s modules: a
-    ``torch.nn.Module`` whose forward takes the tensor inputs of the example ``(args, kwargs)``
-    positionally and calls ``module`` with the example's other arguments (``use_cache=False``).
-    Its parameters are ``module``'s (registered as the submodule ``original``)."""
+def as_called(
+    module: Any, args: Sequence[Any], kwargs: Mapping[str, Any], runner: Any = None
+) -> Any:
+    """An `OptimizedModule`: ``runner`` (a module of `rewrite.to_module`, which takes the tensor
+    inputs of the example ``(args, kwargs)`` positionally), or ``module`` itself when
+    ``runner`` is None, called as ``module`` is."""
+    return optimized_module_type()(module, args, kwargs, runner)
+
+
+def _convention(
+    example: TorchSource, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> list[Any]:
+    """The tensor inputs, in the example's leaf order, of a call made in either convention:
+    the original module's (``fast(ids, use_cache=False)``; keyword arguments left out take the
+    example's values) or the tensors positionally (``fast(ids, mask)``).
+
+    Raises:
+        ModuleError: On a keyword the example did not have, a non-tensor value other than the
+            example's, or a count of positional inputs that fits neither convention.
+    """
+    import torch
+    import torch.utils._pytree as pytree
+
+    from rewrite.errors import ModuleError
+
+    leaves, spec = pytree.tree_flatten((example.args, dict(example.kwargs)))
+    n_tensors = sum(isinstance(x, torch.Tensor) for x in leaves)
+    if not kwargs and len(args) == n_tensors and len(args) != len(example.args):
+        return list(args)  # the tensors positionally
+    unknown = sorted(set(kwargs) - set(example.kwargs))
+    if unknown:
+        raise ModuleError(
+            f"this module was optimized for a call with keyword arguments "
+            f"{sorted(example.kwargs)}, but got {unknown}; optimize it again with them in the "
+            "example."
+        )
+    if len(args) != len(example.args):
+        raise ModuleError(
+            f"this module takes {len(example.args)} positional inputs as in its example (or its "
+            f"{n_tensors} tensor inputs positionally), but got {len(args)}."
+        )
+    merged = {**example.kwargs, **kwargs}
+    got, got_spec = pytree.tree_flatten((tuple(args), merged))
+    if got_spec != spec:
+        raise ModuleError(
+            "the inputs do not have the structure of the example this module was optimized for "
+            f"({spec}); pass inputs of the example's structure."
+        )
+    out = []
+    paths = [k for k, _ in pytree.tree_flatten_with_path((example.args, dict(example.kwargs)))[0]]
+    for want, have, path in zip(leaves, got, paths):
+        if isinstance(want, torch.Tensor):
+            out.append(have)
+        elif have is not want and have != want:
+            where = pytree.keystr(path[1:])  # ['use_cache'], or [0] for a positional input
+            positional = getattr(path[0], "idx", None) == 0
+            what = "positional input " + where if positional else where.strip("[]'")
+            raise ModuleError(
+                f"this module was optimized for {what}={want!r}, but got {have!r}; optimize it "
+                "again with that value in the example."
+            )
+    return out
+
+
+@functools.cache
+def optimized_module_type() -> type:
+    """The class `rewrite.optimize_module` returns (defined on first use: torch loads lazily);
+    also reachable as ``rewrite.pytorch.source.OptimizedModule``."""
     import torch
 
-    source = TorchSource(weakref.ref(module), tuple(args), dict(kwargs), None)
+    class OptimizedModule(torch.nn.Module):
+        """A module called as the module it was optimized from.
 
-    class AsCalled(torch.nn.Module):
-        def __init__(self) -> None:
+        It accepts the original's calling convention (``fast(ids, use_cache=False)``; keyword
+        arguments left out take the example's values, and non-tensor ones must equal them) and
+        the tensor inputs positionally (``fast(ids)``). ``runner`` computes the result: a
+        rewritten module (`rewrite.to_module`), or the original itself (``original``).
+        """
+
+        def __init__(
+            self, module: Any, args: Sequence[Any], kwargs: Mapping[str, Any], runner: Any
+        ) -> None:
             super().__init__()
-            self.original = module
+            self.example = TorchSource(weakref.ref(module), tuple(args), dict(kwargs), None)
+            if runner is None:
+                self.original = module
+            else:
+                self.rewritten = runner
 
-        def forward(self, *tensors: Any) -> Any:
-            return source.call(tensors)
+        def forward(self, *args: Any, **kwargs: Any) -> Any:
+            tensors = _convention(self.example, args, kwargs)
+            if "rewritten" in self._modules:
+                return self.rewritten(*tensors)
+            return self.example.call(tensors)
 
-    return AsCalled()
+    OptimizedModule.__module__ = __name__
+    OptimizedModule.__qualname__ = "OptimizedModule"
+    return OptimizedModule
+
+
+def __getattr__(name: str) -> Any:
+    if name == "OptimizedModule":
+        return optimized_module_type()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,13 +22,17 @@ from rewrite.errors import RuleError, RuleRejectedError
 from rewrite.ir import Graph
 from rewrite.prove import ProofResult, prove_rule
 from rewrite.rules.algebra import algebra_rules
+from rewrite.rules.arith import arith_rules
 from rewrite.rules.base import FAMILIES, Rule, Site
+from rewrite.rules.contraction import contraction_rules
+from rewrite.rules.domain import domain_rules
 from rewrite.rules.folding import folding_rules
 from rewrite.rules.fusion import MAX_FUSE, fusion_rules
 from rewrite.rules.fusion_ops import fusion_op_rules
 from rewrite.rules.memory import memory_rules
 from rewrite.rules.merging import merging_rules
 from rewrite.rules.sharding import sharding_rules
+from rewrite.rules.vectorize import vectorize_rules
 from rewrite.verify.cache import VerdictCache, default_cache
 from rewrite.verify.checker import CheckResult, Verifier
 
@@ -44,6 +48,10 @@ def catalogue(n_shards: int = 2, max_fuse: int = MAX_FUSE) -> list[Rule]:
     """
     return [
         *algebra_rules(),
+        *contraction_rules(),
+        *arith_rules(),
+        *domain_rules(),
+        *vectorize_rules(),
         *merging_rules(),
         *fusion_rules(max_fuse),
         *fusion_op_rules(max_fuse),

@@ -169,9 +169,9 @@ class Verifier:
             ev = self._evals[(mode, i)] = Evaluator(sem, self.memo_bytes)
         return ev
 
-    def _key(self, a: Graph, b: Graph) -> str:
+    def _key(self, a: Graph, b: Graph, mode: str) -> str:
         lo, hi = sorted((a.hash, b.hash))
-        return f"{lo}|{hi}|{self.mode}|{self.tests}|{self.seed}|v{SEMANTICS_VERSION}"
+        return f"{lo}|{hi}|{mode}|{self.tests}|{self.seed}|v{SEMANTICS_VERSION}"
 
     def _batched(self) -> Evaluator:
         ev = self._evals.get(("field-batched", self.tests))
@@ -275,9 +275,9 @@ class Verifier:
             f"max_bytes={self.max_bytes >> 20} MiB; raise Verifier(max_bytes=...) to run it."
         )
 
-    def _decide(self, a: Graph, b: Graph, deadline: float | None) -> CheckResult:
-        if self.mode != "auto":
-            return self._run(a, b, self.mode, deadline)
+    def _decide(self, a: Graph, b: Graph, deadline: float | None, mode: str) -> CheckResult:
+        if mode != "auto":
+            return self._run(a, b, mode, deadline)
         try:
             return self._run(a, b, "field", deadline)
         except VerificationError:
@@ -285,7 +285,13 @@ class Verifier:
 
     # ------------------------------------------------------------------ public
     def check(
-        self, a: Graph, b: Graph, *, reduce: bool = False, deadline: float | None = None
+        self,
+        a: Graph,
+        b: Graph,
+        *,
+        reduce: bool = False,
+        deadline: float | None = None,
+        mode: str | None = None,
     ) -> CheckResult:
         """Whether ``a`` and ``b`` compute the same outputs on the same inputs.
 
@@ -294,6 +300,8 @@ class Verifier:
             b: A graph with the same input names/types and output types.
             reduce: Test a shape-reduced instantiation of the pair (see the module docstring).
             deadline: `time.perf_counter` value after which the check stops (``shapes="none"``).
+            mode: This check's mode (one of `MODES`), or None for the verifier's: ``"float"``
+                for rewrites by rules that are not exact in the field (`Rule.exact`).
 
         Returns:
             The `CheckResult` (cached verdicts are returned with ``cached=True``; a reduced check
@@ -313,26 +321,29 @@ class Verifier:
                 f"{list(zip(a.input_names, map(str, a.input_types)))} -> {list(map(str, a.output_types))} and "
                 f"{list(zip(b.input_names, map(str, b.input_types)))} -> {list(map(str, b.output_types))}."
             )
-        key = self._key(a, b)
+        mode = mode or self.mode
+        if mode not in MODES:
+            raise VerificationError(f"mode must be one of {MODES}, but got {mode!r}.")
+        key = self._key(a, b, mode)
         hit = self._lookup((key, key + _REDUCED) if reduce else (key,), t0)
         if hit is not None:
             return hit
         if a.digest == b.digest:
-            res = CheckResult(True, "field" if self.mode != "float" else "float", 0, 0.0)
+            res = CheckResult(True, "field" if mode != "float" else "float", 0, 0.0)
             self._store(key, res)
             return res
         x, y = a, b
         if reduce:
             pair, why = self._pair(a, b)
             if pair is None:
-                return CheckResult(False, self.mode, 0, math.nan, why, False, 0.0, "none")
+                return CheckResult(False, mode, 0, math.nan, why, False, 0.0, "none")
             x, y = pair
         shapes = "real" if x is a else "reduced"
         try:
             with _blas_threads(1 if shapes == "reduced" else None):
-                res = self._decide(x, y, deadline)
+                res = self._decide(x, y, deadline, mode)
         except DeadlineExceeded:
-            res, shapes = CheckResult(False, self.mode, 0, math.nan, "the deadline passed"), "none"
+            res, shapes = CheckResult(False, mode, 0, math.nan, "the deadline passed"), "none"
         res = dataclasses.replace(res, seconds=time.perf_counter() - t0, shapes=shapes)
         if shapes == "none":
             return res
@@ -356,7 +367,8 @@ class Verifier:
     def check_site(
         self, rule: Rule, graph: Graph, site: Site, *, reduce: bool = True
     ) -> CheckResult:
-        """Check one rule application by testing only the rewritten region.
+        """Check one rule application by testing only the rewritten region (in float mode
+        for a rule that is not exact in the field, `Rule.exact`).
 
         The region pair is checked shape-reduced by default (``reduce``), so the cost follows
         the region's structure, not its tensor sizes. A rule whose precondition reads the
@@ -365,12 +377,13 @@ class Verifier:
         Raises:
             MatchError: If ``site`` does not match ``graph``.
         """
+        mode = None if rule.exact else "float"
         try:
             before, after = region_graphs(rule, graph, site)
         except MatchError:
             rule.match_of(graph, site)  # re-raise for a stale site
-            return self.check(graph, rule.apply(graph, site), reduce=reduce)
-        return self.check(before, after, reduce=reduce)
+            return self.check(graph, rule.apply(graph, site), reduce=reduce, mode=mode)
+        return self.check(before, after, reduce=reduce, mode=mode)
 
     def check_rule(self, rule: Rule, graphs: Sequence[Graph]) -> CheckResult:
         """Apply ``rule`` at every site of each sample graph and check each result.
@@ -382,9 +395,10 @@ class Verifier:
             VerificationError: If no graph holds a site.
         """
         last: CheckResult | None = None
+        mode = None if rule.exact else "float"
         for g in graphs:
             for site in rule.matches(g):
-                last = self.check(g, rule.apply(g, site))
+                last = self.check(g, rule.apply(g, site), mode=mode)
                 if not last.ok:
                     return last
         if last is None:

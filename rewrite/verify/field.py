@@ -17,8 +17,10 @@ and means have their own exact rules. Everything else has a field surrogate:
   keep the identities rules rely on: ``rsqrt = 1 / sqrt``,
   ``silu(x) = x * sigmoid(x)``, ``reciprocal`` and ``div`` use the true field inverse;
 * softmax is ``E(x) / sum(E(x))``, layer/RMS/batch norm use the field mean, the ``sqrt`` map and
-  the inverse, attention is ``softmax(q k^T * scale + mask) v``; amax/amin are symmetric
-  surrogates (a sum of a random map), comparisons are consistent random predicates;
+  the inverse, attention is ``softmax(q k^T * scale + mask) v``; ``maximum``/``minimum`` and
+  ``amax``/``amin`` pick the largest or smallest element under one random total order of the
+  field (so they agree with each other, as on the reals); comparisons are consistent random
+  predicates;
 * float constants map to the field by their exact dyadic value ``m * 2**e``
   (``m * inverse(2)**-e mod p``), so scalar algebra (``0.5 * 2 == 1``) stays exact; ``inf`` and
   ``nan`` map to fixed random elements.
@@ -57,7 +59,7 @@ __all__ = [
 PRIME = 1_048_343
 _INV_P = 1.0 / PRIME
 #: Version of the field semantics; part of every cached verdict's key.
-SEMANTICS_VERSION = 3
+SEMANTICS_VERSION = 4  # 4: x ** -k is an inverse; max/min select under a random order
 #: Longest contraction summed in one float64 product (``MAX_CHUNK * p**2 < 2**53``).
 MAX_CHUNK = 8192
 
@@ -353,13 +355,14 @@ def _products(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
 
 def _pow(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
     base, e = f.to_field(a[0]), a[1]
-    if e.size == 1:  # small integer exponents are exact powers (x ** 2 in RMS norm, GELU's x ** 3)
+    if e.size == 1:  # small integer exponents are exact (x ** 2 in RMS norm, GELU's x ** 3, 1/x)
         ev = float(f.xp.asarray(e).reshape(()).item())
-        if ev == int(ev) and 0 <= ev <= 8:
+        ev = ev - PRIME if ev > PRIME // 2 else ev  # the field image of -k is p - k
+        if ev == int(ev) and -8 <= ev <= 8:
             out = f.xp.ones_like(base)
-            for _ in range(int(ev)):
+            for _ in range(abs(int(ev))):
                 out = f.mod(out * base)
-            return (out,)
+            return (out if ev >= 0 else f.inv(out),)  # x ** -k = 1 / x ** k
     return (f.rmap("pow", f.mod(base * 7919 + f.to_field(e))),)
 
 
@@ -400,10 +403,18 @@ def _unary_derived(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]
     raise AssertionError(node.op)
 
 
+def _order(f: FieldOps, x: Any) -> Any:
+    """Keys of a random strict total order of field elements: a random map, ties broken by the
+    element (``key * p + x < 2**53``: exact in float64)."""
+    return f.rmap("order", x) * PRIME + x
+
+
 def _compare(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
     x, y = (f.to_field(v) for v in a)
-    if node.op in ("maximum", "minimum"):
-        return (f.rmap(node.op, f.mod(x * 7919 + y)),)
+    if node.op in ("maximum", "minimum"):  # the larger (smaller) element under a random order
+        kx, ky = _order(f, x), _order(f, y)
+        pick = kx >= ky if node.op == "maximum" else kx <= ky
+        return (f.xp.where(pick, x, y),)
     return (f.rmap(node.op, f.mod(x * 7919 + y)) < PRIME / 2,)
 
 
@@ -421,9 +432,19 @@ def _mean(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
 
 
 def _amax(f: FieldOps, node: Node, a: Sequence[Any]) -> tuple[Any, ...]:
-    x = f.rmap(node.op, f.to_field(a[0]))
+    """The largest (``amax``) or smallest element along the dims under the random order of
+    `_order`, so a reduction and ``maximum``/``minimum`` agree, as they do on the reals."""
+    xp, x = f.xp, f.to_field(a[0])
     dims = _reduce_dims(node, x.ndim)
-    return (f.mod(x.sum(axis=dims, keepdims=node.attrs["keepdim"])),)
+    keep = [d for d in range(x.ndim) if d not in dims]
+    moved = xp.transpose(x, (*keep, *dims))
+    flat = moved.reshape((*moved.shape[: len(keep)], -1))
+    key = _order(f, flat)
+    idx = xp.argmax(key, axis=-1) if node.op == "amax" else xp.argmin(key, axis=-1)
+    out = xp.take_along_axis(flat, idx[..., None], axis=-1)[..., 0]
+    if node.attrs["keepdim"]:
+        out = out.reshape(tuple(1 if d in dims else n for d, n in enumerate(x.shape)))
+    return (out,)
 
 
 def softmax_field(f: FieldOps, x: Any, dim: int, log: bool = False) -> Any:
@@ -556,4 +577,5 @@ _SPECIAL: Mapping[str, Special] = {
     "max_pool2d": _max_pool,
     "fused": _fused,
     "const": _const,
+    "assume": lambda f, node, a: (f.to_field(a[0]),),  # a promise: the identity in the field
 }

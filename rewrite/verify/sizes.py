@@ -42,7 +42,7 @@ __all__ = ["Relation", "SizeRelations", "size_relations", "solve_sizes"]
 #: Op families whose shapes relate only by equality and broadcasting.
 _PLAIN_FAMILIES = frozenset({"elementwise", "matmul", "reduction", "norm", "source"})
 _PLAIN_OPS = frozenset(
-    {"permute", "transpose", "index_select", "embedding", "expand", "all_reduce"}
+    {"permute", "transpose", "index_select", "embedding", "expand", "all_reduce", "assume"}
 )
 #: Search effort (candidate factors tried) before the product classes are pinned.
 _BUDGET = 20_000
@@ -202,6 +202,10 @@ def _node_relations(node: Node, rels: set[Relation], pins: set[int]) -> None:
             pins.update((attrs["groups"], ins[0].shape[1], *w.shape[:2]))
     elif op in ("avg_pool2d", "max_pool2d"):
         pins.update((*ins[0].shape[2:], *outs[0].shape[2:]))
+    elif op == "diagonal":  # the main diagonal of a square pair of dims: sizes stay equal
+        shape = ins[0].shape
+        if attrs["offset"] != 0 or shape[attrs["dim1"]] != shape[attrs["dim2"]]:
+            pins.update(every)
     elif op not in _PLAIN_OPS and get_op(op).family not in _PLAIN_FAMILIES:
         pins.update(every)  # opaque nodes and ops without known size relations
 

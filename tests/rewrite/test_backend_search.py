@@ -39,13 +39,15 @@ def test_search_verdicts_match_numpy(
     backend: str, model: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("REWRITE_BACKEND", backend)
-    checks: list[tuple[Any, Any, bool, bool, int, int]] = []
+    checks: list[tuple[Any, Any, bool, bool, int, int, Any]] = []
     check = Verifier.check
 
     def recording(self: Verifier, a: Any, b: Any, **kw: Any) -> Any:
         res = check(self, a, b, **kw)
         if res.shapes != "none":
-            checks.append((a, b, bool(kw.get("reduce")), res.ok, self.tests, self.seed))
+            checks.append(
+                (a, b, bool(kw.get("reduce")), res.ok, self.tests, self.seed, kw.get("mode"))
+            )
         return res
 
     monkeypatch.setattr(Verifier, "check", recording)
@@ -60,9 +62,9 @@ def test_search_verdicts_match_numpy(
     assert len(checks) >= 10
     monkeypatch.setattr(Verifier, "check", check)
     disagree = []
-    for a, b, reduce, ok, tests, seed in checks:
+    for a, b, reduce, ok, tests, seed, mode in checks:  # mode: float for inexact rules
         fresh = Verifier(tests=tests, seed=seed, backend="numpy", cache=None, memo_bytes=0)
-        again = fresh.check(a, b, reduce=reduce)
+        again = fresh.check(a, b, reduce=reduce, mode=mode)
         if again.ok != ok:
             disagree.append((a.name, b.hash, reduce, ok, again.detail))
     assert not disagree, (

@@ -133,7 +133,75 @@ def _load_device(tmp: Path) -> Any:
     return load_device(tmp)
 
 
-TABLES = ZOO + IMPORT + PRIORS + SEARCH
+def _optimize(kind: str) -> Callable[[Path], Any]:
+    """``optimize_module`` on a small model and inputs it cannot take (issue 52: PyTorch's raw
+    error after an OpaqueOpWarning)."""
+
+    def call(tmp: Path) -> Any:
+        import torch
+
+        import rewrite
+
+        torch.manual_seed(0)
+        lin = torch.nn.Linear(8, 4).eval()
+        emb = torch.nn.Sequential(torch.nn.Embedding(100, 8), torch.nn.Linear(8, 4)).eval()
+        if kind == "int-into-linear":
+            return rewrite.optimize_module(lin, (torch.ones(2, 8, dtype=torch.int64),))
+        if kind == "fp16-model-bf16-input":
+            return rewrite.optimize_module(lin.half(), (torch.ones(2, 8, dtype=torch.bfloat16),))
+        if kind == "index-past-vocabulary":
+            return rewrite.optimize_module(emb, (torch.full((1, 5), 500),))
+        return rewrite.optimize_module(lin, [torch.ones(2, 8), torch.ones(2, 8)])  # two inputs
+
+    return call
+
+
+OPTIMIZE: list[Case] = [
+    (
+        "int-into-linear",
+        _optimize("int-into-linear"),
+        RewriteError,
+        ("does not run on the example inputs", "int64[2, 8]", "['float32']", "cast the inputs"),
+    ),
+    (
+        "fp16-model-bf16-input",
+        _optimize("fp16-model-bf16-input"),
+        RewriteError,
+        ("bfloat16[2, 8]", "['float16']", "cast the inputs"),
+    ),
+    (
+        "index-past-vocabulary",
+        _optimize("index-past-vocabulary"),
+        RewriteError,
+        ("IndexError", "100 rows", "largest integer input is 500", "torch.randint(0, 100"),
+    ),
+    (
+        "inputs-not-a-tuple",
+        _optimize("two-inputs"),
+        RewriteError,
+        ("2 positional", "TypeError", "pass (x,) for one input"),
+    ),
+]
+
+
+def _binary_priors(tmp: Path) -> Any:
+    import rewrite
+
+    path = tmp / "weights.bin"
+    path.write_bytes(bytes(range(256)) * 8)
+    return rewrite.search(_tiny_graph(), config={"max_steps": 1}, priors=path)
+
+
+PRIORS.append(
+    (
+        "binary-priors-file",  # raw UnicodeDecodeError (issue 52)
+        _binary_priors,
+        RewriteError,
+        ("weights.bin", "not a text file", "tuner export"),
+    )
+)
+
+TABLES = ZOO + IMPORT + PRIORS + SEARCH + OPTIMIZE
 
 
 @pytest.mark.parametrize(

@@ -287,3 +287,45 @@ def test_new_profile_fields_are_validated(field: str, value: object, message: st
     with pytest.raises(CostModelError, match=message):
         DeviceProfile.from_dict(d)
     assert DeviceProfile.from_dict(COMPILED.to_dict()) == COMPILED
+
+
+def _live_profiles() -> int:
+    import gc
+
+    gc.collect()
+    return sum(type(o) is DeviceProfile for o in gc.get_objects())
+
+
+def test_a_profile_path_is_read_once_and_no_profile_is_kept_per_call(tmp_path: Path) -> None:
+    """Issue 52: ``cost(g, "x.json")`` re-read the file each call and kept every profile alive
+    (20 calls, 20 profiles), and the per-node cache, keyed by object id, never hit."""
+    path = tmp_path / "unit.json"
+    path.write_text(json.dumps(UNIT.to_dict()))
+    g = linear_relu()
+    first = cost(g, path)
+    before = _live_profiles()
+    for _ in range(20):
+        assert cost(g, str(path)).latency == first.latency
+        cost(g, UNIT)  # a profile object equal to the file's shares its cache entries
+    assert _live_profiles() <= before
+    assert load_device(path) is load_device(str(path))
+    keys = {k for n in g._nodes.values() for k in (n._cost or {}) if k not in ("mem", "static")}
+    assert len(keys) == 1  # one cache key for one profile's contents
+    changed = {**UNIT.to_dict(), "launch_overhead": 1e-3}
+    path.write_text(json.dumps(changed))  # an edited file is read again
+    assert load_device(path).launch_overhead == 1e-3
+    assert cost(g, path).latency > first.latency
+
+
+def test_a_search_with_a_profile_path_keeps_one_profile(tmp_path: Path) -> None:
+    from rewrite.optimize.api import search
+    from rewrite.optimize.config import SearchConfig
+    from tests.rewrite.search_rules import TEST_RULES, chain_graph
+
+    path = tmp_path / "unit.json"
+    path.write_text(json.dumps(UNIT.to_dict()))
+    g = chain_graph([64, 8, 64, 8, 64], negs=2)
+    search(g, SearchConfig(max_steps=5, seed=0), rules=TEST_RULES, device=path, verify_cache=None)
+    before = _live_profiles()
+    search(g, SearchConfig(max_steps=60, seed=0), rules=TEST_RULES, device=path, verify_cache=None)
+    assert _live_profiles() <= before

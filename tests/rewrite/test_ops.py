@@ -194,6 +194,16 @@ CASES: list[Case] = [
     ("reshape", "reshape", [n(3, 4, 5)], {"shape": (4, -1)}, lambda x: x.reshape(4, -1)),
     ("permute", "permute", [n(3, 4, 5)], {"dims": (2, 0, 1)}, lambda x: x.permute(2, 0, 1)),
     ("transpose", "transpose", [n(3, 4, 5)], {"dim0": -1, "dim1": 0}, lambda x: x.transpose(-1, 0)),
+    ("diagonal", "diagonal", [n(4, 4)], {}, torch.diagonal),
+    ("assume", "assume", [p(3, 4)], {"domain": "positive"}, lambda x: x),
+    ("assume_nonneg", "assume", [p(3, 4)], {"domain": "nonnegative"}, lambda x: x),
+    (
+        "diagonal_offset",
+        "diagonal",
+        [n(2, 3, 5)],
+        {"offset": -1, "dim1": 2, "dim2": 0},
+        lambda x: torch.diagonal(x, -1, 2, 0),
+    ),
     ("expand", "expand", [n(3, 1)], {"shape": (2, 3, 4)}, lambda x: x.expand(2, 3, 4)),
     ("concat", "concat", [n(3, 2), n(3, 4)], {"dim": 1}, lambda x, y: torch.cat([x, y], 1)),
     (

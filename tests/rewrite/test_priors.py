@@ -55,6 +55,22 @@ def test_round_trip(tmp_path: Path) -> None:
     assert json.loads(path.read_text())["format_version"] == FORMAT_VERSION
 
 
+def test_empty_priors_round_trip_as_uniform(tmp_path: Path) -> None:
+    """Issue 52: ``RulePriors().save(p)`` wrote ``"priors": {}``, which its own reader refused.
+    Empty priors mean uniform over the search's rules, in a file as in memory."""
+    for p in (RulePriors(), RulePriors(search_config={"tau": 0.5})):
+        q = RulePriors.load(p.save(tmp_path / "empty.json"), known_rules=RULES)
+        assert q == p and q.search_config == p.search_config
+        assert list(q.resolve(RULES)) == pytest.approx([1 / len(RULES)] * len(RULES))
+
+
+def test_a_binary_file_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "model.bin"
+    path.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(PriorsError, match="not a text file"):
+        RulePriors.load(path)
+
+
 def test_loads_studies_export_format(tmp_path: Path) -> None:
     doc = {
         "format_version": 1,
@@ -81,7 +97,7 @@ def _doc(**changes: object) -> dict:
         (_doc(format_version="1"), "format_version"),
         (_doc(kind="other"), "kind"),
         (_doc(priors={"fuse": 0.7, "merge": 0.7}), "sum to 1"),
-        (_doc(priors={}), "non-empty"),
+        (_doc(priors=[]), "object"),
         (_doc(priors={"fuse": -0.5, "merge": 1.5}), ">= 0"),
         (_doc(priors={"fuse": 0.5, "bogus": 0.5}), "unknown rules"),
         (_doc(search_config=[1]), "JSON object"),

@@ -4,6 +4,7 @@ Small shapes on the CPU; Inductor only where the test is about it (it compiles C
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import textwrap
@@ -342,3 +343,158 @@ def test_backend_with_inductor_measures_its_runners(cache_dir) -> None:  # noqa:
     assert set(record.measured) == {"inductor", "rewritten+inductor", "rewritten eager"}
     assert record.runner in record.measured
     assert record.rewritten == (record.runner != "inductor")
+
+
+def _fake_inductor(monkeypatch: pytest.MonkeyPatch) -> list[tuple[object, dict]]:
+    """Replace Inductor's entry point by a recorder that runs the module eagerly (fast)."""
+    import torch._inductor.compile_fx as cfx
+
+    calls: list[tuple[object, dict]] = []
+
+    def compile_fx(gm, example_inputs, **kwargs):  # noqa: ANN001, ANN202
+        calls.append((gm, kwargs))
+        return gm.forward if hasattr(gm, "forward") else gm
+
+    monkeypatch.setattr(cfx, "compile_fx", compile_fx)
+    return calls
+
+
+def test_without_measuring_the_captured_graph_is_not_compiled(
+    cache_dir, monkeypatch: pytest.MonkeyPatch
+) -> None:  # noqa: ANN001
+    """Issue 52 bug 6: with measure=False the captured graph was compiled by Inductor anyway."""
+    from rewrite.pytorch.optimize import default_profile
+
+    calls = _fake_inductor(monkeypatch)
+    model, x = _mlp()
+    eager = default_profile(torch.device("cpu"))  # where this model has a predicted gain
+    be = rewrite.backend(config={"max_steps": 80}, profile=eager, measure=False)
+    with torch.no_grad():
+        compiled = torch.compile(model, backend=be)
+        torch.testing.assert_close(compiled(x), model(x))
+    assert dynamo.history[-1].rewritten
+    assert len(calls) == 1 and type(calls[0][0]).__name__ != "GraphModule"  # the rewritten module
+
+
+def test_the_cache_key_holds_the_profiles_contents_and_the_time_budget(cache_dir) -> None:  # noqa: ANN001
+    """Issue 52 bug 4: two profiles of one name and 100x different costs shared a cache record,
+    and so did two time budgets."""
+    import dataclasses
+
+    from rewrite import load_device
+
+    cpu = load_device("cpu")
+    slow = dataclasses.replace(cpu, launch_overhead=cpu.launch_overhead * 100)
+    model, x = _mlp()
+    with torch.no_grad():
+        for profile, budget in ((cpu, 60.0), (slow, 60.0), (cpu, 30.0), (cpu, 60.0)):
+            torch._dynamo.reset()
+            be = rewrite.backend(
+                config={"max_steps": 40},
+                profile=profile,
+                time_budget=budget,
+                inductor=False,
+                measure=False,
+            )
+            torch.compile(model, backend=be)(x)
+    assert [r.cached for r in dynamo.history] == [False, False, False, True]
+
+
+def test_the_backend_takes_torch_compiles_mode_and_options(
+    cache_dir, monkeypatch: pytest.MonkeyPatch
+) -> None:  # noqa: ANN001
+    """Issue 52: ``torch.compile(m, backend="rewrite", mode="max-autotune")`` raised
+    ``unexpected keyword argument 'mode'``; mode and options go to Inductor."""
+    calls = _fake_inductor(monkeypatch)
+    model, x = _mlp()
+    with torch.no_grad():
+        out = torch.compile(model, backend="rewrite", mode="max-autotune")(x)
+        torch.testing.assert_close(out, model(x))
+        torch._dynamo.reset()
+        be = rewrite.backend(config={"max_steps": 40}, measure=False)
+        torch.compile(model, backend=be, options={"max_autotune": True})(x)
+    assert calls and all(kw.get("config_patches", {}).get("max_autotune") for _, kw in calls)
+
+
+def test_any_failure_of_the_backend_falls_back_to_inductor_with_one_line(
+    cache_dir, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:  # noqa: ANN001
+    """A backend must never break a user's compile: an error of its own (here a search that
+    raises what no rewrite error class covers) gives Inductor the captured graph, with one
+    warning."""
+    import rewrite.pytorch.optimize as po
+
+    calls = _fake_inductor(monkeypatch)
+
+    def broken(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise ValueError("operands could not be broadcast together")
+
+    monkeypatch.setattr(po, "deploy_search", broken)
+    model, x = _mlp()
+    with torch.no_grad(), caplog.at_level(logging.WARNING, logger="rewrite.pytorch.dynamo"):
+        out = torch.compile(model, backend=rewrite.backend(config={"max_steps": 40}))(x)
+    torch.testing.assert_close(out, model(x))
+    assert len(calls) == 1 and type(calls[0][0]).__name__ == "GraphModule"
+    lines = [r for r in caplog.records if r.name == "rewrite.pytorch.dynamo"]
+    assert len(lines) == 1 and "ValueError" in lines[0].getMessage()
+    assert "broadcast" in dynamo.history[-1].reason
+
+
+@pytest.mark.slow
+def test_phi_at_sequence_length_16_optimizes_and_compiles(cache_dir) -> None:  # noqa: ANN001
+    """Issue 52: Phi (2 layers, width 128, 4 heads) at sequence length 16 crashed the final
+    whole-graph check (a batched 1-D linear, `tests/rewrite/test_verify.py`)."""
+    import transformers
+
+    cfg = transformers.PhiConfig(
+        num_hidden_layers=2,
+        hidden_size=128,
+        num_attention_heads=4,
+        intermediate_size=256,
+        vocab_size=1000,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        phi = transformers.PhiForCausalLM(cfg).eval()
+    ids = torch.randint(0, 1000, (1, 16), generator=torch.Generator().manual_seed(0))
+    fast, report = rewrite.optimize_module(phi, (ids,), {"use_cache": False}, repeats=3)
+    torch.testing.assert_close(
+        fast(ids).logits, phi(ids, use_cache=False).logits, rtol=1e-4, atol=1e-4
+    )
+    with torch.no_grad():
+        be = rewrite.backend(config={"max_steps": 300}, inductor=False, measure=False)
+        out = torch.compile(phi, backend=be)(ids, use_cache=False)
+    torch.testing.assert_close(out.logits, phi(ids, use_cache=False).logits, rtol=1e-4, atol=1e-4)
+    assert not any("failed" in r.reason for r in dynamo.history)
+
+
+class KeywordMLP(GeluMLP):
+    """`GeluMLP` with a keyword argument, as Hugging Face models take ``use_cache``."""
+
+    def forward(self, x: torch.Tensor, twice: bool = False) -> torch.Tensor:  # type: ignore[override]
+        y = super().forward(x)
+        return 2.0 * y if twice else y
+
+
+def test_the_optimized_module_is_called_as_the_original() -> None:
+    """Issue 52: the module optimize_module returned refused the original's keyword arguments
+    (``fast(ids, use_cache=False)``) and was a local class (``as_called.<locals>.AsCalled``)."""
+    from rewrite.pytorch.source import OptimizedModule, as_called
+
+    torch.manual_seed(0)
+    model, x = KeywordMLP().eval(), torch.randn(2, 8, 16)
+    fast, report = rewrite.optimize_module(
+        model, (x,), {"twice": False}, config={"max_steps": 60}, measure=False
+    )
+    assert report.chosen >= 0 and type(fast) is OptimizedModule
+    kept = as_called(model, (x,), {"twice": False})  # what it returns when nothing is faster
+    assert type(kept) is OptimizedModule and kept.original is model
+    for m in (fast, kept):
+        for out in (m(x), m(x, twice=False)):
+            torch.testing.assert_close(out, model(x), rtol=1e-4, atol=1e-5)
+        with pytest.raises(ModuleError, match="twice=False, but got True"):
+            m(x, twice=True)
+        with pytest.raises(
+            ModuleError, match=r"keyword arguments \['twice'\], but got \['scale'\]"
+        ):
+            m(x, scale=2.0)

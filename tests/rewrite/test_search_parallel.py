@@ -165,3 +165,18 @@ def test_one_island_through_the_parallel_path_repeats_its_golden_run() -> None:
     assert pareto == [
         ("5a2ea46f9d2a27aa0734cb040d707b0a", (2.84471539446e-05, 61440.0), ["test_neg_neg"] * 2)
     ]
+
+
+def test_the_island_pool_is_capped_by_the_machine() -> None:
+    """Issue 52: a process per island of workers=4096 would exhaust the machine's memory."""
+    import os
+
+    from rewrite.optimize.parallel import PROCESSES_PER_CPU, pool_size
+
+    cpus = os.cpu_count() or 1
+    assert pool_size(4096) == PROCESSES_PER_CPU * cpus and pool_size(2) == 2
+    pool = _make_executor(SearchConfig(workers=4096))
+    try:
+        assert pool._max_workers == PROCESSES_PER_CPU * cpus
+    finally:
+        pool.shutdown()

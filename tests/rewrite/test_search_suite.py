@@ -90,6 +90,14 @@ def test_family_priors_shrink_unseen_rules_to_their_family_and_prefer_specific_o
         family.priors(1.0, 0.0, {"fusion": 1.0})
 
 
+def test_a_family_centred_on_empty_priors_is_centred_on_uniform() -> None:
+    """An empty priors file means uniform (issue 52), also as the centre of a family."""
+    empty = PriorFamily.centred_on(TEST_RULES, {}).priors(1.0, 0.0)
+    uniform = PriorFamily.centred_on(TEST_RULES, dict.fromkeys(["test_neg_neg"], 1.0))
+    assert empty == pytest.approx(dict.fromkeys(empty, 1 / 3))
+    assert uniform.priors(1.0, 0.0) != empty
+
+
 def test_sharding_rules_need_a_mesh_of_two_devices() -> None:
     from rewrite.optimize import default_rules
 
@@ -152,3 +160,22 @@ def test_unknown_knob_in_file_warns(tmp_path: Path) -> None:
     with pytest.warns(UserWarning, match="workloads"):
         res = search(SUITE["a"], priors=path, rules=TEST_RULES, verify_cache=None)
     assert res.stats.steps == 5
+
+
+def test_a_suite_on_two_processes_gives_what_one_gives() -> None:
+    """The calibration and the validation of `tuner demo` run their searches on the study's
+    workers (issue 52: they ran one at a time while the workers waited); seeded searches give
+    the same results either way."""
+    from rewrite.optimize import search_suite
+
+    cfg = SearchConfig(max_steps=40, epsilon=0.0)
+    one = search_suite(SUITE, cfg, None, "h100", (0, 1), rules=TEST_RULES, verify_cache=None)
+    two = search_suite(
+        SUITE, cfg, None, "h100", (0, 1), workers=2, rules=TEST_RULES, verify_cache=None
+    )
+    for w in SUITE:
+        got = [[(s.graph.hash, s.objectives) for s in r.pareto] for r in two.results[w]]
+        want = [[(s.graph.hash, s.objectives) for s in r.pareto] for r in one.results[w]]
+        assert got == want and [r.hv_trace[-1][2] for r in two.results[w]] == [
+            r.hv_trace[-1][2] for r in one.results[w]
+        ]

@@ -365,3 +365,29 @@ def test_field_norms_are_exact_at_large_sizes():
 
     assert Verifier(mode="field", tests=2).check(g(False), g(True)).ok
     assert Verifier(mode="field", tests=2, batch_tests=False).check(g(False), g(True)).ok
+
+
+def _folded_bias_graph():
+    """``x @ W2.T + (v @ W1.T + b)[24:]``: a linear whose bias is a slice of a 1-D linear, as
+    a merged product's folded bias is (Phi at sequence length 16, issue 52)."""
+    b = GraphBuilder("folded_bias")
+    x = b.input("x", (1, 6, 24))
+    v = b.param("v", (24,))
+    merged = b.linear(v, b.param("w1", (120, 24)), b.param("b1", (120,)))
+    bias = b.slice(merged, dim=0, start=24, end=120, step=1)
+    return b.build([b.linear(x, b.param("w2", (96, 24)), bias)])
+
+
+def test_a_linear_of_a_vector_runs_batched_as_per_test():
+    """The batched tests aligned a 1-D linear input with the weight's rank, so the product got
+    a spurious unit axis: ``(tests, 1, N)`` instead of ``(tests, N)``, and the linear reading it
+    failed to broadcast (`ValueError` from the whole-graph check of a Phi model)."""
+    from rewrite.verify.batched import BatchedFieldOps
+    from rewrite.verify.interp import Evaluator
+
+    g = _folded_bias_graph()
+    batched = Evaluator(BatchedFieldOps(np, [3, 4])).outputs(g)
+    for t, seed in enumerate((3, 4)):
+        single = Evaluator(FieldOps(np, seed)).outputs(g)
+        assert np.array_equal(batched[0][t], single[0])
+    assert Verifier(mode="field", tests=2, seed=0).check(g, g).ok

@@ -156,12 +156,19 @@ def test_export_replaces_only_priors_files_unless_forced(tmp_path: Path) -> None
         export_priors(study, by_hand)
     export_priors(study, by_hand, force=True)  # a priors file of another kind: the caller insists
     assert read_priors_file(by_hand).provenance["study"] == "e"
+    newer = tmp_path / "newer.json"  # issue 52: a priors file of another version was replaced
+    newer.write_text(json.dumps({"format_version": 2, "kind": KIND, "priors": {"fuse": 1.0}}))
+    with pytest.raises(ExportError, match=r"newer.json.*format_version 2.*writes 1.*--force"):
+        export_priors(study, newer)
+    assert json.loads(newer.read_text())["format_version"] == 2
+    export_priors(study, newer, force=True)
     priors = tmp_path / "priors.json"
     export_priors(study, priors)
     export_priors(study, priors, pick=1)  # a previous export is replaced without force
     assert read_priors_file(priors).provenance["trial"] == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "by-hand.json",
+        "newer.json",
         "notes.txt",
         "other.json",
         "priors.json",
@@ -264,7 +271,7 @@ def test_export_needs_one_simplex(tmp_path: Path) -> None:
         ({"format_version": 2}, "Upgrade rewrite-tuner"),
         ({"format_version": "1"}, "integer format_version"),
         ({"kind": "something/else"}, "expected 'rewrite-tuner/rule-priors'"),
-        ({"priors": {}}, "non-empty object"),
+        ({"priors": [0.5, 0.5]}, "must be an object of rule -> number"),
         ({"priors": {"a": 0.5, "b": 0.6}}, "sum to 1"),
         ({"priors": {"a": 1.5, "b": -0.5}}, "non-negative"),
         ({"priors": {"a": True}}, "non-negative"),

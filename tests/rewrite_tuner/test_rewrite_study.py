@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from rewrite.errors import SearchConfigError
 from rewrite.optimize import RulePriors, SearchConfig
 from rewrite_tuner.calibration import (
     COMPILED,
@@ -136,7 +137,10 @@ def test_a_trial_reports_every_runs_objectives_and_counters(calibration: Calibra
     assert out["rule.fuse_elementwise.fired@gpt2/0"] >= 0 and "steps@gpt2/1" in out
     # machine-dependent numbers stay aggregates only; so do the errors
     assert not any(m.startswith(("time.", "cache.", "search_time")) or ".sem" in m for m, _ in runs)
-    assert len(runs) < 120 * 2  # about 100 numbers per run
+    from rewrite.rules import catalogue
+
+    # about two counters per rule of the catalogue and a few more, per run
+    assert len(runs) < 2 * (2 * len(catalogue()) + 16)
 
 
 def test_a_per_rule_study_states_that_a_rules_prior_drives_its_counters(tmp_path: Path) -> None:
@@ -355,3 +359,26 @@ def test_the_grouped_surrogate_gets_every_runs_values(tmp_path: Path) -> None:
     assert isinstance(make_surrogate("grouped", study.settings), GroupedSurrogate)
     plain = rewrite_study(GPT2, **args, name="plain")
     assert plain.context is not None and "run_metrics" not in plain.context
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"centre": {"fuse_gelu_tanh": 1.0}, "priors": "rules"}, "needs priors='family'"),
+        ({"centre": {"no_such_rule": 1.0}}, "give every rule of the catalogue 0"),
+        ({"priors": "rules", "rules": ["no_such_rule"]}, "no_such_rule"),
+        ({"tune": ["no_such_knob"]}, "Cannot tune 'no_such_knob'"),
+    ],
+)
+def test_bad_arguments_are_refused_before_the_calibration(
+    monkeypatch: pytest.MonkeyPatch, kwargs: dict, match: str
+) -> None:
+    """Issue 52: ``centre=`` with ``priors="rules"`` was refused only after calibrating (minutes)."""
+    import rewrite_tuner.problem as problem
+
+    def no_calibration(*args: Any, **kw: Any) -> None:
+        raise AssertionError("calibrated before refusing a bad argument")
+
+    monkeypatch.setattr(problem, "calibrate", no_calibration)
+    with pytest.raises((StudyError, SearchConfigError), match=match):
+        rewrite_problem(GPT2, **SMALL, **kwargs)

@@ -34,12 +34,56 @@ def test_a_model_reference_names_a_file_a_factory_and_inputs() -> None:
         (f"{MODEL}:build(int64[1,8])", ["int64[1,8]"], "give them once"),
         (f"{MODEL}:missing", ["int64[1,8]"], r"has no 'missing'; it defines \[.*'build'"),
         (f"{MODEL}:not_a_model", ["int64[1,8]"], "is a int, not a module or factory"),
-        (f"{MODEL}:TinyLM", ["float32[1,8]"], "Importing tiny_lm:TinyLM for the search failed"),
+        (f"{MODEL}:TinyLM", ["float32[1,8]"], "does not run on the example inputs.*float32"),
+        # issue 52: a model that cannot run on the input was calibrated, tuned and validated
+        (f"{MODEL}:Linear", ["int64[2,16,64]"], r"int64\[2, 16, 64\].*cast the inputs"),
+        # issue 52: a meta-device model read as "a construct torch.export cannot capture"
+        (f"{MODEL}:on_meta", ["int64[1,8]"], "'meta' device.*load its weights"),
+        # issue 52: the message quoted 'int64(1', a fragment the user never typed
+        (
+            f"{MODEL}:build",
+            ["int64(1,8)"],
+            r"Input 'int64\(1,8\)'.*square brackets: 'int64\[1,8\]'",
+        ),
+        (f"{MODEL}:build", ["use_cache=maybe"], "neither a tensor"),
+        (f"{MODEL}:build", ["int64[1,8]", "x=False", "int64[1,8]"], "comes after keyword"),
     ],
 )
 def test_bad_model_references_are_clear_errors(target: str, inputs: list, match: str) -> None:
     with pytest.raises(StudyError, match=match):
         user_graph(str(model_ref(target, inputs)))
+
+
+def test_keyword_inputs_reach_the_model() -> None:
+    """Issue 52: tune-model took no keyword inputs, so every Hugging Face model with a default
+    config failed until its config was edited; keyword inputs parse, print back and reach the
+    model, and use_cache=False is the default for a model that takes it."""
+    ref = model_ref(f"{MODEL}:with_options", ["int64[1,8]", "scale=2.0", "mask=float32[1,8]"])
+    assert ref.kwargs == (("scale", 2.0), ("mask", ("float32", (1, 8))))
+    assert model_ref(str(ref)) == ref and "scale=2.0, mask=float32[1,8]" in str(ref)
+    g = user_graph(str(ref))
+    assert len(g.inputs) == 2  # ids and the mask; scale is a constant of the call
+    plain = user_graph(str(model_ref(f"{MODEL}:with_options", ["int64[1,8]"])))
+    assert len(plain.inputs) == 1
+
+
+def test_a_priors_file_with_a_bad_knob_is_refused_before_calibrating(tmp_path: Path) -> None:
+    """Issue 52: --from FILE with search_config.tau = -1 ran with another tau and recommended
+    the file, which rewrite.search refuses; a binary file gave a raw UnicodeDecodeError."""
+    bad = tmp_path / "bad.json"
+    PriorsFile({}, {"tau": -1.0}).save(bad)
+    binary = tmp_path / "model.bin"
+    binary.write_bytes(bytes(range(256)) * 4)
+    for path, match in ((bad, r"bad.json.*tau=-1"), (binary, "model.bin.*not a text file")):
+        with pytest.raises(StudyError, match=match):
+            tune_model(
+                f"{MODEL}:build",
+                ["int64[1,8]"],
+                priors=path,
+                trials=2,
+                storage=f"sqlite:///{tmp_path / 's.db'}",
+            )
+    assert not (tmp_path / "s.db").exists()
 
 
 def test_tune_model_starts_from_the_given_priors_and_checks_against_them(tmp_path: Path) -> None:
@@ -135,3 +179,14 @@ def test_tune_model_warm_starts_from_a_finished_study(tmp_path: Path) -> None:
     sources = [t.config for t in done.trials]
     assert all(t.config in sources for t in warm.trials[2 : 2 + n])
     assert warm.trials[2].config == done.trials[2].config  # the one the lead did not hold
+
+
+def test_the_command_shows_the_input_form_it_asks_for() -> None:
+    """Issue 52: Rich markup swallowed '[d0,d1,...]' in the error line."""
+    from typer.testing import CliRunner
+
+    from rewrite_tuner.cli import app
+
+    result = CliRunner().invoke(app, ["tune-model", f"{MODEL}:build", "--inputs", "int64(1,8)"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 1 and "'dtype[d0,d1,...]'" in text and "'int64[1,8]'" in text

@@ -45,6 +45,12 @@ SPACES: list[tuple[str, Callable[[], Any], type[Exception], tuple[str, ...]]] = 
         SpaceError,
         ("X[1, 1]", "'k'", "inf", "Drop or repair"),
     ),
+    (
+        "sample-more-than-memory",  # issue 52: a raw allocator error
+        lambda: _space().sample(10**12, seed=0),
+        SpaceError,
+        ("sample(n=1000000000000)", "GiB", "free", "at a time"),
+    ),
 ]
 
 

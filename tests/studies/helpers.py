@@ -165,3 +165,12 @@ def first_trial_hangs(config: dict[str, Any]) -> dict[str, float]:
     finally:
         with Concurrency.lock:
             Concurrency.now -= 1
+
+
+def fourth_trial_sleeps(config: dict[str, Any]) -> dict[str, float]:
+    """The fourth call sleeps 1.5 s, the others 0.05 s (a trial far past the others)."""
+    with Concurrency.lock:
+        Concurrency.calls += 1
+        fourth = Concurrency.calls == 4
+    time.sleep(1.5 if fourth else 0.05)
+    return toy_evaluate(config)

@@ -133,6 +133,26 @@ def test_resume_with_module_reference(tmp_path: Path) -> None:
     assert "studies.examples:toy_evaluate" in result.output
 
 
+def test_resume_from_another_folder_leaves_no_database_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 52: resuming with an absolute --storage from another folder imported the study file,
+    whose module-level Study created an empty study.db in that folder."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    path = tmp_path / "a" / "elsewhere_study.py"
+    path.write_text(STUDY_FILE.replace("sqlite:///{db}", "sqlite:///study.db"))
+    monkeypatch.chdir(tmp_path / "a")
+    assert _invoke("run", str(path), "-n", "2", "--no-progress").exit_code == 0
+    monkeypatch.delitem(sys.modules, "__tuner_study__elsewhere_study")  # a fresh process
+    monkeypatch.chdir(tmp_path / "b")
+    url = f"sqlite:///{tmp_path / 'a' / 'study.db'}"
+    result = _invoke("resume", "cli", "--storage", url, "-n", "3", "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert "3/3 trials finished" in result.stdout
+    assert list((tmp_path / "b").iterdir()) == []
+
+
 @pytest.mark.parametrize(
     ("source", "message"),
     [
@@ -372,3 +392,78 @@ def test_demo_name_starts_a_new_study_after_a_conflict(
     assert result.exit_code == 0, result.output
     doc = json.loads((tmp_path / "demo-priors.json").read_text())
     assert doc["provenance"]["study"] == "demo2"
+
+
+def _pg_study(url: str) -> object:
+    """What `_resume_hint` reads of a study: its name and its storage's URLs."""
+    from types import SimpleNamespace
+
+    from sqlalchemy.engine import make_url
+
+    from studies._sqlengine import mask_url
+
+    storage = SimpleNamespace(url=mask_url(url), engine=SimpleNamespace(url=make_url(url)))
+    return SimpleNamespace(name="tune", storage=storage)
+
+
+def test_the_resume_command_of_a_postgres_study_runs_as_printed() -> None:
+    """Issue 52: Ctrl-C on a PostgreSQL study printed a resume command with '***' for the
+    password, which cannot run as printed; the password goes in the environment instead."""
+    from studies.cli import _password_note, _resume_hint
+
+    study = _pg_study("postgresql+psycopg://rt:s3cret@db.example:5432/studies")
+    hint, note = _resume_hint(study), _password_note(study)  # type: ignore[arg-type]
+    assert hint == "tuner resume tune --storage postgresql+psycopg://rt@db.example:5432/studies"
+    assert "PGPASSWORD" in note and "s3cret" not in hint + note and "***" not in hint
+    plain = _pg_study("postgresql+psycopg://rt@db.example/studies")
+    assert _password_note(plain) == ""  # type: ignore[arg-type]
+
+
+@pytest.mark.postgres
+def test_interrupting_a_postgres_study_prints_a_runnable_resume(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sqlalchemy.engine import make_url
+
+    from studies.examples import toy_study
+    from studies.study import Study
+    from tests.studies.conftest import postgres_url
+    from tests.studies.helpers import fast_settings
+
+    url = make_url(postgres_url()).set(password="trusted-anyway")  # the CI server trusts loopback
+    text_url = url.render_as_string(hide_password=False)
+    toy_study("pg", text_url, settings=fast_settings(100)).optimize(1, progress=False)
+
+    def interrupted(self: Study, *args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Study, "optimize", interrupted)
+    result = _invoke("resume", "pg", "-s", text_url, "-n", "2", "--no-progress")
+    text = " ".join(result.output.split())
+    assert result.exit_code == 130 and "trusted-anyway" not in text and "***" not in text
+    assert f"postgresql+psycopg://{url.username}@{url.host}:{url.port}/{url.database}" in text
+    assert "PGPASSWORD" in text
+
+
+def test_a_locked_database_is_said_and_the_wait_can_be_set(
+    two_trials: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 52: a locked SQLite database made `tuner status` wait 63 s with no word, then
+    advised raising busy_timeout, which the command line had no option for."""
+    import sqlite3
+
+    import studies.cli as cli
+
+    monkeypatch.setattr(cli, "LOCK_NOTICE_AFTER", 0.2)
+    holder = sqlite3.connect(two_trials.removeprefix("sqlite:///"), isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        result = _invoke("--busy-timeout", "1", "status", "team/tune", "-s", two_trials)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    text = " ".join(result.output.split())
+    assert result.exit_code == 1, text
+    assert "another process may hold its lock; waiting up to 1 s" in text
+    assert "is locked by another process" in text and "tuner --busy-timeout SECONDS" in text
+    assert _invoke("status", "team/tune", "-s", two_trials).exit_code == 0

@@ -114,3 +114,67 @@ def test_the_pool_is_closed_when_optimize_returns(tmp_path: Path) -> None:
     study.optimize(3, n_workers=2, progress=False)
     alive = [t for t in threading.enumerate() if isinstance(t, _ExecutorManagerThread)]
     assert not [t for t in alive if t.is_alive()]
+
+
+def test_a_trial_far_past_the_others_is_reported_while_it_runs(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 52: an evaluate that never returns, with no trial timeout (the default), held its
+    worker forever with no word."""
+    monkeypatch.setattr(driver, "SLOW_FLOOR", 0.4)
+    monkeypatch.setattr(helpers.Concurrency, "calls", 0)
+    study = toy_study("slow", sqlite_url, settings=fast_settings(n_initial=8))  # no model fit
+    study.evaluate = helpers.fourth_trial_sleeps
+    pool = ThreadPoolExecutor(1)
+    try:
+        with caplog.at_level("WARNING", logger="studies.driver"):
+            study.optimize(5, n_workers=1, executor=pool, progress=False)
+    finally:
+        pool.shutdown(wait=True)
+    slow = [r.getMessage() for r in caplog.records if "the median of the" in r.getMessage()]
+    assert len(slow) == 1, caplog.messages
+    assert slow[0].startswith("Trial 3 of 'slow' has run") and "timeout=SECONDS" in slow[0]
+    assert "tuner resume slow --timeout SECONDS" in slow[0]
+
+
+def test_the_worker_count_is_capped_by_the_machine(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 52: optimize(2, n_workers=10**6) started worker processes until the kernel's
+    out-of-memory killer fired."""
+    cpus = os.cpu_count() or 1
+    assert driver.machine_workers(10**6, 10**9) == driver.WORKERS_PER_CPU * cpus
+    assert driver.machine_workers(10**6, 2) == 2 and driver.machine_workers(3, 100) == 3
+    sizes: list[int] = []
+    real = driver._process_pool
+
+    def recorded(n: int) -> object:
+        sizes.append(n)
+        assert n <= driver.WORKERS_PER_CPU * cpus  # never fork a million processes
+        return real(n)
+
+    monkeypatch.setattr(driver, "_process_pool", recorded)
+    study = toy_study("many", sqlite_url, settings=fast_settings())
+    with caplog.at_level("WARNING", logger="studies.driver"):
+        stats = study.optimize(2, n_workers=10**6, progress=False)
+    assert sizes == [2] and stats.n_workers == 2
+    assert any("n_workers=1000000: this machine runs at most" in m for m in caplog.messages)
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_the_progress_bar_keeps_its_counts_and_times_on_a_narrow_terminal(width: int) -> None:
+    """Issue 52: at 80 columns the progress bar cut the elapsed time."""
+    import io
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    buf = io.StringIO()
+    console = Console(file=buf, width=width, color_system=None)
+    bar = Progress(*driver.progress_columns(), console=console, auto_refresh=False, expand=True)
+    best = "best anytime_hv=1.0152 final_hv=1.0467 effort=0.8123 latency=0.4711"
+    task = bar.add_task("rewrite-demo", total=30, best=best)
+    bar.update(task, completed=12)
+    console.print(bar.make_tasks_table(bar.tasks))
+    line = buf.getvalue().rstrip("\n")
+    assert len(line) <= width and "12/30" in line and "0:00:00 eta -:--:--" in line, line

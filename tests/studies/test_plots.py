@@ -9,6 +9,7 @@ import pytest
 from studies.errors import ExportError
 from studies.examples import toy_study
 from studies.plots import file_stem, plot_study
+from tests.plot_checks import overlapping_texts
 from tests.studies.helpers import fast_settings
 
 
@@ -93,3 +94,43 @@ def test_plots_of_a_many_rule_three_objective_study_stay_readable(tmp_path: Path
     sizes = [imread(p).shape[:2] for p in paths]  # (height, width) in pixels
     assert all(w <= 2000 and h <= 1000 for h, w in sizes), sizes
     assert sizes[0][0] > 0.3 * 110 * (TOP_RULES + 1)  # one row per bar drawn
+
+
+def _demo_like(url: str) -> object:
+    """A study shaped like the main job's (issue 52's picture): a tight Pareto front with
+    coinciding trials, and one outlier that squeezed it into a corner."""
+    import numpy as np
+
+    from spaces import Float, Simplex, Space
+    from studies import Study
+
+    space = Space({"x": Float(0.0, 1.0), "priors": Simplex([f"rule_{i}" for i in range(20)])})
+    study = Study("rewrite-demo", space, {"anytime_hv": "maximize", "final_hv": "maximize"},
+                  storage=url, settings=fast_settings(100))  # fmt: skip
+    rng = np.random.default_rng(0)
+    values = [(0.54, 0.795), (0.84, 1.009), (0.872, 1.027), (0.965, 1.059)]
+    values += [(1.01 + 0.003 * i, 1.052 - 0.0004 * i) for i in range(6)] + [(1.015, 1.0515)] * 3
+    values += [(0.98 + rng.uniform(0, 0.03), 1.04 + rng.uniform(0, 0.012)) for _ in range(15)]
+    for a, b in values:
+        study.tell(study.ask(), {"anytime_hv": a, "final_hv": b})
+    return study
+
+
+def test_the_plots_have_no_overlapping_text_and_the_axes_fit_the_front(tmp_path: Path) -> None:
+    """Issue 52: the Pareto plot's labels overlapped at the front and one outlier stretched the
+    axis so that the front was a cluster in a corner."""
+    import matplotlib.pyplot as plt
+
+    from studies.plots import hypervolume_figure, pareto_figure, priors_figure
+
+    study = _demo_like(f"sqlite:///{tmp_path / 's.db'}")
+    fig = pareto_figure(study)
+    ax = fig.axes[0]
+    x0, x1 = ax.get_xlim()
+    assert x0 > 0.85 and x1 < 1.04  # the outliers at 0.54 and 0.84 do not set the axis
+    labels = [t.get_text() for t in ax.texts]
+    assert "10, 11, 12" in labels or any("10, 11" in s for s in labels)  # coinciding: one label
+    assert any("beyond the axes" in t.get_text() for t in fig.legends + ax.get_legend().texts)
+    for figure in (fig, hypervolume_figure(study), priors_figure(study)):
+        assert overlapping_texts(figure) == [], overlapping_texts(figure)
+        plt.close(figure)

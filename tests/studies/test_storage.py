@@ -537,3 +537,58 @@ def test_integrity_check_finds_broken_invariants(storage_url: str) -> None:
     assert "trial 0: state 'COMPLETE' without values" in report
     assert "re-runs trial 0, which is COMPLETE" in report
     assert "trial 4: re-runs trial 3, which is WAITING" in report
+
+
+def test_a_full_disk_is_not_reported_as_a_damaged_database(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 52: a full disk was reported as "damaged or not a SQLite database ... restore it
+    from a backup", with every trial intact. The driver's errors as SQLite gives them: a write
+    that finds the disk full, and the "disk I/O error" of opening a database whose -wal and -shm
+    files cannot be created (with almost no free space beside it)."""
+    import shutil
+    from collections import namedtuple
+
+    from sqlalchemy.exc import OperationalError
+
+    from studies._sqlengine import translate_error
+
+    path = str(tmp_path / "study.db")
+    Storage(f"sqlite:///{path}")  # the file exists
+    full = OperationalError("INSERT", {}, sqlite3.OperationalError("database or disk is full"))
+    err = translate_error(full, f"sqlite:///{path}", path)
+    assert type(err) is StorageError and "is full" in str(err) and "intact" in str(err)
+    io = OperationalError("BEGIN", {}, sqlite3.OperationalError("disk I/O error"))
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(1 << 30, 1 << 30, 4096))
+    assert "is full" in str(translate_error(io, f"sqlite:///{path}", path))
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(1 << 30, 0, 1 << 30))
+    assert "is full" not in str(translate_error(io, f"sqlite:///{path}", path))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs (root only)")
+def test_a_study_on_a_disk_that_filled_up_opens_with_a_clear_error(tmp_path) -> None:
+    """The same on a real full disk, where the system lets a test mount a tiny tmpfs."""
+    import subprocess
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", str(disk)]).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        url = f"sqlite:///{disk / 'study.db'}"
+        store = Storage(url)
+        store.engine.dispose()
+        fd = os.open(disk / "junk", os.O_WRONLY | os.O_CREAT)
+        try:  # fill the disk
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        with pytest.raises(StorageError, match="is full") as info:
+            Storage(url, create=False).study_names()
+        assert not isinstance(info.value, StorageCorruptError)
+    finally:
+        subprocess.run(["umount", str(disk)])

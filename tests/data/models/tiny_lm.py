@@ -28,3 +28,37 @@ def build() -> TinyLM:
 
 
 not_a_model = 3
+
+
+class Linear(nn.Linear):
+    """A plain linear layer (for inputs it cannot take)."""
+
+    def __init__(self) -> None:
+        super().__init__(64, 8)
+
+
+def on_meta() -> TinyLM:
+    """A model built without weights."""
+    with torch.device("meta"):
+        return TinyLM()
+
+
+class WithOptions(TinyLM):
+    """TinyLM with keyword arguments, as Hugging Face models take ``use_cache``."""
+
+    def forward(  # type: ignore[override]
+        self,
+        ids: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        scale: float = 1.0,
+        use_cache: bool = True,
+    ) -> torch.Tensor:
+        if use_cache:
+            raise ValueError("a cache object is no tensor: pass use_cache=False")
+        out = super().forward(ids) * scale
+        return out if mask is None else out * mask[..., None]
+
+
+def with_options() -> WithOptions:
+    torch.manual_seed(0)
+    return WithOptions()
