@@ -400,7 +400,9 @@ def _rewrite_hand_edges(params: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(edges)
 
 
-def _rewrite_problem(priors: str = "family") -> Problem:
+def _rewrite_problem(
+    priors: str = "family", workloads: tuple[str, ...] = REWRITE_WORKLOADS
+) -> Problem:
     from rewrite_tuner.rewrite_study import (
         DEFAULT_OBJECTIVES,
         evaluate_rewrite,
@@ -410,9 +412,7 @@ def _rewrite_problem(priors: str = "family") -> Problem:
     )
     from structure.params import param_nodes
 
-    space, context = rewrite_problem(
-        REWRITE_WORKLOADS, max_steps=150, priors=priors, run_metrics=True
-    )
+    space, context = rewrite_problem(workloads, max_steps=150, priors=priors, run_metrics=True)
     known = rule_knowledge(space)
 
     def evaluate(config: Mapping[str, Any], rng: np.random.Generator | None) -> tuple[dict, dict]:
@@ -423,7 +423,8 @@ def _rewrite_problem(priors: str = "family") -> Problem:
     hand = _rewrite_hand_edges(list(param_nodes(space)))
     metrics = tuple(dict.fromkeys(t for _, t in hand if t not in DEFAULT_OBJECTIVES))
     return Problem(
-        "rewrite" if priors == "family" else f"rewrite-{priors}", space,
+        ("rewrite" if priors == "family" else f"rewrite-{priors}")
+        + ("" if workloads == REWRITE_WORKLOADS else "@" + "+".join(workloads)), space,
         dict(DEFAULT_OBJECTIVES), (0.0, 0.0), evaluate, (), metrics, ax=False, hand_edges=hand,
         ignore_metrics=unmodeled_metrics(),
         knowledge=None if known is None else Knowledge.from_dict(known),

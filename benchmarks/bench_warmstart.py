@@ -158,7 +158,7 @@ def run_synthetic(
     study = Study(
         name, _spaces()["target"], OBJ, target_evaluate, storage=url, seed=seed, settings=settings
     )
-    if arm != "cold":
+    if arm != "cold" and not study.trials:  # a warm-started study queued them on creation
         for config in seeds:
             study.enqueue(config)
     t0 = time.perf_counter()
@@ -316,7 +316,6 @@ def run_arm(arm: str, seed: int, trials: int, source: str, tmp: Path) -> dict[st
     ``seed``."""
     from rewrite_tuner.rewrite_study import rewrite_study
     from studies.settings import StudySettings
-    from studies.warmstart import seed_from_related
 
     warm = arm in MODELS
     settings = StudySettings(
@@ -331,7 +330,8 @@ def run_arm(arm: str, seed: int, trials: int, source: str, tmp: Path) -> dict[st
         seed=seed,
         settings=settings,
     )
-    queued = [t.number for t in seed_from_related(study, per_study=2)] if warm else []
+    # a warm-started study queues the source's best on creation, before the lead design
+    queued = [t.number for t in sorted(study.trials, key=lambda t: t.number)][:2] if warm else []
     stats = study.optimize(trials, n_workers=2, progress=False)
     values = [
         [t.values["anytime_hv"], t.values["final_hv"]] if t.values else None

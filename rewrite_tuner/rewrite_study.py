@@ -402,9 +402,12 @@ def rewrite_study(
         settings=settings,
         context=context,
     )
-    if lead and not study.trials:  # a new study: the defaults and the informed prior first
+    if lead:  # a new study: the defaults and the informed prior first (after the related
+        # studies' best configurations a warm-started study queued on creation)
+        held = [t.config for t in study.trials]
         for config in lead_configs(space):
-            study.enqueue(config)
+            if study.space.validate({**study.space.default(), **config}) not in held:
+                study.enqueue(config)
     return study
 
 

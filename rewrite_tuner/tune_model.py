@@ -128,7 +128,10 @@ def tune_model(
     given = _given_priors(priors) if priors is not None else None
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
-    settings = StudySettings(n_initial=max(3, trials // 2), warm_start=list(warm_start))
+    # the related studies' best are queued after the defaults and the given priors (below)
+    settings = StudySettings(
+        n_initial=max(3, trials // 2), warm_start=list(warm_start), warm_start_queue=0
+    )
     study = rewrite_study(
         (workload,),
         budget=budget,

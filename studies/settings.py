@@ -15,6 +15,10 @@ __all__ = ["StudySettings"]
 
 SURROGATES = ("auto", "structured", "flat", "saas", "grouped")
 WARM_START_MODELS = ("mtgp", "rgpe")
+# Settings stored before a field existed take these values (their study runs on as it ran): a
+# warm-started study stored before `warm_start_queue` queued nothing itself, and its gate
+# kept a related study whose summed leave-one-out advantage was positive.
+LEGACY: dict[str, Any] = {"warm_start_queue": 0, "warm_start_gate": 0.0}
 # the keys of `Knowledge.to_dict`
 KNOWLEDGE_KEYS = ("required", "forbidden", "formulas", "phase_order", "candidates")
 
@@ -70,12 +74,24 @@ class StudySettings:
             mapped onto this space by parameter name, are related tasks of a multi-task GP that
             keeps each only while it predicts this study's trials better than the flat GP
             (`studies.warmstart`, `tuner.warmstart.WarmStartSurrogate`). It replaces
-            ``surrogate``. `studies.warmstart.seed_from_related` also queues their best
-            configurations first.
+            ``surrogate``. A new study queues their best configurations as its first trials
+            (``warm_start_queue``), and proposes from the model, related trials included, from
+            its first proposal on while the model's gate keeps a related study (the initial
+            design's points are skipped then; `tuner.Surrogate.informed`); while it keeps none,
+            the design runs as in a cold study.
         warm_start_model: How the related studies' trials inform the model: ``"mtgp"`` (a
             multi-task GP, `tuner.warmstart.WarmStartSurrogate`) or ``"rgpe"`` (a
             ranking-weighted ensemble of per-study GPs, `tuner.rgpe.RGPESurrogate`). The
             multi-task GP is the default by measurement (`benchmarks/bench_warmstart.py`).
+        warm_start_queue: Best configurations of each related study (ranked as
+            `studies.pareto.rank_pareto` ranks its trials) queued when the study is created
+            (`studies.warmstart.queue_related`); 0 queues none.
+        warm_start_gate: How sure the multi-task GP's gate must be that a related study
+            predicts this one's trials better than the flat GP before it is used
+            (`tuner.warmstart.WarmStartSurrogate`'s ``gate``: the mean per-trial leave-one-out
+            advantage plus this many standard errors must be above zero). -1.64, a one-sided
+            95% lower confidence bound, by measurement on the design split of
+            `benchmarks/bench_families.py` (docs/families.md).
     """
 
     heartbeat_interval: float = 10.0
@@ -90,6 +106,8 @@ class StudySettings:
     structure: Sequence[Sequence[str]] | None = None
     warm_start: Sequence[Any] = ()
     warm_start_model: str = "mtgp"
+    warm_start_queue: int = 2
+    warm_start_gate: float = -1.64
 
     def __post_init__(self) -> None:
         from studies.warmstart import check_entries
@@ -126,6 +144,20 @@ class StudySettings:
             raise StudySettingsError(
                 f"StudySettings.warm_start_model must be one of {WARM_START_MODELS}, got "
                 f"{self.warm_start_model!r}."
+            )
+        if (
+            isinstance(self.warm_start_queue, bool)
+            or not isinstance(self.warm_start_queue, int)
+            or self.warm_start_queue < 0
+        ):
+            raise StudySettingsError(
+                "StudySettings.warm_start_queue must be an int >= 0 (0: queue nothing), got "
+                f"{self.warm_start_queue!r}."
+            )
+        gate = self.warm_start_gate
+        if isinstance(gate, bool) or not isinstance(gate, int | float) or not math.isfinite(gate):
+            raise StudySettingsError(
+                f"StudySettings.warm_start_gate must be a finite number, got {gate!r}."
             )
         for name in ("heartbeat_interval", "grace_period"):
             value = getattr(self, name)
@@ -196,7 +228,9 @@ class StudySettings:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> StudySettings:
-        """Rebuild from `to_dict` output (unknown keys from newer versions are ignored).
+        """Rebuild from `to_dict` output (unknown keys from newer versions are ignored; a key
+        that settings stored before it existed lack takes the value that keeps such a study
+        running as it ran, `LEGACY`).
 
         Raises:
             StudySettingsError: If ``d`` is not a dict or holds invalid values.
@@ -204,7 +238,7 @@ class StudySettings:
         if not isinstance(d, Mapping):
             raise StudySettingsError(f"Stored StudySettings must be a dict, got {d!r}.")
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
+        return cls(**{**LEGACY, **{k: v for k, v in d.items() if k in known}})
 
 
 def _knowledge_dict(value: Any) -> dict[str, Any] | None:

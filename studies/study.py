@@ -151,6 +151,19 @@ class Study:
         )
         record = self._storage.create_study(new)
         self._attach(record, space, evaluate, settings)
+        if self._settings is not None and self._settings.warm_start:
+            self._queue_related()
+
+    def _queue_related(self) -> None:
+        """Queue the related studies' best configurations into a new warm-started study
+        (`studies.warmstart.queue_related`). A related study that cannot be read is reported,
+        with the fix, by the first proposal (`studies.warmstart.warm_surrogate`), not here."""
+        from studies.warmstart import queue_related
+
+        try:
+            queue_related(self)
+        except StudyError as err:
+            logger.warning("Warm start: nothing queued into %r (%s).", self.name, err)
 
     def _attach(
         self,

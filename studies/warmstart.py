@@ -3,8 +3,11 @@
 A study that names related studies (same storage or another URL) models its outcomes with
 `tuner.warmstart.WarmStartSurrogate`: their completed trials, mapped onto this study's space,
 are related tasks of a multi-task GP that each keeps only while it predicts this study's own
-trials better than the flat GP. `seed_from_related` also queues their best configurations as
-this study's first trials, so the initial design starts where they ended.
+trials better than the flat GP (`StudySettings.warm_start_gate`). A new study queues their best
+configurations as its first trials (`queue_related`, `StudySettings.warm_start_queue`), so it
+starts where they ended, and proposes from the model from its first proposal on while the gate
+keeps a related study (`tuner.Surrogate.informed`: the initial design is skipped then).
+`seed_from_related` queues them into a study that already holds trials.
 
 Mapping a configuration of another space: tuned parameters of the same name keep their value
 when this space accepts it (else the trial is left out); this space's `Fixed` parameters and the
@@ -26,7 +29,13 @@ if TYPE_CHECKING:
     from studies.records import TrialRecord
     from tuner.warmstart import RelatedTask
 
-__all__ = ["check_entries", "related_tasks", "seed_from_related", "warm_surrogate"]
+__all__ = [
+    "check_entries",
+    "queue_related",
+    "related_tasks",
+    "seed_from_related",
+    "warm_surrogate",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -169,27 +178,61 @@ def warm_surrogate(study: Any) -> Any:
         return RGPESurrogate(tasks, fit_options=options)
     from tuner.warmstart import WarmStartSurrogate
 
-    return WarmStartSurrogate(tasks, fit_options=options)
+    return WarmStartSurrogate(tasks, fit_options=options, gate=study.settings.warm_start_gate)
+
+
+def queue_related(study: Any) -> list[TrialRecord]:
+    """Queue the best `StudySettings.warm_start_queue` configurations of each related study
+    into ``study`` (a `Study`) if it holds no trial yet (`Study` calls it on creation): in one
+    transaction that checks the study is empty, so two processes opening a new study queue them
+    once.
+
+    Returns:
+        The trials queued (none for a study that already holds trials).
+
+    Raises:
+        StudyError: A related study is missing, is the study itself, or does not fit it.
+    """
+    per_study = study.settings.warm_start_queue
+    if not per_study or not study.settings.warm_start or study.trials:
+        return []
+    configs = _best_configs(study, per_study)
+    storage = study.storage
+    with storage.write() as conn:
+        storage.lock_study(conn, study.id)
+        if storage.count_trials(conn, study.id):
+            return []
+        return [storage.add_trial(conn, study.id, c, state="WAITING") for c in configs]
+
+
+def _best_configs(study: Any, per_study: int) -> list[dict[str, Any]]:
+    """The best ``per_study`` configurations of each related study, mapped onto ``study``'s
+    space, without repeats, in the related studies' order."""
+    from studies.pareto import rank_pareto
+
+    out: list[dict[str, Any]] = []
+    for other in _related_studies(study):
+        mapped = {t.number: t for t in _mapped(study, other)}
+        ranked = rank_pareto(other.trials, other.objectives, other.constraints)
+        for t in [mapped[t.number] for t in ranked if t.number in mapped][:per_study]:
+            if t.config not in out:
+                out.append(t.config)
+    return out
 
 
 def seed_from_related(study: Any, per_study: int = 2) -> list[TrialRecord]:
     """Queue the best ``per_study`` configurations of each related study (ranked as
     `studies.pareto.rank_pareto` ranks its trials), mapped onto ``study``'s (a `Study`'s)
-    space, as its next trials (`Study.enqueue`), skipping any it already holds. Call it on a new
-    study, before `optimize`.
+    space, as its next trials (`Study.enqueue`), skipping any it already holds: for a study
+    that already holds trials (a new one queues them on creation, `queue_related`).
 
     Returns:
         The trials queued.
     """
-    from studies.pareto import rank_pareto
-
     held = [t.config for t in study.trials]
     queued = []
-    for other in _related_studies(study):
-        mapped = {t.number: t for t in _mapped(study, other)}
-        ranked = rank_pareto(other.trials, other.objectives, other.constraints)
-        for t in [mapped[t.number] for t in ranked if t.number in mapped][:per_study]:
-            if t.config not in held:
-                queued.append(study.enqueue(t.config))
-                held.append(t.config)
+    for config in _best_configs(study, per_study):
+        if config not in held:
+            queued.append(study.enqueue(config))
+            held.append(config)
     return queued

@@ -185,6 +185,85 @@ def test_suite_strategies_reads_a_trace_and_tabulates() -> None:
     assert "| 11.1% (45.4 / 68.9) |" in text  # 10% less cost is 11.1% faster; Tensat's paper
 
 
+def test_the_families_split_keeps_design_and_test_apart() -> None:
+    from benchmarks._families import SPLIT, describe, member
+
+    for family, split in SPLIT.items():
+        assert not set(split["design"]) & set(split["test"]), family
+    generated = [m for f in ("search", "network") for m in SPLIT[f]["test"] if "/" in m]
+    assert len(generated) >= 20 and all(int(m.split("/")[1]) >= 100 for m in generated)
+    assert {"search8", "search40"} <= set(SPLIT["search"]["design"])
+    assert [m.split("/")[1] for m in SPLIT["main"]["test"]] == [str(s) for s in range(5, 15)]
+    widths = [describe(m)["columns"] for m in SPLIT["search"]["test"]]
+    assert min(widths) >= 6 and max(widths) <= 60
+    for name in ("search/100", "network/103"):
+        problem = member(name)
+        config = problem.space.default()
+        values, metrics = problem.evaluate(config, np.random.default_rng(0))
+        assert set(values) == set(problem.objectives) and metrics
+        assert problem.evaluate(config, None) == problem.evaluate(config, None)  # noise-free
+
+
+def test_search8_is_a_member_of_the_search_family_unchanged() -> None:
+    from benchmarks._families import member
+    from benchmarks._structure_problems import PROBLEMS
+
+    old, new = PROBLEMS["search8"], member("search8")
+    config = old.space.default()
+    a = old.evaluate(config, np.random.default_rng(3))
+    b = new.evaluate(config, np.random.default_rng(3))
+    assert a == b and old.true_edges == new.true_edges and old.ref == new.ref
+
+
+def test_warm_pairs_relate_their_source_to_the_target_as_named() -> None:
+    from scipy.stats import spearmanr
+
+    from benchmarks._families import warm_pair
+
+    def ranks(relation: str) -> float:
+        pair = warm_pair(f"warm/0/{relation}")
+        configs = pair.target.space.from_unit(pair.target.space.sample_unit(40, 5))
+        t = [pair.target.evaluate(c, None)[0]["o1"] for c in configs]
+        s = [pair.source.evaluate(c, None)[0]["o1"] for c in configs]
+        return float(spearmanr(t, s).statistic)
+
+    assert ranks("identical") == pytest.approx(1.0) and ranks("shifted") == pytest.approx(1.0)
+    assert ranks("misleading") == pytest.approx(-1.0)  # the source's best is the target's worst
+    assert abs(ranks("unrelated")) < 0.5 < ranks("moved")
+
+
+def test_bench_families_arms_are_the_study_defaults_with_overrides() -> None:
+    from benchmarks._families import member
+    from benchmarks.bench_families import _seeds, _warm_jobs, structure_surrogate
+    from structure import StructuredConfig
+
+    problem = member("search8")
+    assert structure_surrogate("auto", problem).config == StructuredConfig()
+    assert structure_surrogate("auto+veto=none+tolerance=1", problem).config.veto is None
+    with pytest.raises(SystemExit, match="no field 'vetoo'"):
+        structure_surrogate("auto+vetoo=1", problem)
+    assert _seeds("0-2,5") == [0, 1, 2, 5]
+    jobs = _warm_jobs(["warm/0/moved", "warm/0/misleading"], ["cold", "warm"])
+    assert jobs == [("warm/0/identical", "cold"), ("warm/0/moved", "warm"),
+                    ("warm/0/misleading", "warm")]  # fmt: skip
+
+
+def test_bench_families_main_summary_pairs_the_main_job_with_ax_by_seed() -> None:
+    from benchmarks._families_report import main_summary
+
+    def run(seed: int, project: float, ax: float) -> dict:
+        best = lambda v: {"10": v - 0.02, "20": v, "30": v}  # noqa: E731
+        return {"seed": seed, "arms": {"project": {"best_at": best(project)},
+                                       "ax": {"best_at": best(ax)}}}  # fmt: skip
+
+    runs = [run(5, 1.02, 1.01), run(6, 1.00, 1.03), run(7, 1.01, 1.01)]
+    s = main_summary(runs)
+    assert s["seeds"] == [5, 6, 7] and s["30"]["median"] == {"project": 1.01, "ax": 1.01}
+    assert s["30"]["reaches_best"] == {"project": 2, "ax": 2}  # a tie reaches it for both
+    assert s["10"]["diff"][0] == pytest.approx(0.0) and s["10"]["diff"][1] < 0 < s["10"]["diff"][2]
+    assert main_summary([{"seed": 5, "arms": {"ax": {}}}])["seeds"] == []  # ax alone: no pair
+
+
 def _fake_stenso(root: Path) -> Path:
     """A checkout laid out like STENSO-Artifact, with two programs of our own."""
     bench = root / "stenso" / "eval" / "benchmarks"

@@ -122,10 +122,11 @@ def propose(
     sobol = _design(space, t + n, settings.seed, settings.options.start_with_default)
     in_flight = _in_flight(settings, reserved, use_model, taken)
     chosen: list[Tensor] = []
+    informed = use_model and t < settings.n_initial and _informed(settings, completed, seed)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         for i in range(n):
-            if t + i < settings.n_initial or not use_model:
+            if (t + i < settings.n_initial and not informed) or not use_model:
                 x = sobol[t + i] if sobol[t + i] not in taken else None
                 chosen.append(_accept(x, space, taken, seed + i))
         if len(chosen) < n:
@@ -133,6 +134,13 @@ def propose(
                 settings, trials, completed, chosen + in_flight, n - len(chosen), taken, seed
             )
     return space.from_unit(candidates_from(chosen, space.dim))
+
+
+@one_thread()
+def _informed(settings: ProposalContext, completed: Sequence[Trial], seed: int) -> bool:
+    """Whether the surrogate proposes within the initial design (`Surrogate.informed`)."""
+    data = settings.problem.training_data(settings.space, completed, seed)
+    return bool(settings.surrogate.informed(data))
 
 
 def _in_flight(

@@ -41,9 +41,9 @@ from tuner.warmstart import RelatedTask, check_related
 
 __all__ = ["MIN_TARGET", "RankWeightedEnsemble", "RGPESurrogate", "rank_weights"]
 
-#: Target trials needed before the weights are computed (two for the target's out-of-sample
-#: model, one held out); below, the flat GP is used.
-MIN_TARGET = 3
+#: Target trials needed before the weights are computed (the target's out-of-sample model
+#: predicts each from the others); below, the flat GP is used.
+MIN_TARGET = 2
 
 
 class RGPESurrogate(Surrogate):
@@ -56,6 +56,7 @@ class RGPESurrogate(Surrogate):
         max_related: Fit each related task's GP on at most this many of its trials (its best by
             the first outcome), bounding the cost of the ensemble's posterior.
         dilution: Apply the weight-dilution rule (module docstring).
+        min_target: Target trials from which the weights are computed (>= 2).
     """
 
     def __init__(
@@ -65,7 +66,9 @@ class RGPESurrogate(Surrogate):
         n_samples: int = 256,
         max_related: int = 100,
         dilution: bool = True,
+        min_target: int = MIN_TARGET,
     ) -> None:
+        self.min_target = max(int(min_target), 2)
         self.related = [r for r in related if r.X.shape[0] > 0]
         self.fit_options = dict(fit_options or {})
         self.n_samples = int(n_samples)
@@ -73,15 +76,30 @@ class RGPESurrogate(Surrogate):
         self.dilution = bool(dilution)
         self._bases: list[Model] | None = None  # the related tasks' GPs, fitted once
         self._last: dict[str, Any] = {}
+        self._fitted: tuple[str, Model] | None = None
 
     def check(self, space: Any, outcome_names: Sequence[str], n_objectives: int) -> None:
         """Refuse related tasks whose inputs or outcomes do not match the target's."""
         check_related(self.related, space, outcome_names)
 
+    def informed(self, data: TrainingData) -> bool:
+        """Whether a related task earns a weight on ``data`` (the tuner then proposes from the
+        ensemble within its initial design; else the design runs, as in a cold study)."""
+        return isinstance(self.fit(data), RankWeightedEnsemble)
+
     def fit(self, data: TrainingData) -> Model:
-        """The flat GP, or a `RankWeightedEnsemble` when a related task earns a weight."""
+        """The flat GP, or a `RankWeightedEnsemble` when a related task earns a weight. The
+        model of the last data is kept: fitting it again returns it."""
+        key = data.digest()
+        if self._fitted is not None and self._fitted[0] == key:
+            return self._fitted[1]
+        model = self._fit(data)
+        self._fitted = (key, model)
+        return model
+
+    def _fit(self, data: TrainingData) -> Model:
         flat = FlatSurrogate(self.fit_options).fit(data)
-        if data.n < MIN_TARGET or not self.related:
+        if data.n < self.min_target or not self.related:
             self._last = {"model": "FlatSurrogate(SingleTaskGP)", "n_train": data.n, "weights": {}}
             return flat
         bases = self._base_models(data)

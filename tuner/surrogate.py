@@ -10,6 +10,7 @@ convention, then outcome-constraint metrics in their raw units). The tuner only 
 
 from __future__ import annotations
 
+import hashlib
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -65,6 +66,16 @@ class TrainingData:
     n_objectives: int = field(default=-1)
     Yvar: Tensor | None = None
     directions: tuple[str, ...] = ()
+
+    def digest(self) -> str:
+        """A hash of the inputs, outcomes, variances, outcome names and seed: equal digests,
+        equal fits (`Surrogate.fit`'s contract), so a surrogate may keep its last model."""
+        h = hashlib.sha256()
+        for t in (self.X, self.Y, self.Yvar):
+            if t is not None:
+                h.update(t.detach().contiguous().numpy().tobytes())
+        h.update(f"{self.seed}|{list(self.outcome_names)}".encode())
+        return h.hexdigest()
 
     def __post_init__(self) -> None:
         if self.X.dim() != 2 or self.Y.dim() != 2 or self.X.shape[0] != self.Y.shape[0]:
@@ -176,6 +187,13 @@ class Surrogate(ABC):
         acquisition among the points whose log-acquisition under the vetoing model is within
         the margin of the pool's best under it. None (the default): no veto."""
         return None
+
+    def informed(self, data: TrainingData) -> bool:
+        """Whether the model of ``data`` knows more than the trials tell (a warm start's kept
+        related study): the tuner then proposes from the model at positions of the initial
+        design too, once `TunerOptions.min_completed` trials completed. False (the default):
+        the design runs first."""
+        return False
 
     def describe(self) -> dict[str, Any]:
         """JSON-able information on the last fit (chosen model, scores, ...); `{}` by default."""

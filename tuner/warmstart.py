@@ -7,11 +7,16 @@ A related task whose outcomes move with the target's lends its trials through a 
 correlation. With few target trials the learned correlation cannot tell a related task from an
 unrelated one (on a synthetic pair with 4 target trials: 0.81 for a shifted copy of the
 target, 0.85 for noise), so each related task must earn its place the way the structured
-surrogate does (`structure`): it is kept only when the multi-task GP over the target and that
-task predicts the target's trials better, in leave-one-out log likelihood (closed form, with
-the fitted hyper-parameters), than the flat GP on the target alone. Without a kept task the
-model is the flat GP: an unrelated study costs nothing but the fits (measured in
-``benchmarks/bench_warmstart.py``).
+surrogate does (`structure`): the gate compares, per target trial, the leave-one-out log
+likelihood (closed form, with the fitted hyper-parameters, all outcomes) of the multi-task GP
+over the target and that task with the flat GP's on the target alone, and keeps the task while
+``mean + gate * se`` of those per-trial advantages is above zero (``gate`` 0: the advantage
+summed over the trials is positive; a negative ``gate`` asks for a lower confidence bound
+above zero, a positive one gives a task the benefit of the doubt while the trials are few).
+Without a kept task the model is the flat GP: an unrelated study costs nothing but the fits.
+The gate judges from ``min_target`` target trials on, so that a study whose first trials are the
+related studies' best configurations (`studies.warmstart`) models them from its first
+proposal.
 
 The related tasks' inputs must already be encoded in the target's space (`RelatedTask`); the
 study layer maps another study's configurations onto shared parameters by name
@@ -35,11 +40,13 @@ from torch import Tensor
 from tuner.errors import SurrogateError
 from tuner.surrogate import FlatSurrogate, Surrogate, TrainingData
 
-__all__ = ["MIN_TARGET", "RelatedTask", "WarmStartSurrogate", "check_related"]
+__all__ = ["GATE", "MIN_TARGET", "RelatedTask", "WarmStartSurrogate", "check_related"]
 
-#: Target trials needed before a related task can be judged; below, the flat GP is used (the
-#: initial design runs first anyway).
-MIN_TARGET = 6
+#: Target trials needed before a related task can be judged; below, the flat GP is used.
+MIN_TARGET = 2
+#: `WarmStartSurrogate`'s default gate (module docstring): a one-sided 95% lower confidence
+#: bound on the mean per-trial advantage (`StudySettings.warm_start_gate`).
+GATE = -1.64
 
 
 @dataclass(frozen=True)
@@ -80,6 +87,10 @@ class WarmStartSurrogate(Surrogate):
         fit_options: Options for the L-BFGS-B fit (scipy keys such as ``{"maxiter": 50}``).
         max_related: Keep at most this many trials per related task (its best by the first
             objective, then the rest in order), bounding the fit's cost.
+        min_target: Target trials from which related tasks are judged and used (>= 2).
+        gate: How sure the gate must be that a task helps (module docstring): a task is kept
+            while the mean of its per-trial leave-one-out advantage plus ``gate`` standard
+            errors is above zero.
     """
 
     def __init__(
@@ -87,33 +98,61 @@ class WarmStartSurrogate(Surrogate):
         related: Sequence[RelatedTask],
         fit_options: Mapping[str, Any] | None = None,
         max_related: int = 100,
+        min_target: int = MIN_TARGET,
+        gate: float = GATE,
     ) -> None:
+        if int(min_target) < 2:
+            raise SurrogateError(f"`min_target >= 2` must hold, got {min_target=}.")
         self.related = [r for r in related if r.X.shape[0] > 0]
         self.fit_options = dict(fit_options or {})
         self.max_related = int(max_related)
+        self.min_target = int(min_target)
+        self.gate = float(gate)
         self._last: dict[str, Any] = {}
+        self._fitted: tuple[str, Model] | None = None
 
     def check(self, space: Any, outcome_names: Sequence[str], n_objectives: int) -> None:
         """Refuse related tasks whose inputs or outcomes do not match the target's."""
         check_related(self.related, space, outcome_names)
 
+    def informed(self, data: TrainingData) -> bool:
+        """Whether the gate keeps a related task on ``data`` (the tuner then proposes from the
+        model within its initial design; else the design runs, as in a cold study)."""
+        self.fit(data)
+        return bool(self._last.get("related"))
+
     def fit(self, data: TrainingData) -> Model:
         """The flat GP, or one `MultiTaskGP` per outcome (task 0: the target) over the target
-        and the related tasks that predict its trials better (module docstring)."""
+        and the related tasks that predict its trials better (module docstring). The model of
+        the last data is kept: fitting it again returns it."""
+        key = data.digest()
+        if self._fitted is not None and self._fitted[0] == key:
+            return self._fitted[1]
+        model = self._fit(data)
+        self._fitted = (key, model)
+        return model
+
+    def _fit(self, data: TrainingData) -> Model:
         flat_surrogate = FlatSurrogate(self.fit_options)
         flat = flat_surrogate.fit(data)
-        scores: dict[str, float] = {"flat": _loo_flat(flat)} if data.n >= MIN_TARGET else {}
+        judged = data.n >= self.min_target
+        base = _loo_flat(flat) if judged else None
+        scores: dict[str, float] = {"flat": float(base.sum())} if base is not None else {}
+        gate: dict[str, list[float]] = {}
         kept, fitted = [], {}
         for r in self.related:
-            if data.n < MIN_TARGET:
+            if base is None:
                 break
             model = self._fit_tasks(data, [r])
-            scores[r.name] = _loo_tasks(model, data.n)
-            if scores[r.name] > scores["flat"]:
+            own = _loo_tasks(model, data.n)
+            scores[r.name] = float(own.sum())
+            bound = _bound(own - base, self.gate)
+            gate[r.name] = [round(float((own - base).mean()), 4), round(bound, 4)]
+            if bound > 0:
                 kept.append(r)
                 fitted[r.name] = model
         if not kept:
-            self._last = {**flat_surrogate.describe(), "related": [], "loo": scores}
+            self._last = {**flat_surrogate.describe(), "related": [], "loo": scores, "gate": gate}
             return flat
         model = fitted[kept[0].name] if len(kept) == 1 else self._fit_tasks(data, kept)
         self._last = {
@@ -124,6 +163,7 @@ class WarmStartSurrogate(Surrogate):
                 for r, c in zip(kept, _correlations(_models(model)), strict=True)
             ],
             "loo": scores,
+            "gate": gate,
         }
         return model
 
@@ -172,8 +212,9 @@ class WarmStartSurrogate(Surrogate):
         return r.X[keep], r.Y[keep], None if r.Yvar is None else r.Yvar[keep]
 
     def describe(self) -> dict[str, Any]:
-        """The last fit: training size, and per related task its trials and, per outcome, its
-        learned correlation with the target task."""
+        """The last fit: training size, per related task its trials and, per outcome, its
+        learned correlation with the target task; ``loo``: summed leave-one-out log likelihoods;
+        ``gate``: per related task, the mean per-trial advantage and the bound the gate tests."""
         return dict(self._last)
 
 
@@ -219,20 +260,29 @@ def _loo(prior_cov: Tensor, noise: Tensor, resid: Tensor, scale: Tensor) -> Tens
     return ll - torch.log(scale).unsqueeze(-1)
 
 
-def _loo_flat(model: Any) -> float:
-    """Summed LOO log likelihood of the flat batched GP's training points, all outcomes."""
+def _bound(advantage: Tensor, gate: float) -> float:
+    """``mean + gate * se`` of the per-trial advantages (``n``-dim Tensor, ``n >= 2``)."""
+    n = advantage.shape[0]
+    se = float(advantage.std()) / n**0.5 if n > 1 else 0.0
+    return float(advantage.mean()) + gate * se
+
+
+def _loo_flat(model: Any) -> Tensor:
+    """``n``-dim Tensor: the LOO log likelihood of each of the flat batched GP's training
+    points, summed over the outcomes."""
     with torch.no_grad():
         X = model.train_inputs[0]
         prior = model.forward(X)
         resid = model.train_targets - prior.mean
         scale = model.outcome_transform.stdvs.squeeze(0)
-        return float(_loo(prior.covariance_matrix, model.likelihood.noise, resid, scale).sum())
+        ll = _loo(prior.covariance_matrix, model.likelihood.noise, resid, scale)
+        return ll.reshape(-1, resid.shape[-1]).sum(dim=0)
 
 
-def _loo_tasks(model: Any, n_target: int) -> float:
-    """Summed LOO log likelihood of the target's training points (the first ``n_target`` of
-    each multi-task GP), all outcomes."""
-    total = 0.0
+def _loo_tasks(model: Any, n_target: int) -> Tensor:
+    """``n_target``-dim Tensor: the LOO log likelihood of each of the target's training points
+    (the first ``n_target`` of each multi-task GP), summed over the outcomes."""
+    total = torch.zeros(n_target, dtype=torch.float64)
     with torch.no_grad():
         for gp in model.models:
             X = gp.train_inputs[0]
@@ -243,7 +293,7 @@ def _loo_tasks(model: Any, n_target: int) -> float:
             if noise.shape[-1] != resid.shape[-1]:  # one noise level per task
                 noise = noise.reshape(-1)[X[:, -1].long()]
             ll = _loo(prior.covariance_matrix, noise, resid, scale)
-            total += float(ll[..., :n_target].sum())
+            total += ll[..., :n_target].reshape(-1, n_target).sum(dim=0)
     return total
 
 

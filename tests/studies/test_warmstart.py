@@ -1,10 +1,11 @@
 """`StudySettings(warm_start=...)`: a new study's model learns from finished studies' trials
-(mapped onto its space by parameter name); `seed_from_related` queues their best first; bad
-references are clear errors."""
+(mapped onto its space by parameter name) from its first proposal; their best configurations
+are queued first; bad references are clear errors."""
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from studies import Study, StudyError, StudySettings
 from studies.errors import StudySettingsError
 from studies.examples import toy_evaluate, toy_space, toy_study
 from studies.pareto import rank_pareto
-from studies.warmstart import related_tasks, seed_from_related
+from studies.warmstart import related_tasks, seed_from_related, warm_surrogate
 from tests.studies.helpers import fast_settings
 
 OBJ = {"latency": "minimize", "search_seconds": "minimize"}
@@ -38,11 +39,13 @@ def test_a_warm_started_study_models_with_the_related_trials(source: str) -> Non
     assert study.settings.warm_start == [{"study": "src", "storage": None}]
     (task,) = related_tasks(study)
     assert task.name == "src" and task.X.shape == (8, study.space.dim)
-    queued = seed_from_related(study, per_study=2)
+    queued = study.trials  # queued on creation (`StudySettings.warm_start_queue`)
     assert len(queued) == 2 and all(t.state == "WAITING" for t in queued)
     src = Study.load("src", source)
     best = rank_pareto(src.trials, src.objectives, src.constraints)[:2]
     assert [t.config for t in queued] == [t.config for t in best]  # the same space: as is
+    assert seed_from_related(study, per_study=2) == []  # held already
+    assert len(_warm(source).trials) == 2  # opened again: nothing queued twice
     study.optimize(9, progress=False)
     assert [t.state for t in study.trials] == ["COMPLETE"] * 9
     surrogate = next(iter(study._tuners.values())).surrogate
@@ -50,6 +53,57 @@ def test_a_warm_started_study_models_with_the_related_trials(source: str) -> Non
     assert set(surrogate.describe()["loo"]) == {"flat", "src"}  # judged once enough trials
     again = StudySettings.from_dict(study.settings.to_dict())
     assert again == study.settings
+
+
+def test_a_warm_started_study_proposes_from_the_model_while_it_keeps_the_source(
+    source: str,
+) -> None:
+    cold = toy_study("cold", source, settings=fast_settings(n_initial=6), seed=1)
+    cold.optimize(4, progress=False)  # all four from the initial design
+    design = [t.config for t in sorted(cold.trials, key=lambda t: t.number)]
+    runs = {}
+    for gate in (1e6, -1e6):  # a task always kept, never kept
+        settings = dataclasses.replace(
+            fast_settings(n_initial=6), warm_start=["src"], warm_start_gate=gate
+        )
+        study = toy_study(f"gate{gate:+.0f}", source, settings=settings, seed=1)
+        study.optimize(4, progress=False)  # the 2 queued, then 2 proposals
+        runs[gate] = [t.config for t in sorted(study.trials, key=lambda t: t.number)]
+    assert runs[-1e6][2:] == design[2:]  # none kept: the design runs, as in a cold study
+    assert not any(c in design for c in runs[1e6][2:])  # kept: the model proposes at once
+    from tuner.warmstart import GATE
+
+    assert StudySettings().warm_start_gate == GATE  # the study's default is the model's
+    quiet = dataclasses.replace(fast_settings(), warm_start=["src"], warm_start_queue=0)
+    assert toy_study("none", source, settings=quiet, seed=1).trials == []
+    stored = {k: v for k, v in settings.to_dict().items() if k != "warm_start_queue"}
+    assert StudySettings.from_dict(stored).warm_start_queue == 0  # stored before it existed
+    with pytest.raises(StudySettingsError, match="warm_start_queue must be an int >= 0"):
+        StudySettings(warm_start=["src"], warm_start_queue=-1)
+
+
+def test_the_gate_setting_reaches_the_model_and_older_settings_keep_theirs(source: str) -> None:
+    settings = dataclasses.replace(
+        fast_settings(), warm_start=["src"], warm_start_gate=-3.0, warm_start_queue=0
+    )
+    study = toy_study("gated", source, settings=settings, seed=1)
+    assert warm_surrogate(study).gate == -3.0
+    assert StudySettings.from_dict(study.settings.to_dict()).warm_start_gate == -3.0
+    older = StudySettings.from_dict({"warm_start": ["src"]})  # stored before both existed
+    assert (older.warm_start_queue, older.warm_start_gate) == (0, 0.0)  # as it ran then
+    for bad in (float("nan"), True, "strict"):
+        with pytest.raises(StudySettingsError, match="warm_start_gate must be a finite number"):
+            StudySettings(warm_start=["src"], warm_start_gate=bad)
+
+
+def test_a_new_study_naming_a_missing_study_queues_nothing_and_says_so(
+    source: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="studies.study"):
+        study = toy_study("lost", source, settings=StudySettings(warm_start=["nope"]))
+    assert study.trials == [] and "nothing queued into 'lost'" in caplog.text
+    with pytest.raises(StudyError, match="No study named 'nope'"):  # the first proposal says it
+        study.optimize(1, progress=False)
 
 
 def test_rgpe_models_a_warm_started_study(source: str) -> None:

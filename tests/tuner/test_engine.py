@@ -370,3 +370,19 @@ def test_no_fused_kernel_restores_botorchs_state_when_the_last_block_exits(monke
             assert logei._load_attempted and logei._C is None
         assert logei._load_attempted
     assert logei._load_attempted is False
+
+
+def test_an_informed_surrogate_proposes_within_the_initial_design(space: Space) -> None:
+    class Informed(FlatSurrogate):  # a warm start's gate keeping a related study
+        def informed(self, data: TrainingData) -> bool:
+            return True
+
+    cold = make_tuner(space, n_initial=6, seed=0)
+    warm = make_tuner(space, n_initial=6, seed=0, surrogate=Informed({"maxiter": 15}))
+    run(cold, 4)
+    run(warm, 4)
+    design = [t.config for t in cold.trials]  # all four from the initial design
+    proposed = [t.config for t in warm.trials]
+    min_completed = FAST.min_completed
+    assert proposed[:min_completed] == design[:min_completed]  # too few trials to model
+    assert not any(c in design for c in proposed[min_completed:])  # then the model, at once

@@ -103,9 +103,10 @@ def test_fits_repeat_and_few_trials_use_the_flat_gp(tasks) -> None:
     a.fit(data)
     b.fit(data)
     assert a.describe()["weights"] == b.describe()["weights"]
+    assert a.informed(data) and a.fit(data) is a.fit(data)  # weighted; equal data: kept model
     few = TrainingData(data.X[: MIN_TARGET - 1], data.Y[: MIN_TARGET - 1], ["f"], {}, SPACE, 0)
     a.fit(few)
-    assert a.describe()["weights"] == {}
+    assert a.describe()["weights"] == {} and not a.informed(few)
 
 
 def test_the_tuner_proposes_with_the_ensemble() -> None:

@@ -49,6 +49,29 @@ def test_a_related_task_is_kept_and_an_unrelated_one_dropped(tasks) -> None:
     assert alone.describe()["related"] == []
 
 
+def test_a_stricter_gate_needs_more_evidence_to_keep_a_task(tasks) -> None:
+    related, _, data, _ = tasks
+    strict = WarmStartSurrogate([related], fit_options={"maxiter": 20}, gate=-1e6)
+    strict.fit(data)
+    mean, bound = strict.describe()["gate"]["shifted"]  # kept by the default gate (above)
+    assert mean > 0 > bound and strict.describe()["related"] == []
+    with pytest.raises(SurrogateError, match="min_target >= 2"):
+        WarmStartSurrogate([related], min_target=1)
+
+
+def test_the_gate_tells_the_tuner_when_to_model_and_a_refit_is_kept(tasks) -> None:
+    related, unrelated, data, _ = tasks
+    warm = WarmStartSurrogate([related], fit_options={"maxiter": 20})
+    assert warm.informed(data)  # kept: the tuner proposes within its initial design
+    model = warm.fit(data)
+    same = TrainingData(data.X.clone(), data.Y.clone(), ["f"], {}, SPACE, 0)
+    assert warm.fit(same) is model  # equal data: the last model, not another fit
+    assert warm.fit(TrainingData(data.X, data.Y, ["f"], {}, SPACE, 1)) is not model  # seed
+    few = TrainingData(data.X[: MIN_TARGET - 1], data.Y[: MIN_TARGET - 1], ["f"], {}, SPACE, 0)
+    assert not warm.informed(few)  # too few target trials to judge: the design runs
+    assert not WarmStartSurrogate([unrelated], fit_options={"maxiter": 20}).informed(data)
+
+
 def test_too_few_target_trials_use_the_flat_gp(tasks) -> None:
     related, _, data, _ = tasks
     few = TrainingData(data.X[: MIN_TARGET - 1], data.Y[: MIN_TARGET - 1], ["f"], {}, SPACE, 0)
