@@ -386,11 +386,13 @@ def rewrite_study(
             on_calibrate()
         space, context = rewrite_problem(**args)
     settings = _with_rule_knowledge(_ignoring_machine_metrics(settings), space)
-    lead = lead and existing is None and centre is None and bool(lead_configs(space))
+    lead = lead and centre is None and bool(lead_configs(space))
     from studies.settings import StudySettings
 
     if lead and isinstance(settings, StudySettings) and settings.n_initial is None:
+        # on resume too: the settings given must equal the stored ones (else a warning)
         settings = dataclasses.replace(settings, n_initial=LEAD_DESIGN)
+    lead = lead and existing is None  # only a new study queues the lead configurations
     study = Study(
         name,
         space,

@@ -173,13 +173,18 @@ def _default(problem: RewriteProblem) -> tuple[dict[str, Any], dict[str, Any]]:
     return problem.space.default(), problem.context
 
 
-def test_resume_skips_calibration_and_other_arguments_conflict(tmp_path: Path) -> None:
+def test_resume_skips_calibration_and_other_arguments_conflict(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     calls: list[int] = []
     args = {"budget": 40, "seeds": 1, "calibration_seeds": 2, "storage": url, "name": "r"}
     study = rewrite_study(GPT2, **args, on_calibrate=lambda: calls.append(1))
     study.optimize(2, progress=False)
-    again = rewrite_study(GPT2, **args, on_calibrate=lambda: calls.append(1))
+    with caplog.at_level("WARNING"):
+        again = rewrite_study(GPT2, **args, on_calibrate=lambda: calls.append(1))
+    # the same arguments give the same settings: no "keeps its stored settings" on a resume
+    assert "keeps its stored settings" not in caplog.text
     assert calls == [1] and again.space == study.space and len(again.trials) == 2
     assert again.objectives == DEFAULT_OBJECTIVES
     # The machine-dependent metrics are stored but never reach the structured surrogate.
