@@ -49,7 +49,7 @@ from rewrite.plans.convert import (
 from rewrite.plans.experts import _kv_heads, megatron_layout
 from rewrite.plans.graphcost import Options, graph_cost
 from rewrite.plans.layout import ModelLayout
-from rewrite.plans.propagate import propagate
+from rewrite.plans.propagate import Propagation, propagate
 from rewrite.plans.sharding import Sharding
 from rewrite.plans.step import StepCost, step_cost
 from rewrite.plans.strategy import Strategy, TPLayout
@@ -102,26 +102,8 @@ def block_objective(
     """A block's per-device seconds times ``1 + bytes / capacity`` under ``lay`` on ``t``
     devices (see the module docstring); infinite, with ``expressible``, for a layout DTensor's
     parallel styles cannot express (`rewrite.plans.convert.dtensor_problems`)."""
-    block, _ = layout.graphs_at(b)
-    name = block.input_names[0]
-    seeds = {
-        n.attrs["name"]: Sharding.split(n.type.rank, lay.block[n.attrs["name"]], "tp")
-        for n in block.params()
-        if n.attrs["name"] in lay.block
-    }
-    rank = block.input_types[0].rank
-    hidden = Sharding.replicated(rank)
-    if lay.sequence_parallel and rank >= 2:
-        hidden = hidden.with_dim(1, ("tp",))
-    seeds[name] = hidden
-    prop = propagate(block, {"tp": t}, seeds, frozenset({name}))
-    penalty = 1.0
-    if expressible and (
-        _move_problems(prop, block, "block")
-        or _param_problems(lay.block, layout.block_modules, layout.module_fqn)
-        or _fused_problems(prop, layout)
-    ):
-        penalty = _INEXPRESSIBLE
+    prop, name, problems = _propagated(layout, lay, t, b)
+    penalty = _INEXPRESSIBLE if expressible and problems else 1.0
     c = graph_cost(prop, p, options, name)
     link = link_of({"tp": t}, ("tp",), p)
     eff = float(p.training.get("link_efficiency", 0.8))
@@ -205,7 +187,12 @@ def search_layout(
     return best[1], len(seen)
 
 
-def _expressible(layout: ModelLayout, lay: TPLayout, t: int, b: int) -> bool:
+def _propagated(
+    layout: ModelLayout, lay: TPLayout, t: int, b: int
+) -> tuple[Propagation, str, bool]:
+    """Block ``b``'s graph propagated under ``lay`` on ``t`` devices, its hidden input's name,
+    and whether DTensor's parallel styles cannot express it (a move inside the block, a
+    parameter split no style gives, a fused split `apply` does not regroup)."""
     block, _ = layout.graphs_at(b)
     name = block.input_names[0]
     seeds = {
@@ -219,10 +206,16 @@ def _expressible(layout: ModelLayout, lay: TPLayout, t: int, b: int) -> bool:
         hidden = hidden.with_dim(1, ("tp",))
     seeds[name] = hidden
     prop = propagate(block, {"tp": t}, seeds, frozenset({name}))
-    return not (
+    problems = bool(
         _move_problems(prop, block, "block")
         or _param_problems(lay.block, layout.block_modules, layout.module_fqn)
+        or _fused_problems(prop, layout)
     )
+    return prop, name, problems
+
+
+def _expressible(layout: ModelLayout, lay: TPLayout, t: int, b: int) -> bool:
+    return not _propagated(layout, lay, t, b)[2]
 
 
 # ------------------------------------------------------------------------------ plan search
