@@ -175,10 +175,7 @@ class DeviceProfile:
                 f"device {self.name!r}: dispatch must be one of {DISPATCH}, but got "
                 f"{self.dispatch!r}."
             )
-        fam = self.family_efficiency if isinstance(self.family_efficiency, Mapping) else None
-        if fam is None or not all(
-            isinstance(k, str) and _is_number(v) and v > 0 for k, v in fam.items()
-        ):
+        if not _positive_map(self.family_efficiency):
             raise CostModelError(
                 f"device {self.name!r}: family_efficiency must map op families to positive "
                 f"numbers, but got {self.family_efficiency!r}."
@@ -227,10 +224,7 @@ class DeviceProfile:
                         f"device {self.name!r}: cluster.{key} must give 'bandwidth' (bytes/s, > 0) "
                         f"and 'latency' (s, >= 0), but got {link!r}."
                     )
-        tr = self.training if isinstance(self.training, Mapping) else None
-        if tr is None or not all(
-            isinstance(k, str) and _is_number(v) and v > 0 for k, v in tr.items()
-        ):
+        if not _positive_map(self.training):
             raise CostModelError(
                 f"device {self.name!r}: training must map factor names to positive numbers, but "
                 f"got {self.training!r}."
@@ -331,6 +325,13 @@ class DeviceProfile:
             "training": dict(self.training),
             "provenance": dict(self.provenance),
         }
+
+
+def _positive_map(value: Any) -> bool:
+    """Whether ``value`` maps names (strings) to positive numbers."""
+    return isinstance(value, Mapping) and all(
+        isinstance(k, str) and _is_number(v) and v > 0 for k, v in value.items()
+    )
 
 
 def _is_number(v: Any) -> TypeGuard[float]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,7 +118,8 @@ class IlpOutcome:
     seconds: float
 
 
-def _reachable(costs: Costs, snap: Snapshot, roots: Sequence[int]) -> list[int]:
+def _walk(costs: Costs, roots: Sequence[int], nodes: Callable[[int], Iterable[int]]) -> set[int]:
+    """The non-leaf classes reachable from ``roots`` through the e-nodes ``nodes(c)`` of each."""
     seen: set[int] = set()
     stack = list(roots)
     while stack:
@@ -126,25 +127,19 @@ def _reachable(costs: Costs, snap: Snapshot, roots: Sequence[int]) -> list[int]:
         if c in seen or c in costs.leaves:
             continue
         seen.add(c)
-        for n, _ in snap.members.get(c, ()):
+        for n in nodes(c):
             stack.extend(costs.children[n])
-    return sorted(seen)
+    return seen
+
+
+def _reachable(costs: Costs, snap: Snapshot, roots: Sequence[int]) -> list[int]:
+    return sorted(_walk(costs, roots, lambda c: (n for n, _ in snap.members.get(c, ()))))
 
 
 def dag_cost(costs: Costs, snap: Snapshot, choice: Choice, roots: Sequence[int], w: Any) -> float:
     """The weighted cost of the distinct e-nodes ``choice`` uses from ``roots`` (each once)."""
     cost = costs.weighted(w)
-    seen: set[int] = set()
-    used: set[int] = set()
-    stack = list(roots)
-    while stack:
-        c = stack.pop()
-        if c in seen or c in costs.leaves:
-            continue
-        seen.add(c)
-        n = choice[c][0]
-        used.add(n)
-        stack.extend(costs.children[n])
+    used = {choice[c][0] for c in _walk(costs, roots, lambda c: (choice[c][0],))}
     return float(sum(cost[n] for n in used))
 
 
