@@ -442,7 +442,9 @@ def merge(paths: list[Path], out: Path, raw: Path | None = None, run: str | None
         {run["seed"] for c in record["cells"] for m in c["methods"].values() for run in m["runs"]}
     )
     # A merged file lists the files it was merged from.
-    record["merged_from"] = [source for p, r in zip(paths, records) for source in _sources(p, r)]
+    record["merged_from"] = _machine_diffs(
+        [source for p, r in zip(paths, records) for source in _sources(p, r)]
+    )
     if raw:
         write_results(raw, record, dumps=dumps)
     write_results(out, compact_record(record, refs), dumps=dumps, run=run)
@@ -468,6 +470,21 @@ def _sources(path: Path, record: dict[str, Any]) -> list[dict[str, Any]]:
     # A merged file written before its sources kept their machine carried its first source's.
     sources[0].setdefault("machine", machine)
     return sources
+
+
+def _machine_diffs(sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``sources`` with each machine record after the first cut to the fields that differ from
+    the first one's (mostly the load average): the same machine written out 70 times made up a
+    quarter of the results folder."""
+    first = next((s["machine"] for s in sources if isinstance(s.get("machine"), dict)), None)
+    if first is None:
+        return sources
+    out = [dict(s) for s in sources]
+    for source in out:
+        machine = source.get("machine")
+        if isinstance(machine, dict) and machine is not first:
+            source["machine"] = {k: v for k, v in machine.items() if first.get(k) != v}
+    return out
 
 
 def _method(spec: str) -> tuple[str, str]:
