@@ -65,6 +65,11 @@ def _run(code: str, module: str = "readme") -> tuple[str, dict]:
     return printed.getvalue(), mod.__dict__
 
 
+def test_readme_stays_a_product_page() -> None:
+    # details go to docs/*.md; the README says what the project does, how to run it, what it gains
+    assert len(README.read_text().splitlines()) < 450
+
+
 def test_every_python_block_is_tested() -> None:
     heads = [head for head, _ in _blocks()]
     assert len(heads) == len(HEADINGS)
