@@ -151,6 +151,17 @@ def main() -> None:
         "whole_graph_gpt2_small": bench_whole_graph(reg, small),
         "proofs": bench_proofs(),
     }
+    rows = _rows(res)
+    print(f"load average at start: {res['load_average']}")
+    print(f"{'measure':42s} {'result':48s} {'rate':18s} {'target':12s} ok")
+    for name, result, rate, target, ok in rows:
+        print(f"{name:42s} {result:48s} {rate:18s} {target:12s} {'yes' if ok else 'NO'}")
+    path = write_results("bench_rules", res)
+    print(f"wrote {path}")
+
+
+def _rows(res: dict) -> list[tuple[str, str, str, str, bool]]:
+    """The printed table's rows: (measure, result, rate, target, whether the target is met)."""
     m, rs, rf = (
         res["matching_gpt2_full"],
         res["region_checks_gpt2_small"],
@@ -230,12 +241,7 @@ def main() -> None:
             p["proved"] == p["rules"],
         ),
     ]
-    print(f"load average at start: {res['load_average']}")
-    print(f"{'measure':42s} {'result':48s} {'rate':18s} {'target':12s} ok")
-    for name, result, rate, target, ok in rows:
-        print(f"{name:42s} {result:48s} {rate:18s} {target:12s} {'yes' if ok else 'NO'}")
-    path = write_results("bench_rules", res)
-    print(f"wrote {path}")
+    return rows
 
 
 if __name__ == "__main__":

@@ -229,7 +229,8 @@ def run_ax(problem: Problem, seed: int, trials: int) -> dict[str, Any]:
     return {"Y": Y, "times": times, "models": [], "final_describe": {}}
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command line of `main`."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small budget: 2 problems, 20 trials")
     parser.add_argument(
@@ -316,7 +317,11 @@ def main(argv: list[str] | None = None) -> int:
         "FILE::RUN reads one run of a file (e.g. the stored flat runs: "
         "benchmarks/results/bench_structure.json::search8)",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     torch.set_num_threads(1)
     if args.merge:
         return merge(
