@@ -282,12 +282,12 @@ def evaluate_search(
         v[p.name] = metrics[p.name] = min(max(score, 0.0), 1.0)
     gain, seconds = values["gain"], values["search_seconds"]
     for s in spec.sinks:
-        p = v[s.phase]
+        share = v[s.phase]
         if s.kind == "window":
-            gain *= (4 * p * (1 - p)) ** s.power
+            gain *= (4 * share * (1 - share)) ** s.power
         else:
-            gain *= (0.2 + 0.8 * p) ** s.power
-            seconds += s.cost * p
+            gain *= (0.2 + 0.8 * share) ** s.power
+            seconds += s.cost * share
     return {"gain": gain, "search_seconds": seconds}, metrics
 
 
