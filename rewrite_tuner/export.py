@@ -71,7 +71,8 @@ def priors_from_trial(
         ExportError: If the space has no Simplex parameter, or several and ``simplex`` does not
             name one of them.
     """
-    from rewrite.optimize.config import PRIOR_MODEL, knob_names, priors_from_params
+    from rewrite.optimize.config import knob_names
+    from rewrite_tuner.knobs import PRIOR_MODEL, priors_from_params
 
     if PRIOR_MODEL in trial.config and simplex is None:
         # a `rewrite_tuner.space.search_space` over an informed prior family: its member's rule
@@ -102,7 +103,7 @@ def priors_to_plot(
     Raises:
         ExportError: As `priors_from_trial`.
     """
-    from rewrite.optimize.config import PRIOR_MODEL
+    from rewrite_tuner.knobs import PRIOR_MODEL
 
     if not simplex_names(space) and PRIOR_MODEL not in space.params:
         return None

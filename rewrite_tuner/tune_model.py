@@ -5,7 +5,7 @@
 
 1. **Calibrate** the default search on the model (`rewrite_tuner.rewrite_study`).
 2. **Start from given priors** (a priors file, e.g. the main job's ``demo-priors.json``): the
-   study's prior family is centred on them (`rewrite.optimize.PriorFamily.centred_on`); the
+   study's prior family is centred on them (`rewrite_tuner.prior_family.PriorFamily.centred_on`); the
    first trials are the defaults and the configuration that reproduces the given priors
    (weight 1, equal family weights, the file's knobs), queued with `studies.Study.enqueue`.
 3. **Tune** for the given number of trials.
@@ -27,7 +27,7 @@ from studies.errors import StudyError
 
 if TYPE_CHECKING:
     from rewrite.optimize import PriorsFile
-    from rewrite.optimize.compare import Comparison
+    from rewrite_tuner.compare import Comparison
     from rewrite_tuner.transfer import TunedReport
     from studies.study import Study
 
@@ -252,8 +252,8 @@ def _against_given(
 ) -> Comparison:
     """The trial `report` shows against the given priors (with their knobs, at the study's
     step budget) on ``seeds``."""
-    from rewrite.optimize import config_from_params
-    from rewrite.optimize.compare import compare
+    from rewrite_tuner.compare import compare
+    from rewrite_tuner.knobs import config_from_params
     from rewrite_tuner.rewrite_study import _graphs, suite_of
     from rewrite_tuner.transfer import _split
 

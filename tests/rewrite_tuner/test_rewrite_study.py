@@ -79,7 +79,7 @@ def test_family_space_is_small_and_its_default_is_the_search_default(
     assert "suite" not in space.params and context["seeds"] == [0, 1]
     assert context["workloads"] == ["gpt2"] and context["calibration"] == calibration.to_dict()
     assert space["max_steps"].value == 40 and space["devices"].value == 1
-    from rewrite.optimize import config_from_params
+    from rewrite_tuner.knobs import config_from_params
 
     cfg, priors = config_from_params(space.default())
     assert cfg == SearchConfig(max_steps=40)

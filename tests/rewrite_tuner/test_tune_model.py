@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rewrite.optimize import PriorsFile, config_from_params, default_rules, read_priors_file
+from rewrite.optimize import PriorsFile, default_rules, read_priors_file
+from rewrite_tuner.knobs import config_from_params
 from rewrite_tuner.tune_model import tune_model
 from rewrite_tuner.user_model import model_ref, user_graph
 from studies import StudyError
