@@ -132,9 +132,7 @@ def run_scores(suite: SuiteResult, baselines: Mapping[str, Baseline]) -> dict[st
     """`SCORES` of every run of ``suite``: name -> ``k x w`` array (seeds x workloads, suite order)."""
     missing = sorted(set(suite.results) - set(baselines))
     if missing:
-        raise SearchError(
-            f"No baseline for workloads {missing}; baselines: {sorted(baselines)}."
-        )
+        raise SearchError(f"No baseline for workloads {missing}; baselines: {sorted(baselines)}.")
     k, names = len(suite.seeds), list(suite.results)
     out = {s: np.zeros((k, len(names))) for s in SCORES}
     for j, w in enumerate(names):
@@ -220,9 +218,7 @@ def per_run(
             }
             measured = r.measured_ratio()
             if measured is not None:
-                key = (
-                    "compiled_speedup" if r.measured_compiled else "measured_latency_reduction"
-                )
+                key = "compiled_speedup" if r.measured_compiled else "measured_latency_reduction"
                 row[key] = 1.0 / measured if r.measured_compiled else 1.0 - measured
             row["hypervolume"] = float(r.hypervolume)
             row["search_time"] = float(r.wall_time)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from studies.errors import StudyError
 
 if TYPE_CHECKING:
-    from rewrite.optimize import PriorsFile
+    from rewrite.optimize import TunedSearch
     from rewrite_tuner.compare import Comparison
     from rewrite_tuner.transfer import TunedReport
     from studies.study import Study
@@ -56,7 +56,7 @@ class ModelTuning:
     study: str
     validation: TunedReport
     against_given: Comparison | None
-    exported: PriorsFile | None
+    exported: TunedSearch | None
     verdict: str
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -211,7 +211,7 @@ def tune_model(
     return ModelTuning(workload, study.name, report, against, exported, verdict, seconds)
 
 
-def _given_priors(path: str | Path) -> PriorsFile:
+def _given_priors(path: str | Path) -> TunedSearch:
     """The priors file to start from, its knobs checked as `rewrite.search(graph,
     priors=FILE)` checks them.
 
@@ -219,18 +219,18 @@ def _given_priors(path: str | Path) -> PriorsFile:
         StudyError: If the file cannot be read or holds an invalid knob.
     """
     from rewrite.errors import PriorsError, SearchConfigError
-    from rewrite.optimize import RulePriors, read_priors_file
+    from rewrite.optimize import read_priors_file
     from rewrite.optimize.api import coerce_config
 
     try:
         given = read_priors_file(path)
-        coerce_config(None, RulePriors.from_file(given), source=str(path))
+        coerce_config(None, given.search_config, source=str(path))
     except (PriorsError, SearchConfigError, OSError) as err:
         raise StudyError(f"Cannot use the priors file {str(path)!r}: {err}") from None
     return given
 
 
-def _centre_config(study: Study, given: PriorsFile) -> dict[str, Any]:
+def _centre_config(study: Study, given: TunedSearch) -> dict[str, Any]:
     """The configuration of the study's space that reproduces ``given``: the centred family's
     informed member with the file's knobs (`rewrite_tuner.problem.informed_config`)."""
     from rewrite_tuner.problem import informed_config
@@ -238,7 +238,7 @@ def _centre_config(study: Study, given: PriorsFile) -> dict[str, Any]:
     return informed_config(study.space, given.search_config)
 
 
-def _centre_trial(study: Study, given: PriorsFile) -> int | None:
+def _centre_trial(study: Study, given: TunedSearch) -> int | None:
     """The number of the trial that ran the given priors (`_centre_config`), if one did."""
     centre = _centre_config(study, given)
     return next(
@@ -248,7 +248,7 @@ def _centre_trial(study: Study, given: PriorsFile) -> int | None:
 
 
 def _against_given(
-    study: Study, report: TunedReport, given: PriorsFile, seeds: Sequence[int], device: str
+    study: Study, report: TunedReport, given: TunedSearch, seeds: Sequence[int], device: str
 ) -> Comparison:
     """The trial `report` shows against the given priors (with their knobs, at the study's
     step budget) on ``seeds``."""

@@ -3,8 +3,9 @@
 `search` (re-exported as `rewrite.search`) runs the Pareto search, or a baseline, on a graph and
 returns a `SearchResult`; `search_suite` runs one configuration over several graphs and seeds.
 `SearchConfig` holds every knob with its valid range.
-`RulePriors` holds the rule firing priors; `PriorsFile` and `read_priors_file` are the versioned
-JSON format's document and its one reader (also the studies export format).
+`RulePriors` holds the rule firing weights; `TunedSearch` (priors, knobs, provenance) and
+`read_priors_file` are the versioned JSON format's document and its one reader (also the studies
+export format).
 The tuning side's vocabulary (tuned knobs and ranges, prior families, scores) is
 `rewrite_tuner`'s.
 Pareto utilities live in `rewrite.optimize.pareto`.
@@ -13,7 +14,7 @@ Pareto utilities live in `rewrite.optimize.pareto`.
 from rewrite.errors import PriorsError, SearchConfigError, SearchError
 from rewrite.optimize.api import default_rules, make_verifier, search
 from rewrite.optimize.config import KNOBS, STRATEGIES, SearchConfig
-from rewrite.optimize.priors import PriorsFile, RulePriors, read_priors_file
+from rewrite.optimize.priors import RulePriors, TunedSearch, read_priors_file
 from rewrite.optimize.result import (
     MACHINE_METRICS,
     RULE_COUNTERS,
@@ -30,7 +31,7 @@ __all__ = [
     "MACHINE_METRICS",
     "STRATEGIES",
     "PriorsError",
-    "PriorsFile",
+    "TunedSearch",
     "RulePriors",
     "RunStats",
     "SearchConfig",

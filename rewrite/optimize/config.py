@@ -80,6 +80,7 @@ INT_KNOBS = {
 }
 """Knobs that take integer values."""
 
+
 @dataclass(frozen=True)
 class SearchConfig:
     """Every knob of `rewrite.search`, validated once on construction.

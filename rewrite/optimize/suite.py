@@ -9,17 +9,15 @@ side's (`rewrite_tuner.scores`).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-
 from rewrite.errors import SearchError
 from rewrite.ir import Graph
-from rewrite.optimize.api import coerce_config, search
+from rewrite.optimize.api import search, search_inputs
 from rewrite.optimize.config import SearchConfig
-from rewrite.optimize.priors import RulePriors
+from rewrite.optimize.priors import PriorsLike
 from rewrite.optimize.result import SearchResult
 
 __all__ = ["SearchJob", "SuiteResult", "run_searches", "search_suite"]
@@ -104,7 +102,7 @@ class SuiteResult:
 def search_suite(
     workloads: Mapping[str, Graph],
     config: SearchConfig | Mapping[str, Any] | None = None,
-    priors: RulePriors | Mapping[str, float] | str | None = None,
+    priors: PriorsLike = None,
     device: Any = "h100",
     seeds: Sequence[int] | None = None,
     workers: int = 1,
@@ -115,7 +113,8 @@ def search_suite(
     Args:
         workloads: Name -> graph (e.g. ``{"gpt2": rewrite.zoo.build("gpt2")}``).
         config: Search config (or dict of knobs), shared by all workloads.
-        priors: Rule priors, shared by all workloads.
+        priors: Rule priors, shared by all workloads (as `rewrite.search` takes them; a tuned
+            search's knobs merge into ``config`` once, here).
         device: Cost-model device.
         seeds: Search seeds (replacing ``config.seed``); default ``(config.seed,)``.
         workers: Run the searches on this many processes at once (`run_searches`; the results
@@ -128,15 +127,12 @@ def search_suite(
     """
     if not workloads:
         raise SearchError("search_suite needs at least one workload, but got none.")
-    source = str(priors) if isinstance(priors, str | os.PathLike) else None
-    priors = RulePriors.coerce(priors)
-    config = coerce_config(config, priors, source)
-    priors = priors.without_search_config()  # merged into config once, here
+    config, rule_priors = search_inputs(config, priors)  # a priors file's knobs merge here, once
     seeds = tuple(int(s) for s in (seeds if seeds is not None else (config.seed,)))
     if not seeds:
         raise SearchError("search_suite needs at least one seed, but got none.")
     jobs = [
-        (g, config.replace(seed=s), priors, device, kwargs)
+        (g, config.replace(seed=s), rule_priors, device, kwargs)
         for g in workloads.values()
         for s in seeds
     ]

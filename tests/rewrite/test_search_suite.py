@@ -8,11 +8,10 @@ import json
 import warnings
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from rewrite.errors import PriorsError, SearchError
-from rewrite.optimize import RulePriors, SearchConfig, search, search_suite
+from rewrite.errors import SearchError
+from rewrite.optimize import SearchConfig, TunedSearch, search, search_suite
 from tests.rewrite.search_rules import TEST_RULES, chain_graph
 
 SUITE = {
@@ -77,8 +76,9 @@ def test_exported_priors_file_drives_an_offline_search(tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         search(SUITE["a"], same, priors=path, rules=TEST_RULES, verify_cache=None)
-    saved = RulePriors(res.priors).save(tmp_path / "again.json")
-    assert RulePriors.load(saved, known_rules=NAMES) == RulePriors(res.priors)
+    saved = TunedSearch(res.priors, res.config).save(tmp_path / "again.json")
+    again = search(SUITE["a"], priors=saved, rules=TEST_RULES, verify_cache=None)
+    assert again.config == res.config and again.priors == pytest.approx(res.priors)
 
 
 def test_unknown_knob_in_file_warns(tmp_path: Path) -> None:
