@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from rewrite.devices import load_device
 from rewrite.errors import (
     PriorsError,
     SearchConfigError,
@@ -207,6 +208,7 @@ def search(
         raise SearchError(f"search needs a rewrite Graph, but got {type(graph).__name__}.")
     _check_measure(measure)
     cfg, pri = search_inputs(config, priors)
+    device = load_device(device)  # once per search: every cost call gets this profile
     given = _check_rules(default_rules(cfg.max_fusion_size) if rules is None else rules)
     rule_list = mesh_rules(given, cfg.devices)
     if not rule_list:
