@@ -433,9 +433,7 @@ def cost(
     order = [nodes[i] for i in graph.topo_order()] if p.fold_weights else nodes.values()
     lat, fl, by, ke, host = _sum_costs(order, p, pkey, graph)
     peak = peak_memory(graph, fold=p.fold_weights)
-    return CostVector(
-        lat, fl, by, ke, 0.0, p.name, graph, peak=peak, host_time=host, profile=pkey
-    )
+    return CostVector(lat, fl, by, ke, 0.0, p.name, graph, peak=peak, host_time=host, profile=pkey)
 
 
 _ALLOC, _VIEW, _RESIDENT = 0, 1, 2

@@ -112,3 +112,22 @@ def test_a_suite_on_two_processes_gives_what_one_gives() -> None:
         assert got == want and [r.hv_trace[-1][2] for r in two.results[w]] == [
             r.hv_trace[-1][2] for r in one.results[w]
         ]
+
+
+def test_a_device_file_is_loaded_once_per_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 54: a search loads its device profile once and passes the profile on, rather than
+    every cost call looking the path up again."""
+    import rewrite.devices as devices
+
+    path = tmp_path / "dev.json"
+    path.write_text(json.dumps(devices.load_device("h100").to_dict()))
+    calls: list[Path] = []
+    real = devices._load_file
+    monkeypatch.setattr(devices, "_load_file", lambda p: calls.append(p) or real(p))
+    cfg = SearchConfig(max_steps=20)
+    res = search(SUITE["a"], cfg, device=path, rules=TEST_RULES, verify_cache=None)
+    assert len(calls) == 1 and res.stats.steps == 20
+    want = search(SUITE["a"], cfg, device="h100", rules=TEST_RULES, verify_cache=None)
+    assert [s.objectives for s in res.pareto] == [s.objectives for s in want.pareto]
