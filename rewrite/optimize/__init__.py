@@ -6,8 +6,6 @@ returns a `SearchResult`; `search_suite` runs one configuration over several gra
 `RulePriors` holds the rule firing weights; `TunedSearch` (priors, knobs, provenance) and
 `read_priors_file` are the versioned JSON format's document and its one reader (also the studies
 export format).
-The tuning side's vocabulary (tuned knobs and ranges, prior families, scores) is
-`rewrite_tuner`'s.
 Pareto utilities live in `rewrite.optimize.pareto`.
 """
 

@@ -1,9 +1,4 @@
-"""`SearchConfig`: every knob of the rewrite search with its valid range (`KNOBS`).
-
-The engine knows nothing of tuning: which knobs a tuner explores, over which ranges, and how a
-configuration of its space maps back onto a `SearchConfig` and rule priors live in
-`rewrite_tuner.knobs`.
-"""
+"""`SearchConfig`: every knob of the rewrite search with its valid range (`KNOBS`)."""
 
 from __future__ import annotations
 

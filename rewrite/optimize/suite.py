@@ -3,8 +3,7 @@
 `search_suite` runs the same config and priors on every graph of the suite, once per search seed
 (the same seeds for every configuration: common random numbers, so two configurations are
 compared on the same draws), on one process or several (`run_searches`). `SuiteResult.metrics()`
-gives the run metrics summed over workloads. Scoring a suite against a baseline is the tuning
-side's (`rewrite_tuner.scores`).
+gives the run metrics summed over workloads.
 """
 
 from __future__ import annotations
