@@ -46,7 +46,7 @@ import numpy as np
 from benchmarks._common import compact_json, machine_info, round_floats, write_results
 from rewrite.ir import Graph
 from rewrite.optimize.engine import Context, Engine
-from rewrite.optimize.priors import RulePriors
+from rewrite.optimize.priors import RulePriors, TunedSearch, read_priors_file
 from rewrite.optimize.runner import build_result, default_rules, make_verifier, stop_reason
 
 STRATEGIES = ("stochastic", "tuned", "greedy", "best_first", "saturate")
@@ -85,7 +85,7 @@ def graphs(quick: bool) -> list[tuple[str, str, Any]]:
     return out
 
 
-def _config(strategy: str, seed: int, budget: float, priors: RulePriors | None) -> dict:
+def _config(strategy: str, seed: int, budget: float, priors: TunedSearch | None) -> dict:
     knobs: dict[str, Any] = {}
     if strategy == "tuned" and priors is not None:
         knobs.update(priors.search_config)
@@ -101,7 +101,7 @@ def _config(strategy: str, seed: int, budget: float, priors: RulePriors | None) 
 
 
 def traced_search(
-    graph: Graph, strategy: str, seed: int, budget: float, priors: RulePriors | None
+    graph: Graph, strategy: str, seed: int, budget: float, priors: TunedSearch | None
 ) -> dict[str, Any]:
     """One search with a wall-time budget; ``trace`` is ``(seconds, best latency)`` at every
     improvement of the best latency (the stochastic and baseline strategies are stepped here so
@@ -126,7 +126,8 @@ def traced_search(
         cfg = SearchConfig.from_dict(knobs)
         rules = default_rules(cfg.max_fusion_size)
         names = [r.name for r in rules]
-        weights = priors if strategy == "tuned" and priors else RulePriors.uniform(names)
+        tuned = priors.priors if strategy == "tuned" and priors is not None else {}
+        weights = RulePriors(tuned) if tuned else RulePriors.uniform(names)
         prior = weights.resolve(names)
         ctx = Context(graph, rules, prior / prior.sum(), cfg, DEVICE, make_verifier(seed, cache))
         engine = Engine(ctx, np.random.SeedSequence(seed))
@@ -241,7 +242,7 @@ def compare(
     Returns:
         The rows.
     """
-    pri = RulePriors.load(priors) if priors else None
+    pri = read_priors_file(priors) if priors else None
     rows = []
     for suite, name, factory in graphs(quick):
         if only and name not in only:
@@ -254,7 +255,7 @@ def compare(
 
 
 def _one_graph(
-    suite: str, name: str, factory: Any, pri: RulePriors | None, seeds: int, budget: float,
+    suite: str, name: str, factory: Any, pri: TunedSearch | None, seeds: int, budget: float,
     measure: bool, repeats: int, threads: int,
 ) -> dict[str, Any]:  # fmt: skip
     t0 = time.perf_counter()
@@ -388,7 +389,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "device_profile": DEVICE, "objectives": list(OBJECTIVES), "priors": priors,
                 "inductor": {"repeats": args.repeats, "threads": threads, "device": "cpu"}}  # fmt: skip
     if priors:  # where the priors come from (their metrics stay in the priors file)
-        prov = RulePriors.load(priors).provenance
+        prov = read_priors_file(priors).provenance
         settings["priors_provenance"] = {k: prov.get(k) for k in PROVENANCE if k in prov}
     record: dict[str, Any] = {"settings": settings, "rows": []}
 

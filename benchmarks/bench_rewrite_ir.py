@@ -87,7 +87,7 @@ def bench_imports(quick: bool) -> list[dict[str, Any]]:
 def _clear_node_caches(g: Graph) -> None:
     for n in g.nodes.values():
         n._cost = None
-    _costmod._SIG_CACHE.clear()
+    _costmod.clear_caches()
 
 
 def bench_cost(g: Graph, n_full: int = 200, n_edit: int = 2000) -> dict[str, Any]:

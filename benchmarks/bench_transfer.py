@@ -59,7 +59,7 @@ HELD_OUT = ("llama", "vit")
 
 
 def _split(config: dict[str, Any]) -> tuple[Any, Any]:
-    from rewrite.optimize import config_from_params
+    from rewrite_tuner.knobs import config_from_params
 
     return config_from_params(config)
 
@@ -68,6 +68,7 @@ def noise(steps: int, seeds: int = 8) -> dict[str, Any]:
     """Seed noise of the defaults and 6 Sobol configurations against their spread."""
     from rewrite.optimize import search_suite
     from rewrite_tuner.rewrite_study import Calibration, _graphs, rewrite_problem
+    from rewrite_tuner.scores import per_seed
 
     space, context = rewrite_problem(TRAIN, max_steps=steps)
     baselines = Calibration.from_dict(context["calibration"]).baselines
@@ -76,7 +77,7 @@ def noise(steps: int, seeds: int = 8) -> dict[str, Any]:
     for i, config in enumerate(configs):
         cfg, pri = _split(config)
         res = search_suite(_graphs(TRAIN), cfg, pri, "h100", range(100, 100 + seeds))
-        per = res.per_seed(baselines)
+        per = per_seed(res, baselines)
         rows.append({k: [row[k] for row in per] for k in ("anytime_hv", "final_hv")})
         print(f"  noise: config {i}: anytime_hv {np.mean(rows[-1]['anytime_hv']):.3f}", flush=True)
     out: dict[str, Any] = {"seeds": seeds, "configs": len(configs)}
@@ -91,7 +92,7 @@ def _arms(study: Any, chosen: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The configurations of the transfer table: the defaults, the tuned knobs with the default
     priors, the tuned priors with the default knobs, the tuned configuration, and for a prior
     family its informed member (prior weight 1, default knobs)."""
-    from rewrite.optimize.config import PRIOR_WEIGHT, is_prior_param
+    from rewrite_tuner.knobs import PRIOR_WEIGHT, is_prior_param
 
     default = study.space.default()
     priors = {k for k in study.space.params if is_prior_param(k)}
@@ -124,7 +125,7 @@ def held_out(
 ) -> dict[str, dict[str, Any]]:
     """Each arm's configuration against ``default`` on the held-out workloads (`HELD_OUT`,
     seeds 3000 onward; the defaults' runs shared by the arms): `Comparison.to_dict` per arm."""
-    from rewrite.optimize.compare import compare
+    from rewrite_tuner.compare import compare
     from rewrite_tuner.rewrite_study import _graphs
 
     seeds = range(3000, 3000 + held_seeds)

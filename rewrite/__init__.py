@@ -33,14 +33,13 @@ from rewrite.evaluate import evaluate, random_inputs, random_params
 from rewrite.ir import ConstArray, Graph, GraphDelta, Node, TensorType, Value
 from rewrite.measure import Measurement, calibrate, measure
 from rewrite.optimize import (
-    PriorsFile,
     RulePriors,
     SearchConfig,
     SearchResult,
     Solution,
     Step,
     SuiteResult,
-    config_from_params,
+    TunedSearch,
     read_priors_file,
     search,
     search_suite,
@@ -101,14 +100,13 @@ __all__ = [
     "default_registry",
     "prove_rule",
     # search
-    "PriorsFile",
+    "TunedSearch",
     "RulePriors",
     "SearchConfig",
     "SearchResult",
     "Solution",
     "Step",
     "SuiteResult",
-    "config_from_params",
     "read_priors_file",
     "search",
     "search_suite",

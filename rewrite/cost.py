@@ -54,10 +54,7 @@ are cached on the (shared, immutable) node objects and by content signature.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -72,6 +69,7 @@ __all__ = [
     "EXTERN_FAMILIES",
     "CostVector",
     "NodeCost",
+    "clear_caches",
     "cost",
     "kernel_terms",
     "kernel_time",
@@ -92,9 +90,8 @@ _MATMUL_FAMILIES = frozenset({"matmul", "attention", "conv"})
 #: Families a compiler calls a library kernel for instead of generating code (``fusion:
 #: "compiled"``); the fused groups that hold one are charged as such a kernel.
 EXTERN_FAMILIES = _MATMUL_FAMILIES
-_KEYS: dict[int, tuple[weakref.ref[DeviceProfile], str]] = {}  # id -> (profile, content key)
-_SIG_CACHE: dict[tuple[str, bytes, Any], NodeCost] = {}
-_SIG_CACHE_MAX = 1_000_000
+_SIG_CACHE: dict[tuple[str, bytes, Any], NodeCost] = {}  # (profile digest, node signature)
+_SIG_CACHE_MAX = 1_000_000  # bounded: emptied when full
 
 
 class CostVector:
@@ -117,6 +114,7 @@ class CostVector:
         "_fold",
         "_graph",
         "_peak",
+        "_profile",
         "bytes",
         "communication",
         "device",
@@ -140,9 +138,10 @@ class CostVector:
         peak: int | None = None,
         host_time: float = 0.0,
         fold: bool = False,
+        profile: str = "",
     ) -> None:
         self.device_time, self.host_time = device_time, host_time
-        self._fold = fold
+        self._fold, self._profile = fold, profile
         self.latency = max(device_time, host_time)
         self.flops, self.bytes, self.kernels = flops, bytes, kernels
         self.communication, self.device, self.graph_uid = communication, device, graph.uid
@@ -180,17 +179,11 @@ class CostVector:
         )
 
 
-def _profile_key(p: DeviceProfile) -> str:
-    """A key of ``p``'s contents: profiles with equal fields share the node-cost caches, and no
-    profile is kept alive by them (its entry goes when the profile does)."""
-    hit = _KEYS.get(id(p))
-    if hit is not None and hit[0]() is p:
-        return hit[1]
-    text = json.dumps(p.to_dict(), sort_keys=True, default=str)
-    key = hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
-    ident = id(p)
-    _KEYS[ident] = (weakref.ref(p, lambda _ref: _KEYS.pop(ident, None)), key)
-    return key
+def clear_caches() -> None:
+    """Empty the process-wide node-cost cache (keyed by profile digest and node signature; it
+    also empties itself when it reaches `_SIG_CACHE_MAX` entries). The costs memoized on nodes
+    go with their graphs."""
+    _SIG_CACHE.clear()
 
 
 def _tile_factor(node: Node, tile: tuple[int, int, int]) -> float:
@@ -331,7 +324,7 @@ def node_cost(node: Node, device: str | Path | DeviceProfile = "h100") -> NodeCo
     """`NodeCost` ``(device seconds, flops, bytes, kernels, host seconds)`` of one node on
     ``device`` (cached)."""
     p = load_device(device)
-    return _cached_node_cost(node, p, _profile_key(p))
+    return _cached_node_cost(node, p, p.digest)
 
 
 def _cached_node_cost(node: Node, p: DeviceProfile, pkey: str) -> NodeCost:
@@ -414,13 +407,13 @@ def cost(
         CostModelError: If the device is unknown.
     """
     p = load_device(device)
-    pkey = _profile_key(p)
+    pkey = p.digest
     delta = graph.delta
     if (
         base is not None
         and delta is not None
         and delta.parent_uid == base.graph_uid
-        and base.device == p.name
+        and base._profile == pkey
     ):
         rl, rf, rb, rk, rh = _sum_costs(delta.removed, p, pkey)
         al, af, ab, ak, ah = _sum_costs(delta.added, p, pkey, graph)
@@ -434,12 +427,13 @@ def cost(
             graph,
             host_time=base.host_time - rh + ah,
             fold=p.fold_weights,
+            profile=pkey,
         )
     nodes = graph._nodes
     order = [nodes[i] for i in graph.topo_order()] if p.fold_weights else nodes.values()
     lat, fl, by, ke, host = _sum_costs(order, p, pkey, graph)
     peak = peak_memory(graph, fold=p.fold_weights)
-    return CostVector(lat, fl, by, ke, 0.0, p.name, graph, peak=peak, host_time=host)
+    return CostVector(lat, fl, by, ke, 0.0, p.name, graph, peak=peak, host_time=host, profile=pkey)
 
 
 _ALLOC, _VIEW, _RESIDENT = 0, 1, 2

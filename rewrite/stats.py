@@ -1,6 +1,6 @@
 """Bootstrap intervals: a statistic of per-seed (or per-repeat) numbers with its 95% interval.
 
-One home for the resampling that `rewrite.optimize.compare` (search seeds) and
+One home for the resampling that comparisons of search configurations (search seeds) and
 `rewrite.measure` (timing repeats) both report; the generator is seeded, so a report repeats.
 """
 

@@ -20,7 +20,9 @@ from studies.errors import StudyError
 
 if TYPE_CHECKING:
     from rewrite.ir import Graph
-    from rewrite.optimize import Baseline, RuleEvidence, SuiteResult
+    from rewrite.optimize import SuiteResult
+    from rewrite_tuner.prior_family import RuleEvidence
+    from rewrite_tuner.scores import Baseline
 
 __all__ = [
     "COMPILED",
@@ -81,7 +83,8 @@ class Calibration:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Calibration:
         """Read `to_dict`'s form."""
-        from rewrite.optimize import Baseline, RuleEvidence
+        from rewrite_tuner.prior_family import RuleEvidence
+        from rewrite_tuner.scores import Baseline
 
         return cls(
             tuple(int(s) for s in d["seeds"]),
@@ -95,7 +98,9 @@ class Calibration:
 def per_seed_objectives(result: SuiteResult, baselines: Mapping[str, Baseline]) -> list[dict]:
     """`OBJECTIVES` of each seed of ``result`` (means over workloads; the measured one only when
     every run was measured)."""
-    return [{k: row[k] for k in OBJECTIVES if k in row} for row in result.per_seed(baselines)]
+    from rewrite_tuner.scores import per_seed
+
+    return [{k: row[k] for k in OBJECTIVES if k in row} for row in per_seed(result, baselines)]
 
 
 def calibrate(
@@ -123,7 +128,9 @@ def calibrate(
     Raises:
         StudyError: With fewer than two seeds.
     """
-    from rewrite.optimize import Baseline, SearchConfig, benchmark_rules
+    from rewrite.optimize import SearchConfig
+    from rewrite_tuner.prior_family import benchmark_rules
+    from rewrite_tuner.scores import Baseline
 
     if len(seeds) < 2:
         raise StudyError(f"Calibration needs at least 2 seeds to measure noise, got {list(seeds)}.")

@@ -1,6 +1,6 @@
 """Export a chosen trial's rule priors and search config as a versioned JSON file, and read it back.
 
-File format (``format_version`` 1, owned by `rewrite.optimize.priors`: `PriorsFile` is the
+File format (``format_version`` 1, owned by `rewrite.optimize.priors`: `TunedSearch` is the
 document and `read_priors_file` here is its one reader, `rewrite.read_priors_file`)::
 
     {
@@ -36,7 +36,7 @@ from rewrite.errors import PriorsError
 from rewrite.optimize.priors import (  # the format's one owner
     FORMAT_VERSION,
     KIND,
-    PriorsFile,
+    TunedSearch,
     validate_document,
 )
 from rewrite.optimize.priors import read_priors_file as _read_priors_file
@@ -48,7 +48,7 @@ from studies.simplex import simplex_names, simplex_weights
 __all__ = [
     "FORMAT_VERSION",
     "KIND",
-    "PriorsFile",
+    "TunedSearch",
     "export_priors",
     "priors_from_trial",
     "priors_to_plot",
@@ -71,7 +71,8 @@ def priors_from_trial(
         ExportError: If the space has no Simplex parameter, or several and ``simplex`` does not
             name one of them.
     """
-    from rewrite.optimize.config import PRIOR_MODEL, knob_names, priors_from_params
+    from rewrite.optimize.config import knob_names
+    from rewrite_tuner.knobs import PRIOR_MODEL, priors_from_params
 
     if PRIOR_MODEL in trial.config and simplex is None:
         # a `rewrite_tuner.space.search_space` over an informed prior family: its member's rule
@@ -102,7 +103,7 @@ def priors_to_plot(
     Raises:
         ExportError: As `priors_from_trial`.
     """
-    from rewrite.optimize.config import PRIOR_MODEL
+    from rewrite_tuner.knobs import PRIOR_MODEL
 
     if not simplex_names(space) and PRIOR_MODEL not in space.params:
         return None
@@ -118,7 +119,7 @@ def export_priors(
     *,
     force: bool = False,
     extra: Mapping[str, Any] | None = None,
-) -> PriorsFile:
+) -> TunedSearch:
     """Write the rule priors and search config of the trial ``pick`` chooses.
 
     Args:
@@ -162,7 +163,7 @@ def export_priors(
         "fixed": {k: v for k, v in trial.config.items() if k != name and k not in search_config},
         **dict(extra or {}),
     }
-    doc = PriorsFile(priors, search_config, provenance)
+    doc = TunedSearch(priors, search_config, provenance)
     try:
         validate_document(doc.to_dict(), where=f"trial {trial.number} of {study.name!r}")
     except PriorsError as err:
@@ -323,7 +324,7 @@ def _never_replaced(path: Path) -> str | None:
 
 def read_priors_file(
     path: str | os.PathLike[str], known_rules: Collection[str] | None = None
-) -> PriorsFile:
+) -> TunedSearch:
     """Read and validate a rule-priors file with the format's one reader,
     `rewrite.read_priors_file`; its `rewrite.errors.PriorsError` comes as `PriorsFileError` (a
     `StudyError`), with the same message.

@@ -127,7 +127,7 @@ def rewrite_problem(
         max_steps: Search step budget per workload and seed.
         device: Cost-model device profile.
         seeds: Search seeds per trial (the first of the calibration seeds).
-        tune: Knobs to tune (`rewrite.optimize.FAMILY_TUNED`, or `DEFAULT_TUNED` with
+        tune: Knobs to tune (`rewrite_tuner.knobs.FAMILY_TUNED`, or `DEFAULT_TUNED` with
             ``priors="rules"``, when None).
         rules: Rules whose priors are tuned with ``priors="rules"`` (default: every rule the
             mesh can use).
@@ -163,8 +163,10 @@ def rewrite_problem(
             argument is checked before the calibration runs.
         SearchConfigError: For a knob of ``tune`` that cannot be tuned.
     """
-    from rewrite.optimize import DEFAULT_TUNED, FAMILY_TUNED, PriorFamily, default_rules
+    from rewrite.optimize import default_rules
     from rewrite.optimize.runner import mesh_rules
+    from rewrite_tuner.knobs import DEFAULT_TUNED, FAMILY_TUNED
+    from rewrite_tuner.prior_family import PriorFamily
     from rewrite_tuner.space import search_space
     from spaces import Fixed, Space
 
@@ -271,7 +273,7 @@ LEAD_DESIGN = 5
 def lead_configs(space: Space) -> list[dict[str, Any]]:
     """What a new prior-family rewrite study runs first: the defaults, then the family's
     informed member (`informed_config`); nothing for another space."""
-    from rewrite.optimize.config import PRIOR_WEIGHT
+    from rewrite_tuner.knobs import PRIOR_WEIGHT
 
     if PRIOR_WEIGHT not in space.params:
         return []
@@ -287,7 +289,7 @@ def informed_config(space: Space, knobs: Mapping[str, Any] | None = None) -> dic
     Raises:
         StudyError: If the space is not a prior-family space.
     """
-    from rewrite.optimize.config import PRIOR_WEIGHT
+    from rewrite_tuner.knobs import PRIOR_WEIGHT
     from spaces import Fixed
 
     if PRIOR_WEIGHT not in space.params:
@@ -310,7 +312,7 @@ def informed_config(space: Space, knobs: Mapping[str, Any] | None = None) -> dic
 def _centred(catalogue: Sequence[Any], centre: Mapping[str, float]) -> Any:
     """`PriorFamily.centred_on`, its errors as `StudyError`."""
     from rewrite.errors import PriorsError
-    from rewrite.optimize import PriorFamily
+    from rewrite_tuner.prior_family import PriorFamily
 
     try:
         return PriorFamily.centred_on(catalogue, centre)

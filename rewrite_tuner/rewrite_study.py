@@ -3,9 +3,9 @@
 Creating the study *calibrates* it once: the default search (uniform priors, default knobs) runs
 on every training workload with a few seeds. That gives each workload's `Baseline` (what the
 default achieves: the reference of every score), the seed-to-seed noise of each objective, and
-the offline benchmark of the rules (`rewrite.optimize.RuleEvidence`: how often each rule fired
+the offline benchmark of the rules (`rewrite_tuner.prior_family.RuleEvidence`: how often each rule fired
 and how often it lies on the path of a final Pareto graph), from which an informed
-`rewrite.optimize.PriorFamily` is built. The study's *context* (workloads, devices, seeds,
+`rewrite_tuner.prior_family.PriorFamily` is built. The study's *context* (workloads, devices, seeds,
 racing, objectives and the calibration: `rewrite_problem`) is stored once with the study and
 handed to `evaluate_rewrite` beside each configuration; the prior family is a `Fixed` parameter
 of the space (the search configuration it completes). So trials, resume and export need nothing
@@ -86,7 +86,8 @@ from rewrite_tuner.problem import (
 from studies.errors import StudyConflictError, StudyError
 
 if TYPE_CHECKING:
-    from rewrite.optimize import Baseline, SuiteResult
+    from rewrite.optimize import SuiteResult
+    from rewrite_tuner.scores import Baseline
     from spaces import Space
     from studies.study import Study
 
@@ -181,7 +182,9 @@ def evaluate_rewrite(
         Every entry of `OBJECTIVES` with its ``.sem``, ``search_time``, ``fidelity.seeds`` and the
         run metrics, in one dict.
     """
-    from rewrite.optimize import config_from_params, search_suite
+    from rewrite.optimize import search_suite
+    from rewrite_tuner import scores
+    from rewrite_tuner.knobs import config_from_params
 
     suite = config[_SUITE] if context is None else context
     cal = Calibration.from_dict(suite["calibration"])
@@ -210,7 +213,7 @@ def evaluate_rewrite(
         values = [row[name] for row in per_seed]
         out[name] = float(np.mean(values))
         out[f"{name}.sem"] = _pooled_sem(values, cal.noise[name], dof)
-    out["search_time"] = float(np.mean([row["search_time"] for row in result.per_seed(None)]))
+    out["search_time"] = float(np.mean([row["search_time"] for row in scores.per_seed(result)]))
     out["fidelity.seeds"] = float(len(result.seeds))
     return out
 
@@ -220,10 +223,11 @@ def _run_metrics(result: SuiteResult, baselines: Mapping[str, Baseline]) -> dict
     ``<name>@<workload>/<seed>``."""
     from fnmatch import fnmatchcase
 
+    from rewrite_tuner.scores import per_run
     from tuner.trial import run_metric
 
     out: dict[str, float] = {}
-    for workload, rows in result.per_run(baselines).items():
+    for workload, rows in per_run(result, baselines).items():
         for i, row in enumerate(rows):
             label = f"{workload}/{result.seeds[i]}"
             out.update({run_metric(k, label): v for k, v in row.items() if k in OBJECTIVES})

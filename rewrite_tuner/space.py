@@ -1,8 +1,9 @@
 """`search_space`: the tuner's space over the rewrite search's knobs and its rule priors.
 
-It sits above the engine (`rewrite` knows nothing of `spaces`): the knobs' valid and tuning
-ranges come from `rewrite.optimize.config.KNOBS`, and a configuration of the space maps back onto
-a `SearchConfig` and the rule priors through `rewrite.optimize.config_from_params`.
+It sits above the engine (`rewrite` knows nothing of `spaces`): the knobs' valid ranges come from
+`rewrite.optimize.config.KNOBS`, their tuning ranges from `rewrite_tuner.knobs.TUNE_RANGES`, and a
+configuration of the space maps back onto a `SearchConfig` and the rule priors through
+`rewrite_tuner.knobs.config_from_params`.
 """
 
 from __future__ import annotations
@@ -11,18 +12,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rewrite.errors import SearchConfigError
-from rewrite.optimize.config import (
+from rewrite.optimize.config import INT_KNOBS, KNOBS, SearchConfig
+from rewrite_tuner.knobs import (
     DEFAULT_TUNED,
     FAMILY_PREFIX,
-    INT_KNOBS,
-    KNOBS,
     PRIOR_MODEL,
     PRIOR_SPECIFICITY,
     PRIOR_WEIGHT,
-    UNTUNABLE,
-    SearchConfig,
+    TUNE_RANGES,
 )
-from rewrite.optimize.informed import PriorFamily
+from rewrite_tuner.prior_family import PriorFamily
 from spaces import Fixed, Float, Int, Simplex, Space
 
 __all__ = ["search_space"]
@@ -49,10 +48,11 @@ def search_space(
     Args:
         rule_names: The rules whose firing priors are tuned (at least 2, distinct), e.g.
             ``[r.name for r in rewrite.rules.catalogue()]``; with ``family``, its rules.
-        tune: Knobs to expose, each a numeric key of `KNOBS`.
+        tune: Knobs to expose, each a key of `TUNE_RANGES`.
         base: Config whose values become the parameters' defaults (clipped into range).
-        ranges: Optional ``{knob: (low, high)}`` overriding `KNOBS`' tuning ranges.
-        family: An informed prior family (see `rewrite.optimize.informed`); None tunes one
+        ranges: Optional ``{knob: (low, high)}`` overriding `TUNE_RANGES` (inside `KNOBS`'
+            valid ranges).
+        family: An informed prior family (see `rewrite_tuner.prior_family`); None tunes one
             weight per rule.
 
     Returns:
@@ -66,11 +66,10 @@ def search_space(
     base = base or SearchConfig()
     params: dict[str, Any] = {}
     for name in tune:
-        if name not in KNOBS or name in UNTUNABLE:
-            tunable = [k for k in KNOBS if k not in UNTUNABLE]
-            raise SearchConfigError(f"Cannot tune {name!r}; tunable knobs are {tunable}.")
-        knob = KNOBS[name]
-        lo, hi = (ranges or {}).get(name, (knob.tune_low, knob.tune_high))
+        if name not in TUNE_RANGES:
+            raise SearchConfigError(f"Cannot tune {name!r}; tunable knobs are {list(TUNE_RANGES)}.")
+        knob, tuned = KNOBS[name], TUNE_RANGES[name]
+        lo, hi = (ranges or {}).get(name, (tuned.low, tuned.high))
         if not knob.low <= lo < hi <= knob.high:
             raise SearchConfigError(
                 f"Range of {name!r} must satisfy {knob.low} <= low < high <= {knob.high}, "
@@ -78,9 +77,9 @@ def search_space(
             )
         default = min(max(getattr(base, name), lo), hi)
         if name in INT_KNOBS:
-            params[name] = Int(int(lo), int(hi), log=knob.log, default=int(round(default)))
+            params[name] = Int(int(lo), int(hi), log=tuned.log, default=int(round(default)))
         else:
-            params[name] = Float(float(lo), float(hi), log=knob.log, default=float(default))
+            params[name] = Float(float(lo), float(hi), log=tuned.log, default=float(default))
     if family is None:
         params["priors"] = Simplex(tuple(rule_names))
         return Space(params)

@@ -12,7 +12,7 @@ scored well there: their scores are optimistic. `validate` therefore measures af
 2. **Held-out workloads.** The chosen configuration (or, if none beats the defaults, the best
    candidate, to show what tuning did) and the defaults run on zoo models of other families
    that the study never saw: steps to reach the defaults' final hypervolume, final hypervolume,
-   latency and memory reduction, each with an interval (`rewrite.optimize.compare`).
+   latency and memory reduction, each with an interval (`rewrite_tuner.compare`).
 
 `export_tuned` writes the chosen configuration's priors file with these measurements in its
 provenance, and writes nothing when no candidate beat the defaults (unless asked to).
@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 from studies.errors import StudyError
 
 if TYPE_CHECKING:
-    from rewrite.optimize.compare import Comparison
-    from rewrite_tuner.export import PriorsFile
+    from rewrite_tuner.compare import Comparison
+    from rewrite_tuner.export import TunedSearch
     from studies.study import Study
 
 __all__ = [
@@ -102,7 +102,7 @@ class TunedReport:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TunedReport:
         """A report `to_dict` wrote (its figures; no search results)."""
-        from rewrite.optimize.compare import Comparison
+        from rewrite_tuner.compare import Comparison
 
         training, held = d.get("training"), d.get("held_out_comparison")
         return cls(
@@ -142,7 +142,7 @@ class TunedReport:
 def _split(study: Study, config: dict[str, Any]) -> tuple[Any, Any]:
     """``(SearchConfig, priors)`` of a rewrite-study configuration (without the ``"suite"`` entry
     of a study written before studies had contexts)."""
-    from rewrite.optimize import config_from_params
+    from rewrite_tuner.knobs import config_from_params
     from rewrite_tuner.rewrite_study import _SUITE
 
     return config_from_params({k: v for k, v in config.items() if k != _SUITE})
@@ -190,7 +190,7 @@ def validate(
             defaults.
     """
     from rewrite.optimize import search_suite
-    from rewrite.optimize.compare import compare
+    from rewrite_tuner.compare import compare
     from rewrite_tuner.rewrite_study import HELD_OUT_WORKLOADS, _graphs, suite_of
     from studies.pareto import rank_pareto
 
@@ -370,7 +370,7 @@ def export_tuned(
     force: bool = False,
     anyway: bool = False,
     extra: Mapping[str, Any] | None = None,
-) -> PriorsFile | None:
+) -> TunedSearch | None:
     """Write the chosen configuration's priors file, with the report in its provenance.
 
     Args:

@@ -5,7 +5,7 @@
 
 1. **Calibrate** the default search on the model (`rewrite_tuner.rewrite_study`).
 2. **Start from given priors** (a priors file, e.g. the main job's ``demo-priors.json``): the
-   study's prior family is centred on them (`rewrite.optimize.PriorFamily.centred_on`); the
+   study's prior family is centred on them (`rewrite_tuner.prior_family.PriorFamily.centred_on`); the
    first trials are the defaults and the configuration that reproduces the given priors
    (weight 1, equal family weights, the file's knobs), queued with `studies.Study.enqueue`.
 3. **Tune** for the given number of trials.
@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 from studies.errors import StudyError
 
 if TYPE_CHECKING:
-    from rewrite.optimize import PriorsFile
-    from rewrite.optimize.compare import Comparison
+    from rewrite.optimize import TunedSearch
+    from rewrite_tuner.compare import Comparison
     from rewrite_tuner.transfer import TunedReport
     from studies.study import Study
 
@@ -56,7 +56,7 @@ class ModelTuning:
     study: str
     validation: TunedReport
     against_given: Comparison | None
-    exported: PriorsFile | None
+    exported: TunedSearch | None
     verdict: str
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -211,7 +211,7 @@ def tune_model(
     return ModelTuning(workload, study.name, report, against, exported, verdict, seconds)
 
 
-def _given_priors(path: str | Path) -> PriorsFile:
+def _given_priors(path: str | Path) -> TunedSearch:
     """The priors file to start from, its knobs checked as `rewrite.search(graph,
     priors=FILE)` checks them.
 
@@ -219,18 +219,18 @@ def _given_priors(path: str | Path) -> PriorsFile:
         StudyError: If the file cannot be read or holds an invalid knob.
     """
     from rewrite.errors import PriorsError, SearchConfigError
-    from rewrite.optimize import RulePriors, read_priors_file
+    from rewrite.optimize import read_priors_file
     from rewrite.optimize.api import coerce_config
 
     try:
         given = read_priors_file(path)
-        coerce_config(None, RulePriors.from_file(given), source=str(path))
+        coerce_config(None, given.search_config, source=str(path))
     except (PriorsError, SearchConfigError, OSError) as err:
         raise StudyError(f"Cannot use the priors file {str(path)!r}: {err}") from None
     return given
 
 
-def _centre_config(study: Study, given: PriorsFile) -> dict[str, Any]:
+def _centre_config(study: Study, given: TunedSearch) -> dict[str, Any]:
     """The configuration of the study's space that reproduces ``given``: the centred family's
     informed member with the file's knobs (`rewrite_tuner.problem.informed_config`)."""
     from rewrite_tuner.problem import informed_config
@@ -238,7 +238,7 @@ def _centre_config(study: Study, given: PriorsFile) -> dict[str, Any]:
     return informed_config(study.space, given.search_config)
 
 
-def _centre_trial(study: Study, given: PriorsFile) -> int | None:
+def _centre_trial(study: Study, given: TunedSearch) -> int | None:
     """The number of the trial that ran the given priors (`_centre_config`), if one did."""
     centre = _centre_config(study, given)
     return next(
@@ -248,12 +248,12 @@ def _centre_trial(study: Study, given: PriorsFile) -> int | None:
 
 
 def _against_given(
-    study: Study, report: TunedReport, given: PriorsFile, seeds: Sequence[int], device: str
+    study: Study, report: TunedReport, given: TunedSearch, seeds: Sequence[int], device: str
 ) -> Comparison:
     """The trial `report` shows against the given priors (with their knobs, at the study's
     step budget) on ``seeds``."""
-    from rewrite.optimize import config_from_params
-    from rewrite.optimize.compare import compare
+    from rewrite_tuner.compare import compare
+    from rewrite_tuner.knobs import config_from_params
     from rewrite_tuner.rewrite_study import _graphs, suite_of
     from rewrite_tuner.transfer import _split
 

@@ -65,11 +65,12 @@ wherever a name does.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any, TypeGuard
 
@@ -325,6 +326,14 @@ class DeviceProfile:
             "training": dict(self.training),
             "provenance": dict(self.provenance),
         }
+
+    @cached_property
+    def digest(self) -> str:
+        """A digest of the profile's contents (`to_dict`), computed once per profile: equal
+        profiles share it, so it keys the cost caches (`rewrite.cost`) rather than an object's
+        ``id`` or its name."""
+        text = json.dumps(self.to_dict(), sort_keys=True, default=str)
+        return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
 
 def _positive_map(value: Any) -> bool:

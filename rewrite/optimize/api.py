@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from rewrite.devices import load_device
 from rewrite.errors import (
     PriorsError,
     SearchConfigError,
@@ -21,7 +22,7 @@ from rewrite.ir import Graph
 from rewrite.optimize.config import SearchConfig, knob_names
 from rewrite.optimize.engine import Context, Engine
 from rewrite.optimize.parallel import check_picklable, run_parallel
-from rewrite.optimize.priors import RulePriors
+from rewrite.optimize.priors import PriorsLike, RulePriors, TunedSearch, read_priors_file
 from rewrite.optimize.result import SearchResult
 from rewrite.optimize.runner import (
     build_result,
@@ -33,19 +34,46 @@ from rewrite.optimize.runner import (
 )
 from rewrite.rules.base import Rule
 
-__all__ = ["coerce_config", "default_rules", "loop_deadline", "make_verifier", "search"]
+__all__ = [
+    "coerce_config",
+    "default_rules",
+    "loop_deadline",
+    "make_verifier",
+    "search",
+    "search_inputs",
+]
 
 logger = logging.getLogger(__name__)
 
-PriorsLike = RulePriors | Mapping[str, float] | str | os.PathLike | None
+
+def search_inputs(
+    config: SearchConfig | Mapping[str, Any] | None, priors: PriorsLike
+) -> tuple[SearchConfig, RulePriors]:
+    """A search's ``config`` and ``priors`` arguments in the one form the engine takes.
+
+    The one place the priors change form: a priors file is read (`read_priors_file`) into a
+    `TunedSearch`, whose knobs merge into the config (`coerce_config`) and whose weights become
+    a `RulePriors`; rule weights become a `RulePriors` as they are. Both go on unchanged to the
+    engine, which resolves the weights to an array over its rules (`RulePriors.resolve`).
+
+    Raises:
+        SearchConfigError: As `coerce_config`.
+        PriorsError: On an invalid priors file or weight.
+    """
+    if isinstance(priors, TunedSearch | str | os.PathLike):
+        doc = priors if isinstance(priors, TunedSearch) else read_priors_file(priors)
+        source = None if isinstance(priors, TunedSearch) else str(priors)
+        return coerce_config(config, doc.search_config, source), RulePriors(doc.priors)
+    return coerce_config(config, {}), RulePriors.coerce(priors)
 
 
 def coerce_config(
     config: SearchConfig | Mapping[str, Any] | None,
-    priors: RulePriors,
+    knobs: Mapping[str, Any],
     source: str | None = None,
 ) -> SearchConfig:
-    """The config a search runs with, given ``config`` and the priors' ``search_config``.
+    """The config a search runs with, given ``config`` and the knobs of a tuned search (a priors
+    file's ``search_config``, `TunedSearch.search_config`; ``{}`` for none).
 
     A priors file written by ``tuner export`` carries the knobs it was tuned with (the step
     budget included). The rule, from weakest to strongest: the defaults, then the file's knobs,
@@ -69,15 +97,15 @@ def coerce_config(
             f"config must be a SearchConfig, a dict of knobs or None, but got {config!r}."
         )
     known = set(knob_names())
-    extra = sorted(set(priors.search_config) - known)
+    extra = sorted(set(knobs) - known)
     if extra:
         warnings.warn(
             f"The priors file's search_config holds knobs this version does not know: {extra}; "
             "they are ignored.",
             UserWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
-    tuned = {k: v for k, v in priors.search_config.items() if k in known}
+    tuned = {k: v for k, v in knobs.items() if k in known}
     given = config.to_dict() if isinstance(config, SearchConfig) else dict(config or {})
     _check_file_knobs({k: v for k, v in tuned.items() if k not in given}, source)
     if not isinstance(config, SearchConfig):
@@ -94,7 +122,7 @@ def coerce_config(
             f"({shown}); the search uses the SearchConfig. To keep the tuned knobs, pass "
             "config=None, or a dict of only the knobs to change (e.g. {'seed': 1}).",
             UserWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
     return config
 
@@ -146,8 +174,9 @@ def search(
             ``search_config`` is merged in by the rule of `coerce_config`: a dict's knobs over
             the file's over the defaults; a `SearchConfig` is used as given, with a warning
             when it differs from the file's.
-        priors: Rule firing priors: a `RulePriors`, a dict, a path to a priors file (as written
-            by `RulePriors.save` or ``tuner export``), or None (uniform).
+        priors: Rule firing priors: a `RulePriors`, a dict of weights, a tuned search (the path
+            of a priors file as ``tuner export`` writes it, or its `TunedSearch`), or None
+            (uniform). A tuned search's knobs merge into the config (`search_inputs`).
         device: Cost-model device profile (``"h100"``, ``"h200"``, ``"a100"``, ``"cpu"``, a JSON
             path or a `DeviceProfile`).
         executor: Run islands through this `concurrent.futures.Executor` (e.g. a Dask client's
@@ -178,9 +207,8 @@ def search(
     if not isinstance(graph, Graph):
         raise SearchError(f"search needs a rewrite Graph, but got {type(graph).__name__}.")
     _check_measure(measure)
-    pri = RulePriors.coerce(priors)
-    priors_path = str(priors) if isinstance(priors, str | os.PathLike) else None
-    cfg = coerce_config(config, pri, priors_path)
+    cfg, pri = search_inputs(config, priors)
+    device = load_device(device)  # once per search: every cost call gets this profile
     given = _check_rules(default_rules(cfg.max_fusion_size) if rules is None else rules)
     rule_list = mesh_rules(given, cfg.devices)
     if not rule_list:

@@ -1,10 +1,4 @@
-"""`SearchConfig`: every knob of the rewrite search with its valid range.
-
-A tuner's space over these knobs and the rule priors is built above the engine, which knows
-nothing of tuning: `KNOBS` gives each knob's valid and tuning ranges, and `config_from_params`
-maps one configuration (a plain dict keyed by knob name) back onto a `SearchConfig` and the rule
-priors.
-"""
+"""`SearchConfig`: every knob of the rewrite search with its valid range (`KNOBS`)."""
 
 from __future__ import annotations
 
@@ -16,21 +10,15 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from rewrite.errors import SearchConfigError
-from rewrite.optimize.informed import PriorFamily
 
 __all__ = [
-    "DEFAULT_TUNED",
-    "FAMILY_TUNED",
     "FINAL_CHECK_SHARE",
+    "INT_KNOBS",
     "KNOBS",
     "STRATEGIES",
-    "UNTUNABLE",
-    "INT_KNOBS",
     "Knob",
     "SearchConfig",
-    "config_from_params",
-    "is_prior_param",
-    "priors_from_params",
+    "knob_names",
 ]
 
 STRATEGIES = ("stochastic", "greedy", "best_first", "saturate")
@@ -41,70 +29,38 @@ FINAL_CHECK_SHARE = 0.1
 
 
 class Knob(NamedTuple):
-    """Valid range of one numeric knob, and the range the tuner explores.
+    """Valid range of one numeric knob.
 
     Attributes:
         low: Smallest valid value.
         high: Largest valid value (``math.inf`` for unbounded).
-        tune_low: Lower bound of the tuner's range.
-        tune_high: Upper bound of the tuner's range.
-        log: Whether the tuner explores it on a log scale.
     """
 
     low: float
     high: float
-    tune_low: float
-    tune_high: float
-    log: bool = False
 
 
 KNOBS: dict[str, Knob] = {
-    "population": Knob(2, 100_000, 4, 128, log=True),
-    "archive_size": Knob(1, 100_000, 8, 256, log=True),
-    "tau": Knob(1e-3, 1e3, 0.05, 20.0, log=True),
-    "m": Knob(1, 64, 1, 8),
-    "alpha": Knob(1.0, 10.0, 1.0, 1.5),
-    "beta": Knob(0.0, 1.0, 0.0, 1.0),
-    "eta": Knob(1e-4, 1.0, 0.01, 1.0, log=True),
-    "restart_prob": Knob(0.0, 1.0, 0.0, 0.5),
-    "verify_rate": Knob(0.0, 1.0, 0.0, 1.0),
-    "max_fusion_size": Knob(2, 1024, 2, 32, log=True),
-    "window": Knob(1, 10**9, 10, 2000, log=True),
-    "epsilon": Knob(0.0, 1.0, 1e-7, 1e-2, log=True),
-    "max_steps": Knob(1, 10**12, 1, 10**12),
-    "time_budget": Knob(1e-3, math.inf, 1e-3, math.inf),
-    "max_size_ratio": Knob(1.0, 1000.0, 1.0, 4.0),
-    "workers": Knob(1, 4096, 1, 4096),
-    "island_steps": Knob(1, 10**9, 1, 10**9),
-    "devices": Knob(1, 4096, 1, 4096),
+    "population": Knob(2, 100_000),
+    "archive_size": Knob(1, 100_000),
+    "tau": Knob(1e-3, 1e3),
+    "m": Knob(1, 64),
+    "alpha": Knob(1.0, 10.0),
+    "beta": Knob(0.0, 1.0),
+    "eta": Knob(1e-4, 1.0),
+    "restart_prob": Knob(0.0, 1.0),
+    "verify_rate": Knob(0.0, 1.0),
+    "max_fusion_size": Knob(2, 1024),
+    "window": Knob(1, 10**9),
+    "epsilon": Knob(0.0, 1.0),
+    "max_steps": Knob(1, 10**12),
+    "time_budget": Knob(1e-3, math.inf),
+    "max_size_ratio": Knob(1.0, 1000.0),
+    "workers": Knob(1, 4096),
+    "island_steps": Knob(1, 10**9),
+    "devices": Knob(1, 4096),
 }
 """Valid range of every numeric knob of `SearchConfig` (``None`` knobs skip the check)."""
-
-DEFAULT_TUNED = (
-    "population",
-    "tau",
-    "m",
-    "alpha",
-    "beta",
-    "eta",
-    "restart_prob",
-    "verify_rate",
-    "max_fusion_size",
-    "window",
-    "epsilon",
-)
-"""Knobs a tuner's space exposes by default (the BO knobs of the design notes)."""
-
-FAMILY_TUNED = ("beta", "tau", "alpha", "eta", "restart_prob", "verify_rate")
-"""Knobs tuned beside an informed prior family: those that changed the anytime hypervolume or
-the effort of searches on the zoo (``population``, ``archive_size`` and ``max_fusion_size`` did
-not at small step budgets, ``m`` above 1 only cost work; see `benchmarks/bench_transfer.py`)."""
-
-PRIOR_WEIGHT = "prior_weight"
-PRIOR_SPECIFICITY = "prior_specificity"
-FAMILY_PREFIX = "family_"
-PRIOR_MODEL = "prior_model"
-_PRIOR_KEYS = ("priors", PRIOR_WEIGHT, PRIOR_SPECIFICITY, PRIOR_MODEL)
 
 INT_KNOBS = {
     "population",
@@ -119,15 +75,12 @@ INT_KNOBS = {
 }
 """Knobs that take integer values."""
 
-UNTUNABLE = ("time_budget", "workers", "island_steps", "max_steps", "devices")
-"""Knobs that describe the run or the machine rather than the search, never tuned."""
-
 
 @dataclass(frozen=True)
 class SearchConfig:
     """Every knob of `rewrite.search`, validated once on construction.
 
-    Valid ranges are in `KNOBS`; the tuner's default ranges are its ``tune_low``/``tune_high``.
+    Valid ranges are in `KNOBS`.
 
     Attributes:
         population: Graphs kept in the population (frontier plus explorers), in [2, 1e5].
@@ -303,51 +256,3 @@ def _check_number(name: str, value: Any, knob: Knob) -> int | float:
             f"`{name}` must lie in [{knob.low}, {knob.high}], but got {value!r}."
         )
     return int(value) if is_int else float(value)
-
-
-def config_from_params(
-    params: Mapping[str, Any], base: SearchConfig | None = None
-) -> tuple[SearchConfig, dict[str, float] | None]:
-    """Split one configuration of the tuner's space into a `SearchConfig` and the priors dict.
-
-    Args:
-        params: A configuration (knob values plus an optional ``"priors"`` dict).
-        base: Config supplying every knob ``params`` leaves out.
-
-    Returns:
-        ``(config, priors)``; ``priors`` is None when ``params`` has no ``"priors"`` entry.
-
-    Raises:
-        SearchConfigError: On unknown knobs or invalid values.
-    """
-    knobs = {k: v for k, v in params.items() if not is_prior_param(k)}
-    return SearchConfig.from_dict(knobs, base), priors_from_params(params)
-
-
-def is_prior_param(name: str) -> bool:
-    """Whether a parameter of the tuner's space sets the rule priors (the per-rule ``"priors"``
-    simplex or a prior-family parameter) rather than a search knob."""
-    return name in _PRIOR_KEYS or name.startswith(FAMILY_PREFIX)
-
-
-def priors_from_params(params: Mapping[str, Any]) -> dict[str, float] | None:
-    """The rule priors a configuration of the tuner's space names: its ``"priors"`` simplex, or the
-    member of its informed ``"prior_model"`` family; None when it names neither.
-
-    Raises:
-        PriorsError: On a malformed prior family or parameter.
-    """
-    if PRIOR_MODEL in params:
-        family = PriorFamily.from_dict(params[PRIOR_MODEL])
-        weights = {
-            f: float(params[f"{FAMILY_PREFIX}{f}"])
-            for f in family.family_names
-            if f"{FAMILY_PREFIX}{f}" in params
-        }
-        return family.priors(
-            float(params.get(PRIOR_WEIGHT, 0.0)),
-            float(params.get(PRIOR_SPECIFICITY, 0.0)),
-            weights or None,
-        )
-    priors = params.get("priors")
-    return dict(priors) if priors is not None else None

@@ -1,6 +1,11 @@
-"""`RulePriors`: the firing prior of every rewrite rule, with versioned JSON save and load.
+"""`RulePriors`: the firing weight of every rewrite rule; `TunedSearch`: the versioned document
+that carries rule priors, search knobs and provenance (the file ``tuner export`` writes).
 
-File format (``format_version`` 1; the same document `studies` exports)::
+`RulePriors` holds weights only. Knobs and provenance travel in a `TunedSearch`, and a search
+splits one once, at its entry (`rewrite.optimize.api.search_inputs`): the knobs into its
+`SearchConfig`, the weights into a `RulePriors`.
+
+File format (``format_version`` 1; the document `studies` exports)::
 
     {
       "format_version": 1,
@@ -16,9 +21,9 @@ Rules missing from a file get the stated default weight `MISSING_DEFAULT`: the u
 sum to 1. A file naming a rule the search does not know is an error, as is a newer
 ``format_version``, another ``kind``, or a non-finite number anywhere in the file.
 
-This module is the format's one owner: `PriorsFile` is the document, `read_priors_file` its one
-reader (`RulePriors.load` and the application's ``read_priors_file`` both go through it) and
-`PriorsFile.save` its one writer.
+This module is the format's one owner: `TunedSearch` is the document, `read_priors_file` its one
+reader (`TunedSearch.load`, `rewrite.search(priors=path)` and the application's
+``read_priors_file`` all go through it) and `TunedSearch.save` its one writer.
 """
 
 from __future__ import annotations
@@ -40,8 +45,9 @@ __all__ = [
     "FORMAT_VERSION",
     "KIND",
     "MISSING_DEFAULT",
-    "PriorsFile",
+    "PriorsLike",
     "RulePriors",
+    "TunedSearch",
     "read_priors_file",
     "validate_document",
 ]
@@ -59,11 +65,12 @@ _SUM_TOL = 1e-6
 
 
 @dataclass(frozen=True)
-class PriorsFile:
-    """The content of a rule-priors file (the format's one document type).
+class TunedSearch:
+    """A tuned search: rule priors, the search knobs tuned with them and their provenance (the
+    content of a priors file, the format's one document type).
 
     Attributes:
-        priors: Rule name to firing probability (non-negative, summing to 1).
+        priors: Rule name to firing probability (non-negative, summing to 1), as in the file.
         search_config: Search knobs that came with the priors (an export's chosen trial's other
             parameters), by name.
         provenance: Where the numbers come from (study, trial, values, date, package version...).
@@ -101,7 +108,7 @@ class PriorsFile:
         doc: Any,
         known_rules: Collection[str] | None = None,
         where: str = "priors document",
-    ) -> PriorsFile:
+    ) -> TunedSearch:
         """Validate a parsed document (`validate_document`) and return its content.
 
         Args:
@@ -130,14 +137,35 @@ class PriorsFile:
             format_version=int(doc["format_version"]),
         )
 
+    @classmethod
+    def load(
+        cls, path: str | os.PathLike[str], known_rules: Collection[str] | None = None
+    ) -> TunedSearch:
+        """`read_priors_file`."""
+        return read_priors_file(path, known_rules)
+
+    @classmethod
+    def of(cls, priors: PriorsLike) -> TunedSearch:
+        """``priors`` as a document: a `TunedSearch` as is, a priors file read
+        (`read_priors_file`), rule weights (normalized) with no knobs and no provenance.
+
+        Raises:
+            PriorsError: On another type, an invalid file or an invalid weight.
+        """
+        if isinstance(priors, TunedSearch):
+            return priors
+        if isinstance(priors, str | os.PathLike):
+            return read_priors_file(priors)
+        return cls(RulePriors.coerce(priors).as_dict())
+
 
 def read_priors_file(
     path: str | os.PathLike[str], known_rules: Collection[str] | None = None
-) -> PriorsFile:
-    """Read and validate a rule-priors file (written by `RulePriors.save` or ``tuner export``).
+) -> TunedSearch:
+    """Read and validate a priors file (written by `TunedSearch.save` or ``tuner export``).
 
     The format's one reader: strict JSON (NaN and infinity are refused while parsing), then
-    `PriorsFile.from_dict`. Reading never executes code from the file.
+    `TunedSearch.from_dict`. Reading never executes code from the file.
 
     Args:
         path: The JSON file.
@@ -155,20 +183,21 @@ def read_priors_file(
     except UnicodeDecodeError:
         raise PriorsError(
             f"{str(path)!r} is not a text file (not UTF-8), so not a rule-priors JSON file; pass "
-            "the file `tuner export` or RulePriors.save wrote."
+            "the file `tuner export` or TunedSearch.save wrote."
         ) from None
     try:
         doc = json.loads(text, parse_constant=_reject_constant)
     except ValueError as err:
         raise PriorsError(
             f"{str(path)!r} is not a valid rule-priors JSON file: {err}. Rewrite it with "
-            "RulePriors.save or `tuner export`."
+            "TunedSearch.save or `tuner export`."
         ) from err
-    return PriorsFile.from_dict(doc, known_rules, where=repr(str(path)))
+    return TunedSearch.from_dict(doc, known_rules, where=repr(str(path)))
 
 
 class RulePriors:
-    """Rule name to firing probability.
+    """Rule name to firing probability: weights only (the knobs and provenance a priors file
+    carries beside them are a `TunedSearch`'s).
 
     Weights are stored normalized (they sum to 1). An empty `RulePriors` means uniform over
     whatever rules the search runs with. Instances are immutable.
@@ -176,31 +205,15 @@ class RulePriors:
     Args:
         weights: Rule name to non-negative finite weight with a positive sum; normalized here.
             None or empty means uniform.
-        search_config: Knobs that came with the priors (a loaded file's ``search_config``).
-        provenance: Where the numbers came from (a loaded file's ``provenance``).
 
     Raises:
         PriorsError: On a non-string name, a negative or non-finite weight, or a zero sum.
     """
 
-    __slots__ = ("_w", "provenance", "search_config")
+    __slots__ = ("_w",)
 
-    def __init__(
-        self,
-        weights: Mapping[str, float] | None = None,
-        search_config: Mapping[str, Any] | None = None,
-        provenance: Mapping[str, Any] | None = None,
-    ) -> None:
+    def __init__(self, weights: Mapping[str, float] | None = None) -> None:
         self._w = _normalized(weights or {})
-        self.search_config: dict[str, Any] = dict(search_config or {})
-        self.provenance: dict[str, Any] = dict(provenance or {})
-
-    def without_search_config(self) -> RulePriors:
-        """The same weights and provenance with no ``search_config`` (once it has been merged
-        into a `SearchConfig`, so later searches do not merge it again)."""
-        out = RulePriors.__new__(RulePriors)
-        out._w, out.search_config, out.provenance = self._w, {}, dict(self.provenance)
-        return out
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -209,13 +222,13 @@ class RulePriors:
         return cls(dict.fromkeys(rule_names, 1.0))
 
     @classmethod
-    def coerce(
-        cls, priors: RulePriors | Mapping[str, float] | str | os.PathLike | None
-    ) -> RulePriors:
-        """Accept a `RulePriors`, a dict, a file path or None (uniform).
+    def coerce(cls, priors: RulePriors | Mapping[str, float] | None) -> RulePriors:
+        """Accept a `RulePriors` (returned as is), a dict of weights or None (uniform).
 
         Raises:
-            PriorsError: On another type or an invalid value.
+            PriorsError: On another type (a file path included: a priors file carries knobs
+                too; pass it to `rewrite.search`, or read it with `read_priors_file`) or an
+                invalid value.
         """
         if priors is None:
             return cls()
@@ -223,11 +236,15 @@ class RulePriors:
             return priors
         if isinstance(priors, Mapping):
             return cls(priors)
-        if isinstance(priors, str | os.PathLike):
-            return cls.load(priors)
+        hint = (
+            " A priors file carries search knobs beside the weights: pass its path to "
+            "rewrite.search, or read it with read_priors_file (a TunedSearch)."
+            if isinstance(priors, str | os.PathLike)
+            else ""
+        )
         raise PriorsError(
-            f"priors must be a RulePriors, a dict of rule name to weight, a file path or None, "
-            f"but got {type(priors).__name__}: {priors!r}."
+            f"rule priors must be a RulePriors, a dict of rule name to weight or None, but got "
+            f"{type(priors).__name__}: {priors!r}.{hint}"
         )
 
     # ------------------------------------------------------------------ access
@@ -291,56 +308,10 @@ class RulePriors:
             )
         return p / total
 
-    # ------------------------------------------------------------------ persistence
-    def to_file(self) -> PriorsFile:
-        """These priors as the format's document."""
-        return PriorsFile(dict(self._w), dict(self.search_config), dict(self.provenance))
 
-    @classmethod
-    def from_file(cls, doc: PriorsFile) -> RulePriors:
-        """Priors from a document `read_priors_file` returned."""
-        return cls(doc.priors, doc.search_config, doc.provenance)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON document (see the module docstring)."""
-        return self.to_file().to_dict()
-
-    @classmethod
-    def from_dict(
-        cls, doc: Any, known_rules: Collection[str] | None = None, where: str = "priors document"
-    ) -> RulePriors:
-        """Validate and load a document written by `to_dict` or by ``studies`` export
-        (`PriorsFile.from_dict`).
-
-        Raises:
-            PriorsError: As `PriorsFile.from_dict`.
-        """
-        return cls.from_file(PriorsFile.from_dict(doc, known_rules, where))
-
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write the JSON document atomically (`PriorsFile.save`).
-
-        Returns:
-            The path written.
-        """
-        return self.to_file().save(path)
-
-    @classmethod
-    def load(
-        cls, path: str | os.PathLike, known_rules: Collection[str] | None = None
-    ) -> RulePriors:
-        """Load a priors file written by `save` or by ``studies`` (``tuner export``), through
-        the format's one reader `read_priors_file`.
-
-        Args:
-            path: The JSON file.
-            known_rules: If given, every rule in the file must be one of these (the search
-                checks against its own rules when it resolves the priors).
-
-        Raises:
-            PriorsError: As `read_priors_file`.
-        """
-        return cls.from_file(read_priors_file(path, known_rules))
+PriorsLike = TunedSearch | RulePriors | Mapping[str, float] | str | os.PathLike | None
+"""What `rewrite.search` takes as ``priors``: a tuned search (a document, or the path of its
+file), rule weights, or None (uniform)."""
 
 
 def _reject_constant(name: str) -> float:

@@ -41,7 +41,6 @@ loss's (the fp32 log-probabilities kept, and their gradient).
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -140,7 +139,7 @@ _CACHE: dict[Any, _Costs] = {}
 
 
 def _profile_key(p: DeviceProfile) -> str:
-    return json.dumps(p.to_dict(), sort_keys=True, default=str)
+    return p.digest
 
 
 def _graph_costs(layout: ModelLayout, st: Strategy, p: DeviceProfile, b: int) -> _Costs:

@@ -20,6 +20,7 @@ from rewrite import (
     load_device,
     node_cost,
 )
+from rewrite.cost import clear_caches
 
 UNIT = DeviceProfile(
     name="unit",
@@ -86,13 +87,8 @@ def test_peak_memory_by_hand(view: bool) -> None:
 
 
 def test_tile_quantization_penalty() -> None:
-    tiled = DeviceProfile(
-        **{
-            **UNIT.__dict__,
-            "name": "tiled",
-            "matmul_tile": (128, 128, 64),
-            "memory_bandwidth": 1e15,
-        }
+    tiled = dataclasses.replace(
+        UNIT, name="tiled", matmul_tile=(128, 128, 64), memory_bandwidth=1e15
     )
     lin = next(n for n in linear_relu(m=100) if n.op == "linear")
     t, flops, *_ = node_cost(lin, tiled)
@@ -145,6 +141,22 @@ def test_incremental_needs_the_parent_cost() -> None:
     other = cost(linear_relu(view=True), UNIT)
     c2 = cost(g2, UNIT, base=other)  # wrong base: falls back to a full pass
     assert c2.as_tuple() == cost(g2.copy(), UNIT).as_tuple()
+
+
+def test_cost_caches_key_a_profile_by_its_contents() -> None:
+    """Issue 54: the caches key a profile by a digest of its contents, not by its id or name: an
+    equal copy shares the key; a profile of the same name with other numbers does not, so an
+    incremental cost from a base costed on it is a full pass."""
+    copy = dataclasses.replace(UNIT)
+    assert copy is not UNIT and copy.digest == UNIT.digest
+    slower = dataclasses.replace(UNIT, memory_bandwidth=1e10)  # same name, other numbers
+    assert slower.name == UNIT.name and slower.digest != UNIT.digest
+    g = linear_relu()
+    g2 = _swap_op(g, "relu", "gelu")
+    c2 = cost(g2, slower, base=cost(g, UNIT))  # the base is another profile's: full pass
+    assert c2.as_tuple() == cost(g2.copy(), slower).as_tuple() != cost(g2.copy(), UNIT).as_tuple()
+    clear_caches()  # empties the node-signature cache; costs come out the same after
+    assert cost(g2.copy(), slower).as_tuple() == c2.as_tuple()
 
 
 def test_device_profiles_load_and_validate(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""RulePriors: normalization, missing-rule default, versioned JSON round trip, bad files."""
+"""RulePriors (weights only): normalization, missing-rule default; TunedSearch (the priors file):
+versioned JSON round trip, bad files, golden files."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from rewrite.errors import PriorsError
-from rewrite.optimize.priors import FORMAT_VERSION, KIND, RulePriors, read_priors_file
+from rewrite.optimize.priors import FORMAT_VERSION, KIND, RulePriors, TunedSearch, read_priors_file
 
 RULES = ["fuse", "merge", "shard"]
 
@@ -48,9 +49,9 @@ def test_bad_weights(weights: dict) -> None:
 
 
 def test_round_trip(tmp_path: Path) -> None:
-    p = RulePriors({"fuse": 0.2, "merge": 0.3, "shard": 0.5}, search_config={"tau": 0.5})
+    p = TunedSearch({"fuse": 0.2, "merge": 0.3, "shard": 0.5}, {"tau": 0.5}, {"trial": 3})
     path = p.save(tmp_path / "p.json")
-    q = RulePriors.load(path, known_rules=RULES)
+    q = TunedSearch.load(path, known_rules=RULES)
     assert q == p and q.search_config == {"tau": 0.5}
     assert json.loads(path.read_text())["format_version"] == FORMAT_VERSION
 
@@ -58,17 +59,18 @@ def test_round_trip(tmp_path: Path) -> None:
 def test_empty_priors_round_trip_as_uniform(tmp_path: Path) -> None:
     """Issue 52: ``RulePriors().save(p)`` wrote ``"priors": {}``, which its own reader refused.
     Empty priors mean uniform over the search's rules, in a file as in memory."""
-    for p in (RulePriors(), RulePriors(search_config={"tau": 0.5})):
-        q = RulePriors.load(p.save(tmp_path / "empty.json"), known_rules=RULES)
+    for p in (TunedSearch.of(RulePriors()), TunedSearch({}, {"tau": 0.5})):
+        q = TunedSearch.load(p.save(tmp_path / "empty.json"), known_rules=RULES)
         assert q == p and q.search_config == p.search_config
-        assert list(q.resolve(RULES)) == pytest.approx([1 / len(RULES)] * len(RULES))
+        weights = RulePriors(q.priors).resolve(RULES)
+        assert list(weights) == pytest.approx([1 / len(RULES)] * len(RULES))
 
 
 def test_a_binary_file_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "model.bin"
     path.write_bytes(bytes(range(256)) * 4)
     with pytest.raises(PriorsError, match="not a text file"):
-        RulePriors.load(path)
+        TunedSearch.load(path)
 
 
 def test_loads_studies_export_format(tmp_path: Path) -> None:
@@ -79,8 +81,8 @@ def test_loads_studies_export_format(tmp_path: Path) -> None:
         "search_config": {"population": 32, "tau": 0.5},
         "provenance": {"study": "s", "trial": 7, "values": {"hv": 0.4}, "date": "2026-01-01Z"},
     }
-    q = RulePriors.load(_write(tmp_path / "x.json", doc), known_rules=RULES)
-    assert q["merge"] == pytest.approx(0.3)
+    q = TunedSearch.load(_write(tmp_path / "x.json", doc), known_rules=RULES)
+    assert q.priors["merge"] == pytest.approx(0.3)
     assert q.search_config["population"] == 32 and q.provenance["trial"] == 7
 
 
@@ -106,21 +108,21 @@ def _doc(**changes: object) -> dict:
 )
 def test_bad_files(tmp_path: Path, doc: object, match: str) -> None:
     with pytest.raises(PriorsError, match=match):
-        RulePriors.load(_write(tmp_path / "bad.json", doc), known_rules=RULES)
+        TunedSearch.load(_write(tmp_path / "bad.json", doc), known_rules=RULES)
 
 
 def test_non_finite_and_corrupt_files(tmp_path: Path) -> None:
     head = '{"format_version": 1, "kind": "' + KIND + '", '
     text = head + '"priors": {"fuse": NaN, "merge": 1}}'
     with pytest.raises(PriorsError, match="NaN"):
-        RulePriors.load(_write(tmp_path / "nan.json", text))
+        read_priors_file(_write(tmp_path / "nan.json", text))
     text = head + '"priors": {"fuse": 1}, "search_config": {"tau": Infinity}}'
     with pytest.raises(PriorsError, match="Infinity"):
-        RulePriors.load(_write(tmp_path / "inf.json", text))
+        read_priors_file(_write(tmp_path / "inf.json", text))
     with pytest.raises(PriorsError, match="not a valid"):
-        RulePriors.load(_write(tmp_path / "torn.json", '{"format_version": 1, "kin'))
+        read_priors_file(_write(tmp_path / "torn.json", '{"format_version": 1, "kin'))
     with pytest.raises(PriorsError, match="Cannot read"):
-        RulePriors.load(tmp_path / "missing.json")
+        read_priors_file(tmp_path / "missing.json")
 
 
 DATA = Path(__file__).parent / "data"
@@ -129,7 +131,7 @@ DATA = Path(__file__).parent / "data"
 @pytest.mark.parametrize(
     ("name", "priors", "search_config", "trial"),
     [
-        (  # written by RulePriors.save
+        (  # written by RulePriors.save (before priors were weights only)
             "rule_priors_v1.json",
             {
                 "fuse_elementwise": 0.4,
@@ -152,7 +154,8 @@ def test_golden_v1_files_still_load(
     name: str, priors: dict, search_config: dict, trial: int
 ) -> None:
     """The format's one golden-file test: every v1 file still reads, through the one reader
-    (`read_priors_file`) and `RulePriors.load` on top of it."""
+    (`read_priors_file`), and a search given its path runs with its knobs and its weights."""
+    from rewrite.optimize.api import search_inputs
     from rewrite.optimize.config import SearchConfig
 
     path = DATA / name
@@ -161,13 +164,12 @@ def test_golden_v1_files_still_load(
     assert search_config.items() <= doc.search_config.items()
     assert doc.provenance["trial"] == trial and doc.provenance["study"] == "golden"
     assert read_priors_file(path, known_rules=list(priors)) == doc
-    p = RulePriors.load(path)
-    assert p.as_dict() == pytest.approx(priors) and p.search_config == doc.search_config
-    assert p.provenance == doc.provenance and p.to_dict() == doc.to_dict()
-    cfg = SearchConfig.from_dict(p.search_config)
-    assert cfg.tau == 0.5 and cfg.population == 32
-    with pytest.raises(PriorsError, match="unknown rules"):
-        RulePriors.load(path, known_rules=list(priors)[:1])
+    assert TunedSearch.load(path) == doc and TunedSearch.of(path) == doc
+    cfg, p = search_inputs(None, path)
+    assert cfg == SearchConfig.from_dict(doc.search_config) and cfg.tau == 0.5
+    assert cfg.population == 32 and p == RulePriors(priors)
+    assert search_inputs(None, doc) == (cfg, p)  # the document and its file: one search
+    assert search_inputs({"seed": 4}, path) == (cfg.replace(seed=4), p)
     with pytest.raises(PriorsError, match="unknown rules"):
         read_priors_file(path, known_rules=list(priors)[:1])
 
@@ -177,3 +179,7 @@ def test_coerce() -> None:
     assert RulePriors.coerce({"a": 1.0})["a"] == 1.0
     with pytest.raises(PriorsError, match="must be a RulePriors"):
         RulePriors.coerce(3)  # type: ignore[arg-type]
+    # weights only: a file carries knobs too, so it is the search's (or a TunedSearch's) to read
+    with pytest.raises(PriorsError, match="carries search knobs.*read_priors_file"):
+        RulePriors.coerce("p.json")  # type: ignore[arg-type]
+    assert not hasattr(RulePriors(), "search_config") and not hasattr(RulePriors, "load")

@@ -1,5 +1,6 @@
-"""A trial's path: a point of the space -> search on a suite -> objectives and metrics; and
-the exported priors file used offline by search(priors=path)."""
+"""One configuration searched over a suite of workloads and seeds, and the exported priors file
+used offline by search(priors=path). Scoring a suite is the tuning side's
+(tests/rewrite_tuner/test_scores.py)."""
 
 from __future__ import annotations
 
@@ -7,20 +8,10 @@ import json
 import warnings
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from rewrite.errors import PriorsError, SearchError
-from rewrite.optimize import (
-    SCORES,
-    Baseline,
-    PriorFamily,
-    RuleEvidence,
-    RulePriors,
-    SearchConfig,
-    search,
-    search_suite,
-)
+from rewrite.errors import SearchError
+from rewrite.optimize import SearchConfig, TunedSearch, search, search_suite
 from tests.rewrite.search_rules import TEST_RULES, chain_graph
 
 SUITE = {
@@ -30,72 +21,13 @@ SUITE = {
 NAMES = [r.name for r in TEST_RULES]
 
 
-def test_seeds_give_means_and_standard_errors_and_metrics_average() -> None:
+def test_seeds_run_in_order_and_metrics_average() -> None:
     cfg = SearchConfig(max_steps=30)
     res = search_suite(SUITE, cfg, rules=TEST_RULES, verify_cache=None, seeds=[3, 4, 5])
     assert res.seeds == (3, 4, 5) and [r.config["seed"] for r in res.results["a"]] == [3, 4, 5]
     one = search_suite(SUITE, cfg.replace(seed=4), rules=TEST_RULES, verify_cache=None)
     assert one.runs()[0].hv_curve().tolist() == res.results["a"][1].hv_curve().tolist()
-    obj = res.objectives()
-    per_seed = [sum(res.results[w][i].hypervolume for w in SUITE) / len(SUITE) for i in range(3)]
-    assert obj["hypervolume"] == pytest.approx(np.mean(per_seed))
-    assert obj["hypervolume.sem"] == pytest.approx(np.std(per_seed, ddof=1) / np.sqrt(3))
     assert res.metrics()["steps"] == 60  # two workloads of 30 steps, averaged over seeds
-    assert "hypervolume.sem" not in one.objectives()
-
-
-def test_scores_against_a_baseline() -> None:
-    cfg = SearchConfig(max_steps=40)
-    default = search_suite(SUITE, cfg, rules=TEST_RULES, verify_cache=None, seeds=[0, 1])
-    base = {w: Baseline.of(runs) for w, runs in default.results.items()}
-    for w, b in base.items():
-        assert b.hv_input == default.results[w][0].hv_trace[0][2] < b.hv_final
-        assert Baseline.from_dict(b.to_dict()) == b
-    scores = default.scores(base)
-    assert set(scores) == set(SCORES) and scores["anytime_hv"].shape == (2, 2)
-    # the default reaches its own median final value; anytime stays below the final ratio
-    assert np.all(scores["anytime_hv"] <= scores["final_hv"] + 1e-12)
-    assert np.median(scores["final_hv"]) == pytest.approx(1.0)
-    r = default.results["a"][0]
-    curve = r.hv_curve(40)
-    assert curve.shape == (41,) and curve[0] == r.hv_trace[0][2] and curve[-1] == r.hypervolume
-    assert np.all(np.diff(curve) >= 0)
-    reach = scores["reach"][0, 0]
-    assert reach == 41 or curve[int(reach)] >= base["a"].hv_final * (1 - 1e-9)
-    obj = default.objectives(base)
-    assert {"anytime_hv", "anytime_hv.sem", "effort", "reach.sem"} <= set(obj)
-    with pytest.raises(SearchError, match="No baseline"):
-        default.scores({"a": base["a"]})
-
-
-def test_family_priors_shrink_unseen_rules_to_their_family_and_prefer_specific_ones() -> None:
-    evidence = RuleEvidence(
-        fired={"test_mm_assoc_left": 100.0, "test_mm_assoc_right": 0.0, "test_neg_neg": 100.0},
-        used={"test_mm_assoc_left": 50.0, "test_mm_assoc_right": 0.0, "test_neg_neg": 0.0},
-        runs=4,
-    )
-    family = PriorFamily.from_rules(TEST_RULES, evidence)
-    rates = family.rates()
-    # never fired: no evidence, so it gets the family's rate, not zero
-    assert rates["test_neg_neg"] < rates["test_mm_assoc_right"] < rates["test_mm_assoc_left"]
-    sizes = family.sizes
-    assert sizes["test_neg_neg"] == 2 and sizes["test_mm_assoc_left"] == 2
-    flat = family.priors(1.0, 0.0)
-    assert family.priors(0.5, 0.0)["test_neg_neg"] == pytest.approx(
-        0.5 / 3 + 0.5 * flat["test_neg_neg"]
-    )
-    with pytest.raises(PriorsError, match="weight"):
-        family.priors(1.5)
-    with pytest.raises(PriorsError, match="Unknown rule families"):
-        family.priors(1.0, 0.0, {"fusion": 1.0})
-
-
-def test_a_family_centred_on_empty_priors_is_centred_on_uniform() -> None:
-    """An empty priors file means uniform (issue 52), also as the centre of a family."""
-    empty = PriorFamily.centred_on(TEST_RULES, {}).priors(1.0, 0.0)
-    uniform = PriorFamily.centred_on(TEST_RULES, dict.fromkeys(["test_neg_neg"], 1.0))
-    assert empty == pytest.approx(dict.fromkeys(empty, 1 / 3))
-    assert uniform.priors(1.0, 0.0) != empty
 
 
 def test_sharding_rules_need_a_mesh_of_two_devices() -> None:
@@ -144,8 +76,9 @@ def test_exported_priors_file_drives_an_offline_search(tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         search(SUITE["a"], same, priors=path, rules=TEST_RULES, verify_cache=None)
-    saved = RulePriors(res.priors).save(tmp_path / "again.json")
-    assert RulePriors.load(saved, known_rules=NAMES) == RulePriors(res.priors)
+    saved = TunedSearch(res.priors, res.config).save(tmp_path / "again.json")
+    again = search(SUITE["a"], priors=saved, rules=TEST_RULES, verify_cache=None)
+    assert again.config == res.config and again.priors == pytest.approx(res.priors)
 
 
 def test_unknown_knob_in_file_warns(tmp_path: Path) -> None:
@@ -179,3 +112,22 @@ def test_a_suite_on_two_processes_gives_what_one_gives() -> None:
         assert got == want and [r.hv_trace[-1][2] for r in two.results[w]] == [
             r.hv_trace[-1][2] for r in one.results[w]
         ]
+
+
+def test_a_device_file_is_loaded_once_per_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 54: a search loads its device profile once and passes the profile on, rather than
+    every cost call looking the path up again."""
+    import rewrite.devices as devices
+
+    path = tmp_path / "dev.json"
+    path.write_text(json.dumps(devices.load_device("h100").to_dict()))
+    calls: list[Path] = []
+    real = devices._load_file
+    monkeypatch.setattr(devices, "_load_file", lambda p: calls.append(p) or real(p))
+    cfg = SearchConfig(max_steps=20)
+    res = search(SUITE["a"], cfg, device=path, rules=TEST_RULES, verify_cache=None)
+    assert len(calls) == 1 and res.stats.steps == 20
+    want = search(SUITE["a"], cfg, device="h100", rules=TEST_RULES, verify_cache=None)
+    assert [s.objectives for s in res.pareto] == [s.objectives for s in want.pareto]

@@ -122,12 +122,12 @@ def test_export_round_trip(tmp_path: Path) -> None:
     assert list(tmp_path.glob(".priors.json.*")) == []  # no temp files left behind
 
 
-def test_export_is_read_by_rewrite_rule_priors(tmp_path: Path) -> None:
-    from rewrite import RulePriors  # the format's reader must exist: no skip
+def test_export_is_read_by_rewrite(tmp_path: Path) -> None:
+    from rewrite import TunedSearch  # the format's reader must exist: no skip
 
     study = _study(tmp_path)
     export_priors(study, tmp_path / "p.json")
-    loaded = RulePriors.load(tmp_path / "p.json")
+    loaded = TunedSearch.load(tmp_path / "p.json")
     assert dict(loaded.search_config)["population"] >= 4
 
 
@@ -320,7 +320,7 @@ def test_read_priors_file_is_the_rewrite_reader(tmp_path: Path) -> None:
     path = tmp_path / "p.json"
     export_priors(study, path)
     assert read_priors_file(path) == rewrite.read_priors_file(path)
-    assert isinstance(read_priors_file(path), rewrite.PriorsFile)
+    assert isinstance(read_priors_file(path), rewrite.TunedSearch)
     path.write_text(json.dumps({"format_version": 1, "kind": KIND, "priors": {"zap": 1.0}}))
     with pytest.raises(PriorsError) as direct:
         rewrite.read_priors_file(path, known_rules=["fuse"])
@@ -341,8 +341,7 @@ def test_export_is_deterministic_apart_from_date(tmp_path: Path) -> None:
 def test_export_records_the_fixed_step_budget_and_search_applies_it(tmp_path: Path) -> None:
     """A fixed search knob (the step budget) travels in search_config; other fixed context
     (a workload suite) stays in the provenance."""
-    from rewrite.optimize.api import coerce_config
-    from rewrite.optimize.priors import RulePriors
+    from rewrite.optimize.api import search_inputs
     from spaces import Fixed, Float, Simplex, Space
 
     space = Space(
@@ -358,7 +357,7 @@ def test_export_records_the_fixed_step_budget_and_search_applies_it(tmp_path: Pa
     doc = export_priors(study, tmp_path / "p.json")
     assert doc.search_config["max_steps"] == 40 and "suite" not in doc.search_config
     assert doc.provenance["fixed"] == {"suite": "gpt2"}
-    cfg = coerce_config({"seed": 2}, RulePriors.load(tmp_path / "p.json"))
+    cfg, _ = search_inputs({"seed": 2}, tmp_path / "p.json")
     assert cfg.max_steps == 40 and cfg.seed == 2 and cfg.tau == doc.search_config["tau"]
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rewrite.errors import SearchConfigError
-from rewrite.optimize import RulePriors, SearchConfig
+from rewrite.optimize import SearchConfig, TunedSearch
 from rewrite_tuner.calibration import (
     COMPILED,
     MEASURED,
@@ -79,7 +79,7 @@ def test_family_space_is_small_and_its_default_is_the_search_default(
     assert "suite" not in space.params and context["seeds"] == [0, 1]
     assert context["workloads"] == ["gpt2"] and context["calibration"] == calibration.to_dict()
     assert space["max_steps"].value == 40 and space["devices"].value == 1
-    from rewrite.optimize import config_from_params
+    from rewrite_tuner.knobs import config_from_params
 
     cfg, priors = config_from_params(space.default())
     assert cfg == SearchConfig(max_steps=40)
@@ -222,11 +222,11 @@ def test_only_a_configuration_that_beats_the_defaults_is_exported(tmp_path: Path
     assert report.held_out.per_workload["vit"]["reach"]["ratio"] < 1.0
     doc = export_tuned(study, report, tmp_path / "p.json")
     assert doc is not None and doc.provenance["trial"] == 2
-    priors = RulePriors.load(tmp_path / "p.json")
+    priors = TunedSearch.load(tmp_path / "p.json")
     cfg = SearchConfig.from_dict(priors.search_config)
     assert cfg.max_steps == 40 and cfg.beta == 0.8 and cfg.devices == 1  # the budget travels
     assert priors.provenance["validation"]["chosen"] == 2
-    top = max(priors.as_dict(), key=priors.as_dict().get)
+    top = max(priors.priors, key=priors.priors.get)
     assert top.startswith("fuse_")
     # `tuner plot` (the application's priors reader) draws the family member's rule priors too
     paths = plot_study(study, tmp_path / "plots", pick=2, priors_of=priors_to_plot)

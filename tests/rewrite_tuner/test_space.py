@@ -8,15 +8,10 @@ import dataclasses
 import pytest
 
 from rewrite.errors import SearchConfigError, SearchError
-from rewrite.optimize import (
-    DEFAULT_TUNED,
-    PriorFamily,
-    RuleEvidence,
-    SearchConfig,
-    config_from_params,
-    priors_from_params,
-    search_suite,
-)
+from rewrite.optimize import SearchConfig, search_suite
+from rewrite_tuner.knobs import DEFAULT_TUNED, config_from_params, priors_from_params
+from rewrite_tuner.prior_family import PriorFamily, RuleEvidence
+from rewrite_tuner.scores import suite_objectives
 from rewrite_tuner.space import search_space
 from spaces import Simplex
 from tests.rewrite.search_rules import TEST_RULES
@@ -49,7 +44,7 @@ def test_space_point_runs_on_a_suite() -> None:
     params = space.sample(1, seed=5)[0]
     cfg, priors = config_from_params(params, SearchConfig(max_steps=40))
     res = search_suite(SUITE, cfg, priors, rules=TEST_RULES, verify_cache=None)
-    obj = res.objectives()
+    obj = suite_objectives(res)
     assert set(obj) == {"latency_reduction", "peak_memory_reduction", "hypervolume", "search_time"}
     assert 0.0 <= obj["latency_reduction"] < 1.0 and obj["search_time"] > 0
     m = res.metrics()

@@ -1,7 +1,7 @@
 """Rule priors informed by search logs: offline benchmarking of rules, and the prior family the
 tuner explores instead of one free weight per rule.
 
-Offline benchmarking (`rewrite.optimize.suite.benchmark_rules`) runs the search on a training suite and counts, per
+Offline benchmarking (`benchmark_rules`) runs the search on a training suite and counts, per
 rule, how often it fired and how often it appears on the rewrite path of a final Pareto graph
 (so enabling rewrites count, not only the last one) into a `RuleEvidence`.
 
@@ -37,10 +37,12 @@ import numpy as np
 from rewrite.errors import PriorsError
 
 if TYPE_CHECKING:
+    from rewrite.ir import Graph
+    from rewrite.optimize.config import SearchConfig
     from rewrite.optimize.result import SearchResult
     from rewrite.rules.base import Rule
 
-__all__ = ["PriorFamily", "RuleEvidence", "pattern_size"]
+__all__ = ["PriorFamily", "RuleEvidence", "benchmark_rules", "pattern_size"]
 
 #: Pseudo-firings of the family rate (and of the global rate for a family) in a rule's rate.
 DEFAULT_SHRINKAGE = 20.0
@@ -278,3 +280,39 @@ class PriorFamily:
                 f"A prior family needs a family and a size for every rule: {missing}."
             )
         return cls(rules, families, sizes, evidence, shrinkage)
+
+
+def benchmark_rules(
+    workloads: Mapping[str, Graph],
+    config: SearchConfig,
+    seeds: Sequence[int],
+    device: Any = "h100",
+    rules: Sequence[Rule] | None = None,
+    measure: bool | str = False,
+    workers: int = 1,
+) -> tuple[RuleEvidence, dict[str, list[SearchResult]]]:
+    """Offline benchmarking of rules: search every workload with every seed, count the evidence.
+
+    Args:
+        workloads: Name -> graph of the training suite.
+        config: The search config (its ``seed`` is replaced by each of ``seeds``); uniform priors.
+        seeds: Search seeds.
+        device: Cost-model device.
+        rules: The rules (default: the verified catalogue).
+        measure: Re-time every result's Pareto graphs (`rewrite.search`'s ``measure``).
+        workers: Searches run at once (`rewrite.optimize.suite.run_searches`).
+
+    Returns:
+        The evidence, and the results by workload (one per seed, in ``seeds`` order).
+    """
+    from rewrite.optimize.suite import run_searches
+
+    kwargs: dict[str, Any] = {"measure": measure, **({"rules": rules} if rules is not None else {})}
+    jobs = [
+        (g, config.replace(seed=int(s)), None, device, kwargs)
+        for g in workloads.values()
+        for s in seeds
+    ]
+    done = iter(run_searches(jobs, 1 if measure else workers))  # timings want the CPU alone
+    results = {w: [next(done) for _ in seeds] for w in workloads}
+    return RuleEvidence.from_results(r for rs in results.values() for r in rs), results

@@ -8,7 +8,7 @@ reports, per workload and overall:
 * ``reach``: the first step at which each run reaches the *reference* configuration's median
   final hypervolume (``budget + 1`` when it does not), its median over seeds with a bootstrap
   interval, and the ratio of the two medians (``< 1``: the candidate gets there sooner);
-* ``anytime_hv`` and ``final_hv`` against that reference (`rewrite.optimize.suite.Baseline`);
+* ``anytime_hv`` and ``final_hv`` against that reference (`rewrite_tuner.scores.Baseline`);
 * ``latency_reduction`` and ``peak_memory_reduction`` at the budget (``1 - best / input``);
 
 each as a mean or median with a 95% interval, and the paired difference candidate - reference
@@ -28,8 +28,9 @@ from rewrite.errors import SearchError
 from rewrite.ir import Graph
 from rewrite.optimize.config import SearchConfig
 from rewrite.optimize.priors import RulePriors
-from rewrite.optimize.suite import Baseline, SuiteResult, search_suite
+from rewrite.optimize.suite import SuiteResult, search_suite
 from rewrite.stats import Interval, interval
+from rewrite_tuner.scores import Baseline, per_seed, run_scores
 
 __all__ = ["Comparison", "Interval", "compare", "interval"]
 
@@ -135,7 +136,7 @@ def compare(
     cand = search_suite(workloads, c_cfg, c_pri, device, seeds, **kwargs)
     baselines = {w: Baseline.of(runs) for w, runs in ref.results.items()}
     per = _per_workload(cand, ref, baselines)
-    c_rows, r_rows = cand.per_seed(baselines), ref.per_seed(baselines)
+    c_rows, r_rows = per_seed(cand, baselines), per_seed(ref, baselines)
     overall: dict[str, dict[str, Any]] = {
         name: _stats(
             np.array([row[name] for row in c_rows]),
@@ -153,7 +154,7 @@ def _per_workload(
     cand: SuiteResult, ref: SuiteResult, baselines: Mapping[str, Baseline]
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Per-workload statistics of `compare` (scores, reach with its ratio, reductions)."""
-    c_scores, r_scores = cand.scores(baselines), ref.scores(baselines)
+    c_scores, r_scores = run_scores(cand, baselines), run_scores(ref, baselines)
     per: dict[str, dict[str, dict[str, Any]]] = {}
     for j, w in enumerate(cand.results):
         row: dict[str, dict[str, Any]] = {}
