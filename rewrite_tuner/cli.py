@@ -1,13 +1,12 @@
-"""The ``tuner`` command line of the rewrite application: the generic commands of `studies.cli`
-(run, resume, status, plot, structure, space) plus ``demo`` (the main job: tune the rewrite search
-on zoo models, validate and export the priors), ``tune-model`` (the same for a user's own model,
-starting from a priors file: `rewrite_tuner.tune_model`) and ``export`` (a trial's rule priors as
-a priors file). ``plot``, ``dashboard`` and ``report`` are registered again with the application's priors reader
-and views (`rewrite_tuner.dashboard`), so they show the rule priors of an informed prior family
-too, and the demo's time split and held-out validation. This module's `app` is the ``tuner``
-console script.
-
-Importing this module registers these commands on `studies.cli.app` (the one Typer app).
+"""The ``tuner`` command line of the rewrite application: `studies.cli.make_app` builds it from the
+generic commands (run, resume, status, plot, dashboard, report, structure) and this module's:
+``space`` (a look at a space with a rule-prior simplex), ``export`` (a trial's rule priors as a
+priors file), ``demo`` (the main job: tune the rewrite search on zoo models, validate and export
+the priors) and ``tune-model`` (the same for a user's own model, starting from a priors file:
+`rewrite_tuner.tune_model`). ``plot``, ``dashboard`` and ``report`` get the application's priors
+reader and views (`rewrite_tuner.dashboard`), so they show the rule priors of an informed prior
+family too, and the demo's time split and held-out validation; the engine's errors are reported as
+one line. This module's `app` is the ``tuner`` console script.
 """
 
 from __future__ import annotations
@@ -21,27 +20,23 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from rewrite_tuner.dashboard import HOOKS
-from studies.cli import (
+from studies.cli import Command, make_app
+from studies.console import (
     BestOpt,
     SimplexOpt,
     StorageOpt,
     SubjectOpt,
     TrialOpt,
     WeightsOpt,
-    _command,
-    _fail,
-    _guard,
-    _guard_write,
-    _load,
-    _optimize,
-    _pick,
-    _storage,
-    app,
     console,
-    dashboard_command,
+    fail,
+    guard,
+    guard_write,
+    load_study,
     out,
-    plot_command,
-    report_command,
+    pick,
+    run_study,
+    storage_url,
 )
 
 if TYPE_CHECKING:
@@ -60,21 +55,6 @@ def _priors_to_plot(space: Any, trial: Any, simplex: str | None) -> Any:
     return priors_to_plot(space, trial, simplex)
 
 
-def _register(name: str, command: Any) -> None:
-    """Register ``command`` as ``tuner NAME`` in place of the generic command of that name (with
-    its short help)."""
-    at = next(i for i, c in enumerate(app.registered_commands) if c.name == name)
-    _command(name=name, short_help=app.registered_commands[at].short_help)(command)
-    app.registered_commands[at] = app.registered_commands.pop()
-
-
-# `tuner plot` with the rewrite application's priors (a Simplex or an informed prior family),
-# and `tuner dashboard` / `tuner report` with its views too (those priors, the demo's time split,
-# the held-out validation table), each in the generic command's place
-_register("plot", plot_command(_priors_to_plot))
-_register("dashboard", dashboard_command(HOOKS))
-_register("report", report_command(HOOKS))
-
 ForceOpt = Annotated[
     bool,
     typer.Option(
@@ -85,7 +65,6 @@ ForceOpt = Annotated[
 ]
 
 
-@_command()
 def export(
     name: Annotated[str, typer.Argument(help="Study name.")],
     out_path: Annotated[Path, typer.Option("--out", "-o", help="Priors JSON to write.")] = Path(
@@ -109,8 +88,8 @@ def export(
     from rewrite_tuner.export import export_priors
     from rewrite_tuner.transfer import stored_validation
 
-    rule = _pick(weights, best, subject_to, trial)
-    study = _load(name, _storage(storage))
+    rule = pick(weights, best, subject_to, trial)
+    study = load_study(name, storage_url(storage))
     validated = stored_validation(study, current=True) if rule is None else None
     if validated is not None and validated["report"]["chosen"] is not None:
         rule = validated["report"]["chosen"]
@@ -126,7 +105,7 @@ def export(
             f"{validated['date']}; picking by equal weights all the same.",
             highlight=False,
         )
-    doc = _guard_write(
+    doc = guard_write(
         out_path, export_priors, study, out_path, pick=rule, simplex=simplex, force=force
     )
     prov = doc.provenance
@@ -136,10 +115,6 @@ def export(
     )
 
 
-@_command(
-    short_help="The main job: tune the rewrite search on small zoo models, check it against "
-    "the defaults on held-out models, export the tuned priors if they win."
-)
 def demo(
     storage: Annotated[
         str, typer.Option("--storage", "-s", help="SQLAlchemy URL of the study database.")
@@ -191,7 +166,7 @@ def demo(
     if not toy:  # before calibrating: a typo must not cost the whole run
         _check_zoo_names("--workloads", names, required=True)
         _check_zoo_names("--held-out", held, required=False)
-        _guard_write(out_path, _check_out_path, out_path)
+        guard_write(out_path, _check_out_path, out_path)
     new = not toy and _stored(study_name, storage) is None  # a resumed study: `_print_rest`
     if new:
         from rewrite_tuner.timing import estimate, estimate_line, reference_pace
@@ -200,7 +175,7 @@ def demo(
         basis = "a 2-core machine's pace; refined after the calibration"
         console.print(estimate_line(estimate(shape, reference_pace(steps)), basis), highlight=False)
     t0 = time.perf_counter()
-    study = _guard(_demo_study, toy, study_name, storage, names, steps, seeds, workers)
+    study = guard(_demo_study, toy, study_name, storage, names, steps, seeds, workers)
     calibration = time.perf_counter() - t0
     timeout = None
     if not toy:
@@ -208,11 +183,11 @@ def demo(
         timeout = _announce(study, names, held, n_trials, cal, steps, seeds, workers)
         if new:  # a resumed run keeps the record of the first run's calibration
             _record(out_path, study, calibration=calibration)
-    stats = _optimize(study, n_trials, workers, timeout, progress)
+    stats = run_study(study, n_trials, workers, timeout, progress)
     if toy:
         from rewrite_tuner.export import export_priors
 
-        doc = _guard_write(out_path, export_priors, study, out_path, force=force)
+        doc = guard_write(out_path, export_priors, study, out_path, force=force)
         out.print(f"exported the priors of trial {doc.provenance['trial']} to {out_path}")
         return
     validation, report, doc = _validate_and_export(
@@ -246,7 +221,7 @@ def _record(out_path: Path, study: Study, **fields: Any) -> dict[str, Any]:
     from rewrite_tuner.run_record import record_path, update_record
 
     path = record_path(out_path.parent, study.name)
-    return _guard_write(path, update_record, path, study.name, study.storage.url, **fields)  # type: ignore[no-any-return]
+    return guard_write(path, update_record, path, study.name, study.storage.url, **fields)  # type: ignore[no-any-return]
 
 
 def _announce(
@@ -296,7 +271,7 @@ def _validate_and_export(
     from rewrite_tuner.transfer import export_tuned, validate_once
 
     t0 = time.perf_counter()
-    report, stored = _guard(
+    report, stored = guard(
         validate_once, study, held, on_progress=lambda line: console.print(line), workers=workers
     )
     seconds = time.perf_counter() - t0
@@ -306,7 +281,7 @@ def _validate_and_export(
             "validation is not repeated (its report follows).",
             highlight=False,
         )
-    doc = _guard_write(out_path, export_tuned, study, report, out_path, force=force, anyway=anyway)
+    doc = guard_write(out_path, export_tuned, study, report, out_path, force=force, anyway=anyway)
     _print_tuned(report, out_path if doc is not None else None, study.name, storage)
     return seconds, report, doc
 
@@ -368,11 +343,6 @@ def _print_rest(
     return pace
 
 
-@_command(
-    name="tune-model",
-    short_help="Tune the rewrite search for your own model in a few trials, starting from a "
-    "priors file; export priors for it if they beat the defaults and that file.",
-)
 def tune_model_command(
     model: Annotated[
         str,
@@ -439,8 +409,8 @@ def tune_model_command(
     from rewrite_tuner.tables import transfer_lines
     from rewrite_tuner.tune_model import tune_model
 
-    _guard_write(out_path, _check_out_path, out_path)
-    result = _guard(
+    guard_write(out_path, _check_out_path, out_path)
+    result = guard(
         tune_model,
         model,
         inputs,
@@ -477,12 +447,12 @@ def _check_zoo_names(option: str, names: list[str], required: bool) -> None:
     from rewrite.errors import RewriteError
 
     if required and not names:
-        raise _fail(f"{option} names no model; pick from {zoo.names()}, e.g. {option} gpt2,bert.")
+        raise fail(f"{option} names no model; pick from {zoo.names()}, e.g. {option} gpt2,bert.")
     for n in names:
         try:
             zoo.input_kind(n)
         except RewriteError as err:
-            raise _fail(f"{option}: {err}") from None
+            raise fail(f"{option}: {err}") from None
 
 
 def _check_out_path(path: Path) -> None:
@@ -497,7 +467,7 @@ def _stored(name: str, storage: str) -> Study | None:
     """`rewrite_tuner.rewrite_study._stored`: the study if the storage holds it (a resume)."""
     from rewrite_tuner.rewrite_study import _stored as stored
 
-    return _guard(stored, name, storage)
+    return guard(stored, name, storage)
 
 
 def _demo_study(
@@ -565,6 +535,80 @@ def _print_tuned(report: Any, written: Path | None, name: str, storage: str) -> 
             highlight=False,
         )
 
+
+def space(
+    n: int = typer.Option(8, min=0, help="Number of configurations to sample."),
+    seed: int = typer.Option(0, help="Sobol scrambling seed."),
+) -> None:
+    """Build a search space with a rule-prior simplex; sample, encode and decode it (a quick look at
+    what the tuner searches)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from spaces import Bool, Choice, Float, Int, Simplex, Space
+
+    space = Space(
+        {
+            "population": Int(8, 256, log=True, default=32),
+            "tau": Float(0.01, 10.0, log=True),
+            "mutations": Int(1, 8),
+            "selection": Choice(("softmax", "tournament")),
+            "restart": Bool(),
+            "priors": Simplex(("fuse", "merge", "shard", "algebra")),
+        }
+    )
+    configs = space.sample(n, seed=seed)
+    X = space.to_unit(configs)
+    decoded = space.from_unit(X)
+    console = Console()
+    table = Table(title=f"{n} Sobol configurations (seed {seed}), d = {space.dim} GP columns")
+    for name in space.names:
+        table.add_column(name, justify="right")
+    table.add_column("round trip", justify="center")
+    for config, back in zip(configs, decoded):
+        cells = []
+        for name in space.names:
+            v = config[name]
+            if isinstance(v, dict):
+                cells.append(" ".join(f"{k}={w:.2f}" for k, w in v.items()))
+            elif isinstance(v, float):
+                cells.append(f"{v:.4g}")
+            else:
+                cells.append(str(v))
+        same = space.to_unit([back]).allclose(space.to_unit([config]), atol=1e-12)
+        cells.append("ok" if same else "MISMATCH")
+        table.add_row(*cells)
+    console.print(table)
+    console.print(f"columns: {space.columns}")
+    console.print(f"simplex constraint: columns {space.simplex_dims['priors']} sum to 1")
+
+
+app = make_app(
+    [
+        Command(
+            space, short_help="Sample, encode and decode a small space with a rule-prior simplex."
+        ),
+        Command(export),
+        Command(
+            demo,
+            short_help="The main job: tune the rewrite search on small zoo models, check it "
+            "against the defaults on held-out models, export the tuned priors if they win.",
+        ),
+        Command(
+            tune_model_command,
+            name="tune-model",
+            short_help="Tune the rewrite search for your own model in a few trials, starting "
+            "from a priors file; export priors for it if they beat the defaults and that file.",
+        ),
+    ],
+    ["rewrite.errors:RewriteError"],  # the engine's (a zoo model, a priors file...)
+    priors_of=_priors_to_plot,  # the priors of a Simplex or of an informed prior family
+    hooks=HOOKS,  # its time split, the held-out validation table
+    loggers=("rewrite_tuner",),
+    verbose_loggers=("rewrite",),  # the search's INFO lines (one per search) only with -v
+    help="Multi-objective tuning of the rewrite search: run, resume, inspect and export studies.",
+)
+"""The ``tuner`` console script: `studies.cli`'s commands and the rewrite application's."""
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(app())
