@@ -11,11 +11,9 @@ one line. This module's `app` is the ``tuner`` console script.
 
 from __future__ import annotations
 
-import shlex
 import sys
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -29,20 +27,13 @@ from studies.console import (
     TrialOpt,
     WeightsOpt,
     console,
-    fail,
     guard,
     guard_write,
     load_study,
     out,
     pick,
-    run_study,
     storage_url,
 )
-
-if TYPE_CHECKING:
-    from rewrite_tuner.timing import DemoShape
-    from rewrite_tuner.transfer import TunedReport
-    from studies.study import Study
 
 __all__ = ["app"]
 
@@ -160,187 +151,18 @@ def demo(
     The study is calibrated first (the default search on every workload), then tuned; the best
     trials are checked afresh, and the priors file is written only for a configuration that beats
     the defaults with 95% confidence (or with --export-anyway). Run it again and it resumes."""
+    from rewrite_tuner.cli_demo import demo_spec, run_demo, toy_demo
+    from rewrite_tuner.pipeline import Job
+
     study_name = name if name is not None else "demo" if toy else "rewrite-demo"
-    names = [w.strip() for w in workloads.split(",") if w.strip()]
-    held = [w.strip() for w in held_out.split(",") if w.strip()]
-    if not toy:  # before calibrating: a typo must not cost the whole run
-        _check_zoo_names("--workloads", names, required=True)
-        _check_zoo_names("--held-out", held, required=False)
-        guard_write(out_path, _check_out_path, out_path)
-    new = not toy and _stored(study_name, storage) is None  # a resumed study: `_print_rest`
-    if new:
-        from rewrite_tuner.timing import estimate, estimate_line, reference_pace
-
-        shape = _shape(names, held, n_trials, 0, steps, seeds, workers)
-        basis = "a 2-core machine's pace; refined after the calibration"
-        console.print(estimate_line(estimate(shape, reference_pace(steps)), basis), highlight=False)
-    t0 = time.perf_counter()
-    study = guard(_demo_study, toy, study_name, storage, names, steps, seeds, workers)
-    calibration = time.perf_counter() - t0
-    timeout = None
-    if not toy:
-        cal = calibration if new else None
-        timeout = _announce(study, names, held, n_trials, cal, steps, seeds, workers)
-        if new:  # a resumed run keeps the record of the first run's calibration
-            _record(out_path, study, calibration=calibration)
-    stats = run_study(study, n_trials, workers, timeout, progress)
+    job = Job(study_name, storage, n_trials, workers)
     if toy:
-        from rewrite_tuner.export import export_priors
-
-        doc = guard_write(out_path, export_priors, study, out_path, force=force)
-        out.print(f"exported the priors of trial {doc.provenance['trial']} to {out_path}")
+        toy_demo(job, out_path, force, progress)
         return
-    validation, report, doc = _validate_and_export(
-        study, held, out_path, force, export_anyway, storage, workers
-    )
-    from rewrite_tuner.timing import split_lines, split_seconds
-
-    out.print("", highlight=False)
-    for line in split_lines(calibration, stats, validation):
-        out.print(line, highlight=False)
-    exported = None
-    if doc is not None:
-        exported = {
-            "path": str(out_path),
-            "trial": doc.provenance["trial"],
-            "beats": report.chosen is not None,
-        }
-    _record(
-        out_path,
-        study,
-        validation=validation,
-        split=split_seconds(calibration, stats, validation),
-        report=report.to_dict(),
-        exported=exported,
-    )
-
-
-def _record(out_path: Path, study: Study, **fields: Any) -> dict[str, Any]:
-    """Update the demo's run record beside ``out_path`` (`rewrite_tuner.run_record`: what
-    ``tuner dashboard`` shows of the run that the storage does not hold)."""
-    from rewrite_tuner.run_record import record_path, update_record
-
-    path = record_path(out_path.parent, study.name)
-    return guard_write(path, update_record, path, study.name, study.storage.url, **fields)  # type: ignore[no-any-return]
-
-
-def _announce(
-    study: Study,
-    names: list[str],
-    held: list[str],
-    n_trials: int,
-    calibration: float | None,
-    steps: int,
-    seeds: int,
-    workers: int,
-) -> float | None:
-    """Before the demo tunes: that a finished study is done, or what is left (`_print_rest`)
-    and the trial timeout it sets (`rewrite_tuner.timing.trial_timeout`), which it returns."""
-    from rewrite_tuner.timing import reference_pace, trial_timeout
-
-    finished = study.progress()["finished"]
-    if calibration is None and finished >= n_trials:
-        console.print(
-            f"{study.name} is done: {finished} of {n_trials} trials finished; nothing to tune "
-            "(--n-trials N raises the budget, --name NEW starts a new study).",
-            highlight=False,
-        )
-        return None
-    pace = _print_rest(study, names, held, n_trials, calibration, steps, seeds, workers)
-    timeout = trial_timeout(seeds * len(names), pace or reference_pace(steps))
-    console.print(
-        f"each trial is stopped after {timeout:.0f} s (20x its expected time at this pace), so "
-        "a hung search fails that trial alone",
-        highlight=False,
-    )
-    return timeout
-
-
-def _validate_and_export(
-    study: Study,
-    held: list[str],
-    out_path: Path,
-    force: bool,
-    anyway: bool,
-    storage: str,
-    workers: int,
-) -> tuple[float, TunedReport, Any]:
-    """The demo's validation (stored for a finished study: `validate_once`), its export and
-    its report; returns the seconds it took, the report and the exported document (None when
-    nothing was written)."""
-    from rewrite_tuner.transfer import export_tuned, validate_once
-
-    t0 = time.perf_counter()
-    report, stored = guard(
-        validate_once, study, held, on_progress=lambda line: console.print(line), workers=workers
-    )
-    seconds = time.perf_counter() - t0
-    if stored is not None:
-        console.print(
-            f"these {study.progress()['finished']} trials were validated on {stored}: the "
-            "validation is not repeated (its report follows).",
-            highlight=False,
-        )
-    doc = guard_write(out_path, export_tuned, study, report, out_path, force=force, anyway=anyway)
-    _print_tuned(report, out_path if doc is not None else None, study.name, storage)
-    return seconds, report, doc
-
-
-def _shape(
-    names: list[str],
-    held: list[str],
-    n_trials: int,
-    done: int,
-    steps: int,
-    seeds: int,
-    workers: int,
-    calibrated: bool = False,
-) -> DemoShape:
-    """The demo's `rewrite_tuner.timing.DemoShape` with ``done`` trials already in the study."""
-    from rewrite_tuner.rewrite_study import CALIBRATION_SEEDS, LEAD_DESIGN
-    from rewrite_tuner.timing import DemoShape
-
-    return DemoShape(
-        workloads=len(names),
-        held_out=len(held),
-        trials=max(n_trials - done, 0),
-        proposals=max(n_trials - max(done, LEAD_DESIGN), 0),
-        seeds=seeds,
-        calibration_seeds=0 if calibrated else max(CALIBRATION_SEEDS, seeds),
-        steps=steps,
-        workers=workers,
-    )
-
-
-def _print_rest(
-    study: Study,
-    names: list[str],
-    held: list[str],
-    n_trials: int,
-    calibration: float | None,
-    steps: int,
-    seeds: int,
-    workers: int,
-) -> float | None:
-    """The estimate of what is left once the study is open: at the calibration's pace when it
-    was calibrated now (``calibration``, its seconds), at the stored trials' pace when it
-    resumes (``calibration`` None). Returns that pace (seconds per default search; None
-    without one), which also bounds every trial (`rewrite_tuner.timing.trial_timeout`)."""
-    from rewrite_tuner.rewrite_study import CALIBRATION_SEEDS
-    from rewrite_tuner.timing import estimate, estimate_line
-
-    shape = _shape(names, held, n_trials, len(study.trials), steps, seeds, workers, True)
-    timed = [t.seconds for t in study.trials if t.seconds]
-    if calibration is not None:  # calibrated now
-        pace = calibration / (max(CALIBRATION_SEEDS, seeds) * len(names))
-        basis = f"the calibration's pace here ({calibration:.0f} s)"
-    elif timed:
-        pace = sorted(timed)[len(timed) // 2] / (seeds * len(names))
-        basis = f"the pace of the {len(timed)} trials this study ran"
-    else:
-        return None
-    console.print(estimate_line(estimate(shape, pace), basis, what="the rest"), highlight=False)
-    return pace
+    spec = demo_spec(workloads, held_out, steps, seeds)  # before calibrating: a typo must not
+    held = [w.strip() for w in held_out.split(",") if w.strip()]  # cost the whole run
+    options = {"force": force, "anyway": export_anyway, "progress": progress}
+    run_demo(spec, held, job, out_path, options)
 
 
 def tune_model_command(
@@ -405,11 +227,12 @@ def tune_model_command(
     are written only when they beat both with 95% confidence. With --warm-start, a finished
     study's trials (the main job's: rewrite-demo in sqlite:///demo-study.db) inform the model as a
     related task and its best configurations run early. Run it again and it resumes."""
-    from rewrite_tuner.rewrite_study import CALIBRATION_SEEDS
+    from rewrite_tuner.cli_demo import check_out_path
+    from rewrite_tuner.spec import CALIBRATION_SEEDS
     from rewrite_tuner.tables import transfer_lines
     from rewrite_tuner.tune_model import tune_model
 
-    guard_write(out_path, _check_out_path, out_path)
+    guard_write(out_path, check_out_path, out_path)
     result = guard(
         tune_model,
         model,
@@ -439,101 +262,6 @@ def tune_model_command(
         )
     secs = ", ".join(f"{k} {v:.0f} s" for k, v in result.seconds.items())
     out.print(f"{result.verdict} ({secs})", highlight=False)
-
-
-def _check_zoo_names(option: str, names: list[str], required: bool) -> None:
-    """Refuse an unknown zoo model (with the closest name) before anything runs."""
-    from rewrite import zoo
-    from rewrite.errors import RewriteError
-
-    if required and not names:
-        raise fail(f"{option} names no model; pick from {zoo.names()}, e.g. {option} gpt2,bert.")
-    for n in names:
-        try:
-            zoo.input_kind(n)
-        except RewriteError as err:
-            raise fail(f"{option}: {err}") from None
-
-
-def _check_out_path(path: Path) -> None:
-    """Refuse an --out path whose folder is missing, before the demo runs for minutes."""
-    if not path.parent.is_dir():
-        raise FileNotFoundError(2, "No such file or directory", str(path.parent))
-    if path.is_dir():
-        raise IsADirectoryError(21, "Is a directory", str(path))
-
-
-def _stored(name: str, storage: str) -> Study | None:
-    """`rewrite_tuner.rewrite_study._stored`: the study if the storage holds it (a resume)."""
-    from rewrite_tuner.rewrite_study import _stored as stored
-
-    return guard(stored, name, storage)
-
-
-def _demo_study(
-    toy: bool, name: str, storage: str, workloads: list[str], steps: int, seeds: int, workers: int
-) -> Study:
-    """The demo's study; a name clash with different settings says how to start a new one."""
-    from studies.errors import StudyConflictError
-
-    try:
-        if toy:
-            from studies.examples import toy_study
-
-            return toy_study(name, storage)
-        from rewrite_tuner.rewrite_study import CALIBRATION_SEEDS, rewrite_study
-
-        cal = max(CALIBRATION_SEEDS, seeds)
-
-        def announce() -> None:
-            console.print(
-                f"calibrating: the default search on {', '.join(workloads)}, {cal} seeds of "
-                f"{steps} steps each",
-                highlight=False,
-            )
-
-        return rewrite_study(
-            workloads,
-            budget=steps,
-            name=name,
-            storage=storage,
-            seeds=seeds,
-            calibration_seeds=cal,
-            on_calibrate=announce,
-            workers=workers,
-        )
-    except StudyConflictError as err:
-        raise StudyConflictError(
-            f"{err} For `tuner demo`: `--name NEW_NAME` starts a new study with these options."
-        ) from None
-
-
-def _print_tuned(report: Any, written: Path | None, name: str, storage: str) -> None:
-    """What tuning gained over the defaults, where the file is, how to use and draw it."""
-    from rewrite_tuner.tables import transfer_lines
-
-    for line in transfer_lines(report):
-        out.print(line, highlight=False)
-    caveat = report.held_out_caveat()
-    if caveat is not None:
-        out.print(caveat, highlight=False)
-    if written is not None:
-        out.print(f"\nwrote {written}; use it with:", highlight=False)
-        out.print(f'  rewrite.search(graph, priors="{written}")', highlight=False)
-        # The export is the validated pick (`report.shown`), which `tuner plot`'s default pick
-        # (equal weights over the objectives) need not be.
-        out.print("draw the study and these priors with:", highlight=False)
-        out.print(
-            f"  tuner plot {shlex.quote(name)} --storage {shlex.quote(storage)} "
-            f"--trial {report.shown}",
-            highlight=False,
-        )
-    elif report.shown is not None:
-        out.print(
-            "\nnothing exported: no trial beat the defaults with 95% confidence on fresh seeds "
-            "(more trials or seeds may help; --export-anyway writes the best trial regardless).",
-            highlight=False,
-        )
 
 
 def space(
