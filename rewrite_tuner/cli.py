@@ -165,25 +165,45 @@ def demo(
     run_demo(spec, held, job, out_path, options)
 
 
+ModelArg = Annotated[
+    str,
+    typer.Argument(
+        help="path/to/file.py:Name: a torch.nn.Module, or a class or function called "
+        "without arguments to make one."
+    ),
+]
+InputsOpt = Annotated[
+    list[str],
+    typer.Option(
+        "--inputs",
+        "-i",
+        help="An example input per positional argument, dtype\\[d0,...] (e.g. int64[1,128]; "
+        "integers are drawn below the smallest embedding's vocabulary), then keyword ones as "
+        "name=value (a tensor or a literal: attention_mask=int64[1,128], use_cache=False; "
+        "use_cache=False is the default for a model that takes it). Repeat for several.",
+    ),
+]
+WarmStartOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--warm-start",
+        help="A finished study whose trials inform the model (e.g. rewrite-demo); repeat "
+        "for several.",
+    ),
+]
+WarmStartStorageOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--warm-start-storage",
+        help="Where the --warm-start studies are (e.g. sqlite:///demo-study.db; default: "
+        "--storage).",
+    ),
+]
+
+
 def tune_model_command(
-    model: Annotated[
-        str,
-        typer.Argument(
-            help="path/to/file.py:Name: a torch.nn.Module, or a class or function called "
-            "without arguments to make one."
-        ),
-    ],
-    inputs: Annotated[
-        list[str],
-        typer.Option(
-            "--inputs",
-            "-i",
-            help="An example input per positional argument, dtype\\[d0,...] (e.g. int64[1,128]; "
-            "integers are drawn below the smallest embedding's vocabulary), then keyword ones as "
-            "name=value (a tensor or a literal: attention_mask=int64[1,128], use_cache=False; "
-            "use_cache=False is the default for a model that takes it). Repeat for several.",
-        ),
-    ],
+    model: ModelArg,
+    inputs: InputsOpt,
     priors: Annotated[
         Path | None,
         typer.Option("--from", help="Priors file to start from (e.g. demo-priors.json)."),
@@ -201,22 +221,8 @@ def tune_model_command(
     out_path: Annotated[Path, typer.Option("--out", "-o", help="Priors JSON to write.")] = Path(
         "model-priors.json"
     ),
-    warm_start: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--warm-start",
-            help="A finished study whose trials inform the model (e.g. rewrite-demo); repeat "
-            "for several.",
-        ),
-    ] = None,
-    warm_start_storage: Annotated[
-        str | None,
-        typer.Option(
-            "--warm-start-storage",
-            help="Where the --warm-start studies are (e.g. sqlite:///demo-study.db; default: "
-            "--storage).",
-        ),
-    ] = None,
+    warm_start: WarmStartOpt = None,
+    warm_start_storage: WarmStartStorageOpt = None,
     force: ForceOpt = False,
 ) -> None:
     """Tune the rewrite search for one model of your own and export priors for it.
@@ -229,7 +235,6 @@ def tune_model_command(
     related task and its best configurations run early. Run it again and it resumes."""
     from rewrite_tuner.cli_demo import check_out_path
     from rewrite_tuner.spec import CALIBRATION_SEEDS
-    from rewrite_tuner.tables import transfer_lines
     from rewrite_tuner.tune_model import tune_model
 
     guard_write(out_path, check_out_path, out_path)
@@ -250,6 +255,14 @@ def tune_model_command(
         warm_start=[{"study": w, "storage": warm_start_storage} for w in warm_start or []],
         on_progress=lambda line: console.print(line, highlight=False),
     )
+    _print_model_tuning(result, priors)
+
+
+def _print_model_tuning(result: Any, priors: Path | None) -> None:
+    """What `tune_model` found: the validation, the comparison with the given priors, the
+    verdict and where the time went."""
+    from rewrite_tuner.tables import transfer_lines
+
     for line in transfer_lines(result.validation):
         out.print(line, highlight=False)
     if result.against_given is not None:

@@ -109,7 +109,7 @@ def rewrite_problem(
         SearchConfigError: For a knob of ``tune`` that cannot be tuned.
     """
     spec = RewriteStudySpec(
-        workloads=tuple(workloads),
+        workloads=workloads,
         objectives={o: OBJECTIVES.get(o, "(unknown)") for o in objectives},
         budget=max_steps,
         device=device,
@@ -119,8 +119,8 @@ def rewrite_problem(
         calibration_seeds=calibration_seeds,
         race=race,
         priors=priors,
-        tune=None if tune is None else tuple(tune),
-        rules=None if rules is None else tuple(rules),
+        tune=tune,
+        rules=rules,
         centre=centre,
         run_metrics=run_metrics,
     )

@@ -299,24 +299,21 @@ def rewrite_study(
     run_metrics: bool = False,
     workers: int = 1,
 ) -> Study:
-    """A `Study` that tunes `rewrite.search` over a suite of `rewrite.zoo` graphs.
+    """A `Study` that tunes `rewrite.search` over a suite of `rewrite.zoo` graphs (or a user's
+    own models): created and calibrated, or opened when the storage already holds it.
 
-    The study's arguments are those of `rewrite_tuner.spec.RewriteStudySpec` (``objectives``
+    The arguments are those of `rewrite_tuner.spec.RewriteStudySpec` (``objectives``
     `DEFAULT_OBJECTIVES` when None; ``run_metrics`` on whenever ``settings`` picks the
-    ``"grouped"`` surrogate, which models each run's values), checked before anything runs;
-    the others are `open_rewrite_study`'s, which takes the spec itself.
-
-    Returns:
-        The study (created and calibrated, or opened when the storage already holds it).
+    ``"grouped"`` surrogate, which models each run's values), checked before anything runs,
+    and those of `open_rewrite_study`, which takes the spec itself.
 
     Raises:
-        StudyError: For an argument the spec refuses, or settings that are not a
-            `StudySettings`.
+        StudyError: For an argument the spec refuses, or settings that are not a StudySettings.
         StudyConflictError: If the storage holds a study of that name asked for differently.
     """
     spec = RewriteStudySpec(
-        workloads=tuple(workloads),
-        objectives=dict(DEFAULT_OBJECTIVES if objectives is None else objectives),
+        workloads=workloads,
+        objectives=DEFAULT_OBJECTIVES if objectives is None else objectives,
         budget=budget,
         device=device,
         devices=devices,
@@ -325,23 +322,15 @@ def rewrite_study(
         calibration_seeds=calibration_seeds,
         race=race,
         priors=priors,
-        tune=None if tune is None else tuple(tune),
-        rules=None if rules is None else tuple(rules),
+        tune=tune,
+        rules=rules,
         centre=centre,
         # the grouped surrogate models each workload's runs: it needs them reported
         run_metrics=run_metrics or getattr(settings, "surrogate", None) == "grouped",
-        constraints=(constraints,) if isinstance(constraints, str) else tuple(constraints),
+        constraints=constraints,
     )
-    return open_rewrite_study(
-        spec,
-        name=name,
-        storage=storage,
-        seed=seed,
-        settings=settings,
-        on_calibrate=on_calibrate,
-        lead=lead,
-        workers=workers,
-    )
+    job = {"name": name, "storage": storage, "seed": seed, "settings": settings}
+    return open_rewrite_study(spec, **job, on_calibrate=on_calibrate, lead=lead, workers=workers)
 
 
 def open_rewrite_study(
@@ -356,8 +345,8 @@ def open_rewrite_study(
     workers: int = 1,
 ) -> Study:
     """The rewrite study ``spec`` asks for: created (calibrated first, module docstring), or
-    opened as stored (no recalibration) when the storage holds one of that name asked for with
-    the same spec.
+    opened as stored (no recalibration) when ``storage`` holds one named ``name`` asked for
+    with the same spec.
 
     Args:
         spec: What the study tunes and measures.
@@ -370,8 +359,7 @@ def open_rewrite_study(
         lead: A new study with a prior family and no ``centre`` runs the defaults and the
             family's informed member first (`lead_configs`), then a `LEAD_DESIGN`-point design
             unless ``settings`` sizes it; False: the tuner's initial design alone.
-        workers: A new study's calibration runs this many searches at once (the trials'
-            workers, who would otherwise wait for it).
+        workers: A new study's calibration runs this many searches at once.
 
     Raises:
         StudyError: For settings that are not a `StudySettings`.
@@ -399,19 +387,24 @@ def open_rewrite_study(
         space,
         dict(spec.objectives),
         evaluate_rewrite,
-        constraints=spec.constraints,
+        constraints=tuple(spec.constraints),
         storage=storage,
         seed=seed,
         settings=settings,
         context=context,
     )
-    if lead and existing is None:  # a new study: the defaults and the informed prior first
-        # (after the related studies' best configurations a warm-started study queued)
-        held = [t.config for t in study.trials]
-        for config in lead_configs(space):
-            if study.space.validate({**study.space.default(), **config}) not in held:
-                study.enqueue(config)
+    if lead and existing is None:
+        _queue_lead(study)
     return study
+
+
+def _queue_lead(study: Study) -> None:
+    """Queue `lead_configs` into a new study: the defaults and the informed prior first (after
+    the related studies' best configurations a warm-started study queued on creation)."""
+    held = [t.config for t in study.trials]
+    for config in lead_configs(study.space):
+        if study.space.validate({**study.space.default(), **config}) not in held:
+            study.enqueue(config)
 
 
 def _reopened(existing: Study, spec: RewriteStudySpec) -> RewriteProblem:

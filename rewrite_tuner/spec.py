@@ -104,6 +104,8 @@ class RewriteStudySpec:
         constraints: Outcome constraints on objectives or run metrics, e.g.
             ``"effort <= 1.2"``.
 
+    Sequences are stored as tuples, mappings as dicts (the spec is frozen).
+
     Raises:
         StudyError: For no or unknown workloads, two workloads of one name, unknown objectives
             or directions, invalid counts, a measured objective without ``measure``, a bad
@@ -111,7 +113,7 @@ class RewriteStudySpec:
         SearchConfigError: For a knob of ``tune`` that cannot be tuned.
     """
 
-    workloads: tuple[str, ...] = DEFAULT_WORKLOADS
+    workloads: Sequence[str] = DEFAULT_WORKLOADS
     objectives: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_OBJECTIVES))
     budget: int = 150
     device: str = "h100"
@@ -121,11 +123,11 @@ class RewriteStudySpec:
     calibration_seeds: int = CALIBRATION_SEEDS
     race: bool = True
     priors: str = "family"
-    tune: tuple[str, ...] | None = None
-    rules: tuple[str, ...] | None = None
+    tune: Sequence[str] | None = None
+    rules: Sequence[str] | None = None
     centre: Mapping[str, float] | None = None
     run_metrics: bool = False
-    constraints: tuple[str, ...] = ()
+    constraints: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         objectives = dict(self.objectives)

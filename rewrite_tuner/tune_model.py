@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from rewrite_tuner.pipeline import Job, Steps
     from rewrite_tuner.spec import RewriteStudySpec
     from rewrite_tuner.transfer import TunedReport
+    from rewrite_tuner.user_model import ModelRef
     from studies.study import Study
 
 __all__ = ["ModelTuning", "tune_model"]
@@ -116,15 +117,13 @@ def tune_model(
     from rewrite_tuner.pipeline import Job, run_job
     from rewrite_tuner.problem import workload_graphs
     from rewrite_tuner.spec import RewriteStudySpec
-    from rewrite_tuner.user_model import model_ref, user_graph
+    from rewrite_tuner.user_model import user_graph
     from studies.settings import StudySettings
 
     tell = on_progress or (lambda line: None)
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 2:
         raise StudyError(f"trials must be an int >= 2 (the defaults and one more), got {trials!r}.")
-    ref = model_ref(model, list(inputs) if inputs is not None else None)
-    tell(f"importing {ref.name}")
-    graph = user_graph(str(ref))  # fails here, with the import's message, not in a worker
+    ref, nodes = _imported(model, inputs, tell)
     given = _given_priors(priors) if priors is not None else None
     spec = RewriteStudySpec(
         workloads=(str(ref),),
@@ -139,9 +138,7 @@ def tune_model(
         n_initial=max(3, trials // 2), warm_start=list(warm_start), warm_start_queue=0
     )
     job = Job(name or f"tune-{ref.name}", storage, trials, n_workers, seed, settings)
-    steps = _ModelJob(
-        spec, job, tell, given, priors, out, force, validation_seeds, ref.name, len(graph)
-    )
+    steps = _ModelJob(spec, job, tell, given, priors, out, force, validation_seeds, ref.name, nodes)
     try:
         run = run_job(spec, job, steps.steps())
     finally:
@@ -258,6 +255,18 @@ class _ModelJob:
             " and the given priors" if given is not None else ""
         )
         return exported, verdict + f" on fresh seeds: wrote {self.out}"
+
+
+def _imported(
+    model: str, inputs: Sequence[str] | None, tell: Callable[[str], None]
+) -> tuple[ModelRef, int]:
+    """The model's reference, and its graph's size: it is imported here, so that a model that
+    cannot be imported fails with the import's message, not in a worker."""
+    from rewrite_tuner.user_model import model_ref, user_graph
+
+    ref = model_ref(model, list(inputs) if inputs is not None else None)
+    tell(f"importing {ref.name}")
+    return ref, len(user_graph(str(ref)))
 
 
 def _given_priors(path: str | Path) -> PriorsFile:

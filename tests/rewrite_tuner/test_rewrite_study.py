@@ -343,6 +343,36 @@ def test_a_study_from_before_contexts_opens_resumes_and_validates(tmp_path: Path
     assert report.workloads == ["gpt2"] and report.budget == 40
 
 
+def test_a_study_with_a_version_1_context_opens_and_resumes(tmp_path: Path) -> None:
+    """tests/data/studies/rewrite_v3.db (frozen; written before the context had a
+    ``format_version``) holds a rewrite study whose context is the flat dict a trial reads.
+    Asked for with its original arguments it opens as stored (no recalibration, no conflict, its
+    context unchanged), its trials keep their values, and a resumed trial reads that context."""
+    import json
+    import shutil
+
+    data = Path(__file__).resolve().parents[1] / "data" / "studies"
+    shutil.copy(data / "rewrite_v3.db", tmp_path / "old.db")
+    expected = json.loads((data / "rewrite_v3.json").read_text())
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+
+    def boom() -> None:
+        raise AssertionError("an existing study is never recalibrated")
+
+    args = {"budget": 40, "seeds": 2, "calibration_seeds": 2, "storage": url, "name": "context-v1"}
+    study = rewrite_study(GPT2, **args, on_calibrate=boom)
+    assert study.context == expected["context"] and "format_version" not in study.context
+    assert sorted(study.space.params) == expected["parameters"]
+    assert suite_of(study) == expected["context"]
+    old = [{"state": str(t.state), "values": t.values} for t in study.trials]
+    assert old == expected["trials"]
+    with pytest.raises(StudyConflictError, match="other arguments"):
+        rewrite_study(GPT2, **{**args, "seeds": 1}, on_calibrate=boom)
+    study.enqueue({**study.space.default(), "tau": 0.5})  # no model fit: a queued trial
+    study.optimize(4, progress=False)
+    assert study.trials[3].state == "COMPLETE" and study.trials[3].config["tau"] == 0.5
+
+
 def test_a_new_study_runs_the_defaults_and_the_informed_prior_first(tmp_path: Path) -> None:
     from rewrite_tuner.problem import LEAD_DESIGN, informed_config
 
