@@ -95,6 +95,7 @@ from studies.errors import StudyConflictError, StudyError
 if TYPE_CHECKING:
     from rewrite.optimize import Baseline, SuiteResult
     from spaces import Space
+    from studies.storage import Storage
     from studies.study import Study
 
 __all__ = [
@@ -337,7 +338,7 @@ def open_rewrite_study(
     spec: RewriteStudySpec,
     *,
     name: str = "rewrite",
-    storage: str = "sqlite:///rewrite-study.db",
+    storage: str | Storage = "sqlite:///rewrite-study.db",
     seed: int = 0,
     settings: Any = None,
     on_calibrate: Callable[[], None] | None = None,
@@ -351,7 +352,8 @@ def open_rewrite_study(
     Args:
         spec: What the study tunes and measures.
         name: Study name in the storage.
-        storage: SQLAlchemy URL (embedded SQLite by default).
+        storage: SQLAlchemy URL (embedded SQLite by default), or an open `Storage`; it is
+            opened once, for the stored study and the study returned.
         seed: The tuner's seed.
         settings: `studies.StudySettings` (defaults when None); the search's
             machine-dependent metrics (`unmodeled_metrics`) are added to its ``ignore_metrics``.
@@ -370,7 +372,8 @@ def open_rewrite_study(
 
     if settings is not None and not isinstance(settings, StudySettings):
         raise StudyError(f"settings must be a StudySettings, got {type(settings).__name__}.")
-    existing = stored_study(name, storage)
+    store = _opened(storage)  # one engine for the whole call: the load and the study
+    existing = None if isinstance(store, str) else stored_study(name, store)
     if existing is not None:
         space, context = _reopened(existing, spec)
     else:
@@ -388,7 +391,7 @@ def open_rewrite_study(
         dict(spec.objectives),
         evaluate_rewrite,
         constraints=tuple(spec.constraints),
-        storage=storage,
+        storage=store,
         seed=seed,
         settings=settings,
         context=context,
@@ -471,8 +474,23 @@ def _with_rule_knowledge(settings: Any, space: Space) -> Any:
     return dataclasses.replace(settings, knowledge={**given, "candidates": candidates})
 
 
-def stored_study(name: str, storage: str) -> Study | None:
-    """The study ``name`` if ``storage`` exists and holds it, else None."""
+def _opened(storage: str | Storage) -> str | Storage:
+    """``storage`` opened once (its database as it is), or the URL itself when it names no
+    database yet (`studies.Study` creates it, after the calibration)."""
+    from studies.errors import StorageNotFoundError
+    from studies.storage import Storage
+
+    if isinstance(storage, Storage):
+        return storage
+    try:
+        return Storage(storage, create=False)
+    except StorageNotFoundError:
+        return storage
+
+
+def stored_study(name: str, storage: str | Storage) -> Study | None:
+    """The study ``name`` if ``storage`` (a URL or an open `Storage`) exists and holds it, else
+    None."""
     from studies.errors import StorageNotFoundError, StudyNotFoundError
     from studies.study import Study
 
