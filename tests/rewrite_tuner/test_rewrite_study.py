@@ -25,8 +25,8 @@ from rewrite_tuner.export import priors_to_plot
 from rewrite_tuner.problem import (
     DEFAULT_OBJECTIVES,
     RewriteProblem,
-    workload_graphs,
     rewrite_problem,
+    workload_graphs,
 )
 from rewrite_tuner.rewrite_study import (
     RULE_COUNTERS_KNOWN,
