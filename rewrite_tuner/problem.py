@@ -22,6 +22,7 @@ from rewrite_tuner.spec import (
     DEFAULT_SEEDS,
     DEFAULT_WORKLOADS,
     RewriteStudySpec,
+    prior_space,
     study_context,
 )
 from studies.errors import StudyError
@@ -36,12 +37,10 @@ __all__ = [
     "DEFAULT_SEEDS",
     "DEFAULT_WORKLOADS",
     "LEAD_DESIGN",
-    "PriorSpace",
     "RewriteProblem",
     "build_problem",
     "informed_config",
     "lead_configs",
-    "prior_space",
     "rewrite_problem",
     "workload_graphs",
 ]
@@ -157,46 +156,6 @@ def build_problem(
     return RewriteProblem(space, study_context(spec, calibration.to_dict()))
 
 
-class PriorSpace(NamedTuple):
-    """What `prior_space` makes of a spec without a calibration."""
-
-    catalogue: list[Any]
-    """The rules of the mesh."""
-    family: Any
-    """The centred prior family; None when the calibration's evidence makes it."""
-    space: Space
-    """The knobs and the priors: the family's, or a per-rule simplex until the family is made."""
-    knobs: tuple[str, ...]
-    """The knobs tuned."""
-
-
-def prior_space(spec: RewriteStudySpec) -> PriorSpace:
-    """What can be built of the spec's space before a calibration (`PriorSpace`).
-
-    Raises:
-        StudyError: For rules the catalogue does not hold on the mesh, or a centre the family
-            cannot be centred on.
-        SearchConfigError: For a knob of ``tune`` that cannot be tuned.
-    """
-    from rewrite.optimize import DEFAULT_TUNED, FAMILY_TUNED, default_rules
-    from rewrite.optimize.runner import mesh_rules
-    from rewrite_tuner.space import search_space
-
-    catalogue = mesh_rules(default_rules(), spec.devices)
-    known = [r.name for r in catalogue]
-    names = list(spec.rules) if spec.rules is not None else known
-    unknown = sorted(set(names) - set(known))
-    if unknown:
-        raise StudyError(
-            f"rules= names rules the catalogue does not hold on this mesh: {unknown}; the "
-            f"rules are {sorted(known)}."
-        )
-    family = _centred(catalogue, spec.centre) if spec.centre is not None else None
-    knobs = tuple(spec.tune or (FAMILY_TUNED if spec.priors == "family" else DEFAULT_TUNED))
-    base = search_space(names if family is None else list(family.rules), tune=knobs, family=family)
-    return PriorSpace(catalogue, family, base, knobs)
-
-
 LEAD_DESIGN = 5
 """Initial-design size of a rewrite study whose first trials are `lead_configs`."""
 
@@ -238,14 +197,3 @@ def informed_config(space: Space, knobs: Mapping[str, Any] | None = None) -> dic
             continue  # outside the space: the knob keeps its default
         config[knob] = value
     return {k: v for k, v in config.items() if k in space.params}
-
-
-def _centred(catalogue: Sequence[Any], centre: Mapping[str, float]) -> Any:
-    """`PriorFamily.centred_on`, its errors as `StudyError`."""
-    from rewrite.errors import PriorsError
-    from rewrite.optimize import PriorFamily
-
-    try:
-        return PriorFamily.centred_on(catalogue, centre)
-    except PriorsError as err:
-        raise StudyError(f"Cannot centre the prior family on the priors given: {err}") from None

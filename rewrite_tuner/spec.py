@@ -26,10 +26,13 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rewrite_tuner.calibration import COMPILED, MEASURED, OBJECTIVES
 from studies.errors import StudyError
+
+if TYPE_CHECKING:
+    from spaces import Space
 
 __all__ = [
     "CALIBRATION_SEEDS",
@@ -38,7 +41,9 @@ __all__ = [
     "DEFAULT_SEEDS",
     "DEFAULT_WORKLOADS",
     "LEGACY_SUITE",
+    "PriorSpace",
     "RewriteStudySpec",
+    "prior_space",
     "search_params",
     "study_context",
     "suite_context",
@@ -248,15 +253,13 @@ def _check_counts(
 def _check_priors(spec: RewriteStudySpec) -> None:
     """What can be checked of the priors arguments without a calibration: ``priors``, the
     centre (the family can be centred on it), the rules (the catalogue holds them on this mesh)
-    and the knobs of ``tune`` (`rewrite_tuner.problem.prior_space` builds what they make).
+    and the knobs of ``tune`` (`prior_space` builds what they make).
 
     Raises:
         StudyError: For another ``priors``, ``centre`` without ``priors="family"``, a centre
             the family cannot be centred on, or rules the catalogue does not hold.
         SearchConfigError: For a knob of ``tune`` that cannot be tuned.
     """
-    from rewrite_tuner.problem import prior_space
-
     if spec.priors not in ("family", "rules"):
         raise StudyError(f"priors must be 'family' or 'rules', but got {spec.priors!r}.")
     if spec.centre is not None and spec.priors != "family":
@@ -265,6 +268,57 @@ def _check_priors(spec: RewriteStudySpec) -> None:
             f"priors={spec.priors!r}; drop centre= or pass priors='family'."
         )
     prior_space(spec)
+
+
+class PriorSpace(NamedTuple):
+    """What `prior_space` makes of a spec without a calibration."""
+
+    catalogue: list[Any]
+    """The rules of the mesh."""
+    family: Any
+    """The centred prior family; None when the calibration's evidence makes it."""
+    space: Space
+    """The knobs and the priors: the family's, or a per-rule simplex until the family is made."""
+    knobs: tuple[str, ...]
+    """The knobs tuned."""
+
+
+def prior_space(spec: RewriteStudySpec) -> PriorSpace:
+    """What can be built of the spec's space before a calibration (`PriorSpace`).
+
+    Raises:
+        StudyError: For rules the catalogue does not hold on the mesh, or a centre the family
+            cannot be centred on.
+        SearchConfigError: For a knob of ``tune`` that cannot be tuned.
+    """
+    from rewrite.optimize import DEFAULT_TUNED, FAMILY_TUNED, default_rules
+    from rewrite.optimize.runner import mesh_rules
+    from rewrite_tuner.space import search_space
+
+    catalogue = mesh_rules(default_rules(), spec.devices)
+    known = [r.name for r in catalogue]
+    names = list(spec.rules) if spec.rules is not None else known
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise StudyError(
+            f"rules= names rules the catalogue does not hold on this mesh: {unknown}; the "
+            f"rules are {sorted(known)}."
+        )
+    family = _centred(catalogue, spec.centre) if spec.centre is not None else None
+    knobs = tuple(spec.tune or (FAMILY_TUNED if spec.priors == "family" else DEFAULT_TUNED))
+    base = search_space(names if family is None else list(family.rules), tune=knobs, family=family)
+    return PriorSpace(catalogue, family, base, knobs)
+
+
+def _centred(catalogue: Sequence[Any], centre: Mapping[str, float]) -> Any:
+    """`PriorFamily.centred_on`, its errors as `StudyError`."""
+    from rewrite.errors import PriorsError
+    from rewrite.optimize import PriorFamily
+
+    try:
+        return PriorFamily.centred_on(catalogue, centre)
+    except PriorsError as err:
+        raise StudyError(f"Cannot centre the prior family on the priors given: {err}") from None
 
 
 def _check_constraints(objectives: Mapping[str, str], constraints: Sequence[str]) -> None:
