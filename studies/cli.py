@@ -4,9 +4,8 @@ status, plot, dashboard, report, structure) and what an application adds.
 An application passes its own commands (`Command`, built from `studies.console`'s parts), the
 error types its commands report as one line, the reader of its priors for ``tuner plot``
 (`studies.plots.PriorsOf`) and its views for ``tuner dashboard`` and ``tuner report``
-(`studies.dashboard.Hooks`); the rewrite application's app (`rewrite_tuner.cli.app`) is the
-``tuner`` console script. This module's `app` holds the generic commands alone
-(``python -m studies.cli``).
+(`studies.dashboard.Hooks`); the ``tuner`` console script is such an application's app. This
+module's `app` holds the generic commands alone (``python -m studies.cli``).
 
 Heavy modules (torch, botorch, SQLAlchemy, pandas, matplotlib) are imported inside the commands so
 ``tuner --help`` stays fast. The app's callback is the one place that installs logging handlers.
