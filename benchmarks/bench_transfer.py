@@ -67,7 +67,8 @@ def _split(config: dict[str, Any]) -> tuple[Any, Any]:
 def noise(steps: int, seeds: int = 8) -> dict[str, Any]:
     """Seed noise of the defaults and 6 Sobol configurations against their spread."""
     from rewrite.optimize import search_suite
-    from rewrite_tuner.rewrite_study import Calibration, _graphs, rewrite_problem
+    from rewrite_tuner.problem import workload_graphs
+    from rewrite_tuner.rewrite_study import Calibration, rewrite_problem
     from rewrite_tuner.scores import per_seed
 
     space, context = rewrite_problem(TRAIN, max_steps=steps)
@@ -76,7 +77,7 @@ def noise(steps: int, seeds: int = 8) -> dict[str, Any]:
     rows = []
     for i, config in enumerate(configs):
         cfg, pri = _split(config)
-        res = search_suite(_graphs(TRAIN), cfg, pri, "h100", range(100, 100 + seeds))
+        res = search_suite(workload_graphs(TRAIN), cfg, pri, "h100", range(100, 100 + seeds))
         per = per_seed(res, baselines)
         rows.append({k: [row[k] for row in per] for k in ("anytime_hv", "final_hv")})
         print(f"  noise: config {i}: anytime_hv {np.mean(rows[-1]['anytime_hv']):.3f}", flush=True)
@@ -126,10 +127,10 @@ def held_out(
     """Each arm's configuration against ``default`` on the held-out workloads (`HELD_OUT`,
     seeds 3000 onward; the defaults' runs shared by the arms): `Comparison.to_dict` per arm."""
     from rewrite_tuner.compare import compare
-    from rewrite_tuner.rewrite_study import _graphs
+    from rewrite_tuner.problem import workload_graphs
 
     seeds = range(3000, 3000 + held_seeds)
-    graphs = _graphs(HELD_OUT)
+    graphs = workload_graphs(HELD_OUT)
     reference = _split(default)
     ref = None
     out: dict[str, dict[str, Any]] = {}

@@ -12,15 +12,24 @@ from typing import TYPE_CHECKING, Any
 # Public names resolve lazily (PEP 562), so `tuner --help` does not import the engine or torch.
 _EXPORTS = {
     "TunedSearch": "rewrite_tuner.export",
+    "PriorsFileError": "rewrite_tuner.errors",
     "export_priors": "rewrite_tuner.export",
     "read_priors_file": "rewrite_tuner.export",
     "rewrite_study": "rewrite_tuner.rewrite_study",
     "search_space": "rewrite_tuner.space",
 }
 
-__all__ = ["TunedSearch", "export_priors", "read_priors_file", "rewrite_study", "search_space"]
+__all__ = [
+    "PriorsFileError",
+    "TunedSearch",
+    "export_priors",
+    "read_priors_file",
+    "rewrite_study",
+    "search_space",
+]
 
 if TYPE_CHECKING:
+    from rewrite_tuner.errors import PriorsFileError
     from rewrite_tuner.export import TunedSearch, export_priors, read_priors_file
     from rewrite_tuner.rewrite_study import rewrite_study
     from rewrite_tuner.space import search_space

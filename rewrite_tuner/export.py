@@ -40,7 +40,8 @@ from rewrite.optimize.priors import (  # the format's one owner
     validate_document,
 )
 from rewrite.optimize.priors import read_priors_file as _read_priors_file
-from studies.errors import ExportError, PriorsFileError
+from rewrite_tuner.errors import PriorsFileError
+from studies.errors import ExportError
 from studies.pareto import PickRule, choose_trial
 from studies.records import TrialRecord
 from studies.simplex import simplex_names, simplex_weights

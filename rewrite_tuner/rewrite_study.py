@@ -9,8 +9,10 @@ and how often it lies on the path of a final Pareto graph), from which an inform
 racing, objectives and the calibration: `rewrite_problem`) is stored once with the study and
 handed to `evaluate_rewrite` beside each configuration; the prior family is a `Fixed` parameter
 of the space (the search configuration it completes). So trials, resume and export need nothing
-else. Studies written before the context existed carry it in the space as a ``Fixed("suite")``
-parameter, and every function here still reads them (`suite_of`).
+else. The context is the study's `rewrite_tuner.spec.RewriteStudySpec` and its calibration,
+versioned; contexts of earlier versions, and studies written before the context existed (which
+carry it in the space as a ``Fixed("suite")`` parameter), are read through one migration
+(`rewrite_tuner.spec.suite_context`, `suite_of`).
 
 The space (`priors="family"`, the default) holds the knobs that matter (`FAMILY_TUNED`), a
 prior weight between uniform and informed, a specificity exponent and one weight per rule family:
@@ -72,16 +74,21 @@ from rewrite_tuner.calibration import (
     timing_threads,
 )
 from rewrite_tuner.problem import (
+    LEAD_DESIGN,
+    RewriteProblem,
+    build_problem,
+    lead_configs,
+    rewrite_problem,
+    workload_graphs,
+)
+from rewrite_tuner.spec import (
     CALIBRATION_SEEDS,
     DEFAULT_OBJECTIVES,
     DEFAULT_SEEDS,
     DEFAULT_WORKLOADS,
-    LEAD_DESIGN,
-    RewriteProblem,
-    _check_workloads,
-    _graphs,
-    lead_configs,
-    rewrite_problem,
+    RewriteStudySpec,
+    search_params,
+    suite_context,
 )
 from studies.errors import StudyConflictError, StudyError
 
@@ -89,6 +96,7 @@ if TYPE_CHECKING:
     from rewrite.optimize import SuiteResult
     from rewrite_tuner.scores import Baseline
     from spaces import Space
+    from studies.storage import Storage
     from studies.study import Study
 
 __all__ = [
@@ -101,10 +109,13 @@ __all__ = [
     "Calibration",
     "calibrate",
     "RewriteProblem",
+    "RewriteStudySpec",
     "evaluate_rewrite",
+    "open_rewrite_study",
     "rewrite_problem",
     "rewrite_study",
     "rule_knowledge",
+    "stored_study",
     "suite_of",
     "unmodeled_metrics",
 ]
@@ -131,20 +142,13 @@ machine-dependent times and cache hits (`unmodeled_metrics`). About 100 numbers 
 RULE_COUNTERS_KNOWN = ("fired", "improved")
 """The per-rule counters that `rule_knowledge` names as driven by the rule's own prior."""
 
-_SUITE = "suite"
-"""The parameter that carried the context in studies written before `studies.Study` had one."""
-
 
 def suite_of(study: Study) -> dict[str, Any] | None:
-    """The context of a rewrite study (workloads, seeds, calibration...): stored with it, or in
-    its space's ``Fixed("suite")`` parameter for a study written before studies had contexts;
-    None for a study that is not a rewrite study."""
-    from spaces import Fixed
-
-    if study.context is not None:
-        return study.context if "calibration" in study.context else None
-    param = study.space.params.get(_SUITE)
-    return param.value if isinstance(param, Fixed) else None
+    """What a trial of a rewrite study reads (workloads, seeds, calibration...), from its stored
+    context of any version (`rewrite_tuner.spec.suite_context`: the context, or the space's
+    ``Fixed("suite")`` parameter of a study written before studies had contexts); None for a
+    study that is not a rewrite study."""
+    return suite_context(study.context, study.space.params)
 
 
 def _pooled_sem(values: Sequence[float], prior_sd: float, prior_dof: int) -> float:
@@ -175,8 +179,9 @@ def evaluate_rewrite(
 
     Args:
         config: A configuration of `rewrite_problem`'s space.
-        context: Its context (the study's); None for a configuration of a study written before
-            studies had contexts, which carries it as its ``"suite"`` entry.
+        context: Its context (the study's, of any version: `rewrite_tuner.spec.suite_context`);
+            None for a configuration of a study written before studies had contexts, which
+            carries it as its ``"suite"`` entry.
 
     Returns:
         Every entry of `OBJECTIVES` with its ``.sem``, ``search_time``, ``fidelity.seeds`` and the
@@ -186,10 +191,12 @@ def evaluate_rewrite(
     from rewrite_tuner import scores
     from rewrite_tuner.knobs import config_from_params
 
-    suite = config[_SUITE] if context is None else context
+    suite = suite_context(context, config)
+    if suite is None:
+        raise StudyError("evaluate_rewrite needs a rewrite study's context (rewrite_problem's).")
     cal = Calibration.from_dict(suite["calibration"])
-    search_config, priors = config_from_params({k: v for k, v in config.items() if k != _SUITE})
-    graphs = _graphs(tuple(suite["workloads"]))
+    search_config, priors = config_from_params(search_params(config))
+    graphs = workload_graphs(tuple(suite["workloads"]))
     seeds = list(suite["seeds"])
     measure = suite.get("measure", False)
 
@@ -262,11 +269,13 @@ def rule_knowledge(space: Space) -> dict[str, Any] | None:
     return {"candidates": candidates}
 
 
-def _request(space: Space, suite: Mapping[str, Any]) -> tuple[list[dict[str, Any]], Any]:
-    """What a rewrite study was asked for: its space and context without the measured
-    calibration (and the prior family built from it), the same for a study written before
-    studies had contexts (whose space carries the context as ``"suite"``)."""
-    params = [p for p in space.to_dict()["parameters"] if p["name"] not in ("prior_model", _SUITE)]
+def _request(space: Space, context: Mapping[str, Any] | None) -> tuple[list[dict[str, Any]], Any]:
+    """What a rewrite study was asked for: its space and what its trials read
+    (`rewrite_tuner.spec.suite_context`, of a context of any version) without the measured
+    calibration (and the prior family built from it)."""
+    suite = suite_context(context, space.params) or {}
+    kept = set(search_params(space.params)) - {"prior_model"}
+    params = [p for p in space.to_dict()["parameters"] if p["name"] in kept]
     return params, {k: v for k, v in suite.items() if k != "calibration"}
 
 
@@ -295,126 +304,137 @@ def rewrite_study(
     run_metrics: bool = False,
     workers: int = 1,
 ) -> Study:
-    """A `Study` that tunes `rewrite.search` over a suite of `rewrite.zoo` graphs.
+    """A `Study` that tunes `rewrite.search` over a suite of `rewrite.zoo` graphs (or a user's
+    own models): created and calibrated, or opened when the storage already holds it.
 
-    A new study is calibrated first (module docstring); an existing one of that name is opened
-    as stored (no recalibration) when it was asked for with the same arguments.
+    The arguments are those of `rewrite_tuner.spec.RewriteStudySpec` (``objectives``
+    `DEFAULT_OBJECTIVES` when None; ``run_metrics`` on whenever ``settings`` picks the
+    ``"grouped"`` surrogate, which models each run's values), checked before anything runs,
+    and those of `open_rewrite_study`, which takes the spec itself.
+
+    Raises:
+        StudyError: For an argument the spec refuses, or settings that are not a StudySettings.
+        StudyConflictError: If the storage holds a study of that name asked for differently.
+    """
+    spec = RewriteStudySpec(
+        workloads=workloads,
+        objectives=DEFAULT_OBJECTIVES if objectives is None else objectives,
+        budget=budget,
+        device=device,
+        devices=devices,
+        measure=measure,
+        seeds=seeds,
+        calibration_seeds=calibration_seeds,
+        race=race,
+        priors=priors,
+        tune=tune,
+        rules=rules,
+        centre=centre,
+        # the grouped surrogate models each workload's runs: it needs them reported
+        run_metrics=run_metrics or getattr(settings, "surrogate", None) == "grouped",
+        constraints=constraints,
+    )
+    job = {"name": name, "storage": storage, "seed": seed, "settings": settings}
+    return open_rewrite_study(spec, **job, on_calibrate=on_calibrate, lead=lead, workers=workers)
+
+
+def open_rewrite_study(
+    spec: RewriteStudySpec,
+    *,
+    name: str = "rewrite",
+    storage: str | Storage = "sqlite:///rewrite-study.db",
+    seed: int = 0,
+    settings: Any = None,
+    on_calibrate: Callable[[], None] | None = None,
+    lead: bool = True,
+    workers: int = 1,
+) -> Study:
+    """The rewrite study ``spec`` asks for: created (calibrated first, module docstring), or
+    opened as stored (no recalibration) when ``storage`` holds one named ``name`` asked for
+    with the same spec.
 
     Args:
-        workloads: Zoo model names of the training suite (``"<name>-full"`` for full size), or
-            references to a user's own models (``"path/to/file.py:Name(int64[1,128])"``,
-            `rewrite_tuner.user_model`).
-        objectives: Subset of `OBJECTIVES` (name -> direction); `DEFAULT_OBJECTIVES` when None.
-        budget: Search steps per workload and seed.
+        spec: What the study tunes and measures.
         name: Study name in the storage.
-        storage: SQLAlchemy URL (embedded SQLite by default).
+        storage: SQLAlchemy URL (embedded SQLite by default), or an open `Storage`; it is
+            opened once, for the stored study and the study returned.
         seed: The tuner's seed.
-        device: Cost-model device profile.
-        devices: Devices of the mesh (sharding rules only from 2 on).
-        measure: Time each run's best graphs on the device (see `rewrite_problem`); required for
-            the objective ``measured_latency_reduction``.
-        seeds: Search seeds per trial.
-        calibration_seeds: Seeds of the calibration runs.
-        race: Race trials against the defaults on their first seed.
-        priors: ``"family"`` or ``"rules"`` (see `rewrite_problem`).
-        constraints: Outcome constraints on objectives or run metrics, e.g. ``"effort <= 1.2"``.
-        tune: Search knobs to tune.
-        rules: Rules whose priors are tuned with ``priors="rules"``.
         settings: `studies.StudySettings` (defaults when None); the search's
             machine-dependent metrics (`unmodeled_metrics`) are added to its ``ignore_metrics``.
         on_calibrate: Called before a new study's calibration starts (to tell the user).
-        centre: Rule priors to centre the prior family on (see `rewrite_problem`).
         lead: A new study with a prior family and no ``centre`` runs the defaults and the
             family's informed member first (`lead_configs`), then a `LEAD_DESIGN`-point design
             unless ``settings`` sizes it; False: the tuner's initial design alone.
-        run_metrics: Also report each run's values (see `rewrite_problem`); on whenever
-            ``settings`` picks the ``"grouped"`` surrogate, which models them.
-        workers: A new study's calibration runs this many searches at once (the trials'
-            workers, who would otherwise wait for it).
-
-    Returns:
-        The study (created, or opened when the storage already holds it).
+        workers: A new study's calibration runs this many searches at once.
 
     Raises:
-        StudyError: For unknown workloads or objectives.
+        StudyError: For settings that are not a `StudySettings`.
         StudyConflictError: If the storage holds a study of that name asked for differently.
     """
+    from studies.settings import StudySettings
     from studies.study import Study
 
-    objectives = dict(objectives) if objectives is not None else dict(DEFAULT_OBJECTIVES)
-    unknown = {k: v for k, v in objectives.items() if OBJECTIVES.get(k) != v}
-    if unknown:
-        raise StudyError(
-            f"Unknown objectives or directions {unknown}; the rewrite study reports {OBJECTIVES}."
-        )
-    _check_workloads(workloads)
-    args: dict[str, Any] = {
-        "workloads": workloads,
-        "max_steps": budget,
-        "device": device,
-        "seeds": seeds,
-        "tune": tune,
-        "rules": rules,
-        "devices": devices,
-        "priors": priors,
-        "calibration_seeds": calibration_seeds,
-        "race": race,
-        "objectives": tuple(objectives),
-        "measure": measure,
-        "centre": centre,
-        # the grouped surrogate models each workload's runs: it needs them reported
-        "run_metrics": run_metrics or getattr(settings, "surrogate", None) == "grouped",
-        "workers": workers,
-    }
-    existing = _stored(name, storage)
+    if settings is not None and not isinstance(settings, StudySettings):
+        raise StudyError(f"settings must be a StudySettings, got {type(settings).__name__}.")
+    store = _opened(storage)  # one engine for the whole call: the load and the study
+    existing = None if isinstance(store, str) else stored_study(name, store)
     if existing is not None:
-        spec = suite_of(existing)
-        if spec is None:
-            raise StudyConflictError(
-                f"Study {name!r} in {existing.storage.url} is not a rewrite study (it has no "
-                "calibrated suite); pick another name."
-            )
-        stored = _request(existing.space, spec)
-        cal = Calibration.from_dict(spec["calibration"])
-        asked = _request(*rewrite_problem(**args, calibration=cal))
-        if asked != stored:
-            raise StudyConflictError(
-                f"The storage {existing.storage.url} holds a rewrite study {name!r} asked for "
-                "with other arguments (workloads, budget, seeds, priors, knobs or objectives "
-                "differ). "
-                "Choose another name to start a new study, or repeat the original arguments."
-            )
-        space, context = existing.space, existing.context  # None: the space carries it
+        space, context = _reopened(existing, spec)
     else:
         if on_calibrate is not None:
             on_calibrate()
-        space, context = rewrite_problem(**args)
+        space, context = build_problem(spec, workers=workers)
     settings = _with_rule_knowledge(_ignoring_machine_metrics(settings), space)
-    lead = lead and centre is None and bool(lead_configs(space))
-    from studies.settings import StudySettings
-
-    if lead and isinstance(settings, StudySettings) and settings.n_initial is None:
+    lead = lead and spec.centre is None and bool(lead_configs(space))
+    if lead and settings.n_initial is None:
         # on resume too: the settings given must equal the stored ones (else a warning)
         settings = dataclasses.replace(settings, n_initial=LEAD_DESIGN)
-    lead = lead and existing is None  # only a new study queues the lead configurations
     study = Study(
         name,
         space,
-        objectives,
+        dict(spec.objectives),
         evaluate_rewrite,
-        constraints=tuple(constraints),
-        storage=storage,
+        constraints=tuple(spec.constraints),
+        storage=store,
         seed=seed,
         settings=settings,
         context=context,
     )
-    if lead:  # a new study: the defaults and the informed prior first (after the related
-        # studies' best configurations a warm-started study queued on creation)
-        held = [t.config for t in study.trials]
-        for config in lead_configs(space):
-            if study.space.validate({**study.space.default(), **config}) not in held:
-                study.enqueue(config)
+    if lead and existing is None:
+        _queue_lead(study)
     return study
+
+
+def _queue_lead(study: Study) -> None:
+    """Queue `lead_configs` into a new study: the defaults and the informed prior first (after
+    the related studies' best configurations a warm-started study queued on creation)."""
+    held = [t.config for t in study.trials]
+    for config in lead_configs(study.space):
+        if study.space.validate({**study.space.default(), **config}) not in held:
+            study.enqueue(config)
+
+
+def _reopened(existing: Study, spec: RewriteStudySpec) -> RewriteProblem:
+    """The stored space and context of ``existing``, if it was asked for as ``spec`` asks
+    (`_request`: the space built with its stored calibration, and what its trials read).
+
+    Raises:
+        StudyConflictError: If it is not a rewrite study, or was asked for differently.
+    """
+    suite = suite_of(existing)
+    if suite is None:
+        raise StudyConflictError(
+            f"Study {existing.name!r} in {existing.storage.url} is not a rewrite study (it has "
+            "no calibrated suite); pick another name."
+        )
+    asked = _request(*build_problem(spec, Calibration.from_dict(suite["calibration"])))
+    if asked != _request(existing.space, existing.context):
+        raise StudyConflictError(
+            f"The storage {existing.storage.url} holds a rewrite study {existing.name!r} asked "
+            "for with other arguments (workloads, budget, seeds, priors, knobs or objectives "
+            "differ). Choose another name to start a new study, or repeat the original arguments."
+        )
+    return RewriteProblem(existing.space, existing.context)  # type: ignore[arg-type]
 
 
 def unmodeled_metrics() -> tuple[str, ...]:
@@ -458,8 +478,23 @@ def _with_rule_knowledge(settings: Any, space: Space) -> Any:
     return dataclasses.replace(settings, knowledge={**given, "candidates": candidates})
 
 
-def _stored(name: str, storage: str) -> Study | None:
-    """The study ``name`` if ``storage`` exists and holds it, else None."""
+def _opened(storage: str | Storage) -> str | Storage:
+    """``storage`` opened once (its database as it is), or the URL itself when it names no
+    database yet (`studies.Study` creates it, after the calibration)."""
+    from studies.errors import StorageNotFoundError
+    from studies.storage import Storage
+
+    if isinstance(storage, Storage):
+        return storage
+    try:
+        return Storage(storage, create=False)
+    except StorageNotFoundError:
+        return storage
+
+
+def stored_study(name: str, storage: str | Storage) -> Study | None:
+    """The study ``name`` if ``storage`` (a URL or an open `Storage`) exists and holds it, else
+    None."""
     from studies.errors import StorageNotFoundError, StudyNotFoundError
     from studies.study import Study
 

@@ -64,7 +64,7 @@ def update_record(
     """Merge ``fields`` into the run record at ``path`` (created if missing; a file there that is
     not a record of ``study`` is replaced) and write it atomically. ``storage`` is stored with
     its password masked. Returns the record written."""
-    from studies._sqlengine import mask_url
+    from studies.storage import mask_url
 
     doc = read_record(path, study) or {}
     doc.update(fields)

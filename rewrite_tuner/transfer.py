@@ -143,9 +143,9 @@ def _split(study: Study, config: dict[str, Any]) -> tuple[Any, Any]:
     """``(SearchConfig, priors)`` of a rewrite-study configuration (without the ``"suite"`` entry
     of a study written before studies had contexts)."""
     from rewrite_tuner.knobs import config_from_params
-    from rewrite_tuner.rewrite_study import _SUITE
+    from rewrite_tuner.spec import search_params
 
-    return config_from_params({k: v for k, v in config.items() if k != _SUITE})
+    return config_from_params(search_params(config))
 
 
 def _beats(diffs: dict[str, dict[str, float]], objectives: dict[str, str]) -> bool:
@@ -191,7 +191,8 @@ def validate(
     """
     from rewrite.optimize import search_suite
     from rewrite_tuner.compare import compare
-    from rewrite_tuner.rewrite_study import HELD_OUT_WORKLOADS, _graphs, suite_of
+    from rewrite_tuner.problem import workload_graphs
+    from rewrite_tuner.rewrite_study import HELD_OUT_WORKLOADS, suite_of
     from studies.pareto import rank_pareto
 
     spec = suite_of(study)
@@ -215,7 +216,7 @@ def validate(
     if not ranked:
         tell("no trial besides the defaults is on the Pareto front: nothing to check")
         return report
-    graphs = _graphs(tuple(spec["workloads"]))
+    graphs = workload_graphs(tuple(spec["workloads"]))
     device = spec["device"]
     tell(f"checking the defaults on {len(validation_seeds)} fresh seeds")
     ref = search_suite(graphs, default[0], default[1], device, validation_seeds, workers=workers)
@@ -253,7 +254,7 @@ def validate(
         tell(f"measuring trial {shown} against the defaults on held-out {', '.join(held)}")
         trial = next(t for t in ranked if t.number == shown)
         report.held_out = compare(
-            _graphs(tuple(held)),
+            workload_graphs(tuple(held)),
             _split(study, trial.config),
             default,
             held_out_seeds,

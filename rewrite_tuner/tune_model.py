@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,10 @@ from studies.errors import StudyError
 if TYPE_CHECKING:
     from rewrite.optimize import TunedSearch
     from rewrite_tuner.compare import Comparison
+    from rewrite_tuner.pipeline import Job, Steps
+    from rewrite_tuner.spec import RewriteStudySpec
     from rewrite_tuner.transfer import TunedReport
+    from rewrite_tuner.user_model import ModelRef
     from studies.study import Study
 
 __all__ = ["ModelTuning", "tune_model"]
@@ -83,6 +85,10 @@ def tune_model(
 ) -> ModelTuning:
     """Tune the rewrite search for one model and export its priors (module docstring).
 
+    ``budget``, ``seeds``, ``calibration_seeds`` and ``device`` are the study's
+    `rewrite_tuner.spec.RewriteStudySpec` (its workload: the model; its centre: the given
+    priors); the job runs `rewrite_tuner.pipeline.run_job`.
+
     Args:
         model: ``"path/to/file.py:Name"`` (with ``inputs``) or ``"...:Name(int64[1,128])"``.
         inputs: Example inputs when ``model`` does not name them: ``dtype[d0,d1,...]`` per
@@ -91,9 +97,6 @@ def tune_model(
         priors: A priors file to start from; None starts from the defaults alone. Its search
             knobs are checked as `rewrite.search` checks them, before anything runs.
         trials: The study's trial budget (the defaults and the given priors included).
-        budget: Search steps per seed.
-        seeds: Search seeds per trial.
-        calibration_seeds: Seeds of the defaults' calibration (at least ``max(seeds, 2)``).
         n_workers: Trials evaluated at once.
         storage: The study's database; a study of that name there is resumed.
         name: The study's name (default ``tune-<file>:<Name>``).
@@ -101,7 +104,6 @@ def tune_model(
         out: Where to write the tuned priors.
         force: Replace an ``out`` that is not a priors file (see `export_priors`).
         validation_seeds: Fresh search seeds of the validation (at least 2).
-        device: Cost-model device profile.
         warm_start: Finished studies (names in ``storage``, or ``{"study": name, "storage":
             url}``, e.g. the main job's ``rewrite-demo`` in ``demo-study.db``) whose trials
             inform this study's model as related tasks (`StudySettings.warm_start`); their two
@@ -112,103 +114,159 @@ def tune_model(
         StudyError: For a bad model reference or inputs, a model `rewrite` cannot import, an
             unreadable priors file, or invalid counts.
     """
-    from rewrite_tuner.rewrite_study import _graphs, rewrite_study
-    from rewrite_tuner.timing import trial_timeout
-    from rewrite_tuner.transfer import export_tuned, validate
-    from rewrite_tuner.user_model import model_ref, user_graph
+    from rewrite_tuner.pipeline import Job, run_job
+    from rewrite_tuner.problem import workload_graphs
+    from rewrite_tuner.spec import RewriteStudySpec
+    from rewrite_tuner.user_model import user_graph
     from studies.settings import StudySettings
 
     tell = on_progress or (lambda line: None)
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 2:
         raise StudyError(f"trials must be an int >= 2 (the defaults and one more), got {trials!r}.")
-    ref = model_ref(model, list(inputs) if inputs is not None else None)
-    workload = str(ref)
-    tell(f"importing {ref.name}")
-    graph = user_graph(workload)  # fails here, with the import's message, not in a worker
+    ref, nodes = _imported(model, inputs, tell)
     given = _given_priors(priors) if priors is not None else None
-    seconds: dict[str, float] = {}
-    t0 = time.perf_counter()
-    # the related studies' best are queued after the defaults and the given priors (below)
+    spec = RewriteStudySpec(
+        workloads=(str(ref),),
+        budget=budget,
+        device=device,
+        seeds=seeds,
+        calibration_seeds=calibration_seeds,
+        centre=given.priors if given is not None else None,
+    )
+    # the related studies' best are queued after the defaults and the given priors (`_prepare`)
     settings = StudySettings(
         n_initial=max(3, trials // 2), warm_start=list(warm_start), warm_start_queue=0
     )
-    study = rewrite_study(
-        (workload,),
-        budget=budget,
-        name=name or f"tune-{ref.name}",
-        storage=storage,
-        seed=seed,
-        seeds=seeds,
-        calibration_seeds=calibration_seeds,
-        settings=settings,
-        device=device,
-        centre=given.priors if given is not None else None,
-        workers=n_workers,
-        on_calibrate=lambda: tell(
-            f"calibrating the default search on {ref.name} ({len(graph)} nodes, "
-            f"{calibration_seeds} seeds x {budget} steps)"
-        ),
-    )
-    seconds["calibration"] = time.perf_counter() - t0
-    if given is not None and not study.trials:
-        # the defaults first (an enqueued trial takes the initial design's position 0, where
-        # the defaults would be), then the given priors
-        study.enqueue(study.space.default())
-        study.enqueue(_centre_config(study, given))
-    if warm_start and all(t.state == "WAITING" for t in study.trials):  # nothing ran yet
-        from studies.warmstart import seed_from_related
+    job = Job(name or f"tune-{ref.name}", storage, trials, n_workers, seed, settings)
+    steps = _ModelJob(spec, job, tell, given, priors, out, force, validation_seeds, ref.name, nodes)
+    try:
+        run = run_job(spec, job, steps.steps())
+    finally:
+        workload_graphs.cache_clear()  # a later call may name an edited file
+        user_graph.cache_clear()
+    (report, against), (exported, verdict) = run.validation, run.exported
+    return ModelTuning(str(ref), run.study.name, report, against, exported, verdict, run.seconds)
 
-        queued = seed_from_related(study, per_study=2)  # skips what the study holds
-        tell(f"warm start: {len(queued)} configurations of the related studies queued")
-    per_search = seconds["calibration"] / calibration_seeds  # one workload
-    timeout = trial_timeout(seeds, per_search)
-    tell(f"tuning: {trials} trials on {n_workers} workers (each stopped after {timeout:.0f} s)")
-    t0 = time.perf_counter()
-    study.optimize(trials, n_workers=n_workers, timeout=timeout, progress=False)
-    seconds["tuning"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    report = validate(
-        study,
-        held_out=(),
-        validation_seeds=validation_seeds,
-        n_candidates=3,
-        on_progress=tell,
-        workers=n_workers,
-    )
-    against = None
-    centre = _centre_trial(study, given) if given is not None else None
-    if given is not None and report.shown is not None and report.shown != centre:
-        tell(f"checking trial {report.shown} against the given priors on the same seeds")
-        against = _against_given(study, report, given, validation_seeds, device)
-    seconds["validation"] = time.perf_counter() - t0
-    beats_given = against is None or _first_better(against, study.objectives)
-    exported = None
-    if report.chosen is not None and report.chosen == centre:
-        verdict = (
-            f"the given priors were the best trial (trial {centre}) and beat the defaults on "
-            f"fresh seeds: nothing new to export; use {priors} for this model"
+
+@dataclass(frozen=True)
+class _ModelJob:
+    """`tune_model`'s steps of the pipeline (`rewrite_tuner.pipeline.Steps`)."""
+
+    spec: RewriteStudySpec
+    job: Job
+    tell: Callable[[str], None]
+    given: TunedSearch | None
+    priors: str | Path | None
+    out: str | Path
+    force: bool
+    validation_seeds: Sequence[int]
+    model: str
+    nodes: int
+
+    def steps(self) -> Steps:
+        from rewrite_tuner.pipeline import Steps
+
+        return Steps(
+            prepare=self._prepare,
+            tune=lambda study, trials, timeout: study.optimize(
+                trials, n_workers=self.job.workers, timeout=timeout, progress=False
+            ),
+            validate=self._validate,
+            export=self._export,
+            on_calibrate=lambda: self.tell(
+                f"calibrating the default search on {self.model} ({self.nodes} nodes, "
+                f"{self.spec.calibration_seeds} seeds x {self.spec.budget} steps)"
+            ),
         )
-    elif report.chosen is None:
-        verdict = "no trial beat the defaults on fresh seeds: nothing exported" + (
-            "; use the given priors as they are" if given is not None else ""
+
+    def _prepare(self, study: Study, calibration: float) -> float:
+        """Queue the defaults and the given priors, then the related studies' best; say how
+        the study is tuned; return the trial timeout."""
+        from rewrite_tuner.pipeline import calibration_pace, trial_bound
+
+        if self.given is not None and not study.trials:
+            # the defaults first (an enqueued trial takes the initial design's position 0,
+            # where the defaults would be), then the given priors
+            study.enqueue(study.space.default())
+            study.enqueue(_centre_config(study, self.given))
+        warm = self.job.settings is not None and bool(self.job.settings.warm_start)
+        if warm and all(t.state == "WAITING" for t in study.trials):  # nothing ran yet
+            from studies.warmstart import seed_from_related
+
+            queued = seed_from_related(study, per_study=2)  # skips what the study holds
+            self.tell(f"warm start: {len(queued)} configurations of the related studies queued")
+        timeout = trial_bound(self.spec, calibration_pace(self.spec, calibration))
+        self.tell(
+            f"tuning: {self.job.trials} trials on {self.job.workers} workers (each stopped "
+            f"after {timeout:.0f} s)"
         )
-    elif not beats_given:
-        verdict = (
-            f"trial {report.chosen} beat the defaults but not the given priors on fresh seeds: "
-            "nothing exported; the given priors were already as good for this model"
+        return timeout
+
+    def _validate(self, study: Study) -> tuple[TunedReport, Comparison | None]:
+        """The best trials against the defaults on fresh seeds, and the one shown against the
+        given priors on the same seeds."""
+        from rewrite_tuner.transfer import validate
+
+        report = validate(
+            study,
+            held_out=(),
+            validation_seeds=self.validation_seeds,
+            n_candidates=3,
+            on_progress=self.tell,
+            workers=self.job.workers,
         )
-    else:
-        extra: dict[str, Any] = {"model": workload}
+        against = None
+        given = self.given
+        centre = _centre_trial(study, given) if given is not None else None
+        if given is not None and report.shown is not None and report.shown != centre:
+            self.tell(f"checking trial {report.shown} against the given priors on the same seeds")
+            against = _against_given(study, report, given, self.validation_seeds, self.spec.device)
+        return report, against
+
+    def _export(
+        self, study: Study, validation: tuple[TunedReport, Comparison | None]
+    ) -> tuple[TunedSearch | None, str]:
+        """Export the chosen trial's priors when it beats the defaults and the given priors;
+        returns the file written (None) and the verdict."""
+        from rewrite_tuner.transfer import export_tuned
+
+        report, against = validation
+        given = self.given
+        centre = _centre_trial(study, given) if given is not None else None
+        if report.chosen is not None and report.chosen == centre:
+            return None, (
+                f"the given priors were the best trial (trial {centre}) and beat the defaults on "
+                f"fresh seeds: nothing new to export; use {self.priors} for this model"
+            )
+        if report.chosen is None:
+            return None, "no trial beat the defaults on fresh seeds: nothing exported" + (
+                "; use the given priors as they are" if given is not None else ""
+            )
+        if against is not None and not _first_better(against, study.objectives):
+            return None, (
+                f"trial {report.chosen} beat the defaults but not the given priors on fresh "
+                "seeds: nothing exported; the given priors were already as good for this model"
+            )
+        extra: dict[str, Any] = {"model": self.spec.workloads[0]}
         if against is not None:
-            extra["against_given_priors"] = {"file": str(priors), **against.to_dict()}
-        exported = export_tuned(study, report, out, force=force, extra=extra)
+            extra["against_given_priors"] = {"file": str(self.priors), **against.to_dict()}
+        exported = export_tuned(study, report, self.out, force=self.force, extra=extra)
         verdict = f"trial {report.chosen} beat the defaults" + (
             " and the given priors" if given is not None else ""
         )
-        verdict += f" on fresh seeds: wrote {out}"
-    _graphs.cache_clear()  # a later call may name an edited file
-    user_graph.cache_clear()
-    return ModelTuning(workload, study.name, report, against, exported, verdict, seconds)
+        return exported, verdict + f" on fresh seeds: wrote {self.out}"
+
+
+def _imported(
+    model: str, inputs: Sequence[str] | None, tell: Callable[[str], None]
+) -> tuple[ModelRef, int]:
+    """The model's reference, and its graph's size: it is imported here, so that a model that
+    cannot be imported fails with the import's message, not in a worker."""
+    from rewrite_tuner.user_model import model_ref, user_graph
+
+    ref = model_ref(model, list(inputs) if inputs is not None else None)
+    tell(f"importing {ref.name}")
+    return ref, len(user_graph(str(ref)))
 
 
 def _given_priors(path: str | Path) -> TunedSearch:
@@ -254,14 +312,15 @@ def _against_given(
     step budget) on ``seeds``."""
     from rewrite_tuner.compare import compare
     from rewrite_tuner.knobs import config_from_params
-    from rewrite_tuner.rewrite_study import _graphs, suite_of
+    from rewrite_tuner.problem import workload_graphs
+    from rewrite_tuner.rewrite_study import suite_of
     from rewrite_tuner.transfer import _split
 
     spec = suite_of(study)
     assert spec is not None
     trial = next(t for t in study.trials if t.number == report.shown)
     reference = config_from_params(_centre_config(study, given))
-    graphs = _graphs(tuple(spec["workloads"]))
+    graphs = workload_graphs(tuple(spec["workloads"]))
     return compare(graphs, _split(study, trial.config), reference, seeds, device)
 
 

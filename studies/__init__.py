@@ -34,7 +34,6 @@ _EXPORTS = {
     "StudyFileError": "studies.errors",
     "EvaluateError": "studies.errors",
     "ExportError": "studies.errors",
-    "PriorsFileError": "studies.errors",
     "RepeatedFailureError": "studies.errors",
 }
 
@@ -43,7 +42,6 @@ __all__ = [
     "EvaluateError",
     "ExportError",
     "FormatVersionError",
-    "PriorsFileError",
     "RepeatedFailureError",
     "StorageCorruptError",
     "StorageError",
@@ -69,7 +67,6 @@ if TYPE_CHECKING:
         EvaluateError,
         ExportError,
         FormatVersionError,
-        PriorsFileError,
         RepeatedFailureError,
         StorageCorruptError,
         StorageError,

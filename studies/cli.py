@@ -1,10 +1,14 @@
-"""The generic ``tuner`` commands: run, resume, inspect and plot studies, learn their structure.
+"""The ``tuner`` command line: `make_app` builds it from the generic commands (run, resume,
+status, plot, dashboard, report, structure) and what an application adds.
 
-The rewrite application (`rewrite_tuner.cli`, the ``tuner`` console script) adds its commands
-(``demo``, ``export``) to this `app`.
+An application passes its own commands (`Command`, built from `studies.console`'s parts), the
+error types its commands report as one line, the reader of its priors for ``tuner plot``
+(`studies.plots.PriorsOf`) and its views for ``tuner dashboard`` and ``tuner report``
+(`studies.dashboard.Hooks`); the ``tuner`` console script is such an application's app. This
+module's `app` holds the generic commands alone (``python -m studies.cli``).
 
 Heavy modules (torch, botorch, SQLAlchemy, pandas, matplotlib) are imported inside the commands so
-``tuner --help`` stays fast. This is the one place that installs logging handlers.
+``tuner --help`` stays fast. The app's callback is the one place that installs logging handlers.
 """
 
 from __future__ import annotations
@@ -14,25 +18,44 @@ import logging
 import sys
 import time
 import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from typer.core import TyperCommand, TyperGroup
 
-from studies._discover import DEFAULT_URL
+from studies.console import (
+    BestOpt,
+    ErrorType,
+    SimplexOpt,
+    StorageOpt,
+    SubjectOpt,
+    TrialOpt,
+    WeightsOpt,
+    configure,
+    console,
+    fail,
+    guard,
+    guard_write,
+    load_study,
+    out,
+    password_note,
+    pick,
+    print_status,
+    resume_hint,
+    run_study,
+    shown,
+    storage_url,
+    study_names,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from studies.dashboard.hooks import Hooks
-    from studies.driver import RunStats
-    from studies.pareto import PickRule
     from studies.plots import PriorsOf
-    from studies.study import Study
 
-__all__ = ["app"]
+__all__ = ["Command", "app", "dashboard_command", "make_app", "plot_command", "report_command"]
 
 
 def _flags_take_no_value(params: list[Any]) -> list[Any]:
@@ -58,28 +81,70 @@ class _Group(TyperGroup):
         return _flags_take_no_value(super().get_params(ctx))
 
 
-app = typer.Typer(
-    name="tuner",
-    help="Multi-objective tuning of the rewrite search: run, resume, inspect and export studies.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    cls=_Group,
-)
-_command = functools.partial(app.command, cls=_Command)
-console = Console(stderr=True)
-out = Console()
+@dataclass(frozen=True)
+class Command:
+    """A command an application adds to the app (`make_app`).
 
-StorageOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--storage",
-        "-s",
-        help="SQLAlchemy URL of the study database (default: sqlite:///study.db, or else the "
-        "only study database in this folder, such as demo-study.db after `tuner demo`).",
-        show_default=False,
-    ),
-]
+    Attributes:
+        function: The command: a function whose parameters are `typer` arguments and options
+            (its docstring is its ``--help``).
+        name: The command's name (default: the function's, ``_`` as ``-``).
+        short_help: Its line in ``tuner --help`` (default: the docstring's first sentence).
+    """
+
+    function: Callable[..., Any]
+    name: str | None = None
+    short_help: str | None = None
+
+
+def make_app(
+    commands: Sequence[Command] = (),
+    error_types: Sequence[ErrorType] = (),
+    *,
+    priors_of: PriorsOf | None = None,
+    hooks: Hooks | None = None,
+    loggers: Sequence[str] = (),
+    verbose_loggers: Sequence[str] = (),
+    help: str = "Multi-objective tuning: run, resume, inspect and export studies.",
+) -> typer.Typer:
+    """The ``tuner`` app: the generic commands, then ``commands``.
+
+    Args:
+        commands: The application's commands, listed after the generic ones.
+        error_types: The application's error types that every command reports as one
+            ``error:`` line and exit code 1 (`studies.console.guard`), besides `StudyError`,
+            `TunerError` and file-system errors; ``"module:Class"`` for a type whose module is
+            imported only when used (`studies.console.ErrorType`).
+        priors_of: What ``tuner plot`` draws as a trial's priors (`studies.plots.PriorsOf`;
+            None: a Simplex parameter).
+        hooks: The application's additions to ``tuner dashboard`` and ``tuner report``.
+        loggers: The application's loggers, set to the level of ``-v``/``-q`` as the
+            framework's are.
+        verbose_loggers: Loggers whose INFO lines show only with ``-v`` (WARNING otherwise).
+        help: The app's ``--help`` text.
+
+    Returns:
+        A new `typer.Typer` (building it changes nothing else).
+    """
+    app = typer.Typer(
+        name="tuner",
+        help=help,
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        cls=_Group,
+    )
+    command = functools.partial(app.command, cls=_Command)
+    app.callback()(_main_callback(tuple(error_types), tuple(loggers), tuple(verbose_loggers)))
+    for fn in (run, resume, status):
+        command()(fn)
+    command(name="plot")(plot_command(priors_of))
+    command(name="dashboard", short_help=_DASHBOARD_HELP)(dashboard_command(hooks))
+    command(name="report", short_help=_REPORT_HELP)(report_command(hooks))
+    command(short_help=_STRUCTURE_HELP)(structure)
+    for extra in commands:
+        command(name=extra.name, short_help=extra.short_help)(extra.function)
+    return app
 
 
 def _version(value: bool) -> None:
@@ -90,25 +155,38 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
-def main(
-    version: Annotated[
-        bool,
-        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
-    ] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Warnings only.")] = False,
-    busy_timeout: Annotated[
-        float,
-        typer.Option(
-            "--busy-timeout",
-            min=0.1,
-            help="Seconds to wait for a study database another process holds locked.",
-        ),
-    ] = 60.0,
+def _main_callback(
+    error_types: tuple[ErrorType, ...], loggers: tuple[str, ...], verbose_loggers: tuple[str, ...]
+) -> Callable[..., None]:
+    """The app's callback: its options, then `configure` and the logging of this call."""
+
+    def main(
+        version: Annotated[
+            bool,
+            typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+        ] = False,
+        verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Warnings only.")] = False,
+        busy_timeout: Annotated[
+            float,
+            typer.Option(
+                "--busy-timeout",
+                min=0.1,
+                help="Seconds to wait for a study database another process holds locked.",
+            ),
+        ] = 60.0,
+    ) -> None:
+        """rewrite-tuner command line."""
+        configure(busy_timeout, error_types)
+        _install_logging(verbose, quiet, loggers, verbose_loggers)
+
+    return main
+
+
+def _install_logging(
+    verbose: bool, quiet: bool, loggers: tuple[str, ...], verbose_loggers: tuple[str, ...]
 ) -> None:
-    """rewrite-tuner command line."""
-    _OPTIONS["busy_timeout"] = busy_timeout
+    """The command line's log handler (passwords masked) and levels; warnings become log lines."""
     from rich.logging import RichHandler
 
     # a GPyTorch internal notice, not actionable by users of the command line
@@ -117,10 +195,10 @@ def main(
     handler = RichHandler(console=console, show_path=False, markup=False)
     handler.addFilter(_mask_log_record)
     logging.basicConfig(level=logging.WARNING, handlers=[handler], format="%(message)s")
-    for name in ("studies", "tuner", "structure", "rewrite_tuner"):  # the application's too
+    for name in ("studies", "tuner", "structure", *loggers):
         logging.getLogger(name).setLevel(level)
-    # the search's own INFO lines (one per search, many per trial) only with -v
-    logging.getLogger("rewrite").setLevel(logging.DEBUG if verbose else logging.WARNING)
+    for name in verbose_loggers:  # e.g. one INFO line per search, many per trial
+        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.WARNING)
     warnings.showwarning = _warning_to_log
 
 
@@ -152,158 +230,7 @@ def _warning_to_log(
     logging.getLogger("studies.warnings").log(level, "%s", text)
 
 
-def _fail(message: str, code: int = 1) -> typer.Exit:
-    from rich.markup import escape
-
-    from studies._sqlengine import mask_secrets
-
-    # escaped: a message quoting 'dtype[d0,d1,...]' must not lose it as markup
-    text = escape(mask_secrets(message))
-    console.print(f"[bold red]error:[/] {text}", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
-
-
-def _guard(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """Run ``fn``; turn the project's errors (the rewrite engine's included) and file-system
-    errors (a missing folder, a path that is a directory, no permission, a full disk) into a
-    one-line message and exit code 1.
-
-    Programming errors (TypeError, KeyError, ...) keep their traceback.
-    """
-    return _guarded(None, fn, args, kwargs)
-
-
-def _guard_write(path: Path, fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """`_guard` for a call that writes ``path``: a file-system error names ``path`` itself (not
-    the temporary file an atomic write goes through)."""
-    return _guarded(path, fn, args, kwargs)
-
-
-def _guarded(path: Path | None, fn: Any, args: Any, kwargs: Any) -> Any:
-    from studies.errors import StudyError
-    from tuner.errors import TunerError
-
-    try:
-        return fn(*args, **kwargs)
-    except (StudyError, TunerError) as err:
-        raise _fail(str(err)) from None
-    except OSError as err:
-        raise _fail(_os_message(err, path)) from None
-    except Exception as err:
-        # the engine's errors (a zoo model, a priors file...); it is imported only when used
-        engine_error = getattr(sys.modules.get("rewrite.errors"), "RewriteError", None)
-        if engine_error is not None and isinstance(err, engine_error):
-            raise _fail(str(err)) from None
-        raise
-
-
-def _os_message(err: OSError, path: Path | None = None) -> str:
-    """``"Cannot write 'out/x.json': No such file or directory (FileNotFoundError); ..."``."""
-    what = err.strerror or str(err)
-    paths = [str(p) for p in (err.filename, err.filename2) if p is not None]
-    if path is not None:
-        paths = [str(path)]
-    where = " -> ".join(repr(p) for p in paths) if paths else "a path"
-    verb = "write" if path is not None else "use"
-    fix = {
-        FileNotFoundError: "create the folder first or fix the path",
-        IsADirectoryError: "name a file, not a folder",
-        NotADirectoryError: "a part of the path is a file, not a folder; fix the path",
-        PermissionError: "choose a path you can write, or fix its permissions",
-        FileExistsError: "choose another path or remove the file",
-    }.get(type(err), "check the path, its permissions and the free disk space")
-    return f"Cannot {verb} {where}: {what} ({type(err).__name__}); {fix}."
-
-
-_OPTIONS: dict[str, float] = {"busy_timeout": 60.0}  # the `tuner` options of this call
-#: Seconds a command waits on its database before it says it is waiting.
-LOCK_NOTICE_AFTER = 3.0
-
-
-def _load(name: str, url: str) -> Study:
-    """`Study.load` of ``name`` in ``url`` with the ``--busy-timeout`` of this call; a wait of
-    more than `LOCK_NOTICE_AFTER` seconds is said (another process may hold the lock)."""
-    from studies.storage import Storage
-    from studies.study import Study
-
-    def load() -> Study:
-        store = Storage(url, busy_timeout=_OPTIONS["busy_timeout"], create=False)
-        return Study.load(name, store)
-
-    return _guard(_noticing_waits, url, load)
-
-
-def _noticing_waits(url: str, fn: Callable[[], Any]) -> Any:
-    """Run ``fn``; if it takes over `LOCK_NOTICE_AFTER` seconds, say that the database may be
-    locked and how long this command waits (a locked SQLite file held `tuner status` for a
-    minute with no word)."""
-    import threading
-
-    wait = _OPTIONS["busy_timeout"]
-    timer = threading.Timer(
-        LOCK_NOTICE_AFTER,
-        lambda: console.print(
-            f"waiting for {_shown(url)}: another process may hold its lock; waiting up to "
-            f"{wait:g} s (`tuner --busy-timeout SECONDS ...` changes it)",
-            highlight=False,
-        ),
-    )
-    timer.daemon = True
-    timer.start()
-    try:
-        return fn()
-    finally:
-        timer.cancel()
-
-
-def _storage(given: str | None) -> str:
-    """The storage a command opens: ``--storage``, else ``study.db``, else the folder's only
-    study database (`studies._discover.choose_storage`; what was chosen is said on stderr)."""
-    from studies._discover import choose_storage
-
-    url, note = choose_storage(given)
-    if note is not None:
-        console.print(note, highlight=False)
-    return url
-
-
-def _shown(url: str) -> str:
-    """A storage URL as printed: its password masked."""
-    from studies._sqlengine import mask_url
-
-    return mask_url(url)
-
-
-def _resume_hint(study: Study) -> str:
-    """The command that continues ``study``, with ``--storage`` unless it is the default; a URL
-    with a password is printed without it (a ``***`` in the command would not run as printed,
-    and the password must not be shown): `_password_note` says how to pass it."""
-    import shlex
-
-    cmd = f"tuner resume {shlex.quote(study.name)}"
-    engine_url = study.storage.engine.url
-    url = study.storage.url  # its password masked
-    if engine_url.password is not None:
-        u = engine_url  # URL.set(password=None) keeps the password: build it without
-        bare = type(u).create(u.drivername, u.username, None, u.host, u.port, u.database, u.query)
-        url = bare.render_as_string(hide_password=False)
-    if url != DEFAULT_URL:
-        cmd += f" --storage {shlex.quote(url)}"
-    return cmd
-
-
-def _password_note(study: Study) -> str:
-    """How to pass the password `_resume_hint` leaves out ("" when the URL has none)."""
-    if study.storage.engine.url.password is None:
-        return ""
-    return (
-        ", with the password in the environment (PGPASSWORD=...) or in ~/.pgpass, which "
-        "PostgreSQL reads when the URL has none"
-    )
-
-
-# ---------------------------------------------------------------------- run / resume
-@_command()
+# ---------------------------------------------------------------------- run / resume / status
 def run(
     study_file: Annotated[Path, typer.Argument(help="Python file defining `study` or `main()`.")],
     n_trials: Annotated[
@@ -323,16 +250,15 @@ def run(
     """
     from studies.loader import load_study_file
 
-    module = _guard(load_study_file, study_file)
+    module = guard(load_study_file, study_file)
     if callable(getattr(module, "main", None)):
-        _guard(module.main)
+        guard(module.main)
         return
     study = module.study
     budget = n_trials if n_trials is not None else getattr(module, "n_trials", None)
-    _optimize(study, budget, workers, timeout, progress)
+    run_study(study, budget, workers, timeout, progress)
 
 
-@_command()
 def resume(
     name: Annotated[str, typer.Argument(help="Study name.")],
     storage: StorageOpt = None,
@@ -352,10 +278,10 @@ def resume(
     from studies.errors import StudyFileError
     from studies.loader import resolve_evaluate
 
-    study = _load(name, _storage(storage))
+    study = load_study(name, storage_url(storage))
     ref = evaluate or study.evaluate_ref
     if ref is None:
-        raise _fail(
+        raise fail(
             f"Study {name!r} has no stored evaluate function (it was defined in __main__ or as a "
             "lambda); pass --evaluate module:function."
         )
@@ -364,118 +290,35 @@ def resume(
         study.evaluate = resolve_evaluate(ref)
     except StudyFileError as err:
         how = "Fix --evaluate" if evaluate else "Pass --evaluate"
-        raise _fail(
+        raise fail(
             f"{err} {how} module:function or path/to/file.py:function (run from the folder the "
             "study file is in, or give its path), e.g. "
-            f"`{_resume_hint(study)} --evaluate my_study.py:evaluate`{_password_note(study)}."
+            f"`{resume_hint(study)} --evaluate my_study.py:evaluate`{password_note(study)}."
         ) from None
-    _optimize(study, n_trials, workers, timeout, progress)
+    run_study(study, n_trials, workers, timeout, progress)
 
 
-def _optimize(
-    study: Study, n_trials: int | None, workers: int, timeout: float | None, progress: bool
-) -> RunStats:
-    """Run the study to its budget, print its status and where the time went."""
-    budget = n_trials if n_trials is not None else study.budget
-    if budget is None:
-        raise _fail(f"No trial budget for {study.name!r}: pass --n-trials N.")
-    try:
-        stats = _guard(
-            study.optimize, budget, n_workers=workers, timeout=timeout, progress=progress
-        )
-    except KeyboardInterrupt:
-        raise _fail(
-            f"interrupted; trials in flight were re-queued. Continue with `{_resume_hint(study)}`"
-            f"{_password_note(study)}.",
-            130,
-        ) from None
-    _print_status(study, last=10)
-    if stats.trials:
-        out.print(f"tuning took {stats.summary()}", highlight=False)
-    return stats
-
-
-# ---------------------------------------------------------------------- status
-@_command()
 def status(
     name: Annotated[str | None, typer.Argument(help="Study name (omit to list studies).")] = None,
     storage: StorageOpt = None,
     last: Annotated[int, typer.Option(min=0, help="Show the last N trials (0: all).")] = 20,
 ) -> None:
     """Trials and the Pareto set of a study as tables (or the studies in a storage)."""
-    from studies.storage import Storage
-
-    storage = _storage(storage)
+    storage = storage_url(storage)
     if name is None:
-        busy = _OPTIONS["busy_timeout"]
-        names = _guard(
-            _noticing_waits,
-            storage,
-            lambda: Storage(storage, busy_timeout=busy, create=False).study_names(),
-        )
+        names = study_names(storage)
         for n in names:
             out.print(n, highlight=False)
         if not names:
-            console.print(f"no studies in {_shown(storage)}", highlight=False)
+            console.print(f"no studies in {shown(storage)}", highlight=False)
         return
-    _print_status(_load(name, storage), last=last)
+    print_status(load_study(name, storage), last=last)
 
 
-def _print_status(study: Study, last: int) -> None:
-    from studies.tables import pareto_table, summary_line, trials_table
-
-    trials = _guard(lambda: study.trials)  # a damaged stored row: one line, no traceback
-    out.print(trials_table(study, trials, last))
-    out.print(pareto_table(study, trials))
-    out.print(summary_line(study, trials), highlight=False)
-
-
-# ---------------------------------------------------------------------- export / plot
-def _pick(
-    weights: str | None, best: str | None, subject_to: list[str] | None, trial: int | None
-) -> PickRule:
-    from studies.pareto import Constrained, Weighted
-
-    given = [x is not None for x in (weights, best, trial)]
-    if sum(given) > 1:
-        raise _fail("Use at most one of --weights, --best and --trial.")
-    if subject_to and best is None:
-        raise _fail("--subject-to goes with --best OBJECTIVE.")
-    if trial is not None:
-        return trial
-    if best is not None:
-        return Constrained(best, tuple(subject_to or ()))
-    if weights is None:
-        return None
-    parsed = {}
-    for part in weights.split(","):
-        key, sep, value = part.partition("=")
-        try:
-            parsed[key.strip()] = float(value)
-        except ValueError:
-            sep = ""
-        if not sep:
-            raise _fail(f"--weights must read 'name=weight,name=weight', got {weights!r}.")
-    return Weighted(parsed)
-
-
-WeightsOpt = Annotated[
-    str | None, typer.Option(help="Pick by weights over normalized objectives, 'a=0.7,b=0.3'.")
-]
-BestOpt = Annotated[str | None, typer.Option(help="Pick the best trial on this objective...")]
-SubjectOpt = Annotated[
-    list[str] | None, typer.Option(help="...among those meeting 'metric <= bound' (repeatable).")
-]
-TrialOpt = Annotated[int | None, typer.Option(help="Pick this trial number.")]
-SimplexOpt = Annotated[
-    str | None, typer.Option(help="The Simplex parameter holding the priors (if several).")
-]
-
-
+# ---------------------------------------------------------------------- plot / dashboard / report
 def plot_command(priors_of: PriorsOf | None = None) -> Callable[..., None]:
     """The ``tuner plot`` command, drawing the priors ``priors_of`` reads (`studies.plots.PriorsOf`;
-    None: a Simplex parameter). The generic one is registered here; an application whose
-    priors are derived otherwise registers its own under the name ``plot`` instead."""
+    None: a Simplex parameter); `make_app` registers it with the application's ``priors_of``."""
 
     def plot(
         name: Annotated[str, typer.Argument(help="Study name.")],
@@ -492,23 +335,18 @@ def plot_command(priors_of: PriorsOf | None = None) -> Callable[..., None]:
         """PNGs: Pareto front, hypervolume over trials, rule priors of the chosen trial."""
         from studies.plots import plot_study
 
-        rule = _pick(weights, best, subject_to, trial)
-        study = _load(name, _storage(storage))
-        paths = _guard(plot_study, study, out_dir, pick=rule, simplex=simplex, priors_of=priors_of)
+        rule = pick(weights, best, subject_to, trial)
+        study = load_study(name, storage_url(storage))
+        paths = guard(plot_study, study, out_dir, pick=rule, simplex=simplex, priors_of=priors_of)
         for path in paths:
             out.print(f"wrote {path}", highlight=False)
 
     return plot
 
 
-_command(name="plot")(plot_command())
-
-
-# ---------------------------------------------------------------------- dashboard / report
 def dashboard_command(hooks: Hooks | None = None) -> Callable[..., None]:
     """The ``tuner dashboard`` command, with the application's additions ``hooks``
-    (`studies.dashboard.Hooks`). The generic one is registered here; an application registers
-    its own under the name ``dashboard`` instead (as for ``plot``)."""
+    (`studies.dashboard.Hooks`); `make_app` registers it with the application's ``hooks``."""
 
     def dashboard(
         name: Annotated[
@@ -527,8 +365,8 @@ def dashboard_command(hooks: Hooks | None = None) -> Callable[..., None]:
         time split; optuna-dashboard on the same server. Refreshes while drivers write."""
         from studies.dashboard.server import Dashboard, serve
 
-        dash = _guard(Dashboard, _storage(storage), name, hooks)
-        waiting = _guard(dash.waiting)  # refuses what waiting cannot fix (a newer database...)
+        dash = guard(Dashboard, storage_url(storage), name, hooks)
+        waiting = guard(dash.waiting)  # refuses what waiting cannot fix (a newer database...)
         if waiting is not None:
             console.print(f"waiting: {waiting}", highlight=False, soft_wrap=True)
 
@@ -538,7 +376,7 @@ def dashboard_command(hooks: Hooks | None = None) -> Callable[..., None]:
             out.print(f"serving {where} (read-only; Ctrl-C stops)", highlight=False, soft_wrap=True)
 
         try:
-            _guard(serve, dash, host, port, on_ready=ready)
+            guard(serve, dash, host, port, on_ready=ready)
         except KeyboardInterrupt:
             out.print("stopped", highlight=False)
 
@@ -565,30 +403,23 @@ def report_command(hooks: Hooks | None = None) -> Callable[..., None]:
         from studies.dashboard.report import describe, write_report
         from studies.plots import file_stem
 
-        url = _storage(storage)
+        url = storage_url(storage)
         path = out_path if out_path is not None else Path(f"{file_stem(name)}-report.html")
-        path, snap = _guard_write(path, write_report, url, name, path, hooks, structure=structure)
+        path, snap = guard_write(path, write_report, url, name, path, hooks, structure=structure)
         for line in describe(path, snap):
             out.print(line, highlight=False)
 
     return report
 
 
-_command(
-    name="dashboard",
-    short_help="Watch a study live in the browser (read-only), with optuna-dashboard beside it.",
-)(dashboard_command())
-_command(
-    name="report",
-    short_help="Write a study's dashboard as one self-contained HTML file (opens offline).",
-)(report_command())
+_DASHBOARD_HELP = "Watch a study live in the browser (read-only), with optuna-dashboard beside it."
+_REPORT_HELP = "Write a study's dashboard as one self-contained HTML file (opens offline)."
+_STRUCTURE_HELP = (
+    "Learn and draw the structure behind a study's trials; say which surrogate is in use and why."
+)
 
 
 # ---------------------------------------------------------------------- structure
-@_command(
-    short_help="Learn and draw the structure behind a study's trials; say which surrogate is "
-    "in use and why."
-)
 def structure(
     name: Annotated[str, typer.Argument(help="Study name.")],
     storage: StorageOpt = None,
@@ -600,9 +431,9 @@ def structure(
     from studies.plots import file_stem
     from studies.study import structure_report
 
-    study = _load(name, _storage(storage))
+    study = load_study(name, storage_url(storage))
     png = out_path if out_path is not None else Path(f"{file_stem(name)}-structure.png")
-    done = sum(t.state == "COMPLETE" for t in _guard(lambda: study.trials))
+    done = sum(t.state == "COMPLETE" for t in guard(lambda: study.trials))
     console.print(
         f"learning the structure of {name!r} from its {done} completed trials (the structured "
         "surrogate's fit: a minute or two on a laptop for a few dozen trials)",
@@ -610,7 +441,7 @@ def structure(
     )
     start = time.monotonic()
     with console.status("fitting the structured surrogate"):
-        desc = _guard_write(png, structure_report, study, png)
+        desc = guard_write(png, structure_report, study, png)
     console.print(f"done in {time.monotonic() - start:.0f} s", highlight=False)
     out.print(explain(desc), highlight=False)
     if "png" in desc:
@@ -621,53 +452,8 @@ def structure(
         )
 
 
-@_command(short_help="Sample, encode and decode a small space with a rule-prior simplex.")
-def space(
-    n: int = typer.Option(8, min=0, help="Number of configurations to sample."),
-    seed: int = typer.Option(0, help="Sobol scrambling seed."),
-) -> None:
-    """Build a search space with a rule-prior simplex; sample, encode and decode it (a quick look at
-    what the tuner searches)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from spaces import Bool, Choice, Float, Int, Simplex, Space
-
-    space = Space(
-        {
-            "population": Int(8, 256, log=True, default=32),
-            "tau": Float(0.01, 10.0, log=True),
-            "mutations": Int(1, 8),
-            "selection": Choice(("softmax", "tournament")),
-            "restart": Bool(),
-            "priors": Simplex(("fuse", "merge", "shard", "algebra")),
-        }
-    )
-    configs = space.sample(n, seed=seed)
-    X = space.to_unit(configs)
-    decoded = space.from_unit(X)
-    console = Console()
-    table = Table(title=f"{n} Sobol configurations (seed {seed}), d = {space.dim} GP columns")
-    for name in space.names:
-        table.add_column(name, justify="right")
-    table.add_column("round trip", justify="center")
-    for config, back in zip(configs, decoded):
-        cells = []
-        for name in space.names:
-            v = config[name]
-            if isinstance(v, dict):
-                cells.append(" ".join(f"{k}={w:.2f}" for k, w in v.items()))
-            elif isinstance(v, float):
-                cells.append(f"{v:.4g}")
-            else:
-                cells.append(str(v))
-        same = space.to_unit([back]).allclose(space.to_unit([config]), atol=1e-12)
-        cells.append("ok" if same else "MISMATCH")
-        table.add_row(*cells)
-    console.print(table)
-    console.print(f"columns: {space.columns}")
-    console.print(f"simplex constraint: columns {space.simplex_dims['priors']} sum to 1")
-
+app = make_app()
+"""The generic commands alone (``python -m studies.cli``)."""
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(app())

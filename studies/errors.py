@@ -11,7 +11,6 @@ __all__ = [
     "EvaluateError",
     "ExportError",
     "FormatVersionError",
-    "PriorsFileError",
     "RepeatedFailureError",
     "StorageCorruptError",
     "StorageError",
@@ -80,11 +79,3 @@ class RepeatedFailureError(EvaluateError):
 
 class ExportError(StudyError):
     """A trial's priors cannot be exported (no such trial, no simplex, non-finite numbers)."""
-
-
-class PriorsFileError(StudyError, ValueError):
-    """A rule-priors file is malformed, from a newer version, or holds non-finite numbers.
-
-    Raised by `rewrite_tuner.read_priors_file` with the message of the format's one reader,
-    `rewrite.read_priors_file` (which raises `rewrite.errors.PriorsError`; this module does not
-    import `rewrite`, so the command line starts without it)."""

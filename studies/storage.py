@@ -63,7 +63,7 @@ from studies.errors import (
 from studies.records import Reservation, StudyRecord, TrialRecord
 from studies.schema import dumps
 
-__all__ = ["DEFAULT_STORAGE", "Storage"]
+__all__ = ["DEFAULT_STORAGE", "Storage", "mask_url"]
 
 DEFAULT_STORAGE = "sqlite:///study.db"
 _S = schema.studies

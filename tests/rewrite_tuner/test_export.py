@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from rewrite_tuner import export_priors, read_priors_file
+from rewrite_tuner.errors import PriorsFileError
 from rewrite_tuner.export import FORMAT_VERSION, KIND
 from studies import Constrained, Study, Weighted
-from studies.errors import ExportError, PriorsFileError
+from studies.errors import ExportError
 from studies.examples import toy_space
 from studies.pareto import choose_trial, hypervolume_curve, pareto_front
 from studies.records import TrialRecord

@@ -25,8 +25,8 @@ from rewrite_tuner.export import priors_to_plot
 from rewrite_tuner.problem import (
     DEFAULT_OBJECTIVES,
     RewriteProblem,
-    _graphs,
     rewrite_problem,
+    workload_graphs,
 )
 from rewrite_tuner.rewrite_study import (
     RULE_COUNTERS_KNOWN,
@@ -36,6 +36,7 @@ from rewrite_tuner.rewrite_study import (
     suite_of,
     unmodeled_metrics,
 )
+from rewrite_tuner.spec import suite_context
 from rewrite_tuner.transfer import export_tuned, validate
 from spaces import Simplex
 from studies import StudyError
@@ -51,7 +52,7 @@ SMALL = {"max_steps": 40, "seeds": 2, "calibration_seeds": 2}
 
 @pytest.fixture(scope="module")
 def calibration() -> Calibration:
-    return calibrate(_graphs(GPT2), 40, [0, 1])
+    return calibrate(workload_graphs(GPT2), 40, [0, 1])
 
 
 def test_calibration_measures_the_defaults(calibration: Calibration) -> None:
@@ -67,7 +68,7 @@ def test_calibration_measures_the_defaults(calibration: Calibration) -> None:
     assert "shard_linear_columns_2" not in calibration.evidence.fired  # one device: no sharding
     assert Calibration.from_dict(calibration.to_dict()) == calibration
     with pytest.raises(StudyError, match="at least 2 seeds"):
-        calibrate(_graphs(GPT2), 40, [0])
+        calibrate(workload_graphs(GPT2), 40, [0])
 
 
 def test_family_space_is_small_and_its_default_is_the_search_default(
@@ -76,8 +77,11 @@ def test_family_space_is_small_and_its_default_is_the_search_default(
     space, context = rewrite_problem(GPT2, **SMALL, calibration=calibration)
     assert space.dim <= 14  # knobs + weight + specificity + one multiplier per family
     # the suite is the study's context, not a parameter every configuration carries
-    assert "suite" not in space.params and context["seeds"] == [0, 1]
-    assert context["workloads"] == ["gpt2"] and context["calibration"] == calibration.to_dict()
+    assert "suite" not in space.params and context["format_version"] == 2
+    assert context["spec"]["workloads"] == ["gpt2"] and context["spec"]["budget"] == 40
+    assert context["calibration"] == calibration.to_dict()
+    suite = suite_context(context)  # what a trial reads
+    assert suite is not None and suite["seeds"] == [0, 1] and suite["workloads"] == ["gpt2"]
     assert space["max_steps"].value == 40 and space["devices"].value == 1
     from rewrite_tuner.knobs import config_from_params
 
@@ -127,7 +131,7 @@ def test_a_trial_reports_means_errors_and_its_fidelity(calibration: Calibration)
 def test_a_trial_reports_every_runs_objectives_and_counters(calibration: Calibration) -> None:
     plain = rewrite_problem(GPT2, **SMALL, calibration=calibration)
     assert not any(split_run_metric(k) for k in evaluate_rewrite(*_default(plain)))  # opt-in
-    assert "run_metrics" not in plain.context  # contexts of studies written before stay equal
+    assert "run_metrics" not in suite_context(plain.context)  # as in version-1 contexts
     space, context = rewrite_problem(GPT2, **SMALL, calibration=calibration, run_metrics=True)
     out = evaluate_rewrite(space.default(), context)
     runs = {split_run_metric(k) for k in out} - {None}
@@ -146,7 +150,7 @@ def test_a_trial_reports_every_runs_objectives_and_counters(calibration: Calibra
 def test_a_per_rule_study_states_that_a_rules_prior_drives_its_counters(tmp_path: Path) -> None:
     rules = ["fuse_elementwise", "cse_unary"]
     known = rule_knowledge(
-        rewrite_problem(GPT2, **SMALL, calibration=calibrate(_graphs(GPT2), 40, [0, 1]),
+        rewrite_problem(GPT2, **SMALL, calibration=calibrate(workload_graphs(GPT2), 40, [0, 1]),
                         priors="rules", rules=rules).space
     )  # fmt: skip
     assert known == {
@@ -244,9 +248,10 @@ def test_a_measuring_study_times_the_best_graphs_on_the_device(tmp_path: Path) -
     objectives = {"final_hv": "maximize", MEASURED: "maximize"}
     args = {"budget": 20, "seeds": 2, "calibration_seeds": 2, "storage": url, "name": "m"}
     study = rewrite_study(GPT2, objectives, **args, measure="cpu", lead=False)
-    spec = study.context
-    assert spec is not None and "suite" not in study.space.params
-    assert spec["measure"] == "cpu" and len(spec["calibration"]["default"][MEASURED]) == 2
+    context = study.context
+    assert context is not None and "suite" not in study.space.params
+    assert context["spec"]["measure"] == "cpu"
+    assert len(context["calibration"]["default"][MEASURED]) == 2
     study.optimize(1, progress=False)
     (trial,) = study.trials
     assert trial.state == "COMPLETE" and f"{MEASURED}.sem" in trial.metrics
@@ -338,6 +343,36 @@ def test_a_study_from_before_contexts_opens_resumes_and_validates(tmp_path: Path
     assert report.workloads == ["gpt2"] and report.budget == 40
 
 
+def test_a_study_with_a_version_1_context_opens_and_resumes(tmp_path: Path) -> None:
+    """tests/data/studies/rewrite_v3.db (frozen; written before the context had a
+    ``format_version``) holds a rewrite study whose context is the flat dict a trial reads.
+    Asked for with its original arguments it opens as stored (no recalibration, no conflict, its
+    context unchanged), its trials keep their values, and a resumed trial reads that context."""
+    import json
+    import shutil
+
+    data = Path(__file__).resolve().parents[1] / "data" / "studies"
+    shutil.copy(data / "rewrite_v3.db", tmp_path / "old.db")
+    expected = json.loads((data / "rewrite_v3.json").read_text())
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+
+    def boom() -> None:
+        raise AssertionError("an existing study is never recalibrated")
+
+    args = {"budget": 40, "seeds": 2, "calibration_seeds": 2, "storage": url, "name": "context-v1"}
+    study = rewrite_study(GPT2, **args, on_calibrate=boom)
+    assert study.context == expected["context"] and "format_version" not in study.context
+    assert sorted(study.space.params) == expected["parameters"]
+    assert suite_of(study) == expected["context"]
+    old = [{"state": str(t.state), "values": t.values} for t in study.trials]
+    assert old == expected["trials"]
+    with pytest.raises(StudyConflictError, match="other arguments"):
+        rewrite_study(GPT2, **{**args, "seeds": 1}, on_calibrate=boom)
+    study.enqueue({**study.space.default(), "tau": 0.5})  # no model fit: a queued trial
+    study.optimize(4, progress=False)
+    assert study.trials[3].state == "COMPLETE" and study.trials[3].config["tau"] == 0.5
+
+
 def test_a_new_study_runs_the_defaults_and_the_informed_prior_first(tmp_path: Path) -> None:
     from rewrite_tuner.problem import LEAD_DESIGN, informed_config
 
@@ -360,10 +395,10 @@ def test_the_grouped_surrogate_gets_every_runs_values(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'g.db'}"
     args = {"budget": 40, "seeds": 1, "calibration_seeds": 2, "storage": url}
     study = rewrite_study(GPT2, **args, settings=StudySettings(surrogate="grouped"))
-    assert study.context is not None and study.context["run_metrics"] is True
+    assert study.context is not None and study.context["spec"]["run_metrics"] is True
     assert isinstance(make_surrogate("grouped", study.settings), GroupedSurrogate)
     plain = rewrite_study(GPT2, **args, name="plain")
-    assert plain.context is not None and "run_metrics" not in plain.context
+    assert plain.context is not None and plain.context["spec"]["run_metrics"] is False
 
 
 @pytest.mark.parametrize(

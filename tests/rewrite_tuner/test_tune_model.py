@@ -122,7 +122,7 @@ def test_tune_model_starts_from_the_given_priors_and_checks_against_them(tmp_pat
     # the given priors over the rules a one-device mesh can use (no sharding), renormalized
     kept = sum(given.priors[r] for r in priors)
     assert priors == pytest.approx({r: given.priors[r] / kept for r in priors}, abs=1e-12)
-    assert cfg.max_steps == 20 and study.context["workloads"] == [result.model]  # type: ignore[index]
+    assert cfg.max_steps == 20 and study.context["spec"]["workloads"] == [result.model]  # type: ignore[index]
     if result.validation.shown == 1:  # the given priors ranked first: nothing to compare
         assert result.against_given is None
     else:

@@ -311,19 +311,19 @@ def test_file_system_errors_are_one_line_naming_the_path(two_trials: str, tmp_pa
 def test_os_errors_become_messages_but_programming_errors_keep_their_traceback() -> None:
     import typer
 
-    from studies.cli import _guard, _os_message
+    from studies.console import guard, os_message
 
     err = PermissionError(13, "Permission denied", "/srv/out.json")
-    assert _os_message(err) == (
+    assert os_message(err) == (
         "Cannot use '/srv/out.json': Permission denied (PermissionError); choose a path you can "
         "write, or fix its permissions."
     )
     with pytest.raises(typer.Exit):
-        _guard(open, "/nonexistent-folder/x")
+        guard(open, "/nonexistent-folder/x")
     with pytest.raises(KeyError):
-        _guard(lambda: {}["k"])
+        guard(lambda: {}["k"])
     with pytest.raises(TypeError):
-        _guard(len, 3)
+        guard(len, 3)
 
 
 def test_negative_last_is_refused(two_trials: str) -> None:
@@ -395,7 +395,7 @@ def test_demo_name_starts_a_new_study_after_a_conflict(
 
 
 def _pg_study(url: str) -> object:
-    """What `_resume_hint` reads of a study: its name and its storage's URLs."""
+    """What `resume_hint` reads of a study: its name and its storage's URLs."""
     from types import SimpleNamespace
 
     from sqlalchemy.engine import make_url
@@ -409,14 +409,14 @@ def _pg_study(url: str) -> object:
 def test_the_resume_command_of_a_postgres_study_runs_as_printed() -> None:
     """Issue 52: Ctrl-C on a PostgreSQL study printed a resume command with '***' for the
     password, which cannot run as printed; the password goes in the environment instead."""
-    from studies.cli import _password_note, _resume_hint
+    from studies.console import password_note, resume_hint
 
     study = _pg_study("postgresql+psycopg://rt:s3cret@db.example:5432/studies")
-    hint, note = _resume_hint(study), _password_note(study)  # type: ignore[arg-type]
+    hint, note = resume_hint(study), password_note(study)  # type: ignore[arg-type]
     assert hint == "tuner resume tune --storage postgresql+psycopg://rt@db.example:5432/studies"
     assert "PGPASSWORD" in note and "s3cret" not in hint + note and "***" not in hint
     plain = _pg_study("postgresql+psycopg://rt@db.example/studies")
-    assert _password_note(plain) == ""  # type: ignore[arg-type]
+    assert password_note(plain) == ""  # type: ignore[arg-type]
 
 
 @pytest.mark.postgres
@@ -452,9 +452,9 @@ def test_a_locked_database_is_said_and_the_wait_can_be_set(
     advised raising busy_timeout, which the command line had no option for."""
     import sqlite3
 
-    import studies.cli as cli
+    import studies.console as console
 
-    monkeypatch.setattr(cli, "LOCK_NOTICE_AFTER", 0.2)
+    monkeypatch.setattr(console, "LOCK_NOTICE_AFTER", 0.2)
     holder = sqlite3.connect(two_trials.removeprefix("sqlite:///"), isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:
