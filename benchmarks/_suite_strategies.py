@@ -48,6 +48,7 @@ from rewrite.ir import Graph
 from rewrite.optimize.engine import Context, Engine
 from rewrite.optimize.priors import RulePriors
 from rewrite.optimize.runner import build_result, default_rules, make_verifier, stop_reason
+from rewrite.optimize.strategies import step_strategy
 
 STRATEGIES = ("stochastic", "tuned", "greedy", "best_first", "saturate")
 DEVICE = "h100"
@@ -129,7 +130,7 @@ def traced_search(
         weights = priors if strategy == "tuned" and priors else RulePriors.uniform(names)
         prior = weights.resolve(names)
         ctx = Context(graph, rules, prior / prior.sum(), cfg, DEVICE, make_verifier(seed, cache))
-        engine = Engine(ctx, np.random.SeedSequence(seed))
+        engine = Engine(ctx, np.random.SeedSequence(seed), step_strategy(cfg.strategy))
         j = OBJECTIVES.index("latency")
         trace = [(0.0, ctx.input_costs["latency"])]
         while (reason := stop_reason(engine, cfg, t0, engine.steps)) is None:
