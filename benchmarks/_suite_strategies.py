@@ -174,7 +174,7 @@ def measure_latency(
     95% interval."""
     import torch
 
-    from rewrite.measure import time_callables
+    from rewrite.measurement import time_callables
     from rewrite.pytorch.module import to_module
     from rewrite.stats import paired_ratio_interval
 

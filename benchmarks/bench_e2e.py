@@ -48,7 +48,7 @@ import torch  # noqa: E402
 
 import rewrite  # noqa: E402
 from benchmarks._common import machine_info, round_floats, write_results  # noqa: E402
-from rewrite.measure import time_callables  # noqa: E402
+from rewrite.measurement import time_callables  # noqa: E402
 from rewrite.pytorch import dynamo  # noqa: E402
 from rewrite.stats import paired_ratio_interval  # noqa: E402
 

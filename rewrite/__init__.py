@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rewrite import ops
 from rewrite.builder import GraphBuilder, GraphEditor
-from rewrite.cost import COST_FIELDS, CostVector, cost, node_cost, peak_memory
+from rewrite.costmodel import COST_FIELDS, CostVector, cost, node_cost, peak_memory
 from rewrite.devices import DeviceProfile, device_names, load_device
 from rewrite.errors import (
     ArrayProgramError,
@@ -29,9 +29,9 @@ from rewrite.errors import (
     UnknownOpError,
     VerificationError,
 )
-from rewrite.evaluate import evaluate, random_inputs, random_params
 from rewrite.ir import ConstArray, Graph, GraphDelta, Node, TensorType, Value
-from rewrite.measure import Measurement, calibrate, measure
+from rewrite.measurement import Measurement, calibrate, measure
+from rewrite.mesh_cost import ShardedCost, shard_cost
 from rewrite.optimize import (
     PriorsFile,
     RulePriors,
@@ -47,9 +47,9 @@ from rewrite.optimize import (
 )
 from rewrite.prove import ProofResult, prove_rule
 from rewrite.pytorch import OptimizeReport, backend, optimize_module, to_module
+from rewrite.reference import evaluate, random_inputs, random_params
 from rewrite.rules import Rule, RuleRegistry, Site, catalogue, default_registry
 from rewrite.serialize import from_json, load, save, to_json, to_text
-from rewrite.shard_cost import ShardedCost, shard_cost
 from rewrite.verify import CheckResult, VerdictCache, Verifier, default_cache
 
 __all__ = [

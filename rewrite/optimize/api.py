@@ -221,7 +221,7 @@ def _mesh_prior(pri: RulePriors, given: Sequence[Rule], used: Sequence[Rule]) ->
 
 
 def _check_objectives(cfg: SearchConfig) -> None:
-    from rewrite.cost import COST_FIELDS
+    from rewrite.costmodel import COST_FIELDS
 
     bad = [o for o in cfg.objectives if o not in COST_FIELDS]
     if bad:

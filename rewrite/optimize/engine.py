@@ -44,9 +44,10 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from rewrite.cost import CostVector, cost
+from rewrite.costmodel import CostVector, cost
 from rewrite.errors import GraphError, MatchError, RuleError, SearchError, VerificationError
 from rewrite.ir import Graph
+from rewrite.mesh_cost import shard_cost
 from rewrite.ops.collective import SHARD_OPS
 from rewrite.optimize.config import SearchConfig
 from rewrite.optimize.matching import SiteTable, all_sites, inherit_sites, match_radius, revalidate
@@ -59,7 +60,6 @@ from rewrite.optimize.pareto import (
 from rewrite.optimize.result import RunStats, Step, normalizer
 from rewrite.optimize.state import EngineState, Entry, StrategyState, Verification
 from rewrite.rules.base import Rule, Site
-from rewrite.shard_cost import shard_cost
 
 __all__ = ["Context", "Engine", "EngineState", "Entry", "StepStrategy", "Stochastic"]
 
@@ -109,7 +109,7 @@ class Context:
         """Named costs, objective vector and feasibility of a graph.
 
         A graph made by a sharding rule (or a sharded input) is costed per device with
-        `rewrite.shard_cost.shard_cost`: ``latency`` is the slowest device plus communication,
+        `rewrite.mesh_cost.shard_cost`: ``latency`` is the slowest device plus communication,
         ``peak_memory`` the largest per-device peak (what the memory cap constrains), and
         ``communication`` the collective time; the other entries are totals over devices.
         Objective values are rounded to 12 significant digits: incremental costing sums floats

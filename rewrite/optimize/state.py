@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from rewrite.cost import CostVector
+from rewrite.costmodel import CostVector
 from rewrite.errors import SearchError
 from rewrite.ir import Graph
 from rewrite.optimize.matching import SiteTable

@@ -7,7 +7,7 @@
 * `backend(...)`: the ``torch.compile`` backend (``backend="rewrite"`` names it with defaults):
   the verified search on every captured graph, then Inductor.
 * `TorchCall` / `torch_call`: the PyTorch call of every IR op (`rewrite.pytorch.kernels`), read by
-  `to_module` and by the timing programs of `rewrite.measure`.
+  `to_module` and by the timing programs of `rewrite.measurement`.
 """
 
 from __future__ import annotations

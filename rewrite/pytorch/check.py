@@ -119,7 +119,7 @@ def _reference(
                 "with these arguments. Fix: pass the module rewrite.from_torch imported it from."
             )
         return want
-    from rewrite.evaluate import evaluate
+    from rewrite.reference import evaluate
 
     ref = evaluate(graph, _numpy(args), _numpy_state(state))
     return [torch.as_tensor(np.asarray(r)) for r in ref]
@@ -215,7 +215,7 @@ def _first_divergence(
     import torch
     import torch.fx
 
-    from rewrite.evaluate import evaluate_nodes
+    from rewrite.reference import evaluate_nodes
 
     try:
         ref = evaluate_nodes(graph, _numpy(args), _numpy_state(state))

@@ -369,7 +369,7 @@ def _fastest(
 ) -> str:
     """Time the captured graph under Inductor against the rewritten runners, interleaved on
     the example inputs; the name of the fastest (``"inductor"`` for the captured graph)."""
-    from rewrite.measure.timing import time_callables
+    from rewrite.measurement.timing import time_callables
     from rewrite.stats import paired_ratio_interval
 
     user = [example_inputs[i] for i in user_idx]

@@ -404,7 +404,7 @@ def _static_nodes(graph: Graph) -> set[int]:
 
 
 def _run_body(body: Graph, args: list[Any]) -> tuple[Any, ...]:
-    from rewrite.measure.lower import Program
+    from rewrite.measurement.lowering import Program
 
     return tuple(Program(body, args[0].device if args else "cpu").run(args))
 

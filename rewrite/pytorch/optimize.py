@@ -171,7 +171,7 @@ def prefold(graph: Any, profile: Any, memory_ratio: float = 1.0) -> tuple[Any, d
     folded (ResNet-50 on the eager CPU profile: 2,000 steps folded 40 of its 53 batch norms,
     6,000 steps 47).
     """
-    from rewrite.cost import cost
+    from rewrite.costmodel import cost
     from rewrite.devices import load_device
     from rewrite.rules.registry import catalogue
 
@@ -211,7 +211,7 @@ def deploy_search(
         graph's cost (``latency`` and ``peak_memory``), and ``rules``, the prefolded rules
         (every Pareto graph holds them besides its own, `graph_rules`).
     """
-    from rewrite.cost import cost
+    from rewrite.costmodel import cost
     from rewrite.optimize import search
 
     folded, rules = prefold(graph, profile, memory_ratio)
@@ -229,10 +229,10 @@ def default_profile(device: Any = None, *, compiled: bool = False) -> Any:
     """The cost-model profile for running rewritten modules on a torch device.
 
     A measured profile shipped for this very machine (its provenance names this CPU or GPU)
-    and fitted in the mode asked for (``rewrite.measure.calibrate(..., compile=compiled)``) is
+    and fitted in the mode asked for (``rewrite.measurement.calibrate(..., compile=compiled)``) is
     returned as is, with ``fold_weights`` on (as `to_module` folds weight-only subgraphs).
     Otherwise the base is this machine's measured eager profile when there is one, else the
-    datasheet profile of the device's kind (`rewrite.measure.calibrate.datasheet_profile`),
+    datasheet profile of the device's kind (`rewrite.measurement.calibration.datasheet_profile`),
     returned with ``fold_weights`` on and ``fusion="eager"`` (eager PyTorch runs a fused group op
     by op; on a CPU with oneDNN, ``fused_epilogues`` too: a convolution's epilogue runs in its
     call, `rewrite.epilogue`) or, with ``compiled``, ``fusion="compiled"`` (the module goes to
@@ -249,8 +249,8 @@ def default_profile(device: Any = None, *, compiled: bool = False) -> Any:
 
     from rewrite import devices
     from rewrite.devices import DeviceProfile, load_device
-    from rewrite.measure.calibrate import datasheet_profile, device_name
-    from rewrite.measure.timing import torch_device
+    from rewrite.measurement.calibration import datasheet_profile, device_name
+    from rewrite.measurement.timing import torch_device
 
     dev = torch_device(device)
     here, base = device_name(dev), datasheet_profile(dev)
@@ -260,7 +260,7 @@ def default_profile(device: Any = None, *, compiled: bool = False) -> Any:
         if prof.provenance.get("device_name") == here:
             found.setdefault(prof.fusion, prof)
     epilogues = not compiled and dev.type == "cpu" and torch.backends.mkldnn.is_available()
-    if mode in found:  # fitted in this very mode (`rewrite.measure.calibrate(compile=...)`)
+    if mode in found:  # fitted in this very mode (`rewrite.measurement.calibrate(compile=...)`)
         return dataclasses.replace(found[mode], fold_weights=True, fused_epilogues=epilogues)
     p = found.get("eager") or found.get("kernel") or load_device(base)
     if compiled:
@@ -515,7 +515,7 @@ def _candidate(
 
 
 def _time(fns: dict[int, Any], device: Any, repeats: int, seed: int) -> dict[int, Any]:
-    from rewrite.measure.timing import time_callables
+    from rewrite.measurement.timing import time_callables
 
     named = time_callables({str(k): f for k, f in fns.items()}, device, repeats=repeats, seed=seed)
     return {int(k): m for k, m in named.items()}

@@ -14,11 +14,11 @@ import torch.nn.functional as F
 
 import rewrite
 from rewrite import GraphBuilder, from_torch, to_module
-from rewrite.cost import cost
+from rewrite.costmodel import cost
 from rewrite.devices import CostModelError, DeviceProfile, load_device
 from rewrite.epilogue import conv_epilogue
 from rewrite.errors import SearchError
-from rewrite.measure.lower import lower
+from rewrite.measurement.lowering import lower
 from rewrite.pytorch.kernels import conv_with_epilogue
 from rewrite.pytorch.optimize import default_profile, deploy_search, prefold
 from rewrite.rules._helpers import op

@@ -13,7 +13,7 @@ Kernels match what the cost model charges for: ``permute`` and ``transpose`` mat
 (``permute_copy``), ``sdpa`` is PyTorch's fused attention, views stay views. A ``fused`` group
 runs its body as a sub-program, kernel by kernel (eager PyTorch has no fused kernels but one: a
 convolution with its epilogue, `rewrite.epilogue`, is one oneDNN call on a CPU; to time a graph
-as a compiler runs it, `rewrite.measure.measure` compiles the whole graph as a module with
+as a compiler runs it, `rewrite.measurement.measure` compiles the whole graph as a module with
 ``compile=True``). Sharded graphs run every device's piece on the one device; collectives are
 their sums and concatenations.
 """
