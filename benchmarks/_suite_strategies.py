@@ -174,8 +174,8 @@ def measure_latency(
     95% interval."""
     import torch
 
+    from rewrite.lowering.module import to_module
     from rewrite.measurement import time_callables
-    from rewrite.pytorch.module import to_module
     from rewrite.stats import paired_ratio_interval
 
     torch.set_num_threads(threads)

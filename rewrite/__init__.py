@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from lazyimport import lazy_exports
 from rewrite import ops
 from rewrite.builder import GraphBuilder, GraphEditor
 from rewrite.costmodel import COST_FIELDS, CostVector, cost, node_cost, peak_memory
@@ -145,14 +146,10 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    # torch and transformers are heavy: import them only when the importer is used.
-    if name == "from_torch":
-        from rewrite.torch_import import from_torch
-
-        return from_torch
-    if name in ("zoo", "zoo_tensat"):
-        import importlib
-
-        return importlib.import_module(f"rewrite.{name}")
-    raise AttributeError(f"module 'rewrite' has no attribute {name!r}")
+# torch and transformers are heavy: import them only when the importer is used.
+_EXPORTS = {
+    "from_torch": "rewrite.torch_import",
+    "zoo": "rewrite.zoo",
+    "zoo_tensat": "rewrite.zoo_tensat",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

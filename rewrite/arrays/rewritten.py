@@ -25,7 +25,7 @@ from typing import Any
 from rewrite.arrays.program import import_program
 from rewrite.errors import ArrayProgramError
 from rewrite.ir import Graph
-from rewrite.pytorch.module import to_module
+from rewrite.lowering.module import to_module
 from rewrite.stats import Interval
 
 __all__ = ["ARRAY_SEARCH", "PROFILES", "RewrittenProgram", "optimize"]

@@ -12,9 +12,9 @@ Importing this package does not import torch; its functions do.
 
 from __future__ import annotations
 
+from rewrite.lowering.program import TORCH_KERNELS, Program, lower
 from rewrite.measurement.calibration import Calibration, calibrate, write_profile
 from rewrite.measurement.front import MeasuredSolution, format_front, measure_front
-from rewrite.measurement.lowering import TORCH_KERNELS, Program, lower
 from rewrite.measurement.timing import (
     Measurement,
     NodeTimes,

@@ -33,8 +33,8 @@ import numpy as np
 
 from rewrite.errors import MeasureError
 from rewrite.ir import Graph, Node
-from rewrite.measurement.lowering import Program, lower
-from rewrite.pytorch.tensors import random_tensors, tensor_for
+from rewrite.lowering.program import Program, lower
+from rewrite.lowering.tensors import random_tensors, tensor_for
 from rewrite.stats import interval
 
 __all__ = [
@@ -308,7 +308,7 @@ def _compiled(graph: Graph, args: list[Any], params: dict[str, Any]) -> Callable
     ``params`` as its weights (`rewrite.to_module`; weight-only subgraphs folded)."""
     import torch
 
-    from rewrite.pytorch.module import to_module
+    from rewrite.lowering.module import to_module
 
     compiled = torch.compile(to_module(graph, params, check=False))
     return lambda: compiled(*args)

@@ -289,7 +289,7 @@ class SearchResult:
             IndexError: If there is no Pareto graph ``i``.
             ModuleError: See `rewrite.to_module`.
         """
-        from rewrite.pytorch.module import to_module
+        from rewrite.lowering.module import to_module
 
         if not -len(self.pareto) <= i < len(self.pareto):
             raise IndexError(

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rewrite.errors import ModuleError
-from rewrite.pytorch.source import as_called
+from rewrite.lowering.source import as_called
 from rewrite.stats import Interval, paired_ratio_interval
 
 __all__ = [
@@ -308,7 +308,7 @@ def optimize_module(
         seed: Seed of the check inputs and of the intervals.
 
     Returns:
-        ``(optimized, report)``: an `OptimizedModule` (`rewrite.pytorch.source`) called as
+        ``(optimized, report)``: an `OptimizedModule` (`rewrite.lowering.source`) called as
         ``module`` is (``fast(ids, use_cache=False)``, or the example's tensor inputs
         positionally, keyword ones included in their order) and returning what ``module``
         returns: it runs the chosen graph's ``torch.fx.GraphModule`` (its ``rewritten``
@@ -489,7 +489,7 @@ def _shortlist(result: Any, n: int, memory_ratio: float, base: Mapping[str, Any]
 
 
 def _build(result: Any, i: int, module: Any, tensors: list[Any], seed: int, origin: Any) -> Any:
-    from rewrite.pytorch.module import to_module
+    from rewrite.lowering.module import to_module
 
     return to_module(result.pareto[i].graph, module, origin=origin, inputs=tensors, seed=seed)
 

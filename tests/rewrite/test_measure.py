@@ -13,6 +13,7 @@ import torch
 import rewrite
 from rewrite import GraphBuilder, MeasureError, SearchConfigError, cost, evaluate, ops, zoo
 from rewrite.devices import DEVICE_FORMAT_VERSION, DeviceProfile, load_device
+from rewrite.lowering.program import _reference_kernel
 from rewrite.measurement import (
     TORCH_KERNELS,
     calibrate,
@@ -22,7 +23,6 @@ from rewrite.measurement import (
     node_times,
     random_tensors,
 )
-from rewrite.measurement.lowering import _reference_kernel
 from tests.rewrite.test_ops import CASES, _arrays
 
 ZOO = ("gpt2", "bert", "llama", "t5", "vit", "resnet")

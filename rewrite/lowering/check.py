@@ -18,7 +18,7 @@ import numpy as np
 
 from rewrite.errors import ModuleError, ModuleMismatchError
 from rewrite.ir import Graph
-from rewrite.pytorch.source import TorchSource
+from rewrite.lowering.source import TorchSource
 
 __all__ = ["TOLERANCES", "check_module", "exact_float32"]
 
@@ -56,7 +56,7 @@ def check_module(
     """
     import torch
 
-    from rewrite.pytorch.tensors import random_tensors
+    from rewrite.lowering.tensors import random_tensors
 
     if inputs is None:
         device = next((t.device for t in gm.state_dict().values()), torch.device("cpu"))
@@ -196,7 +196,7 @@ def _mismatch(
     if where is not None:
         tail = (
             f" The first node whose value differs from the graph's numpy reference is {where}: "
-            "its PyTorch call in rewrite.pytorch.kernels does not compute the op; please report it."
+            "its PyTorch call in rewrite.lowering.kernels does not compute the op; please report it."
         )
     else:
         tail = (

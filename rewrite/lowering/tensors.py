@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from rewrite.ir import Graph, Node
-from rewrite.pytorch.kernels import torch_dtype
+from rewrite.lowering.kernels import torch_dtype
 from rewrite.reference import random_inputs, random_params
 
 __all__ = ["random_tensors", "tensor_for"]
