@@ -322,28 +322,15 @@ def optimize_module(
     """
     import torch
 
-    from rewrite.torch_import import from_torch
-
-    if not isinstance(module, torch.nn.Module):
-        raise ModuleError(
-            f"optimize_module needs a torch.nn.Module, but got {type(module).__name__}."
-        )
-    if not isinstance(candidates, int) or candidates < 1:
-        raise ModuleError(f"candidates must be an int >= 1, but got {candidates!r}.")
-    if not isinstance(memory_ratio, int | float) or not memory_ratio > 0:
-        raise ModuleError(f"memory_ratio must be a number > 0, but got {memory_ratio!r}.")
+    _check_options(module, candidates, memory_ratio)
     device = module_device(module)
     profile = profile or default_profile(device)
     seconds: dict[str, float] = {}
-    t = time.perf_counter()
     args = tuple(example_inputs) if isinstance(example_inputs, list | tuple) else (example_inputs,)
     kwargs = dict(example_kwargs or {})
-    check_runs(module, args, kwargs)  # before the import: its errors would be PyTorch's own
-    graph = from_torch(module, args, kwargs)
-    seconds["import"] = time.perf_counter() - t
-    t = time.perf_counter()
-    result, base = deploy_search(graph, config, priors, profile, memory_ratio)
-    seconds["search"] = time.perf_counter() - t
+    graph, result, base = _import_and_search(
+        module, args, kwargs, (config, priors, profile, memory_ratio), seconds
+    )
     tensors = [
         x for x in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)
     ]
@@ -353,20 +340,84 @@ def optimize_module(
     seconds["build"] = time.perf_counter() - t
     rows = [_candidate(result, -1, base)] + [_candidate(result, i, base) for i in picks]
     if not picks:
+        chosen = -1
         reason = "Kept the original: the search found no graph predicted faster within its memory."
-        return as_called(module, args, kwargs), _report(
-            -1, reason, rows, result, device, profile, seconds
-        )
-    if not measure:
+    elif not measure:
+        chosen = picks[0]
         reason = f"Chose Pareto graph #{picks[0]}, the lowest predicted latency (not measured)."
-        chosen = as_called(module, args, kwargs, modules[picks[0]])
-        return chosen, _report(picks[0], reason, rows, result, device, profile, seconds)
+    else:
+        fns = {-1: lambda: module(*args, **kwargs)} | {
+            i: (lambda gm=gm: gm(*tensors)) for i, gm in modules.items()
+        }
+        t = time.perf_counter()
+        timed = _time(fns, device, repeats, seed)
+        seconds["measure"] = time.perf_counter() - t
+        chosen, reason, rows = _choose_measured(timed, rows, result, base, device, seed)
+    runner = modules[chosen] if chosen >= 0 else None
+    optimized = as_called(module, args, kwargs, runner)
+    return optimized, _report(chosen, reason, rows, result, device, profile, seconds)
+
+
+def _check_options(module: Any, candidates: Any, memory_ratio: Any) -> None:
+    """Refuse `optimize_module`'s bad arguments before any work.
+
+    Raises:
+        ModuleError: If ``module`` is not a ``torch.nn.Module``, or ``candidates`` or
+            ``memory_ratio`` is out of range.
+    """
+    import torch
+
+    if not isinstance(module, torch.nn.Module):
+        raise ModuleError(
+            f"optimize_module needs a torch.nn.Module, but got {type(module).__name__}."
+        )
+    if not isinstance(candidates, int) or candidates < 1:
+        raise ModuleError(f"candidates must be an int >= 1, but got {candidates!r}.")
+    if not isinstance(memory_ratio, int | float) or not memory_ratio > 0:
+        raise ModuleError(f"memory_ratio must be a number > 0, but got {memory_ratio!r}.")
+
+
+def _import_and_search(
+    module: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    search: tuple[Any, Any, Any, float],
+    seconds: dict[str, float],
+) -> tuple[Any, Any, dict[str, Any]]:
+    """Import ``module`` on its example call and run `deploy_search` on the graph with
+    ``search`` = ``(config, priors, profile, memory_ratio)``; the phases' seconds go into
+    ``seconds``.
+
+    Returns:
+        ``(graph, result, base)``: the imported graph, and `deploy_search`'s result and base.
+    """
+    from rewrite.torch_import import from_torch
+
     t = time.perf_counter()
-    fns = {-1: lambda: module(*args, **kwargs)} | {
-        i: (lambda gm=gm: gm(*tensors)) for i, gm in modules.items()
-    }
-    timed = _time(fns, device, repeats, seed)
-    seconds["measure"] = time.perf_counter() - t
+    check_runs(module, args, kwargs)  # before the import: its errors would be PyTorch's own
+    graph = from_torch(module, args, kwargs)
+    seconds["import"] = time.perf_counter() - t
+    t = time.perf_counter()
+    result, base = deploy_search(graph, *search)
+    seconds["search"] = time.perf_counter() - t
+    return graph, result, base
+
+
+def _choose_measured(
+    timed: Mapping[int, Any],
+    rows: list[Candidate],
+    result: Any,
+    base: Mapping[str, Any],
+    device: Any,
+    seed: int,
+) -> tuple[int, str, list[Candidate]]:
+    """The fastest candidate beyond noise, from the timings of the original (``-1``) and of
+    every shortlisted candidate.
+
+    Returns:
+        ``(chosen, reason, rows)``: the Pareto index chosen (``-1``: the original), why, and the
+        candidate rows with their measured latency and speedup over the original.
+    """
     original = timed[-1].times
     rows = [
         _candidate(
@@ -387,16 +438,13 @@ def optimize_module(
             f"Kept the original: no graph is faster beyond noise on {device} (the best, "
             f"#{best_seen.index}, measured {best_seen.speedup}x)."
         )
-        return as_called(module, args, kwargs), _report(
-            -1, reason, rows, result, device, profile, seconds
-        )
+        return -1, reason, rows
     top = max(faster, key=lambda c: c.speedup.value if c.speedup else 0.0)
     reason = (
         f"Chose Pareto graph #{top.index}: {top.speedup}x faster than the original on "
         f"{device} (predicted {top.predicted_speedup:.3f}x)."
     )
-    chosen = as_called(module, args, kwargs, modules[top.index])
-    return chosen, _report(top.index, reason, rows, result, device, profile, seconds)
+    return top.index, reason, rows
 
 
 def check_runs(module: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
