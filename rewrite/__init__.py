@@ -147,9 +147,6 @@ __all__ = [
 
 
 # torch and transformers are heavy: import them only when the importer is used.
-_EXPORTS = {
-    "from_torch": "rewrite.torch_import",
-    "zoo": "rewrite.zoo",
-    "zoo_tensat": "rewrite.zoo_tensat",
-}
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = lazy_exports(
+    __name__, {"from_torch": "rewrite.torch_import"}, submodules=("zoo", "zoo_tensat")
+)
