@@ -183,7 +183,16 @@ def search(
     prior = _mesh_prior(pri, given, rule_list)
     _check_objectives(cfg)
     problem = SearchProblem(
-        graph, rule_list, prior, cfg, device, verify_cache, executor, rules is None, saturation, t0
+        graph=graph,
+        rules=rule_list,
+        prior=prior,
+        config=cfg,
+        device=device,
+        verify_cache=verify_cache,
+        executor=executor,
+        from_catalogue=rules is None,
+        saturation=saturation,
+        t0=t0,
     )
     return _measured(get_strategy(cfg.strategy).run(problem), measure)
 
