@@ -48,6 +48,7 @@ from rewrite.ir import Graph
 from rewrite.optimize.engine import Context, Engine
 from rewrite.optimize.priors import RulePriors, TunedSearch, read_priors_file
 from rewrite.optimize.runner import build_result, default_rules, make_verifier, stop_reason
+from rewrite.optimize.strategies import step_strategy
 
 STRATEGIES = ("stochastic", "tuned", "greedy", "best_first", "saturate")
 DEVICE = "h100"
@@ -130,7 +131,7 @@ def traced_search(
         weights = RulePriors(tuned) if tuned else RulePriors.uniform(names)
         prior = weights.resolve(names)
         ctx = Context(graph, rules, prior / prior.sum(), cfg, DEVICE, make_verifier(seed, cache))
-        engine = Engine(ctx, np.random.SeedSequence(seed))
+        engine = Engine(ctx, np.random.SeedSequence(seed), step_strategy(cfg.strategy))
         j = OBJECTIVES.index("latency")
         trace = [(0.0, ctx.input_costs["latency"])]
         while (reason := stop_reason(engine, cfg, t0, engine.steps)) is None:
@@ -174,8 +175,8 @@ def measure_latency(
     95% interval."""
     import torch
 
-    from rewrite.measure import time_callables
-    from rewrite.pytorch.module import to_module
+    from rewrite.lowering.module import to_module
+    from rewrite.measurement import time_callables
     from rewrite.stats import paired_ratio_interval
 
     torch.set_num_threads(threads)

@@ -1,7 +1,7 @@
 """Benchmark of the cost model against measurements: predicted vs measured latency and speedup.
 
 Part 1, zoo models x shapes: every zoo model at four shapes, each measured with
-`rewrite.measure.measure` (eager PyTorch, ``--repeats`` runs after warm-up; one CPU thread on a
+`rewrite.measurement.measure` (eager PyTorch, ``--repeats`` runs after warm-up; one CPU thread on a
 CPU, CUDA events on a GPU). A profile is calibrated in this run on two of the shapes
 (`rewrite.calibrate`), and the other two are held out; ``--fit-models gpt2,bert,vit,resnet``
 fits on those models alone, so Llama and T5 are held out too (issue 52's check: 12 held-out
@@ -57,12 +57,12 @@ from scipy.stats import spearmanr  # noqa: E402
 import rewrite  # noqa: E402
 from benchmarks._common import compact_json, write_results  # noqa: E402
 from rewrite import cost, serialize, zoo  # noqa: E402
-from rewrite.cost import kernel_terms  # noqa: E402
+from rewrite.costmodel import kernel_terms  # noqa: E402
 from rewrite.devices import load_device  # noqa: E402
 from rewrite.errors import CostModelError  # noqa: E402
-from rewrite.measure import calibrate, format_front, measure, write_profile  # noqa: E402
-from rewrite.measure.calibrate import datasheet_profile, zoo_overrides  # noqa: E402
-from rewrite.measure.timing import STATISTICS, torch_device  # noqa: E402
+from rewrite.measurement import calibrate, format_front, measure, write_profile  # noqa: E402
+from rewrite.measurement.calibration import datasheet_profile, zoo_overrides  # noqa: E402
+from rewrite.measurement.timing import STATISTICS, torch_device  # noqa: E402
 from rewrite.ops import get_op  # noqa: E402
 
 SEED = 0
@@ -93,7 +93,7 @@ PLANS = {
     # Full sizes at the shapes issue 20 measured on an H100 (images stay 224 px, the size ViT-B/16's
     # position embeddings and ResNet-50 were made for); Llama's full size (8B) is left out. The
     # seq-32 fit shape has products under the datasheet's 128-wide GEMM tile, so the fit can
-    # choose the tile (`rewrite.measure.calibrate.tile_candidates`); the first H200 run
+    # choose the tile (`rewrite.measurement.calibration.tile_candidates`); the first H200 run
     # (the ``h200`` run of results/bench_costmodel.json) was made before it was added.
     "full": Plan(
         ("gpt2-full", "bert-full", "t5-full", "vit-full", "resnet-full"),
@@ -167,7 +167,7 @@ def bench_shapes(
 ) -> tuple[list[dict[str, Any]], Any]:
     """Fit a profile on the plan's fit shapes; predicted against measured latency of every
     model at the fit and the held-out shapes (compiled by ``torch.compile`` with ``compile``,
-    fitted as a compiled profile: `rewrite.measure.calibrate`). With ``rounds`` > 1 the fit's
+    fitted as a compiled profile: `rewrite.measurement.calibrate`). With ``rounds`` > 1 the fit's
     graphs and every case are measured in that many interleaved rounds and each takes its
     median, so a change of the machine's load falls on the fit and the held-out cases alike;
     every round's figure is kept (``round_measured``) to show the spread. ``statistic``

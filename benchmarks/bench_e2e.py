@@ -48,7 +48,7 @@ import torch  # noqa: E402
 
 import rewrite  # noqa: E402
 from benchmarks._common import machine_info, round_floats, write_results  # noqa: E402
-from rewrite.measure import time_callables  # noqa: E402
+from rewrite.measurement import time_callables  # noqa: E402
 from rewrite.pytorch import dynamo  # noqa: E402
 from rewrite.stats import paired_ratio_interval  # noqa: E402
 
@@ -171,11 +171,11 @@ def run_model(name: str, repeats: int, priors: str | None, device: str = "cpu") 
             "predicted_speedup": report.predicted_speedup,
         }
         torch._dynamo.reset()
-        start = len(dynamo.history)
+        dynamo.history.clear()
         backend = torch.compile(model, backend=rewrite.backend(priors=pri, cache=False))
         compile_s = _first_call(lambda b=backend: b(*args, **kwargs), device)
         fns[f"backend{tag}"] = lambda b=backend: b(*args, **kwargs)
-        records = dynamo.history[start:]
+        records = list(dynamo.history)
         info[f"backend{tag}"] = {
             "compile_s": compile_s,
             "graphs": [

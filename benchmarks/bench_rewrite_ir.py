@@ -43,7 +43,7 @@ from rewrite import Graph, GraphEditor, cost, zoo
 
 SEED = 0
 DEVICE = "h100"
-_costmod = sys.modules["rewrite.cost"]
+_costmod = sys.modules["rewrite.costmodel"]
 
 
 def _rate(fn: Callable[[], int], repeats: int = 5) -> float:

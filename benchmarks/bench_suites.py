@@ -5,7 +5,7 @@ Part ``stenso`` (issue 51): for each of STENSO's programs at its published sizes
 (`benchmarks._stenso`: read from a checkout of its artifact, which this project does not ship):
 
 * ``inductor``: the program as written, ``torch.compile`` (Inductor, default options);
-* ``rewrite``: `rewrite.arrays.optimize` of the program, its inputs promised positive (as
+* ``rewrite``: `rewrite.arrays.optimize` (`rewrite.arrays.rewritten`) of the program, its inputs promised positive (as
   STENSO's are: `benchmarks._stenso.DOMAIN`): the verified search on the cost models of
   Inductor's compiled mode and of eager PyTorch, the predicted-fastest graph of each compiled by
   ``torch.compile``, kept only where it measured faster than the program as written beyond noise
@@ -17,7 +17,7 @@ as written and the rewritten program run eagerly, to show a compiled call's fixe
 programs of microseconds), are timed in one process on fresh inputs, interleaved
 (round robin, each sample many calls: these are microsecond kernels), on a fixed torch thread
 count (``--threads``, 1 by default: one thread's CPU time is the wall time on an idle core, the
-clock of `rewrite.measure.time_callables`). Reported per program: each arm's median time per call
+clock of `rewrite.measurement.time_callables`). Reported per program: each arm's median time per call
 with a 95% bootstrap interval, the paired speedup (median of the per-round ratios, 95% bootstrap
 interval) and the A/A ratio, the rules applied with their z3 verdicts, a z3 proof of the whole
 rewritten program at shape-reduced sizes (`rewrite.prove.prove_pair`; skipped where no reduction
@@ -72,7 +72,7 @@ _LAYOUT = (
     "rounds; eager: inductor / eager, inductor / rewrite_eager (medians); stenso: published "
     "PyTorch-row speedup per CPU of 'published'"
 )
-#: Samples here run this many times `rewrite.arrays.optimize.SAMPLE_SECONDS` of calls.
+#: Samples here run this many times `rewrite.arrays.rewritten.SAMPLE_SECONDS` of calls.
 SAMPLE_FACTOR = 2
 #: Draws of the bootstrap interval of the geometric mean.
 BOOTSTRAP = 2000
@@ -85,8 +85,8 @@ def time_pair(
     """The arms (`ARMS`) timed interleaved on ``inputs``: per-call medians with their intervals,
     each arm's paired speedup over ``inductor`` (the program as written under Inductor), and
     every round's speedup of ``rewrite``."""
-    from rewrite.arrays.optimize import calls_per_sample
-    from rewrite.measure import time_callables
+    from rewrite.arrays.rewritten import calls_per_sample
+    from rewrite.measurement import time_callables
     from rewrite.stats import paired_ratio_interval
 
     calls = max(calls_per_sample(arms["inductor"], inputs) * SAMPLE_FACTOR, 1)

@@ -9,7 +9,7 @@
 #                       optimize_module and the rewrite backend, timed interleaved on the GPU (rows
 #                       written as each model finishes, so a run cut short keeps what it measured)
 #   e2e.log             its console output, the table at the end
-#   <gpu>_measured.json `python -m rewrite.measure`: a cost-model profile fitted on this GPU
+#   <gpu>_measured.json `python -m rewrite.measurement`: a cost-model profile fitted on this GPU
 #
 # Packages the machine's image lacks (z3-solver, SQLAlchemy) travel as wheels in .whl/ (see
 # ../shared/notes/gpu_machine.md). Budgets in seconds: E2E_S for the end-to-end benchmark,
@@ -41,6 +41,6 @@ timeout "$E2E_S" python3 -m benchmarks.bench_e2e --device cuda --threads 0 --mod
 cp benchmarks/results/bench_e2e.json "$OUT/" 2>/dev/null
 
 gpu=$(python3 -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())")
-timeout "$CAL_S" python3 -m rewrite.measure --out "$OUT/${gpu}_measured.json" 2>&1 | tail -20 \
+timeout "$CAL_S" python3 -m rewrite.measurement --out "$OUT/${gpu}_measured.json" 2>&1 | tail -20 \
   | tee "$OUT/calibrate.log"
 echo "done"

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from lazyimport import lazy_exports
 from rewrite import ops
 from rewrite.builder import GraphBuilder, GraphEditor
-from rewrite.cost import COST_FIELDS, CostVector, cost, node_cost, peak_memory
+from rewrite.costmodel import COST_FIELDS, CostVector, cost, node_cost, peak_memory
 from rewrite.devices import DeviceProfile, device_names, load_device
 from rewrite.errors import (
     ArrayProgramError,
@@ -29,9 +30,9 @@ from rewrite.errors import (
     UnknownOpError,
     VerificationError,
 )
-from rewrite.evaluate import evaluate, random_inputs, random_params
 from rewrite.ir import ConstArray, Graph, GraphDelta, Node, TensorType, Value
-from rewrite.measure import Measurement, calibrate, measure
+from rewrite.measurement import Measurement, calibrate, measure
+from rewrite.mesh_cost import ShardedCost, shard_cost
 from rewrite.optimize import (
     RulePriors,
     SearchConfig,
@@ -46,9 +47,9 @@ from rewrite.optimize import (
 )
 from rewrite.prove import ProofResult, prove_rule
 from rewrite.pytorch import OptimizeReport, backend, optimize_module, to_module
+from rewrite.reference import evaluate, random_inputs, random_params
 from rewrite.rules import Rule, RuleRegistry, Site, catalogue, default_registry
 from rewrite.serialize import from_json, load, save, to_json, to_text
-from rewrite.shard_cost import ShardedCost, shard_cost
 from rewrite.verify import CheckResult, VerdictCache, Verifier, default_cache
 
 __all__ = [
@@ -143,14 +144,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    # torch and transformers are heavy: import them only when the importer is used.
-    if name == "from_torch":
-        from rewrite.torch_import import from_torch
-
-        return from_torch
-    if name in ("zoo", "zoo_tensat"):
-        import importlib
-
-        return importlib.import_module(f"rewrite.{name}")
-    raise AttributeError(f"module 'rewrite' has no attribute {name!r}")
+# torch and transformers are heavy: import them only when the importer is used.
+__getattr__, __dir__ = lazy_exports(
+    __name__, {"from_torch": "rewrite.torch_import"}, submodules=("zoo", "zoo_tensat")
+)

@@ -5,7 +5,7 @@ activation to the output tile it has just computed, before writing it ("post-ops
 ``fused`` group is one kernel even in eager PyTorch, where every other fused group runs op by op.
 `conv_epilogue(body)` recognises the bodies of that form, so the cost model charges them as one
 kernel on a profile with ``fused_epilogues`` (`rewrite.cost`) and `rewrite.to_module` emits them
-as one call (`rewrite.pytorch.kernels.conv_epilogue_call`).
+as one call (`rewrite.lowering.kernels.conv_epilogue_call`).
 
 The form, in the body's order: ``y = conv2d(x, w[, b])``, then optionally ``y = add(y, r)`` (or
 ``add(r, y)``) with ``r`` of ``y``'s shape, then optionally one activation of `ACTIVATIONS`

@@ -183,6 +183,7 @@ class Graph:
         "next_id",
         "outputs",
         "uid",
+        "__weakref__",
     )
 
     def __init__(

@@ -93,7 +93,7 @@ def paired_ratio_interval(
     """The median of the paired ratios ``numerator[i] / denominator[i]`` with a 95%
     percentile-bootstrap interval over the pairs.
 
-    For timings taken in interleaved rounds (`rewrite.measure.time_callables`: round ``i`` runs
+    For timings taken in interleaved rounds (`rewrite.measurement.time_callables`: round ``i`` runs
     every callable once), where the ``i``-th times of two callables share the machine's state of
     that moment: another process or a frequency change slows both, and their ratio cancels it.
     On a shared 2-core VM this gives intervals several times narrower than `ratio_interval`'s

@@ -45,7 +45,7 @@ import numpy as np
 from rewrite.builder import GraphBuilder
 from rewrite.errors import OpaqueOpWarning, RewriteError, TorchImportError
 from rewrite.ir import Graph, TensorType, Value
-from rewrite.pytorch.source import record_source
+from rewrite.lowering.source import record_source
 from rewrite.torch_converters import CONVERTERS, IGNORED, Unsupported, torch_dtype_name
 
 __all__ = ["decomposition_table", "from_torch"]
@@ -247,7 +247,7 @@ def from_torch(
             stacklevel=2,
         )
     logger.debug("imported %s: %d nodes, %d folded", name, len(graph), conv.folded)
-    record_source(graph.uid, module, args, dict(example_kwargs or {}), _out_spec(ep))
+    record_source(graph, module, args, dict(example_kwargs or {}), _out_spec(ep))
     return graph
 
 

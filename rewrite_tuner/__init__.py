@@ -6,8 +6,9 @@ knobs and rule priors (`rewrite_study`), its space (`search_space`), transfer va
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from lazyimport import lazy_exports
 
 # Public names resolve lazily (PEP 562), so `tuner --help` does not import the engine or torch.
 _EXPORTS = {
@@ -35,14 +36,4 @@ if TYPE_CHECKING:
     from rewrite_tuner.space import search_space
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rewrite_tuner' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -3,9 +3,10 @@ commands (the rewrite application, `rewrite_tuner`, adds its own)."""
 
 from __future__ import annotations
 
-import importlib
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from lazyimport import lazy_exports
 
 try:
     __version__ = version("rewrite-tuner")
@@ -86,14 +87,4 @@ if TYPE_CHECKING:
     from studies.study import Study
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'studies' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

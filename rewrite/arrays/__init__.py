@@ -11,8 +11,8 @@
 from __future__ import annotations
 
 from rewrite.arrays.namespace import SUPPORTED, jnp
-from rewrite.arrays.optimize import RewrittenProgram, optimize
 from rewrite.arrays.program import ArrayProgram, import_program, load_program, program_inputs
+from rewrite.arrays.rewritten import RewrittenProgram, optimize
 
 __all__ = [
     "SUPPORTED",

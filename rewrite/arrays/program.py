@@ -265,7 +265,7 @@ def _domains(domains: Any, n: int, name: str) -> list[str | None]:
 def _assumed(graph: Graph, module: Any, inputs: Sequence[Any], domains: list[str | None]) -> Graph:
     """``graph`` with every promised input read through an ``assume`` node."""
     from rewrite.builder import GraphEditor
-    from rewrite.pytorch.source import record_source, source_of
+    from rewrite.lowering.source import record_source, source_of
 
     ed = GraphEditor(graph)
     for nid, d in zip(graph.inputs, domains):
@@ -274,7 +274,7 @@ def _assumed(graph: Graph, module: Any, inputs: Sequence[Any], domains: list[str
             ed.replace(v, ed.add_node("assume", [v], {"domain": d}).out(0))
     out = ed.finish()
     src = source_of(graph)
-    record_source(out.uid, module, tuple(inputs), {}, src.out_spec if src else None)
+    record_source(out, module, tuple(inputs), {}, src.out_spec if src else None)
     return out
 
 

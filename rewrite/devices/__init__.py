@@ -12,7 +12,7 @@ still load) holds:
   multiples (tile quantization penalty for small or odd shapes).
 * ``family_efficiency`` (optional, version 2): op family (``conv``, ``attention``, ``norm``,
   ``reduction``, ``pool``, ``shape``, ``fused``...) -> a positive multiplier on both
-  efficiencies of that family's kernels (default 1), fitted by `rewrite.measure.calibrate`.
+  efficiencies of that family's kernels (default 1), fitted by `rewrite.measurement.calibrate`.
 * ``view_overhead`` (optional, version 2): seconds charged per view node (reshape, slice...),
   e.g. eager framework dispatch on a CPU; default 0 (views are free).
 * ``fusion`` (optional, version 2): ``"kernel"`` (default: a fused group is one kernel),
@@ -58,7 +58,7 @@ Every number must be finite; `DeviceProfile` validates on construction and raise
 `CostModelError` naming the field.
 
 Built-in profiles: ``h100_sxm`` (alias ``h100``), ``h200``, ``a100``, ``cpu`` (datasheet
-numbers), and the measured profiles under ``measured/`` (fitted by `rewrite.measure.calibrate`
+numbers), and the measured profiles under ``measured/`` (fitted by `rewrite.measurement.calibrate`
 on the machine their ``provenance`` names). A path to a JSON file of the same layout works
 wherever a name does.
 """
@@ -367,7 +367,7 @@ def _builtin() -> dict[str, DeviceProfile]:
 
 
 def measured_profiles() -> list[DeviceProfile]:
-    """The shipped profiles fitted by `rewrite.measure.calibrate` on real machines
+    """The shipped profiles fitted by `rewrite.measurement.calibrate` on real machines
     (``rewrite/devices/measured/``; their provenance names the machine), sorted by file name."""
     return [
         DeviceProfile.from_dict(json.loads(p.read_text()))

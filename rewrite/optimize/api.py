@@ -20,18 +20,10 @@ from rewrite.errors import (
 )
 from rewrite.ir import Graph
 from rewrite.optimize.config import SearchConfig, knob_names
-from rewrite.optimize.engine import Context, Engine
-from rewrite.optimize.parallel import check_picklable, run_parallel
 from rewrite.optimize.priors import PriorsLike, RulePriors, TunedSearch, read_priors_file
 from rewrite.optimize.result import SearchResult
-from rewrite.optimize.runner import (
-    build_result,
-    default_rules,
-    loop_deadline,
-    make_verifier,
-    mesh_rules,
-    run_engine,
-)
+from rewrite.optimize.runner import default_rules, loop_deadline, make_verifier, mesh_rules
+from rewrite.optimize.strategies import SearchProblem, get_strategy
 from rewrite.rules.base import Rule
 
 __all__ = [
@@ -218,32 +210,19 @@ def search(
         )
     prior = _mesh_prior(pri, given, rule_list)
     _check_objectives(cfg)
-    if cfg.strategy == "saturate":
-        from rewrite.optimize.saturate.limits import SaturationLimits
-        from rewrite.optimize.saturate.runner import run_saturation
-
-        limits = SaturationLimits.coerce(saturation)
-        verifier = make_verifier(cfg.seed, verify_cache)
-        result = run_saturation(graph, rule_list, cfg, device, verifier, limits, t0)
-        return _measured(result, measure)
-    if executor is not None or cfg.workers > 1:
-        if rules is None:
-            source: Any = ("catalogue", cfg.max_fusion_size)
-        else:
-            check_picklable(rule_list)
-            source = rule_list
-        result = run_parallel(
-            graph, cfg, rule_list, prior, device, executor, verify_cache, source, t0=t0
-        )
-        return _measured(result, measure)
-    verifier = make_verifier(cfg.seed, verify_cache)
-    ctx = Context(graph, rule_list, prior, cfg, device, verifier)
-    engine = Engine(ctx, np.random.SeedSequence(cfg.seed))
-    reason = run_engine(engine, cfg, t0)
-    result = build_result(
-        ctx, engine.frontier, engine.hv_trace, engine.stats, reason, t0, 1, len(engine.population)
+    problem = SearchProblem(
+        graph=graph,
+        rules=rule_list,
+        prior=prior,
+        config=cfg,
+        device=device,
+        verify_cache=verify_cache,
+        executor=executor,
+        from_catalogue=rules is None,
+        saturation=saturation,
+        t0=t0,
     )
-    return _measured(result, measure)
+    return _measured(get_strategy(cfg.strategy).run(problem), measure)
 
 
 def _check_measure(measure: Any) -> None:
@@ -279,7 +258,7 @@ def _mesh_prior(pri: RulePriors, given: Sequence[Rule], used: Sequence[Rule]) ->
 
 
 def _check_objectives(cfg: SearchConfig) -> None:
-    from rewrite.cost import COST_FIELDS
+    from rewrite.costmodel import COST_FIELDS
 
     bad = [o for o in cfg.objectives if o not in COST_FIELDS]
     if bad:

@@ -14,25 +14,25 @@ Costs are scalarized as the mean of the objectives normalized by the input's cos
   TASO's ``cost < alpha * best`` for vectors). The heap holds at most ``20 * population`` graphs
   (the worst are dropped).
 
+Each is a `rewrite.optimize.engine.StepStrategy` (`Greedy`, `BestFirst`) that the engine steps.
 A baseline's own state (the expansion under way, the heap) is a `BaselineState`, passed in and
-returned by `baseline_step`; the engine keeps it in its `rewrite.optimize.engine.EngineState`.
+returned by its ``step``; the engine keeps it in its `rewrite.optimize.engine.EngineState`.
 """
 
 from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import ClassVar
 
 import numpy as np
 
 from rewrite.errors import SearchError
+from rewrite.optimize.engine import Engine
+from rewrite.optimize.result import Step
+from rewrite.optimize.state import Entry, StrategyState
 
-if TYPE_CHECKING:
-    from rewrite.optimize.engine import Engine
-    from rewrite.optimize.state import Entry, StrategyState
-
-__all__ = ["BaselineState", "baseline_step", "scalar"]
+__all__ = ["BaselineState", "BestFirst", "Greedy", "scalar"]
 
 
 def scalar(engine: Engine, entry: Entry) -> float:
@@ -99,45 +99,62 @@ def _neighbor(engine: Engine, exp: _Expansion) -> Entry | None:
     if out is None:
         return None
     graph, c, table, site = out
-    from rewrite.optimize.result import Step
-
     rule = engine.ctx.rules[ri]
     return engine.entry(
         parent, graph, c, table, [Step(rule.name, site)], [(rule, parent.graph, site)]
     )
 
 
-def baseline_step(engine: Engine, state: StrategyState | None) -> tuple[BaselineState, bool, bool]:
-    """One step of the configured baseline (the engine counts the step).
-
-    Args:
-        engine: The engine whose building blocks (sites, rewrites, evaluation) the step uses.
-        state: The `BaselineState` from the previous step, None for the first.
-
-    Returns:
-        ``(state, improved, exhausted)``: the state for the next step (``state`` updated in
-        place, or a new one), whether the frontier improved, and whether the baseline has
-        nothing left to do.
+def _baseline_state(engine: Engine, state: StrategyState | None, name: str) -> BaselineState:
+    """``state``, or a new `BaselineState` holding the input graph for the first step.
 
     Raises:
         SearchError: If ``state`` is not a `BaselineState`.
     """
     if state is None:
-        state = BaselineState()
-        state.push(scalar(engine, engine.root), engine.root)
-    elif not isinstance(state, BaselineState):
+        new = BaselineState()
+        new.push(scalar(engine, engine.root), engine.root)
+        return new
+    if not isinstance(state, BaselineState):
         raise SearchError(
             f"A baseline continues from a BaselineState, but got {type(state).__name__}; "
-            f"restore a state taken from an engine with strategy {engine.config.strategy!r}."
+            f"restore a state taken from an engine with strategy {name!r}."
         )
-    if engine.config.strategy == "saturate":
-        raise SearchError(
-            "strategy 'saturate' does not step an Engine: it runs whole in "
-            "rewrite.search(graph, {'strategy': 'saturate'}) (rewrite.optimize.saturate)."
-        )
-    if engine.config.strategy == "greedy":
-        return state, *_greedy(engine, state)
-    return state, *_best_first(engine, state)
+    return state
+
+
+@dataclass(frozen=True)
+class Greedy:
+    """Steepest-descent hill climbing (``greedy``, see the module docstring)."""
+
+    name: ClassVar[str] = "greedy"
+
+    def step(self, engine: Engine, state: StrategyState | None) -> tuple[BaselineState, bool, bool]:
+        """One neighbor evaluated (see `rewrite.optimize.engine.StepStrategy.step`; ``state``
+        is updated in place).
+
+        Raises:
+            SearchError: If ``state`` is not a `BaselineState`.
+        """
+        own = _baseline_state(engine, state, self.name)
+        return own, *_greedy(engine, own)
+
+
+@dataclass(frozen=True)
+class BestFirst:
+    """TASO's backtracking best-first search (``best_first``, see the module docstring)."""
+
+    name: ClassVar[str] = "best_first"
+
+    def step(self, engine: Engine, state: StrategyState | None) -> tuple[BaselineState, bool, bool]:
+        """One neighbor evaluated (see `rewrite.optimize.engine.StepStrategy.step`; ``state``
+        is updated in place).
+
+        Raises:
+            SearchError: If ``state`` is not a `BaselineState`.
+        """
+        own = _baseline_state(engine, state, self.name)
+        return own, *_best_first(engine, own)
 
 
 def _greedy(engine: Engine, state: BaselineState) -> tuple[bool, bool]:

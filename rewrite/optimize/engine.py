@@ -1,15 +1,20 @@
 """The search engine: population, Pareto archive, children, verification, credit.
 
 One `Engine` is one island: its own population, archive, online credit and random generator.
-`Engine.step()` makes and evaluates one child with the configured strategy:
+`Engine.step()` makes and evaluates one child with its `StepStrategy` (the scheduler of the
+search: the engine offers the building blocks, matching, rewriting, costing, verification and the
+archive, and the strategy decides which child to make next; it knows the engine, the engine
+knows only the protocol):
 
-* ``stochastic`` (Tapestry-style Pareto search): a parent is the input graph with probability
+* `Stochastic` (``stochastic``, Tapestry-style Pareto search, the engine's own): a parent is the input graph with probability
   ``restart_prob``, otherwise a population member drawn with probability proportional to
   ``exp(-rank / tau)`` (``rank`` from non-dominated sorting; 0 is the frontier; graphs outside the
   constraint region rank one lower). The child applies ``m`` rewrites; each draws a rule among
   those with a site, with probability proportional to ``prior ** beta * credit ** (1 - beta)``,
   then a site uniformly. See `_evaluate` for what happens to the child.
-* ``greedy`` and ``best_first``: the baselines in `rewrite.optimize.baselines`.
+* ``greedy`` and ``best_first``: the baselines in `rewrite.optimize.baselines`, given to the
+  engine as ``Engine(ctx, seed, strategy)`` (`rewrite.optimize.strategies.step_strategy` finds
+  one by name).
 
 A child is costed incrementally (one `rewrite.cost` update per rewrite), deduplicated by graph
 hash, dropped when over the size cap or when some frontier point times ``alpha`` is at most its
@@ -34,13 +39,15 @@ import copy
 import math
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from rewrite.cost import CostVector, cost
+from rewrite.costmodel import CostVector, cost
 from rewrite.errors import GraphError, MatchError, RuleError, SearchError, VerificationError
 from rewrite.ir import Graph
+from rewrite.mesh_cost import shard_cost
 from rewrite.ops.collective import SHARD_OPS
 from rewrite.optimize.config import SearchConfig
 from rewrite.optimize.matching import SiteTable, all_sites, inherit_sites, match_radius, revalidate
@@ -51,11 +58,10 @@ from rewrite.optimize.pareto import (
     truncate_by_crowding,
 )
 from rewrite.optimize.result import RunStats, Step, normalizer
-from rewrite.optimize.state import EngineState, Entry, Verification
+from rewrite.optimize.state import EngineState, Entry, StrategyState, Verification
 from rewrite.rules.base import Rule, Site
-from rewrite.shard_cost import shard_cost
 
-__all__ = ["Context", "Engine", "EngineState", "Entry"]
+__all__ = ["Context", "Engine", "EngineState", "Entry", "StepStrategy", "Stochastic"]
 
 _CREDIT0 = 0.5
 _CREDIT_FLOOR = 1e-3
@@ -103,7 +109,7 @@ class Context:
         """Named costs, objective vector and feasibility of a graph.
 
         A graph made by a sharding rule (or a sharded input) is costed per device with
-        `rewrite.shard_cost.shard_cost`: ``latency`` is the slowest device plus communication,
+        `rewrite.mesh_cost.shard_cost`: ``latency`` is the slowest device plus communication,
         ``peak_memory`` the largest per-device peak (what the memory cap constrains), and
         ``communication`` the collective time; the other entries are totals over devices.
         Objective values are rounded to 12 significant digits: incremental costing sums floats
@@ -137,6 +143,62 @@ def _generator(rng_state: Mapping[str, Any]) -> np.random.Generator:
     return np.random.Generator(bit_generator)
 
 
+class StepStrategy(Protocol):
+    """How an `Engine` makes its next child: one step of a search strategy.
+
+    `Engine.step` calls `step` once per step, after counting the step, with the strategy state
+    the previous call returned (None at the first step, and always for a strategy that keeps no
+    state of its own). The strategy changes the search only through the engine's building
+    blocks (`Engine.sites_of`, `Engine.rewrite`, `Engine.entry`, `Engine.evaluate`,
+    `Engine.verify`) and its generator ``engine.rng``; its own state goes into the returned
+    `rewrite.optimize.state.StrategyState`, which `Engine.state` snapshots by its ``copy``.
+    Strategy objects hold no search state, so one object serves every island (and is pickled to
+    worker processes).
+
+    Attributes:
+        name: The strategy's name (``SearchConfig.strategy``).
+    """
+
+    name: ClassVar[str]
+
+    def step(
+        self, engine: Engine, state: StrategyState | None
+    ) -> tuple[StrategyState | None, bool, bool]:
+        """One step: ``(state, improved, exhausted)``, the strategy state for the next step,
+        whether the frontier improved, and whether the strategy has nothing left to do."""
+        ...
+
+
+@dataclass(frozen=True)
+class Stochastic:
+    """The Pareto search's step (see the module docstring): a rank-weighted parent, a child of
+    ``m`` rewrites drawn by prior and credit, evaluated. It keeps no state of its own."""
+
+    name: ClassVar[str] = "stochastic"
+
+    def step(self, engine: Engine, state: StrategyState | None) -> tuple[None, bool, bool]:
+        """One child of a sampled parent (see `StepStrategy.step`)."""
+        parent = engine.sample_parent()
+        child = engine.make_child(parent, engine.config.m)
+        if child is None:
+            spent = not any(any(engine.sites_of(e).values()) for e in engine.population)
+            return None, False, spent
+        return None, engine.evaluate(child)[1], False
+
+
+def _own_strategy(config: SearchConfig) -> StepStrategy:
+    """The engine's own step strategy, for an engine not given one."""
+    if config.strategy != Stochastic.name:
+        raise SearchError(
+            f"An Engine steps the strategy it is given, and steps its own 'stochastic' only "
+            f"when config.strategy names it, but config.strategy is {config.strategy!r}: pass "
+            f"Engine(ctx, seed, rewrite.optimize.strategies.step_strategy("
+            f"{config.strategy!r})) ('saturate' does not step an Engine: it runs whole in "
+            f"rewrite.search)."
+        )
+    return Stochastic()
+
+
 class Engine:
     """One island of the search (see the module docstring).
 
@@ -146,15 +208,21 @@ class Engine:
     Args:
         ctx: Shared context.
         seed: Seed of this island's generator (a `numpy.random.SeedSequence` or int).
+        strategy: The `StepStrategy` it steps; None: `Stochastic`, which ``ctx.config.strategy``
+            must then name.
+
+    Raises:
+        SearchError: If ``strategy`` is None and the config names another strategy.
     """
 
-    def __init__(self, ctx: Context, seed: Any) -> None:
-        self._attach(ctx)
+    def __init__(self, ctx: Context, seed: Any, strategy: StepStrategy | None = None) -> None:
+        self._attach(ctx, strategy)
         self.restore(self.initial_state(ctx, seed))
 
-    def _attach(self, ctx: Context) -> None:
+    def _attach(self, ctx: Context, strategy: StepStrategy | None) -> None:
         self.ctx = ctx
         self.config = ctx.config
+        self.strategy = _own_strategy(ctx.config) if strategy is None else strategy
         self.stats = RunStats()
         self.t0 = time.perf_counter()
 
@@ -176,16 +244,20 @@ class Engine:
         )
 
     @classmethod
-    def from_state(cls, ctx: Context, state: EngineState) -> Engine:
-        """An engine on ``ctx`` that continues the search held in ``state``.
+    def from_state(
+        cls, ctx: Context, state: EngineState, strategy: StepStrategy | None = None
+    ) -> Engine:
+        """An engine on ``ctx`` that continues the search held in ``state`` with ``strategy``
+        (as in the constructor: the one that made ``state``).
 
         Its counters (`stats`) start at zero and its clock (``hv_trace`` seconds) at now.
 
         Raises:
-            SearchError: If ``state`` does not fit ``ctx`` (see `restore`).
+            SearchError: If ``state`` does not fit ``ctx`` (see `restore`), or as the
+                constructor.
         """
         engine = cls.__new__(cls)
-        engine._attach(ctx)
+        engine._attach(ctx, strategy)
         engine.restore(state)
         return engine
 
@@ -474,32 +546,18 @@ class Engine:
 
     # ------------------------------------------------------------------ driving
     def step(self) -> bool:
-        """Make and evaluate one child with the configured strategy.
+        """Make and evaluate one child with the engine's `StepStrategy`.
 
         Returns:
             Whether the frontier improved.
         """
         self.steps += 1
         self.stats.steps += 1
-        if self.config.strategy == "stochastic":
-            improved = self._stochastic_step()
-        else:
-            from rewrite.optimize.baselines import baseline_step
-
-            self._strategy_state, improved, exhausted = baseline_step(self, self._strategy_state)
-            self.exhausted = self.exhausted or exhausted
+        self._strategy_state, improved, exhausted = self.strategy.step(self, self._strategy_state)
+        self.exhausted = self.exhausted or exhausted
         self.stats.pop_sum += len(self.population)
         self.stats.front_sum += len(self.frontier)
         return improved
-
-    def _stochastic_step(self) -> bool:
-        parent = self.sample_parent()
-        child = self.make_child(parent, self.config.m)
-        if child is None:
-            if not any(any(self.sites_of(e).values()) for e in self.population):
-                self.exhausted = True
-            return False
-        return self.evaluate(child)[1]
 
     def import_entry(self, entry: Entry) -> bool:
         """Take a verified frontier entry found by another island; returns whether it entered."""

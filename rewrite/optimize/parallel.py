@@ -13,7 +13,8 @@ Nothing heavier than rewrite histories crosses process boundaries: a state holds
 its rewrite sequence from the input. A worker keeps the input graph, the rules and a cache of
 rebuilt graphs per run (per thread, so thread-based executors are safe), and rebuilds a graph it
 has not seen by replaying the shortest missing suffix of its history. What is verified travels
-as each entry's `Verification` record: a report carries its verified prefix (``n_verified``), a
+as each entry's `Verification` record: a report carries its verified prefix (``verified_upto``,
+the record's ``upto``), a
 replay extends the cached prefix's record (so a graph rebuilt from an unverified ancestor keeps
 that ancestor's pending checks), and a report that a prefix is verified advances the record of
 the cached entry. Verification verdicts are shared through the on-disk
@@ -38,11 +39,11 @@ from typing import Any
 
 import numpy as np
 
-from rewrite.cost import cost
+from rewrite.costmodel import cost
 from rewrite.errors import GraphError, SearchError
 from rewrite.ir import Graph
 from rewrite.optimize.config import SearchConfig
-from rewrite.optimize.engine import Context, Engine, Entry
+from rewrite.optimize.engine import Context, Engine, Entry, StepStrategy, Stochastic
 from rewrite.optimize.matching import inherit_sites
 from rewrite.optimize.pareto import hypervolume, truncate_by_crowding
 from rewrite.optimize.result import RunStats, SearchResult, Step
@@ -68,20 +69,20 @@ class EntrySpec:
 
     Attributes:
         steps: Rewrites from the input graph.
-        n_verified: How many leading steps are verified.
+        verified_upto: How many leading steps are verified (its entry's record's ``upto``).
         y: Raw objective values.
         feasible: Inside the constraint region.
     """
 
     steps: tuple[Step, ...]
-    n_verified: int
+    verified_upto: int
     y: tuple[float, ...]
     feasible: bool
 
     @property
     def verified(self) -> bool:
         """Whether every step is verified."""
-        return self.n_verified == len(self.steps)
+        return self.verified_upto == len(self.steps)
 
 
 @dataclass
@@ -105,6 +106,7 @@ class IslandTask:
     config: dict[str, Any]
     device: Any
     verify_cache: Any
+    strategy: StepStrategy
     island: int
     seed: Any
     steps: int
@@ -159,19 +161,19 @@ class _Runtime:
         """The entry for ``spec``: cached, or replayed from its longest cached prefix.
 
         Its `Verification` record extends the prefix's record by the replayed steps' checks, and
-        both records take the ``spec.n_verified`` steps another island verified. ``engine``
+        both records take the ``spec.verified_upto`` steps another island verified. ``engine``
         computes (and counts) the site table of the prefix it replays from.
         """
         hit = self.entries.get(spec.steps)
         if hit is not None:
-            hit.record.advance(spec.n_verified)  # another island's checks count here too
+            hit.record.advance(spec.verified_upto)  # another island's checks count here too
             return hit
         k = len(spec.steps)
         while k > 0 and spec.steps[:k] not in self.entries:
             k -= 1
         base = self.entries[spec.steps[:k]] if k else self.root
         assert base is not None
-        base.record.advance(spec.n_verified)
+        base.record.advance(spec.verified_upto)
         graph, c, sites = base.graph, base.cost, engine.sites_of(base)
         checks = []
         for step in spec.steps[k:]:
@@ -189,7 +191,7 @@ class _Runtime:
         except GraphError:
             return None
         record = Verification.extend(base.record, checks)  # the cached prefix's checks too
-        record.advance(spec.n_verified)
+        record.advance(spec.verified_upto)
         e = Entry(graph, c, y, spec.steps, ok, record, sites=sites, costs=costs)
         self.remember(e)
         return e
@@ -211,7 +213,7 @@ def _restore(rt: _Runtime, task: IslandTask) -> Engine:
     The worker's root entry and seen digests are shared by every item it runs (so islands on one
     worker never re-evaluate each other's graphs).
     """
-    engine = Engine(rt.ctx, task.seed)
+    engine = Engine(rt.ctx, task.seed, task.strategy)
     fresh = engine.state()
     if rt.root is None:
         rt.root = fresh.root
@@ -432,11 +434,13 @@ def run_parallel(
     verify_cache: Any,
     rule_source: Any,
     t0: float | None = None,
+    strategy: StepStrategy | None = None,
 ) -> SearchResult:
     """Run ``cfg.workers`` islands through ``executor`` (a local process pool when None).
 
     ``t0`` is when the call started (`time.perf_counter`; default now): the time budget runs
-    from it.
+    from it. ``strategy`` is the `StepStrategy` every island steps (picklable for worker
+    processes; None: `Stochastic`).
 
     Raises:
         SearchError: If a work item fails in a worker.
@@ -454,6 +458,7 @@ def run_parallel(
         "config": cfg.to_dict(),
         "device": device,
         "verify_cache": verify_cache,
+        "strategy": Stochastic() if strategy is None else strategy,
     }
     driver = _Driver(ctx, pool, base, t0)
     try:
@@ -483,7 +488,7 @@ def _rebuild_final(ctx: Context, spec: EntrySpec) -> Entry:
     """
     if not spec.verified:
         raise SearchError(
-            f"an island reported a frontier graph with {spec.n_verified} of "
+            f"an island reported a frontier graph with {spec.verified_upto} of "
             f"{len(spec.steps)} rewrites verified; this is a bug in the island search, please "
             "report it (workers=1 runs without islands)."
         )

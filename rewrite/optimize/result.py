@@ -178,7 +178,7 @@ class Solution:
 
     Attributes:
         graph: The rewritten graph.
-        cost: Its full cost vector (`rewrite.cost.COST_FIELDS` -> value).
+        cost: Its full cost vector (`rewrite.costmodel.COST_FIELDS` -> value).
         objectives: Its objective values, in `SearchResult.objectives` order.
         steps: The rewrites that turn the input graph into ``graph``, in order.
         checked: The strongest check it passed against the input graph (`CHECK_LEVELS`):
@@ -260,13 +260,13 @@ class SearchResult:
         self, device: Any = None, *, repeats: int = 10, seed: int = 0, compile: bool = False
     ) -> list[Any]:
         """Re-time the input graph and every Pareto graph on a real device and pair predicted
-        with measured speedups (`rewrite.measure.front.measure_front`; the rows are also stored in
+        with measured speedups (`rewrite.measurement.front.measure_front`; the rows are also stored in
         `measured` and the summary). ``device`` None: CUDA when present, else the CPU.
 
         Returns:
             `MeasuredSolution` rows, the input graph's first.
         """
-        from rewrite.measure.front import measure_front
+        from rewrite.measurement.front import measure_front
 
         self.measured = measure_front(self, device, repeats=repeats, seed=seed, compile=compile)
         self.measured_compiled = compile
@@ -289,7 +289,7 @@ class SearchResult:
             IndexError: If there is no Pareto graph ``i``.
             ModuleError: See `rewrite.to_module`.
         """
-        from rewrite.pytorch.module import to_module
+        from rewrite.lowering.module import to_module
 
         if not -len(self.pareto) <= i < len(self.pareto):
             raise IndexError(

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from rewrite.cost import CostVector
+from rewrite.costmodel import CostVector
 from rewrite.errors import SearchError
 from rewrite.ir import Graph
 from rewrite.optimize.matching import SiteTable
@@ -175,7 +175,8 @@ class Entry:
 
 
 class StrategyState(Protocol):
-    """Search state of a non-stochastic strategy (see `rewrite.optimize.baselines`)."""
+    """A `rewrite.optimize.engine.StepStrategy`'s own search state (e.g. a baseline's heap,
+    `rewrite.optimize.baselines.BaselineState`), kept in the `EngineState`."""
 
     def copy(self) -> StrategyState:
         """A copy that later steps of the original do not change (entries may be shared)."""
@@ -202,8 +203,8 @@ class EngineState:
         hv_trace: ``(step, seconds, hypervolume)`` each time the frontier changed.
         improvements: Frontier entries not yet reported to other islands.
         exhausted: No step can make a new child (the search space is spent).
-        strategy: The baseline strategy's own state (None for ``stochastic`` or before its
-            first step).
+        strategy: The step strategy's own state (None for ``stochastic``, which keeps none, and
+            before the first step).
     """
 
     root: Entry

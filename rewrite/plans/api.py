@@ -23,7 +23,7 @@ from rewrite.plans.experts import STYLES, expert_strategy
 from rewrite.plans.graphcost import CHECKPOINT_MODES
 from rewrite.plans.layout import ModelLayout, layout_of
 from rewrite.plans.plan import ParallelPlan
-from rewrite.plans.search import search_strategy
+from rewrite.plans.plan_search import search_strategy
 from rewrite.plans.step import step_cost
 from rewrite.plans.strategy import Strategy
 

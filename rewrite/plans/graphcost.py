@@ -4,7 +4,7 @@
 step is assembled from (`rewrite.plans.step`), per device and per microbatch:
 
 * **Compute**, forward: every kernel node at its per-device types by the profile's roofline
-  (`rewrite.cost.kernel_terms` and `kernel_time`): GEMMs and attention on the matmul unit at the
+  (`rewrite.costmodel.kernel_terms` and `kernel_time`): GEMMs and attention on the matmul unit at the
   profile's matmul efficiency, float8 linears (``options.float8``) at the float8 peak times the
   profile's ``training.float8_efficiency``, causal attention at half its FLOPs (the kernels skip
   the masked half), other kernels memory- or vector-bound. Views and ``transpose``/``permute``
@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rewrite.cost import kernel_terms, kernel_time
+from rewrite.costmodel import kernel_terms, kernel_time
 from rewrite.devices import DeviceProfile
 from rewrite.ir import Graph, Node, TensorType, Value
 from rewrite.ops.base import get_op

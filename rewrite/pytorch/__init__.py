@@ -6,18 +6,18 @@
   time them against the original on its device and return the fastest with a report.
 * `backend(...)`: the ``torch.compile`` backend (``backend="rewrite"`` names it with defaults):
   the verified search on every captured graph, then Inductor.
-* `TorchCall` / `torch_call`: the PyTorch call of every IR op (`rewrite.pytorch.kernels`), read by
-  `to_module` and by the timing programs of `rewrite.measure`.
+* `TorchCall` / `torch_call`: the PyTorch call of every IR op (`rewrite.lowering.kernels`), read by
+  `to_module` and by the timing programs of `rewrite.measurement`.
 """
 
 from __future__ import annotations
 
-from rewrite.pytorch.check import TOLERANCES, check_module
+from rewrite.lowering.check import TOLERANCES, check_module
+from rewrite.lowering.kernels import TorchCall, torch_call, torch_dtype
+from rewrite.lowering.module import to_module
+from rewrite.lowering.source import TorchSource, source_of
 from rewrite.pytorch.dynamo import backend
-from rewrite.pytorch.kernels import TorchCall, torch_call, torch_dtype
-from rewrite.pytorch.module import to_module
 from rewrite.pytorch.optimize import Candidate, OptimizeReport, default_profile, optimize_module
-from rewrite.pytorch.source import TorchSource, source_of
 
 __all__ = [
     "TOLERANCES",

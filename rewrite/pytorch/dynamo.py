@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,7 +49,14 @@ from typing import Any
 from rewrite.errors import RewriteError
 from rewrite.pytorch.choice import choose
 
-__all__ = ["BackendOptions", "CompileRecord", "backend", "rewrite_backend"]
+__all__ = [
+    "HISTORY_SIZE",
+    "BackendOptions",
+    "CompileRecord",
+    "backend",
+    "history",
+    "rewrite_backend",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -117,8 +125,12 @@ class CompileRecord:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-#: Every graph the backend compiled in this process, oldest first.
-history: list[CompileRecord] = []
+#: Most records `history` keeps.
+HISTORY_SIZE = 1024
+
+#: The last `HISTORY_SIZE` graphs the backend compiled in this process, oldest first (older
+#: ones are dropped; ``history.clear()`` empties it).
+history: deque[CompileRecord] = deque(maxlen=HISTORY_SIZE)
 
 
 def backend(
@@ -269,7 +281,7 @@ def _rewrite(
 ) -> Callable[..., Any]:
     import torch
 
-    from rewrite.pytorch.module import to_module
+    from rewrite.lowering.module import to_module
 
     _check_capturable(example_inputs)
     state_idx = [i for i, n in enumerate(_placeholders(gm)) if _is_state(n, example_inputs[i])]
@@ -369,7 +381,7 @@ def _fastest(
 ) -> str:
     """Time the captured graph under Inductor against the rewritten runners, interleaved on
     the example inputs; the name of the fastest (``"inductor"`` for the captured graph)."""
-    from rewrite.measure.timing import time_callables
+    from rewrite.measurement.timing import time_callables
     from rewrite.stats import paired_ratio_interval
 
     user = [example_inputs[i] for i in user_idx]
@@ -488,7 +500,7 @@ def _import(wrapper: Any, user_inputs: list[Any], constants: dict[str, Any]) -> 
 
 def _folded_params(graph: Any) -> set[str]:
     """Names of the weights some build-time folded computation reads."""
-    from rewrite.pytorch.module import _static_nodes
+    from rewrite.lowering.module import _static_nodes
 
     static = _static_nodes(graph)
     out = set()

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rewrite.errors import ModuleError
-from rewrite.pytorch.source import as_called
+from rewrite.lowering.source import as_called
 from rewrite.stats import Interval, paired_ratio_interval
 
 __all__ = [
@@ -171,7 +171,7 @@ def prefold(graph: Any, profile: Any, memory_ratio: float = 1.0) -> tuple[Any, d
     folded (ResNet-50 on the eager CPU profile: 2,000 steps folded 40 of its 53 batch norms,
     6,000 steps 47).
     """
-    from rewrite.cost import cost
+    from rewrite.costmodel import cost
     from rewrite.devices import load_device
     from rewrite.rules.registry import catalogue
 
@@ -211,7 +211,7 @@ def deploy_search(
         graph's cost (``latency`` and ``peak_memory``), and ``rules``, the prefolded rules
         (every Pareto graph holds them besides its own, `graph_rules`).
     """
-    from rewrite.cost import cost
+    from rewrite.costmodel import cost
     from rewrite.optimize import search
 
     folded, rules = prefold(graph, profile, memory_ratio)
@@ -229,10 +229,10 @@ def default_profile(device: Any = None, *, compiled: bool = False) -> Any:
     """The cost-model profile for running rewritten modules on a torch device.
 
     A measured profile shipped for this very machine (its provenance names this CPU or GPU)
-    and fitted in the mode asked for (``rewrite.measure.calibrate(..., compile=compiled)``) is
+    and fitted in the mode asked for (``rewrite.measurement.calibrate(..., compile=compiled)``) is
     returned as is, with ``fold_weights`` on (as `to_module` folds weight-only subgraphs).
     Otherwise the base is this machine's measured eager profile when there is one, else the
-    datasheet profile of the device's kind (`rewrite.measure.calibrate.datasheet_profile`),
+    datasheet profile of the device's kind (`rewrite.measurement.calibration.datasheet_profile`),
     returned with ``fold_weights`` on and ``fusion="eager"`` (eager PyTorch runs a fused group op
     by op; on a CPU with oneDNN, ``fused_epilogues`` too: a convolution's epilogue runs in its
     call, `rewrite.epilogue`) or, with ``compiled``, ``fusion="compiled"`` (the module goes to
@@ -249,8 +249,8 @@ def default_profile(device: Any = None, *, compiled: bool = False) -> Any:
 
     from rewrite import devices
     from rewrite.devices import DeviceProfile, load_device
-    from rewrite.measure.calibrate import datasheet_profile, device_name
-    from rewrite.measure.timing import torch_device
+    from rewrite.measurement.calibration import datasheet_profile, device_name
+    from rewrite.measurement.timing import torch_device
 
     dev = torch_device(device)
     here, base = device_name(dev), datasheet_profile(dev)
@@ -260,7 +260,7 @@ def default_profile(device: Any = None, *, compiled: bool = False) -> Any:
         if prof.provenance.get("device_name") == here:
             found.setdefault(prof.fusion, prof)
     epilogues = not compiled and dev.type == "cpu" and torch.backends.mkldnn.is_available()
-    if mode in found:  # fitted in this very mode (`rewrite.measure.calibrate(compile=...)`)
+    if mode in found:  # fitted in this very mode (`rewrite.measurement.calibrate(compile=...)`)
         return dataclasses.replace(found[mode], fold_weights=True, fused_epilogues=epilogues)
     p = found.get("eager") or found.get("kernel") or load_device(base)
     if compiled:
@@ -308,7 +308,7 @@ def optimize_module(
         seed: Seed of the check inputs and of the intervals.
 
     Returns:
-        ``(optimized, report)``: an `OptimizedModule` (`rewrite.pytorch.source`) called as
+        ``(optimized, report)``: an `OptimizedModule` (`rewrite.lowering.source`) called as
         ``module`` is (``fast(ids, use_cache=False)``, or the example's tensor inputs
         positionally, keyword ones included in their order) and returning what ``module``
         returns: it runs the chosen graph's ``torch.fx.GraphModule`` (its ``rewritten``
@@ -322,28 +322,15 @@ def optimize_module(
     """
     import torch
 
-    from rewrite.torch_import import from_torch
-
-    if not isinstance(module, torch.nn.Module):
-        raise ModuleError(
-            f"optimize_module needs a torch.nn.Module, but got {type(module).__name__}."
-        )
-    if not isinstance(candidates, int) or candidates < 1:
-        raise ModuleError(f"candidates must be an int >= 1, but got {candidates!r}.")
-    if not isinstance(memory_ratio, int | float) or not memory_ratio > 0:
-        raise ModuleError(f"memory_ratio must be a number > 0, but got {memory_ratio!r}.")
+    _check_options(module, candidates, memory_ratio)
     device = module_device(module)
     profile = profile or default_profile(device)
     seconds: dict[str, float] = {}
-    t = time.perf_counter()
     args = tuple(example_inputs) if isinstance(example_inputs, list | tuple) else (example_inputs,)
     kwargs = dict(example_kwargs or {})
-    check_runs(module, args, kwargs)  # before the import: its errors would be PyTorch's own
-    graph = from_torch(module, args, kwargs)
-    seconds["import"] = time.perf_counter() - t
-    t = time.perf_counter()
-    result, base = deploy_search(graph, config, priors, profile, memory_ratio)
-    seconds["search"] = time.perf_counter() - t
+    graph, result, base = _import_and_search(
+        module, args, kwargs, (config, priors, profile, memory_ratio), seconds
+    )
     tensors = [
         x for x in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)
     ]
@@ -353,20 +340,84 @@ def optimize_module(
     seconds["build"] = time.perf_counter() - t
     rows = [_candidate(result, -1, base)] + [_candidate(result, i, base) for i in picks]
     if not picks:
+        chosen = -1
         reason = "Kept the original: the search found no graph predicted faster within its memory."
-        return as_called(module, args, kwargs), _report(
-            -1, reason, rows, result, device, profile, seconds
-        )
-    if not measure:
+    elif not measure:
+        chosen = picks[0]
         reason = f"Chose Pareto graph #{picks[0]}, the lowest predicted latency (not measured)."
-        chosen = as_called(module, args, kwargs, modules[picks[0]])
-        return chosen, _report(picks[0], reason, rows, result, device, profile, seconds)
+    else:
+        fns = {-1: lambda: module(*args, **kwargs)} | {
+            i: (lambda gm=gm: gm(*tensors)) for i, gm in modules.items()
+        }
+        t = time.perf_counter()
+        timed = _time(fns, device, repeats, seed)
+        seconds["measure"] = time.perf_counter() - t
+        chosen, reason, rows = _choose_measured(timed, rows, result, base, device, seed)
+    runner = modules[chosen] if chosen >= 0 else None
+    optimized = as_called(module, args, kwargs, runner)
+    return optimized, _report(chosen, reason, rows, result, device, profile, seconds)
+
+
+def _check_options(module: Any, candidates: Any, memory_ratio: Any) -> None:
+    """Refuse `optimize_module`'s bad arguments before any work.
+
+    Raises:
+        ModuleError: If ``module`` is not a ``torch.nn.Module``, or ``candidates`` or
+            ``memory_ratio`` is out of range.
+    """
+    import torch
+
+    if not isinstance(module, torch.nn.Module):
+        raise ModuleError(
+            f"optimize_module needs a torch.nn.Module, but got {type(module).__name__}."
+        )
+    if not isinstance(candidates, int) or candidates < 1:
+        raise ModuleError(f"candidates must be an int >= 1, but got {candidates!r}.")
+    if not isinstance(memory_ratio, int | float) or not memory_ratio > 0:
+        raise ModuleError(f"memory_ratio must be a number > 0, but got {memory_ratio!r}.")
+
+
+def _import_and_search(
+    module: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    search: tuple[Any, Any, Any, float],
+    seconds: dict[str, float],
+) -> tuple[Any, Any, dict[str, Any]]:
+    """Import ``module`` on its example call and run `deploy_search` on the graph with
+    ``search`` = ``(config, priors, profile, memory_ratio)``; the phases' seconds go into
+    ``seconds``.
+
+    Returns:
+        ``(graph, result, base)``: the imported graph, and `deploy_search`'s result and base.
+    """
+    from rewrite.torch_import import from_torch
+
     t = time.perf_counter()
-    fns = {-1: lambda: module(*args, **kwargs)} | {
-        i: (lambda gm=gm: gm(*tensors)) for i, gm in modules.items()
-    }
-    timed = _time(fns, device, repeats, seed)
-    seconds["measure"] = time.perf_counter() - t
+    check_runs(module, args, kwargs)  # before the import: its errors would be PyTorch's own
+    graph = from_torch(module, args, kwargs)
+    seconds["import"] = time.perf_counter() - t
+    t = time.perf_counter()
+    result, base = deploy_search(graph, *search)
+    seconds["search"] = time.perf_counter() - t
+    return graph, result, base
+
+
+def _choose_measured(
+    timed: Mapping[int, Any],
+    rows: list[Candidate],
+    result: Any,
+    base: Mapping[str, Any],
+    device: Any,
+    seed: int,
+) -> tuple[int, str, list[Candidate]]:
+    """The fastest candidate beyond noise, from the timings of the original (``-1``) and of
+    every shortlisted candidate.
+
+    Returns:
+        ``(chosen, reason, rows)``: the Pareto index chosen (``-1``: the original), why, and the
+        candidate rows with their measured latency and speedup over the original.
+    """
     original = timed[-1].times
     rows = [
         _candidate(
@@ -387,16 +438,13 @@ def optimize_module(
             f"Kept the original: no graph is faster beyond noise on {device} (the best, "
             f"#{best_seen.index}, measured {best_seen.speedup}x)."
         )
-        return as_called(module, args, kwargs), _report(
-            -1, reason, rows, result, device, profile, seconds
-        )
+        return -1, reason, rows
     top = max(faster, key=lambda c: c.speedup.value if c.speedup else 0.0)
     reason = (
         f"Chose Pareto graph #{top.index}: {top.speedup}x faster than the original on "
         f"{device} (predicted {top.predicted_speedup:.3f}x)."
     )
-    chosen = as_called(module, args, kwargs, modules[top.index])
-    return chosen, _report(top.index, reason, rows, result, device, profile, seconds)
+    return top.index, reason, rows
 
 
 def check_runs(module: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
@@ -489,7 +537,7 @@ def _shortlist(result: Any, n: int, memory_ratio: float, base: Mapping[str, Any]
 
 
 def _build(result: Any, i: int, module: Any, tensors: list[Any], seed: int, origin: Any) -> Any:
-    from rewrite.pytorch.module import to_module
+    from rewrite.lowering.module import to_module
 
     return to_module(result.pareto[i].graph, module, origin=origin, inputs=tensors, seed=seed)
 
@@ -515,7 +563,7 @@ def _candidate(
 
 
 def _time(fns: dict[int, Any], device: Any, repeats: int, seed: int) -> dict[int, Any]:
-    from rewrite.measure.timing import time_callables
+    from rewrite.measurement.timing import time_callables
 
     named = time_callables({str(k): f for k, f in fns.items()}, device, repeats=repeats, seed=seed)
     return {int(k): m for k, m in named.items()}

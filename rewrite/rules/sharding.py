@@ -255,10 +255,17 @@ def _more_rules(n: int) -> list[Rule]:
 
 
 def _product_rules(n: int) -> list[Rule]:
+    return [*_linear_rules(n), *_addmm_rules(n), *_block_rules(n)]
+
+
+def _splits(m: Match, name: str, i: int, n: int) -> bool:
+    """Whether dimension ``i`` of the matched ``name`` splits over ``n`` devices."""
+    return _div(m.shape(name)[i], n)
+
+
+def _linear_rules(n: int) -> list[Rule]:
     comm = dict(_COMM)
     lin = P("linear", V("x"), V("w"), variadic=True)
-    am = P("addmm", V("b"), V("x"), V("w"))
-    last = lambda m, name, i: _div(m.shape(name)[i], n)  # noqa: E731
     return [
         Rule(
             f"shard_linear_columns_{n}",
@@ -268,7 +275,7 @@ def _product_rules(n: int) -> list[Rule]:
             lambda d: _sample(d, "linear"),
             dict(comm),
             f"linear(x, W) -> all_gather(linear(x, W[i])) over {n} devices (W split on N)",
-            pre=lambda m: last(m, "w", 0),
+            pre=lambda m: _splits(m, "w", 0, n),
         ),
         Rule(
             f"shard_linear_rows_{n}",
@@ -278,7 +285,7 @@ def _product_rules(n: int) -> list[Rule]:
             lambda d: _sample(d, "linear"),
             dict(comm),
             f"linear(x, W) -> all_gather(linear(x[i], W)) over {n} devices (x split on M, W replicated)",
-            pre=lambda m: m.type("x").rank >= 2 and last(m, "x", -2),
+            pre=lambda m: m.type("x").rank >= 2 and _splits(m, "x", -2, n),
         ),
         Rule(
             f"shard_linear_reduction_{n}",
@@ -288,8 +295,15 @@ def _product_rules(n: int) -> list[Rule]:
             lambda d: _sample(d, "linear"),
             dict(comm),
             f"linear(x, W) -> all_reduce(linear(x[i], W[i])) over {n} devices (split on K)",
-            pre=lambda m: last(m, "w", 1),
+            pre=lambda m: _splits(m, "w", 1, n),
         ),
+    ]
+
+
+def _addmm_rules(n: int) -> list[Rule]:
+    comm = dict(_COMM)
+    am = P("addmm", V("b"), V("x"), V("w"))
+    return [
         Rule(
             f"shard_addmm_columns_{n}",
             "sharding",
@@ -298,7 +312,7 @@ def _product_rules(n: int) -> list[Rule]:
             lambda d: _sample(d, "addmm"),
             dict(comm),
             f"b + x W -> all_gather(b[i] + x W[:, i]) over {n} devices (split on N)",
-            pre=lambda m: last(m, "w", 1) and m.type("b").rank == 1,
+            pre=lambda m: _splits(m, "w", 1, n) and m.type("b").rank == 1,
         ),
         Rule(
             f"shard_addmm_reduction_{n}",
@@ -308,8 +322,14 @@ def _product_rules(n: int) -> list[Rule]:
             lambda d: _sample(d, "addmm"),
             dict(comm),
             f"b + x W -> b + all_reduce(x[:, i] W[i]) over {n} devices (split on K)",
-            pre=lambda m: last(m, "w", 0),
+            pre=lambda m: _splits(m, "w", 0, n),
         ),
+    ]
+
+
+def _block_rules(n: int) -> list[Rule]:
+    """A whole MLP, attention by heads, and an all-reduce split in two collectives."""
+    return [
         Rule(
             f"megatron_mlp_{n}",
             "sharding",
@@ -332,18 +352,9 @@ def _product_rules(n: int) -> list[Rule]:
             (P("sdpa", variadic=True),),
             _heads(n),
             lambda d: _sample(d, "attn"),
-            dict(comm),
+            dict(_COMM),
             f"sdpa(q, k, v) -> all_gather of sdpa on each device's heads ({n} devices)",
-            pre=lambda m: (
-                m.root_node().in_types[0].rank >= 3
-                and _div(m.root_node().in_types[0].shape[-3], n)
-                and m.root_node().in_types[1].shape[-3] == m.root_node().in_types[0].shape[-3]
-                and (
-                    len(m.root_node().inputs) < 4
-                    or m.root_node().in_types[3].rank < 3
-                    or m.root_node().in_types[3].shape[-3] == 1
-                )
-            ),
+            pre=lambda m: _heads_split(m, n),
         ),
         Rule(
             f"all_reduce_as_reduce_scatter_{n}",
@@ -360,3 +371,15 @@ def _product_rules(n: int) -> list[Rule]:
             ),
         ),
     ]
+
+
+def _heads_split(m: Match, n: int) -> bool:
+    """Whether the matched attention's query heads split over ``n`` devices, with as many key
+    heads, and a mask (if any) shared by every head."""
+    types = m.root_node().in_types
+    return (
+        types[0].rank >= 3
+        and _div(types[0].shape[-3], n)
+        and types[1].shape[-3] == types[0].shape[-3]
+        and (len(m.root_node().inputs) < 4 or types[3].rank < 3 or types[3].shape[-3] == 1)
+    )

@@ -15,9 +15,7 @@ Needs the ``dashboard`` extra (optuna-dashboard, optuna, plotly); see docs/dashb
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from lazyimport import lazy_exports
 from studies.dashboard.hooks import Exported, Hooks, Panel, Phases
 
 __all__ = [
@@ -39,8 +37,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'studies.dashboard' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -164,8 +164,8 @@ def test_each_handed_back_function_has_its_own_code_object():
     """torch.compile caches, and limits recompilations (8), per code object: a wrapper shared by
     every handed-back program would run eagerly after the eighth."""
     from rewrite import GraphBuilder
-    from rewrite.arrays.optimize import as_function
-    from rewrite.pytorch.module import to_module
+    from rewrite.arrays.rewritten import as_function
+    from rewrite.lowering.module import to_module
     from rewrite.rules import op
 
     fns = []

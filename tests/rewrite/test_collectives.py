@@ -8,9 +8,9 @@ import torch
 
 from rewrite.builder import GraphBuilder
 from rewrite.errors import ShapeError
-from rewrite.evaluate import evaluate
 from rewrite.ops import get_op
 from rewrite.ops.collective import SHARD_OPS
+from rewrite.reference import evaluate
 from rewrite.rules._helpers import op, outs
 
 

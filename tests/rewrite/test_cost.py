@@ -20,7 +20,7 @@ from rewrite import (
     load_device,
     node_cost,
 )
-from rewrite.cost import clear_caches
+from rewrite.costmodel import clear_caches
 
 UNIT = DeviceProfile(
     name="unit",

@@ -11,6 +11,7 @@ from rewrite.errors import SearchError
 from rewrite.optimize.config import SearchConfig
 from rewrite.optimize.engine import Context, Engine, EngineState
 from rewrite.optimize.runner import make_verifier
+from rewrite.optimize.strategies import step_strategy
 from tests.rewrite.search_rules import TEST_RULES, chain_graph
 
 CHAIN = chain_graph([128, 8, 128, 8, 128, 8, 128], negs=2)
@@ -81,11 +82,12 @@ def test_initial_state_is_the_new_engines_state() -> None:
 def test_restored_engine_continues_exactly(strategy: str) -> None:
     """n steps, snapshot, restore on a new engine, k more steps == n + k steps in one go."""
     n, k = 25, 35
-    whole = Engine(_ctx(seed=5, strategy=strategy), 5)
+    step = step_strategy(strategy)
+    whole = Engine(_ctx(seed=5, strategy=strategy), 5, step)
     improved_whole = _steps(whole, n + k)
-    first = Engine(_ctx(seed=5, strategy=strategy), 5)
+    first = Engine(_ctx(seed=5, strategy=strategy), 5, step)
     improved_first = _steps(first, n)
-    rest = Engine.from_state(first.ctx, first.state())
+    rest = Engine.from_state(first.ctx, first.state(), step)
     improved_rest = _steps(rest, k)
     assert improved_first + improved_rest == improved_whole
     assert _summary(rest) == _summary(whole)

@@ -1,6 +1,6 @@
 """A convolution with its epilogue as one library call: recognised (`rewrite.epilogue`), charged
 as one kernel where the profile says so (`rewrite.cost`), emitted as one call
-(`rewrite.pytorch.kernels.conv_with_epilogue`), and batch norms folded before a deployment's
+(`rewrite.lowering.kernels.conv_with_epilogue`), and batch norms folded before a deployment's
 search (`rewrite.pytorch.optimize.prefold`). Small shapes, CPU."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import torch.nn.functional as F
 
 import rewrite
 from rewrite import GraphBuilder, from_torch, to_module
-from rewrite.cost import cost
+from rewrite.costmodel import cost
 from rewrite.devices import CostModelError, DeviceProfile, load_device
 from rewrite.epilogue import conv_epilogue
 from rewrite.errors import SearchError
-from rewrite.measure.lower import lower
-from rewrite.pytorch.kernels import conv_with_epilogue
+from rewrite.lowering.kernels import conv_with_epilogue
+from rewrite.lowering.program import lower
 from rewrite.pytorch.optimize import default_profile, deploy_search, prefold
 from rewrite.rules._helpers import op
 from rewrite.stats import paired_ratio_interval

@@ -1,4 +1,4 @@
-"""rewrite.measure: lowering to PyTorch against the numpy reference, timing results, calibration
+"""rewrite.measurement: lowering to PyTorch against the numpy reference, timing results, calibration
 and measured search fronts. No timing assertions: only shapes, invariants and agreement."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import torch
 import rewrite
 from rewrite import GraphBuilder, MeasureError, SearchConfigError, cost, evaluate, ops, zoo
 from rewrite.devices import DEVICE_FORMAT_VERSION, DeviceProfile, load_device
-from rewrite.measure import (
+from rewrite.lowering.program import _reference_kernel
+from rewrite.measurement import (
     TORCH_KERNELS,
     calibrate,
     format_front,
@@ -22,7 +23,6 @@ from rewrite.measure import (
     node_times,
     random_tensors,
 )
-from rewrite.measure.lower import _reference_kernel
 from tests.rewrite.test_ops import CASES, _arrays
 
 ZOO = ("gpt2", "bert", "llama", "t5", "vit", "resnet")
@@ -291,8 +291,8 @@ CPU_PEAKS = {"matmul": 2e12, "vector": 1e12, "memory_bandwidth": 150e9}
 def _samples_from(truth: DeviceProfile, graphs: list, floor: float) -> list:
     """Calibration samples whose times are ``truth``'s predictions: each timed node's device
     time (at least ``floor``), its host time on an async profile, each graph's latency."""
-    from rewrite.cost import node_cost
-    from rewrite.measure.calibrate import Sample
+    from rewrite.costmodel import node_cost
+    from rewrite.measurement.calibration import Sample
 
     samples = []
     for name, g in graphs:
@@ -304,7 +304,7 @@ def _samples_from(truth: DeviceProfile, graphs: list, floor: float) -> list:
 
 
 def test_fit_recovers_a_known_profile_from_its_own_times() -> None:
-    from rewrite.measure.calibrate import fit_profile
+    from rewrite.measurement.calibration import fit_profile
 
     d = load_device("cpu").to_dict()
     d.update(
@@ -333,7 +333,7 @@ def test_compiled_fit_recovers_a_compiled_profile_from_eager_kernels_and_compile
     charges the graphs as a compiled profile does (library kernels as timed alone, generated
     ones their arithmetic, views free) and recovers the profile that made the times; the eager
     fit of the same data is far off on the compiled graphs."""
-    from rewrite.measure.calibrate import fit_profile
+    from rewrite.measurement.calibration import fit_profile
 
     d = load_device("cpu").to_dict()
     d.update(
@@ -367,7 +367,7 @@ def test_the_module_path_searches_with_this_machines_profile_of_its_mode(monkeyp
     """`default_profile`: a measured profile of this machine fitted in the mode asked for wins;
     an eager one is the base of the other mode; without either, the datasheet's."""
     from rewrite import devices
-    from rewrite.measure.calibrate import device_name
+    from rewrite.measurement.calibration import device_name
     from rewrite.pytorch import default_profile
 
     here = {"device_name": device_name(None)}
@@ -386,7 +386,7 @@ def test_the_module_path_searches_with_this_machines_profile_of_its_mode(monkeyp
 
 
 def test_async_fit_takes_launches_from_the_host_and_fits_the_device() -> None:
-    from rewrite.measure.calibrate import fit_profile
+    from rewrite.measurement.calibration import fit_profile
 
     d = load_device("cpu").to_dict()
     d.update(
@@ -413,7 +413,7 @@ def test_async_fit_takes_launches_from_the_host_and_fits_the_device() -> None:
 
 
 def test_fit_picks_the_gemm_tile_the_times_were_made_with() -> None:
-    from rewrite.measure.calibrate import fit_profile
+    from rewrite.measurement.calibration import fit_profile
 
     base = DeviceProfile.from_dict({**load_device("cpu").to_dict(), "matmul_tile": [128, 128, 64]})
     for tile in ((128, 128, 64), (32, 32, 16)):

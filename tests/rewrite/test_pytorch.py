@@ -24,7 +24,8 @@ from rewrite import (
     to_module,
     zoo,
 )
-from rewrite.pytorch import dynamo, kernels
+from rewrite.lowering import kernels
+from rewrite.pytorch import dynamo
 from tests.rewrite.test_measure import ZOO, _one_op
 from tests.rewrite.test_ops import CASES
 
@@ -133,7 +134,7 @@ def test_search_result_module_folds_weight_only_subgraphs() -> None:
 
 
 def test_the_check_computes_float32_without_tf32_and_restores_the_flags() -> None:
-    from rewrite.pytorch.check import exact_float32
+    from rewrite.lowering.check import exact_float32
 
     flags = (torch.backends.cudnn, torch.backends.cuda.matmul)
     before = [f.allow_tf32 for f in flags]
@@ -176,7 +177,7 @@ def test_a_wrong_kernel_is_named_in_the_mismatch(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(ModuleMismatchError) as e:
         to_module(g)
     assert e.value.node is not None and "(tanh)" in e.value.node
-    assert "max abs difference" in str(e.value) and "rewrite.pytorch.kernels" in str(e.value)
+    assert "max abs difference" in str(e.value) and "rewrite.lowering.kernels" in str(e.value)
 
 
 def test_a_graph_that_differs_from_the_module_is_refused() -> None:
@@ -479,7 +480,7 @@ class KeywordMLP(GeluMLP):
 def test_the_optimized_module_is_called_as_the_original() -> None:
     """Issue 52: the module optimize_module returned refused the original's keyword arguments
     (``fast(ids, use_cache=False)``) and was a local class (``as_called.<locals>.AsCalled``)."""
-    from rewrite.pytorch.source import OptimizedModule, as_called
+    from rewrite.lowering.source import OptimizedModule, as_called
 
     torch.manual_seed(0)
     model, x = KeywordMLP().eval(), torch.randn(2, 8, 16)

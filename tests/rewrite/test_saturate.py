@@ -10,9 +10,8 @@ import pytest
 pytest.importorskip("egglog")
 
 from rewrite.builder import GraphBuilder  # noqa: E402
-from rewrite.cost import cost  # noqa: E402
+from rewrite.costmodel import cost  # noqa: E402
 from rewrite.errors import SearchConfigError, SearchError  # noqa: E402
-from rewrite.evaluate import evaluate, random_inputs, random_params  # noqa: E402
 from rewrite.ir import Graph  # noqa: E402
 from rewrite.optimize.api import search  # noqa: E402
 from rewrite.optimize.config import SearchConfig  # noqa: E402
@@ -21,6 +20,7 @@ from rewrite.optimize.pareto import non_dominated  # noqa: E402
 from rewrite.optimize.runner import default_rules  # noqa: E402
 from rewrite.optimize.saturate import SaturationLimits, inexpressible, saturate  # noqa: E402
 from rewrite.optimize.saturate.translate import REASONS, translate  # noqa: E402
+from rewrite.reference import evaluate, random_inputs, random_params  # noqa: E402
 from rewrite.rules.base import Dims, Rule  # noqa: E402
 from rewrite.rules.pattern import P, V  # noqa: E402
 from tests.rewrite.search_rules import (  # noqa: E402

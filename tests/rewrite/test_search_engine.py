@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rewrite.builder import GraphBuilder
-from rewrite.cost import cost
+from rewrite.costmodel import cost
 from rewrite.errors import PriorsError, SearchConfigError, SearchError
 from rewrite.optimize.api import search
 from rewrite.optimize.config import FINAL_CHECK_SHARE, SearchConfig
@@ -143,8 +143,8 @@ def test_frontier_dominance_is_strict() -> None:
 
 
 def test_sharded_children_are_costed_per_device() -> None:
+    from rewrite.mesh_cost import shard_cost
     from rewrite.rules import catalogue
-    from rewrite.shard_cost import shard_cost
 
     rule = next(r for r in catalogue() if r.name == "megatron_mlp_2")
     g = rule.sample_graph(0, lo=256, hi=256)  # compute-bound: sharding pays off

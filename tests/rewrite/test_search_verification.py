@@ -22,7 +22,7 @@ from rewrite.errors import SearchError
 from rewrite.ir import Graph
 from rewrite.optimize.api import search
 from rewrite.optimize.config import SearchConfig
-from rewrite.optimize.engine import Engine
+from rewrite.optimize.engine import Engine, Stochastic
 from rewrite.optimize.parallel import EntrySpec, IslandTask, _Global, _restore, _Runtime, _spec
 from rewrite.optimize.result import Step
 from rewrite.optimize.state import Verification
@@ -105,6 +105,7 @@ def _task(rules, seed: int = 0) -> IslandTask:
         config=cfg.to_dict(),
         device="h100",
         verify_cache=None,
+        strategy=Stochastic(),
         island=0,
         seed=seed,
         steps=0,
@@ -178,9 +179,9 @@ def test_a_replay_from_an_unverified_cached_parent_keeps_the_parents_checks() ->
     spec = EntrySpec(child_steps, 0, (1.0, 1.0), True)  # another island's unverified child
     child = rt.rebuild(spec, engine)
     assert child is not None and not child.verified
-    assert _spec(child).n_verified == 0  # nothing verified is reported as verified
+    assert _spec(child).verified_upto == 0  # nothing verified is reported as verified
     assert not engine.verify(child)  # the planted step is checked, and fails
-    assert not child.verified and _spec(child).n_verified == 0
+    assert not child.verified and _spec(child).verified_upto == 0
 
 
 def test_the_reported_progress_of_another_island_is_shared_through_the_record() -> None:
@@ -198,7 +199,7 @@ def test_the_reported_progress_of_another_island_is_shared_through_the_record() 
     nxt = rule.matches(parent.graph)[0]
     spec = EntrySpec((*parent.steps, Step(rule.name, nxt)), 1, (1.0, 1.0), True)
     child = rt.rebuild(spec, engine)
-    assert child is not None and not child.verified and _spec(child).n_verified == 1
+    assert child is not None and not child.verified and _spec(child).verified_upto == 1
     assert parent.verified  # the other island checked the prefix: one record, shared
 
 
@@ -258,7 +259,7 @@ def test_every_frontier_graph_has_every_step_verified(
         assert res.pareto and any(s.steps for s in res.pareto)
         for sol in res.pareto:
             assert _covered(sol, PLANTED, passed), sol.rules
-    assert reported and all(s.n_verified == len(s.steps) for s in reported)
+    assert reported and all(s.verified_upto == len(s.steps) for s in reported)
 
 
 def test_a_planted_unsound_rewrite_on_the_process_pool(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ from rewrite import cost
 from rewrite.builder import GraphBuilder
 from rewrite.devices import load_device
 from rewrite.errors import GraphError
+from rewrite.mesh_cost import collective_time, placement, shard_cost
 from rewrite.rules._helpers import op, outs
-from rewrite.shard_cost import collective_time, placement, shard_cost
 from tests.rewrite.rule_fixtures import rules_by_name
 
 

@@ -7,7 +7,7 @@ import torch
 
 from rewrite import zoo_tensat
 from rewrite.errors import RewriteError
-from rewrite.pytorch.module import to_module
+from rewrite.lowering.module import to_module
 
 #: Op counts each small build must hold (the architecture, not the import's choices).
 SMALL_OPS = {

@@ -1,6 +1,6 @@
 """Extraction: the cheapest graph an e-graph holds, under the search's own cost model.
 
-Each e-node is priced by `rewrite.cost.node_cost` on its concrete node (op, attributes, input and
+Each e-node is priced by `rewrite.costmodel.node_cost` on its concrete node (op, attributes, input and
 output types), as the engine prices graphs, and a weight vector turns that cost into one number:
 for an objective, its additive part normalized by the input graph's value (``latency``: device
 plus host seconds; ``flops``, ``bytes``, ``kernels`` as they are; ``peak_memory``, which is not a
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from rewrite.builder import GraphBuilder
-from rewrite.cost import node_cost
+from rewrite.costmodel import node_cost
 from rewrite.errors import SearchError
 from rewrite.ir import Graph, Node, Value
 from rewrite.ops import get_op

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from rewrite.cost import cost
+from rewrite.costmodel import cost
 from rewrite.errors import GraphError, SearchError
 from rewrite.ir import Graph
 from rewrite.optimize.config import FINAL_CHECK_SHARE, SearchConfig

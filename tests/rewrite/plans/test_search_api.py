@@ -10,7 +10,7 @@ from rewrite.errors import PlanError
 from rewrite.plans import expert, load, search
 from rewrite.plans.experts import megatron_layout
 from rewrite.plans.graphcost import Options
-from rewrite.plans.search import search_layout, search_strategy
+from rewrite.plans.plan_search import search_layout, search_strategy
 
 
 @pytest.fixture(scope="module")

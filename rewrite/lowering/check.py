@@ -18,7 +18,7 @@ import numpy as np
 
 from rewrite.errors import ModuleError, ModuleMismatchError
 from rewrite.ir import Graph
-from rewrite.pytorch.source import TorchSource
+from rewrite.lowering.source import TorchSource
 
 __all__ = ["TOLERANCES", "check_module", "exact_float32"]
 
@@ -56,7 +56,7 @@ def check_module(
     """
     import torch
 
-    from rewrite.pytorch.tensors import random_tensors
+    from rewrite.lowering.tensors import random_tensors
 
     if inputs is None:
         device = next((t.device for t in gm.state_dict().values()), torch.device("cpu"))
@@ -119,7 +119,7 @@ def _reference(
                 "with these arguments. Fix: pass the module rewrite.from_torch imported it from."
             )
         return want
-    from rewrite.evaluate import evaluate
+    from rewrite.reference import evaluate
 
     ref = evaluate(graph, _numpy(args), _numpy_state(state))
     return [torch.as_tensor(np.asarray(r)) for r in ref]
@@ -196,7 +196,7 @@ def _mismatch(
     if where is not None:
         tail = (
             f" The first node whose value differs from the graph's numpy reference is {where}: "
-            "its PyTorch call in rewrite.pytorch.kernels does not compute the op; please report it."
+            "its PyTorch call in rewrite.lowering.kernels does not compute the op; please report it."
         )
     else:
         tail = (
@@ -215,7 +215,7 @@ def _first_divergence(
     import torch
     import torch.fx
 
-    from rewrite.evaluate import evaluate_nodes
+    from rewrite.reference import evaluate_nodes
 
     try:
         ref = evaluate_nodes(graph, _numpy(args), _numpy_state(state))

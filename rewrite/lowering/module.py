@@ -1,7 +1,7 @@
 """Graphs back as PyTorch modules: `to_module(graph, params)`.
 
 The module is a ``torch.fx.GraphModule`` whose code calls one PyTorch function per IR node (the
-table of `rewrite.pytorch.kernels`, the one the timing programs run too), so it runs eagerly,
+table of `rewrite.lowering.kernels`, the one the timing programs run too), so it runs eagerly,
 exports with ``torch.export`` and compiles with ``torch.compile`` like any model:
 
 * graph inputs are the module's positional arguments, in the graph's order and with its names;
@@ -16,12 +16,12 @@ exports with ``torch.export`` and compiles with ``torch.compile`` like any model
   module again after loading new weights;
 * a ``fused`` group's body is emitted inline (eager PyTorch runs it op by op; a compiler fuses it
   by itself), except a convolution with its epilogue (`rewrite.epilogue`), which is one call
-  (`rewrite.pytorch.kernels.conv_with_epilogue`: oneDNN's fused kernel when run eagerly on a
+  (`rewrite.lowering.kernels.conv_with_epilogue`: oneDNN's fused kernel when run eagerly on a
   CPU, the plain calls when traced by a compiler or ``torch.export``);
 * when the graph was imported by `rewrite.from_torch`, the outputs keep the original module's
   structure (a ``ModelOutput``, a tuple, a tensor); otherwise they are a tuple of tensors.
 
-Before it is returned the module is checked (`rewrite.pytorch.check`): run on seeded random inputs (or the ``inputs``
+Before it is returned the module is checked (`rewrite.lowering.check`): run on seeded random inputs (or the ``inputs``
 given), its outputs must match the original module's (or, when the weights come as a mapping,
 the numpy reference semantics of the graph) within the tolerance of the graph's dtype
 (`TOLERANCES`; for float32, ``max |got - want| <= 1e-5 + 1e-4 * max |want|`` per output: normwise,
@@ -45,8 +45,8 @@ import numpy as np
 from rewrite.epilogue import ConvEpilogue, conv_epilogue
 from rewrite.errors import ModuleError
 from rewrite.ir import Graph, Node, Value
-from rewrite.pytorch.check import TOLERANCES, check_module
-from rewrite.pytorch.kernels import (
+from rewrite.lowering.check import TOLERANCES, check_module
+from rewrite.lowering.kernels import (
     SCALAR_OPS,
     TorchCall,
     conv_epilogue_call,
@@ -54,7 +54,7 @@ from rewrite.pytorch.kernels import (
     torch_call,
     torch_dtype,
 )
-from rewrite.pytorch.source import TorchSource, source_of
+from rewrite.lowering.source import TorchSource, source_of
 
 __all__ = ["TOLERANCES", "check_module", "to_module"]
 
@@ -343,7 +343,7 @@ class _Emitter:
         if node.op != "fused" and not has_torch_call(node.op):
             raise ModuleError(
                 f"op {node.op!r} (node %{node.id}) has no PyTorch call in "
-                "rewrite.pytorch.kernels; add one to run graphs using it as modules."
+                "rewrite.lowering.kernels; add one to run graphs using it as modules."
             )
         call, metas = self._torch_call(node, ins, ep)
         fx_node = self.fx.call_function(call.fn, call.args, dict(call.kwargs))
@@ -381,7 +381,7 @@ class _Emitter:
         if tuple(meta.shape) != t.shape:
             raise ModuleError(
                 f"node %{node.id} (op {node.op!r}) gives shape {tuple(meta.shape)} in PyTorch but "
-                f"{t.shape} in the IR: a bug of rewrite.pytorch.kernels; please report it."
+                f"{t.shape} in the IR: a bug of rewrite.lowering.kernels; please report it."
             )
         want = torch_dtype(t.dtype)
         if meta.dtype != want:
@@ -404,7 +404,7 @@ def _static_nodes(graph: Graph) -> set[int]:
 
 
 def _run_body(body: Graph, args: list[Any]) -> tuple[Any, ...]:
-    from rewrite.measure.lower import Program
+    from rewrite.lowering.program import Program
 
     return tuple(Program(body, args[0].device if args else "cpu").run(args))
 

@@ -25,7 +25,7 @@ from typing import Any
 from rewrite.arrays.program import import_program
 from rewrite.errors import ArrayProgramError
 from rewrite.ir import Graph
-from rewrite.pytorch.module import to_module
+from rewrite.lowering.module import to_module
 from rewrite.stats import Interval
 
 __all__ = ["ARRAY_SEARCH", "PROFILES", "RewrittenProgram", "optimize"]
@@ -283,7 +283,7 @@ def _fastest_predicted(
 ) -> int | None:
     """The Pareto graph ranked first by `_RANK`, if it ranks before the input graph and keeps
     its peak memory within ``memory_ratio`` of the input's."""
-    from rewrite.cost import cost
+    from rewrite.costmodel import cost
 
     c = cost(graph, profile).as_dict()
     mem = base["cost"]["peak_memory"] * memory_ratio
@@ -315,7 +315,7 @@ def _keep_fastest(
 ) -> None:
     """Time the compiled candidates and the program as written, interleaved; keep the fastest
     candidate faster beyond noise, else the program as written."""
-    from rewrite.measure.timing import time_callables
+    from rewrite.measurement.timing import time_callables
     from rewrite.stats import paired_ratio_interval
 
     t = time.perf_counter()

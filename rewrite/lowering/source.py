@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TorchSource", "as_called", "record_source", "source_of"]
+__all__ = ["TorchSource", "as_called", "clear_sources", "record_source", "source_of"]
 
 
 @dataclass(frozen=True)
@@ -61,16 +61,31 @@ class TorchSource:
         return self.module(*args, **kwargs)
 
 
-# graph uid -> its source; a weakref finalizer drops the entry when the module dies.
+# graph uid -> its source, for live graphs of live modules only: weakref finalizers drop the
+# entry when the graph or the module dies, so the table never outgrows what can be looked up.
 _SOURCES: dict[int, TorchSource] = {}
 
 
 def record_source(
-    graph_uid: int, module: Any, args: Sequence[Any], kwargs: Mapping[str, Any], out_spec: Any
+    graph: Any, module: Any, args: Sequence[Any], kwargs: Mapping[str, Any], out_spec: Any
 ) -> None:
-    """Record that the graph with `Graph.uid` ``graph_uid`` was imported from ``module``."""
-    _SOURCES[graph_uid] = TorchSource(weakref.ref(module), tuple(args), dict(kwargs), out_spec)
-    weakref.finalize(module, _SOURCES.pop, graph_uid, None)
+    """Record that ``graph`` (a `rewrite.Graph`) was imported from ``module``, for as long as
+    both live."""
+    uid = graph.uid
+    _SOURCES[uid] = TorchSource(weakref.ref(module), tuple(args), dict(kwargs), out_spec)
+    on_module = weakref.finalize(module, _SOURCES.pop, uid, None)
+    weakref.finalize(graph, _forget, uid, on_module)
+
+
+def _forget(uid: int, on_module: weakref.finalize) -> None:
+    """The graph died: drop its entry and the module's finalizer for it."""
+    _SOURCES.pop(uid, None)
+    on_module.detach()
+
+
+def clear_sources() -> None:
+    """Forget every recorded source (`source_of` then returns None for every graph)."""
+    _SOURCES.clear()
 
 
 def source_of(graph: Any) -> TorchSource | None:
@@ -147,7 +162,7 @@ def _convention(
 @functools.cache
 def optimized_module_type() -> type:
     """The class `rewrite.optimize_module` returns (defined on first use: torch loads lazily);
-    also reachable as ``rewrite.pytorch.source.OptimizedModule``."""
+    also reachable as ``rewrite.lowering.source.OptimizedModule``."""
     import torch
 
     class OptimizedModule(torch.nn.Module):

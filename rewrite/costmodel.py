@@ -19,7 +19,7 @@
   attention, convolution and fused groups containing one, and the ``vector`` unit otherwise
   (pooling, reductions, elementwise ops), at the dtype of output 0 (input 0 for bool outputs),
   and the ``eta`` are the profile's efficiencies and ``phi`` its ``family_efficiency`` of the
-  op's family (1 unless the profile was fitted by `rewrite.measure.calibrate`). A profile's
+  op's family (1 unless the profile was fitted by `rewrite.measurement.calibrate`). A profile's
   ``view_overhead`` (default 0) is charged per view node. A fused group runs at the efficiency
   of its body's family with the most FLOPs. On a profile with ``fusion: "eager"`` (a backend
   that runs a fused group's body op by op, e.g. eager PyTorch) a fused group costs the sum of its
@@ -217,7 +217,7 @@ def kernel_time(
         bandwidth: Memory bandwidth, bytes/s.
         launch: Seconds added per kernel.
         maximum: ``max`` for scalars; ``numpy.maximum`` to evaluate arrays of kernels at once
-            (as `rewrite.measure.calibrate` does).
+            (as `rewrite.measurement.calibrate` does).
 
     Returns:
         Seconds (a scalar or an array like the inputs).

@@ -3,7 +3,7 @@
 `lower(graph, device)` turns a `Graph` into a `Program`: a list of steps, one per node in the
 graph's topological order, each calling a PyTorch kernel. The semantics stay those of the op
 registry (`rewrite.ops`): ops with a direct PyTorch equivalent run it (`TORCH_KERNELS`, read
-from `rewrite.pytorch.kernels`, the table `rewrite.to_module` emits from too: the op's meaning is
+from `rewrite.lowering.kernels`, the table `rewrite.to_module` emits from too: the op's meaning is
 the registry's, checked against `rewrite.evaluate` by the tests); any other registered op runs its
 own reference implementation (`OpDef.impl`) on ``torch._numpy``, numpy's API over torch tensors,
 so an op registered by another package lowers without a second copy of its semantics. Only
@@ -13,7 +13,7 @@ Kernels match what the cost model charges for: ``permute`` and ``transpose`` mat
 (``permute_copy``), ``sdpa`` is PyTorch's fused attention, views stay views. A ``fused`` group
 runs its body as a sub-program, kernel by kernel (eager PyTorch has no fused kernels but one: a
 convolution with its epilogue, `rewrite.epilogue`, is one oneDNN call on a CPU; to time a graph
-as a compiler runs it, `rewrite.measure.measure` compiles the whole graph as a module with
+as a compiler runs it, `rewrite.measurement.measure` compiles the whole graph as a module with
 ``compile=True``). Sharded graphs run every device's piece on the one device; collectives are
 their sums and concatenations.
 """
@@ -27,14 +27,14 @@ from typing import Any
 from rewrite.epilogue import conv_epilogue
 from rewrite.errors import MeasureError
 from rewrite.ir import Graph, Node
-from rewrite.ops import get_op
-from rewrite.pytorch.kernels import (
+from rewrite.lowering.kernels import (
     conv_epilogue_call,
     has_torch_call,
     torch_call,
     torch_dtype,
     torch_ops,
 )
+from rewrite.ops import get_op
 
 __all__ = ["TORCH_KERNELS", "Program", "lower", "torch_dtype"]
 
@@ -49,7 +49,7 @@ def _kernel_of(op: str) -> Kernel:
 
 
 class _TorchKernels(Mapping[str, Kernel]):
-    """Read-only view of the op -> PyTorch kernel table (`rewrite.pytorch.kernels`)."""
+    """Read-only view of the op -> PyTorch kernel table (`rewrite.lowering.kernels`)."""
 
     def __getitem__(self, key: str) -> Kernel:
         if not has_torch_call(key):
@@ -64,7 +64,7 @@ class _TorchKernels(Mapping[str, Kernel]):
 
 
 #: Op name -> PyTorch kernel ``(tensors, attrs) -> tuple of tensors`` for the ops with a direct
-#: PyTorch equivalent (`rewrite.pytorch.kernels`); other ops run their reference implementation
+#: PyTorch equivalent (`rewrite.lowering.kernels`); other ops run their reference implementation
 #: on ``torch._numpy``.
 TORCH_KERNELS: Mapping[str, Kernel] = _TorchKernels()
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from rewrite.evaluate import random_inputs, random_params
 from rewrite.ir import Graph, Node
-from rewrite.pytorch.kernels import torch_dtype
+from rewrite.lowering.kernels import torch_dtype
+from rewrite.reference import random_inputs, random_params
 
 __all__ = ["random_tensors", "tensor_for"]
 

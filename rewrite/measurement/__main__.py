@@ -1,15 +1,15 @@
-"""``python -m rewrite.measure --out profile.json``: calibrate a device profile (`main`)."""
+"""``python -m rewrite.measurement --out profile.json``: calibrate a device profile (`main`)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 
-from rewrite.measure.calibrate import calibrate
+from rewrite.measurement.calibration import calibrate
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m rewrite.measure --out profile.json [--name N] [--threads T]``."""
+    """``python -m rewrite.measurement --out profile.json [--name N] [--threads T]``."""
     import argparse
 
     import torch

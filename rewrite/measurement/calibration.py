@@ -1,8 +1,8 @@
 """Fit a device profile's free constants to measurements of zoo graphs.
 
 `calibrate(device)` builds each workload (a zoo model name, or a `Graph`) at each shape, times
-every node on its own and the whole graph (`rewrite.measure.node_times`, `measure`), and fits
-the constants of the cost model's roofline (`rewrite.cost.kernel_time`, the one formula):
+every node on its own and the whole graph (`rewrite.measurement.node_times`, `measure`), and fits
+the constants of the cost model's roofline (`rewrite.costmodel.kernel_time`, the one formula):
 
 * the peaks: a GEMM, a large copy and an element-wise ``tanh`` are timed first and set the
   matmul and vector FLOP/s and the bandwidth (other dtypes keep the base profile's ratios to
@@ -22,7 +22,7 @@ the constants of the cost model's roofline (`rewrite.cost.kernel_time`, the one 
 * ``fusion``: ``"eager"``, since the measurements run fused groups op by op (eager PyTorch); with
   ``compile=True``, ``"compiled"``: the whole graphs are timed compiled by ``torch.compile``
   (Inductor) and fitted as the cost model charges a compiled graph (`rewrite.cost`: library
-  kernels, the `rewrite.cost.EXTERN_FAMILIES`, as timed alone; every other kernel generated and
+  kernels, the `rewrite.costmodel.EXTERN_FAMILIES`, as timed alone; every other kernel generated and
   fused, its arithmetic only; views free), while every kernel's own time is still the one
   timed alone, eagerly, which pins down the efficiencies;
 * ``dispatch``: ``"serial"`` on a CPU; ``"async"`` on CUDA, where the host queues launches while
@@ -50,11 +50,11 @@ from typing import Any
 
 import numpy as np
 
-from rewrite.cost import EXTERN_FAMILIES, kernel_terms, kernel_time
+from rewrite.costmodel import EXTERN_FAMILIES, kernel_terms, kernel_time
 from rewrite.devices import DeviceProfile, load_device
 from rewrite.errors import MeasureError
 from rewrite.ir import Graph
-from rewrite.measure.timing import STATISTICS, measure, node_times, torch_device
+from rewrite.measurement.timing import STATISTICS, measure, node_times, torch_device
 from rewrite.ops import get_op
 
 __all__ = [
@@ -140,7 +140,7 @@ def collect(
 
     Every kernel is timed alone (eagerly); the whole graph eagerly, or compiled by
     ``torch.compile`` with ``compile``; each summarized by ``statistic`` over its timed runs
-    (`rewrite.measure.timing.STATISTICS`).
+    (`rewrite.measurement.timing.STATISTICS`).
 
     Returns:
         One `Sample` per measured graph.
@@ -418,7 +418,7 @@ def fit_profile(
         ref,
         name=name,
         aliases=(),
-        description="measured and fitted by rewrite.measure.calibrate on "
+        description="measured and fitted by rewrite.measurement.calibrate on "
         + str((provenance or {}).get("device_name") or device_name(None)),
         peak_flops=table,
         memory_bandwidth=ref.memory_bandwidth * max(eta_mem, 1.0),
@@ -546,7 +546,7 @@ def calibrate(
         on_round: Called with the round's index after each round (a benchmark measures its
             held-out graphs there, in the same rounds).
         statistic: How the timed runs (and rounds) of a graph or kernel are summarized:
-            ``"median"``, or ``"min"`` (`rewrite.measure.timing.STATISTICS`).
+            ``"median"``, or ``"min"`` (`rewrite.measurement.timing.STATISTICS`).
 
     Returns:
         A `Calibration` (profile, samples, path written).

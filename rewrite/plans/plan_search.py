@@ -298,56 +298,111 @@ def search_strategy(
     nums = dict(numerics or {})
     opts = Options(nums.get("precision", "bf16"), bool(nums.get("float8", False)),
                    bool(nums.get("compile", False)), layout.causal)  # fmt: skip
-    layouts: dict[int, TPLayout] = {}
+    start, fixed = _start(mesh, nums)
+    ctx = PlanContext(
+        layout.n_blocks, layout.batch, p.links()[0], _kv_heads(layout), layout.seq,
+        _TPLayouts(layout, mesh, p, opts, pri, seed), fixed,
+    )  # fmt: skip
+    if fixed:
+        start = _assign_fixed(start, ctx)
+    scores = _Scores(layout, p, cap)
+    best, history, rounds = _beam_search(
+        start, ctx, scores, pri, (beam, moves_per_state), rng, t0 + time_budget, on_round
+    )
+    st = best[1]
+    return SearchOutcome(
+        st, scores.costs[_key(st)][1] if st else None, len(scores.costs),
+        time.perf_counter() - t0, rounds, history,
+    )  # fmt: skip
 
-    def layout_for(t: int) -> TPLayout:
-        if t not in layouts:
-            b = max(1, layout.batch // max(1, (_count(mesh) // t)))
-            lay = search_layout(layout, t, min(b, 2), p, opts, pri, seed=seed)[0]
+
+class _TPLayouts:
+    """The tensor-parallel layout of each degree ``t`` (searched on first use, then kept)."""
+
+    def __init__(
+        self,
+        layout: ModelLayout,
+        mesh: int | Mapping[str, int],
+        p: DeviceProfile,
+        opts: Options,
+        pri: Mapping[str, float],
+        seed: int,
+    ) -> None:
+        self.layout, self.mesh, self.p, self.opts, self.pri, self.seed = (
+            layout, mesh, p, opts, pri, seed
+        )  # fmt: skip
+        self.found: dict[int, TPLayout] = {}
+
+    def __call__(self, t: int) -> TPLayout:
+        layout = self.layout
+        if t not in self.found:
+            b = max(1, layout.batch // max(1, (_count(self.mesh) // t)))
+            lay = search_layout(layout, t, min(b, 2), self.p, self.opts, self.pri, seed=self.seed)[
+                0
+            ]
             if lay.sequence_parallel and dtensor_problems(
                 layout, Strategy({"tp": t}, tp="tp", layout=lay)
             ):
                 lay = TPLayout(
                     lay.block, lay.rest, False
                 )  # the model's ends need the whole sequence
-            layouts[t] = lay
-        return layouts[t]
+            self.found[t] = lay
+        return self.found[t]
 
-    start, fixed = _start(mesh, nums)
-    ctx = PlanContext(
-        layout.n_blocks, layout.batch, p.links()[0], _kv_heads(layout), layout.seq, layout_for,
-        fixed,
-    )  # fmt: skip
-    if fixed:
-        start = _assign_fixed(start, ctx)
-    costs: dict[Any, tuple[float, StepCost | None]] = {}
 
-    def score(st: Strategy) -> float:
+class _Scores:
+    """Each strategy's score (tokens/s, discounted beyond the memory cap) and cost, computed
+    once per strategy (`_key`)."""
+
+    def __init__(self, layout: ModelLayout, p: DeviceProfile, cap: float) -> None:
+        self.layout, self.p, self.cap = layout, p, cap
+        self.costs: dict[Any, tuple[float, StepCost | None]] = {}
+
+    def score(self, st: Strategy) -> float:
         key = _key(st)
-        if key not in costs:
+        if key not in self.costs:
             try:
-                c = step_cost(layout, st, p)
-                s = c.tokens_per_second * min(1.0, cap / c.peak_memory) ** 4
-                costs[key] = (s, c)
+                c = step_cost(self.layout, st, self.p)
+                s = c.tokens_per_second * min(1.0, self.cap / c.peak_memory) ** 4
+                self.costs[key] = (s, c)
             except PlanError:
-                costs[key] = (0.0, None)
-        return costs[key][0]
+                self.costs[key] = (0.0, None)
+        return self.costs[key][0]
 
-    def feasible(st: Strategy) -> bool:
-        c = costs[_key(st)][1]
-        return c is not None and c.peak_memory <= cap
+    def feasible(self, st: Strategy) -> bool:
+        c = self.costs[_key(st)][1]
+        return c is not None and c.peak_memory <= self.cap
 
-    frontier = [(score(start), start)]
-    best = frontier[0] if feasible(start) else (0.0, None)
+
+def _beam_search(
+    start: Strategy,
+    ctx: PlanContext,
+    scores: _Scores,
+    pri: Mapping[str, float],
+    width: tuple[int, int | None],
+    rng: np.random.Generator,
+    deadline: float,
+    on_round: Callable[[int, float], None] | None,
+) -> tuple[tuple[float, Strategy | None], list[float], int]:
+    """Beam rounds from ``start`` until no round improves or ``deadline`` passes; ``width`` is
+    ``(beam, moves_per_state)``.
+
+    Returns:
+        ``((score, strategy), history, rounds)``: the best feasible strategy (None: none was
+        feasible), the best score after each round, and the rounds run.
+    """
+    beam, moves_per_state = width
+    frontier = [(scores.score(start), start)]
+    best = frontier[0] if scores.feasible(start) else (0.0, None)
     history, rounds = [], 0
-    while time.perf_counter() - t0 < time_budget:
+    while time.perf_counter() < deadline:
         rounds += 1
         moves = [(a.name, m) for _, s in frontier for a in PLAN_ACTIONS for m in a.moves(s, ctx)]
         cands = {_key(m): m for m in _sample(moves, pri, moves_per_state, rng)}
-        scored = sorted(((score(m), m) for m in cands.values()), key=lambda x: -x[0])
+        scored = sorted(((scores.score(m), m) for m in cands.values()), key=lambda x: -x[0])
         improved = False
         for s, m in scored:
-            if feasible(m) and s > best[0] * (1 + 1e-9):
+            if scores.feasible(m) and s > best[0] * (1 + 1e-9):
                 best, improved = (s, m), True
         top = scored[:beam]
         if not top or (top[0][0] <= frontier[0][0] * (1 + 1e-9) and not improved):
@@ -357,11 +412,7 @@ def search_strategy(
         history.append(best[0])
         if on_round:
             on_round(rounds, best[0])
-    st = best[1]
-    return SearchOutcome(
-        st, costs[_key(st)][1] if st else None, len(costs), time.perf_counter() - t0, rounds,
-        history,
-    )  # fmt: skip
+    return best, history, rounds
 
 
 def _count(mesh: int | Mapping[str, int]) -> int:

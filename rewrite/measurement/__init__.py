@@ -5,17 +5,17 @@
 * `node_times` times every node on its own (on CUDA: device and host time apart).
 * `measure_front` pairs predicted with measured speedups of a search's Pareto graphs.
 * `calibrate` fits a device profile's free constants to such measurements of zoo graphs and
-  writes a versioned profile JSON that `rewrite.cost` loads.
+  writes a versioned profile JSON that `rewrite.costmodel` loads.
 
 Importing this package does not import torch; its functions do.
 """
 
 from __future__ import annotations
 
-from rewrite.measure.calibrate import Calibration, calibrate, write_profile
-from rewrite.measure.front import MeasuredSolution, format_front, measure_front
-from rewrite.measure.lower import TORCH_KERNELS, Program, lower
-from rewrite.measure.timing import (
+from rewrite.lowering.program import TORCH_KERNELS, Program, lower
+from rewrite.measurement.calibration import Calibration, calibrate, write_profile
+from rewrite.measurement.front import MeasuredSolution, format_front, measure_front
+from rewrite.measurement.timing import (
     Measurement,
     NodeTimes,
     default_device,

@@ -1,6 +1,6 @@
 """Timing and peak memory of lowered graphs on a real device.
 
-`measure(graph)` lowers the graph (`rewrite.measure.lower`), binds seeded random inputs and
+`measure(graph)` lowers the graph (`rewrite.measurement.lower`), binds seeded random inputs and
 weights of the declared dtypes, runs ``warmup`` untimed calls and ``repeats`` timed ones, and
 returns a `Measurement`:
 
@@ -33,8 +33,8 @@ import numpy as np
 
 from rewrite.errors import MeasureError
 from rewrite.ir import Graph, Node
-from rewrite.measure.lower import Program, lower
-from rewrite.pytorch.tensors import random_tensors, tensor_for
+from rewrite.lowering.program import Program, lower
+from rewrite.lowering.tensors import random_tensors, tensor_for
 from rewrite.stats import interval
 
 __all__ = [
@@ -308,7 +308,7 @@ def _compiled(graph: Graph, args: list[Any], params: dict[str, Any]) -> Callable
     ``params`` as its weights (`rewrite.to_module`; weight-only subgraphs folded)."""
     import torch
 
-    from rewrite.pytorch.module import to_module
+    from rewrite.lowering.module import to_module
 
     compiled = torch.compile(to_module(graph, params, check=False))
     return lambda: compiled(*args)
@@ -345,7 +345,7 @@ def measure(
     """Run ``graph`` in PyTorch and measure its latency and peak memory.
 
     Args:
-        graph: The graph (every op lowers except ``opaque``; see `rewrite.measure.lower`).
+        graph: The graph (every op lowers except ``opaque``; see `rewrite.measurement.lower`).
         device: A torch device; None: CUDA when present, else the CPU.
         inputs: Arrays or tensors for the graph inputs, by name or in order (default: seeded
             random ones, token ids below the vocabulary size). Weights are always seeded random.

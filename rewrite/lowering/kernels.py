@@ -2,7 +2,7 @@
 
 `torch_call(op, args, attrs, shapes)` says which PyTorch function computes an op and with which
 arguments, as a `TorchCall` ``(fn, args, kwargs)``. The arguments may be tensors (the timing
-program of `rewrite.measure.lower` calls ``fn`` at once) or ``torch.fx`` nodes (`to_module`
+program of `rewrite.measurement.lower` calls ``fn`` at once) or ``torch.fx`` nodes (`to_module`
 emits ``fn`` as a node of a ``GraphModule``), so the semantics of the IR in PyTorch are written
 once. Wherever PyTorch has a function with the op's meaning it is called directly, so emitted
 modules read as ordinary PyTorch code and export with ``torch.export``; the few ops PyTorch has no

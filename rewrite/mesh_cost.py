@@ -1,6 +1,6 @@
 """Cost of sharded graphs: per-device latency and peak memory, alpha-beta collectives.
 
-Composes with `rewrite.cost`: per-node kernel costs come from `rewrite.cost.node_cost` (same
+Composes with `rewrite.cost`: per-node kernel costs come from `rewrite.costmodel.node_cost` (same
 roofline and device profile); this module adds placement and communication.
 
 Placement (see `rewrite.ops.collective`): sources are replicated; output ``i`` of ``shard`` and
@@ -17,7 +17,7 @@ NCCL's performance notes::
 
 * ``latency`` = max over devices of the device's kernel time, plus the sum of collective times
   (one stream, no overlap of compute and communication);
-* ``peak_memory[d]``: `rewrite.cost.peak_memory` (same liveness, views aliasing their input's
+* ``peak_memory[d]``: `rewrite.costmodel.peak_memory` (same liveness, views aliasing their input's
   buffer) over the values device ``d`` holds, with parameters resident (a parameter read only
   through ``shard`` counts ``1/n`` of its bytes); on an unsharded graph it equals
   ``cost(graph).peak_memory``;
@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rewrite.cost import node_cost, peak_memory
+from rewrite.costmodel import node_cost, peak_memory
 from rewrite.devices import DeviceProfile, load_device
 from rewrite.errors import GraphError
 from rewrite.ir import Graph, Node, Value

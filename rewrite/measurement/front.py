@@ -1,7 +1,7 @@
 """Predicted against measured speedups of a search's Pareto graphs.
 
 `measure_front(result)` re-times the input graph and every Pareto graph of a `SearchResult` on a
-real device (`rewrite.measure.measure`) and pairs each graph's predicted speedup (input latency
+real device (`rewrite.measurement.measure`) and pairs each graph's predicted speedup (input latency
 over its latency, both from the search's cost model) with the measured one. A graph holding
 collectives (a plan for a mesh of several devices) runs every device's piece on the one device,
 so its measured speedup is that of the whole plan run serially; its row says so.
@@ -68,7 +68,7 @@ def measure_front(
         warmup: Untimed runs first.
         seed: Seed of the random inputs and weights (the same for every graph).
         compile: Time the graphs compiled whole by ``torch.compile`` (Inductor; see
-            `rewrite.measure.measure`): the speedups a compiler's user sees. A compilation costs
+            `rewrite.measurement.measure`): the speedups a compiler's user sees. A compilation costs
             seconds, so only the input and the Pareto graph of the lowest predicted latency
             (the one `SearchResult.measured_ratio` reads) are measured.
 
@@ -76,7 +76,7 @@ def measure_front(
         The input graph's row first, then one row per measured Pareto graph in
         `SearchResult.pareto` order.
     """
-    from rewrite.measure.timing import measure
+    from rewrite.measurement.timing import measure
 
     graphs = [(-1, result.input_graph, result.input_cost["latency"], 0)]
     graphs += [(i, s.graph, s.cost["latency"], len(s.steps)) for i, s in enumerate(result.pareto)]
