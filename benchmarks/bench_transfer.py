@@ -381,14 +381,16 @@ def main() -> None:
 
 def _check_spaces(spaces: list[str]) -> None:
     """Refuse a ``--priors`` entry that is not ``PRIORS[:SURROGATE]`` before any study runs."""
-    from studies.settings import SURROGATES
+    import structure  # noqa: F401 - registers the structured kind
+    from tuner.kinds import surrogate_kinds
 
+    kinds = ("auto", *surrogate_kinds())
     for space in spaces:
         priors, _, surrogate = space.partition(":")
-        if priors not in ("family", "rules") or (surrogate and surrogate not in SURROGATES):
+        if priors not in ("family", "rules") or (surrogate and surrogate not in kinds):
             raise SystemExit(
                 f"--priors takes PRIORS[:SURROGATE] entries with PRIORS family or rules and "
-                f"SURROGATE one of {SURROGATES}, got {space!r}; e.g. --priors family,family:flat."
+                f"SURROGATE one of {kinds}, got {space!r}; e.g. --priors family,family:flat."
             )
 
 

@@ -27,7 +27,7 @@ def structure_report(study: Study, png: str | os.PathLike[str] | None = None) ->
             trials, or no tracking metrics).
 
     Returns:
-        `structure.StructuredSurrogate.describe()` of the fit: the chosen model and why, both
+        The description of the structured surrogate's fit (`tuner.Fitted.description`): the chosen model and why, both
         models' scores and the edges; ``"png"`` holds the drawing's path when one was made.
     """
     from structure import draw_structure, explain
@@ -45,7 +45,7 @@ def fit_structure(
     name: str, space: Any, problem: Any, settings: Any, trials: Sequence[Any], seed: int
 ) -> dict[str, Any]:
     """Fit the structured surrogate, with a study's own settings, on its completed ``trials``
-    and return its `describe()` (what `structure_report` and the dashboard show).
+    and return its fit's description (what `structure_report` and the dashboard show).
 
     Args:
         name: The study's name (for the error message).
@@ -66,5 +66,5 @@ def fit_structure(
     data = problem.training_data(space, records, seed)
     surrogate = make_surrogate("structured", settings)  # the study's own options
     with numerical_warnings_to_log():
-        surrogate.fit(data)
-    return surrogate.describe()  # type: ignore[no-any-return]
+        fitted = surrogate.fit(data)
+    return dict(fitted.description)

@@ -9,12 +9,11 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from studies.errors import StudySettingsError
+from studies.tuning import AUTO, check_kind
 
 __all__ = ["StudySettings"]
 
 
-SURROGATES = ("auto", "structured", "flat", "saas", "grouped")
-WARM_START_MODELS = ("mtgp", "rgpe")
 # Settings stored before a field existed take these values (their study runs on as it ran): a
 # warm-started study stored before `warm_start_queue` queued nothing itself, and its gate
 # kept a related study whose summed leave-one-out advantage was positive.
@@ -136,15 +135,9 @@ class StudySettings:
         except InvalidArgumentError as err:
             raise StudySettingsError(str(err)) from None
         object.__setattr__(self, "ignore_metrics", patterns)
-        if not isinstance(self.surrogate, str) or self.surrogate not in SURROGATES:
-            raise StudySettingsError(
-                f"StudySettings.surrogate must be one of {SURROGATES}, got {self.surrogate!r}."
-            )
-        if self.warm_start_model not in WARM_START_MODELS:
-            raise StudySettingsError(
-                f"StudySettings.warm_start_model must be one of {WARM_START_MODELS}, got "
-                f"{self.warm_start_model!r}."
-            )
+        if self.surrogate != AUTO:
+            check_kind("surrogate", self.surrogate)
+        check_kind("warm_start_model", self.warm_start_model, warm_start=True)
         if (
             isinstance(self.warm_start_queue, bool)
             or not isinstance(self.warm_start_queue, int)

@@ -51,14 +51,14 @@ from tuner.candidates import (
 from tuner.errors import SpaceExhaustedError, SurrogateError
 from tuner.options import TunerOptions
 from tuner.problem import Problem
-from tuner.surrogate import Surrogate
+from tuner.surrogate import Fitted, Surrogate
 from tuner.threads import one_thread
 from tuner.trial import Trial, TrialState
 
 if TYPE_CHECKING:
     from spaces import Space
 
-__all__ = ["ProposalContext", "default_n_initial", "derive_seed", "propose"]
+__all__ = ["Proposal", "ProposalContext", "default_n_initial", "derive_seed", "propose"]
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +87,20 @@ class ProposalContext:
     n_initial: int
 
 
+@dataclass(frozen=True)
+class Proposal:
+    """What `propose` returns.
+
+    Attributes:
+        configs: The new configurations.
+        fitted: The surrogate's fit the model-based configurations came from (`Surrogate.fit`);
+            None when every configuration came from the initial design.
+    """
+
+    configs: list[dict[str, Any]]
+    fitted: Fitted | None = None
+
+
 def propose(
     settings: ProposalContext,
     trials: Sequence[Trial],
@@ -94,7 +108,7 @@ def propose(
     *,
     position: int | None = None,
     reserved: Sequence[int] = (),
-) -> list[dict[str, Any]]:
+) -> Proposal:
     """Propose ``n`` new configurations given the existing trials.
 
     Args:
@@ -107,7 +121,8 @@ def propose(
             their initial-design points are never proposed and are pending points.
 
     Returns:
-        ``n`` distinct valid configurations, none equal to an existing trial's.
+        ``n`` distinct valid configurations, none equal to an existing trial's, and the fit
+        they came from.
 
     Raises:
         SpaceExhaustedError: No untried configuration could be found.
@@ -122,6 +137,7 @@ def propose(
     sobol = _design(space, t + n, settings.seed, settings.options.start_with_default)
     in_flight = _in_flight(settings, reserved, use_model, taken)
     chosen: list[Tensor] = []
+    fitted = None
     informed = use_model and t < settings.n_initial and _informed(settings, completed, seed)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
@@ -130,10 +146,11 @@ def propose(
                 x = sobol[t + i] if sobol[t + i] not in taken else None
                 chosen.append(_accept(x, space, taken, seed + i))
         if len(chosen) < n:
-            chosen += _model_batch(
+            points, fitted = _model_batch(
                 settings, trials, completed, chosen + in_flight, n - len(chosen), taken, seed
             )
-    return space.from_unit(candidates_from(chosen, space.dim))
+            chosen += points
+    return Proposal(space.from_unit(candidates_from(chosen, space.dim)), fitted)
 
 
 @one_thread()
@@ -189,9 +206,9 @@ def _model_batch(
     q: int,
     taken: KeySet,
     seed: int,
-) -> list[Tensor]:
+) -> tuple[list[Tensor], Fitted]:
     """``q`` points from the acquisition function, greedily, each pending for the next (the
-    ``chosen`` points are pending too). BoTorch's fused qLogNEHVI kernel is neither compiled nor
+    ``chosen`` points are pending too), and the fit they came from. BoTorch's fused qLogNEHVI kernel is neither compiled nor
     used (`tuner.acquisition.no_fused_kernel`).
 
     BLAS runs single-threaded here: the fits and the acquisition optimization make many calls on
@@ -201,7 +218,8 @@ def _model_batch(
     """
     space, problem, options = settings.space, settings.problem, settings.options
     data = problem.training_data(space, completed, seed)
-    model = settings.surrogate.fit(data)
+    fitted = settings.surrogate.fit(data)
+    model = fitted.model
     if getattr(model, "num_outputs", data.Y.shape[-1]) != data.Y.shape[-1]:
         raise SurrogateError(
             f"The surrogate's model has {model.num_outputs} outputs but the tuner models "
@@ -215,8 +233,7 @@ def _model_batch(
     pending = torch.cat([pending, candidates_from(chosen, space.dim)])
     anchors = _anchors(problem, completed, data.X)
     out: list[Tensor] = []
-    surrogate = settings.surrogate
-    proposer, veto = surrogate.proposer(), surrogate.veto()
+    proposer, veto = fitted.proposer, fitted.veto
 
     def acquisition(m: Any) -> Any:
         return build_acquisition(m, problem, data.X, pending, ref, options.mc_samples, seed)
@@ -225,7 +242,7 @@ def _model_batch(
         acqf = acquisition(model)
         # The candidates: the optima of the proposer's acquisition (the fitted model's own by
         # default) and, under a veto, of the vetoing model's, whose best sets the bar
-        # (`tuner.Surrogate.veto`); the fitted model's acquisition ranks them all.
+        # (`tuner.Fitted.veto`); the fitted model's acquisition ranks them all.
         finders = [acqf if proposer is None else acquisition(proposer)]
         guard = None
         if veto is not None:
@@ -242,7 +259,7 @@ def _model_batch(
                 pool.append(candidate_pool(f, space, ics, options))
             x = best_candidate(torch.cat(pool), acqf, taken, guard)
             out.append(_accept(x, space, taken, seed + 7919 + j))
-    return out
+    return out, fitted
 
 
 def _posterior_mean(model: Any, X: Tensor) -> Tensor | None:

@@ -14,12 +14,12 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from botorch.models.model import Model
 
 import tuner.engine as tuner_engine
 from spaces import Space
 from tests.tuner.conftest import FAST, OBJECTIVES, evaluate, make_space, make_tuner, run
 from tuner import (
+    Fitted,
     FlatSurrogate,
     InvalidArgumentError,
     InvalidSpecError,
@@ -50,7 +50,7 @@ class RecordingSurrogate(Surrogate):
         self.inner = FlatSurrogate(fit_options={"maxiter": 25})
         self.seen: list[TrainingData] = []
 
-    def fit(self, data: TrainingData) -> Model:
+    def fit(self, data: TrainingData) -> Fitted:
         self.seen.append(data)
         return self.inner.fit(data)
 
@@ -204,7 +204,7 @@ def test_batches_with_pending_points_never_duplicate(space: Space) -> None:
 
 def test_custom_surrogate_with_wrong_outputs_is_rejected(space: Space) -> None:
     class OneOutput(Surrogate):
-        def fit(self, data: TrainingData) -> Model:
+        def fit(self, data: TrainingData) -> Fitted:
             return FlatSurrogate({"maxiter": 5}).fit(
                 TrainingData(data.X, data.Y[:, :1], data.outcome_names[:1], {}, data.space, 0)
             )
@@ -309,7 +309,7 @@ def test_pending_point_discounts_the_acquisition_there(space: Space) -> None:
     problem = Problem(OBJECTIVES)
     done = tuner.trials
     data = problem.training_data(space, done, seed=0)
-    model = FlatSurrogate({"maxiter": 15}).fit(data)
+    model = FlatSurrogate({"maxiter": 15}).fit(data).model
     ref = infer_reference(problem, done, None, 0.1)
     x = space.sample_unit(1, 123)
     with no_fused_kernel():
