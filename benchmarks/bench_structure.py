@@ -54,6 +54,7 @@ from benchmarks._structure_results import (
     merge_cells,
     summarize,
 )
+from benchmarks._surrogate_variants import VARIANT_OPTIONS, VariantSurrogate, split_variant_options
 from structure import (
     Edge,
     Knowledge,
@@ -65,7 +66,6 @@ from structure import (
 )
 from structure.params import param_nodes
 from structure.select import SelectConfig
-from benchmarks._surrogate_variants import VARIANT_OPTIONS, VariantSurrogate, split_variant_options
 from tuner import FlatSurrogate, SaasSurrogate, Tuner
 from tuner.options import TunerOptions
 

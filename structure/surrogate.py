@@ -69,7 +69,7 @@ from structure.trials import (
 from tuner.errors import InvalidArgumentError
 from tuner.kinds import SurrogateRequest, register_surrogate
 from tuner.options import TunerOptions
-from tuner.surrogate import FlatSurrogate, Fitted, Surrogate, TrainingData
+from tuner.surrogate import Fitted, FlatSurrogate, Surrogate, TrainingData
 from tuner.trial import metric_patterns
 
 if TYPE_CHECKING:

@@ -81,7 +81,8 @@ class StudySettings:
         warm_start_model: How the related studies' trials inform the model: ``"mtgp"`` (a
             multi-task GP, `tuner.warmstart.WarmStartSurrogate`) or ``"rgpe"`` (a
             ranking-weighted ensemble of per-study GPs, `tuner.rgpe.RGPESurrogate`). The
-            multi-task GP is the default by measurement (`benchmarks/bench_warmstart.py`).
+            multi-task GP is the default (measured in docs/studies.md, "Studies: define, run,
+            resume, export", the warm-start table).
         warm_start_queue: Best configurations of each related study (ranked as
             `studies.pareto.rank_pareto` ranks its trials) queued when the study is created
             (`studies.warmstart.queue_related`); 0 queues none.

@@ -86,9 +86,7 @@ def surrogate_kind(field: str, name: str, warm_start: bool = False) -> Surrogate
     return lookup(name, warm_start)
 
 
-def make_surrogate(
-    mode: str, settings: StudySettings, related: Sequence[Any] | None = None
-) -> Any:
+def make_surrogate(mode: str, settings: StudySettings, related: Sequence[Any] | None = None) -> Any:
     """A new surrogate of kind ``mode`` under ``settings``: their GP-fit cap, and the
     structured kind's knowledge, fixed structure and ignored metrics, the warm start's gate.
 

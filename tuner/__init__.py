@@ -22,7 +22,7 @@ from tuner.trial import Trial, TrialState, run_metric, split_run_metric
 if TYPE_CHECKING:
     from tuner.groups import GroupedSurrogate
     from tuner.problem import OutcomeConstraint, parse_constraint
-    from tuner.surrogate import FlatSurrogate, Fitted, SaasSurrogate, Surrogate, TrainingData
+    from tuner.surrogate import Fitted, FlatSurrogate, SaasSurrogate, Surrogate, TrainingData
     from tuner.tuner import Tuner
 
 #: Names whose modules import torch and BoTorch (about 1.5 s), loaded on first use, so that

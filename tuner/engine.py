@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from tuner.acquisition import build_acquisition, infer_reference, no_fused_kernel, pareto_mask
+from tuner.acquisition import build_acquisition, infer_reference, no_fused_kernel
 from tuner.candidates import (
     KeySet,
     best_candidate,
@@ -208,13 +208,12 @@ def _model_batch(
     seed: int,
 ) -> tuple[list[Tensor], Fitted]:
     """``q`` points from the acquisition function, greedily, each pending for the next (the
-    ``chosen`` points are pending too), and the fit they came from. BoTorch's fused qLogNEHVI kernel is neither compiled nor
-    used (`tuner.acquisition.no_fused_kernel`).
+    ``chosen`` points are pending too), and the fit they came from. BoTorch's fused qLogNEHVI
+    kernel is neither compiled nor used (`tuner.acquisition.no_fused_kernel`).
 
     BLAS runs single-threaded here: the fits and the acquisition optimization make many calls on
     tiny arrays (L-BFGS-B's vector updates, small Cholesky factors), where a multi-threaded
-    BLAS spends more time waking its threads than computing (2.6x the wall time of one
-    structure checkpoint on 2 cores with OpenBLAS's default of one thread per core).
+    BLAS spends more time waking its threads than computing (`tuner.threads.one_thread`).
     """
     space, problem, options = settings.space, settings.problem, settings.options
     data = problem.training_data(space, completed, seed)
@@ -231,7 +230,6 @@ def _model_batch(
     )
     pending = _pending(space, trials, options.max_failed_pending)
     pending = torch.cat([pending, candidates_from(chosen, space.dim)])
-    anchors = _anchors(problem, completed, data.X)
     out: list[Tensor] = []
     proposer, veto = fitted.proposer, fitted.veto
 
@@ -255,7 +253,7 @@ def _model_batch(
                     a.set_X_pending(torch.cat([pending, torch.stack(out)]))
             pool = []
             for f in finders:
-                ics = starting_points(f, space, anchors, options, seed + 1 + j)
+                ics = starting_points(f, space, options, seed + 1 + j)
                 pool.append(candidate_pool(f, space, ics, options))
             x = best_candidate(torch.cat(pool), acqf, taken, guard)
             out.append(_accept(x, space, taken, seed + 7919 + j))
@@ -278,15 +276,3 @@ def _pending(space: Space, trials: Sequence[Trial], max_failed: int) -> Tensor:
     failed = failed[len(failed) - max_failed :] if max_failed else []
     configs = live + failed
     return space.to_unit(configs) if configs else torch.empty(0, space.dim, dtype=torch.float64)
-
-
-def _anchors(problem: Problem, completed: Sequence[Trial], X: Tensor) -> Tensor:
-    """Inputs of the Pareto-optimal (feasible first) completed trials: ``a x d``."""
-    feasible = torch.tensor([problem.is_feasible(t) for t in completed], dtype=torch.bool)
-    if not bool(feasible.any()):
-        feasible = torch.ones(len(completed), dtype=torch.bool)
-    Y = torch.tensor(
-        [problem.outcomes(t)[: problem.n_objectives] for t in completed], dtype=torch.float64
-    )
-    idx = torch.nonzero(feasible).squeeze(-1)
-    return X[idx[pareto_mask(Y[idx])]]

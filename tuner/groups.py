@@ -41,7 +41,7 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
 from tuner.errors import InvalidArgumentError, SurrogateError
-from tuner.surrogate import CombinedModel, FlatSurrogate, Fitted, Surrogate, TrainingData
+from tuner.surrogate import CombinedModel, Fitted, FlatSurrogate, Surrogate, TrainingData
 from tuner.trial import run_group, split_run_metric
 
 __all__ = ["GroupAverage", "GroupedSurrogate", "run_groups"]

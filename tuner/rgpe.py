@@ -36,7 +36,7 @@ from linear_operator import to_linear_operator
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
-from tuner.surrogate import CombinedModel, FlatSurrogate, Fitted, Surrogate, TrainingData
+from tuner.surrogate import CombinedModel, Fitted, FlatSurrogate, Surrogate, TrainingData
 from tuner.warmstart import RelatedTask, check_related
 
 __all__ = ["MIN_TARGET", "RankWeightedEnsemble", "RGPESurrogate", "rank_weights"]
@@ -99,8 +99,12 @@ class RGPESurrogate(Surrogate):
     def _fit(self, data: TrainingData) -> Fitted:
         flat = FlatSurrogate(self.fit_options).fit(data).model
         if data.n < self.min_target or not self.related:
-            description = {"model": "FlatSurrogate(SingleTaskGP)", "n_train": data.n, "weights": {}}
-            return Fitted(flat, description=description)
+            flat_only: dict[str, Any] = {
+                "model": "FlatSurrogate(SingleTaskGP)",
+                "n_train": data.n,
+                "weights": {},
+            }
+            return Fitted(flat, description=flat_only)
         bases = self._base_models(data)
         g = torch.Generator().manual_seed(int(data.seed))
         samples = [_joint_samples(b, data.X, self.n_samples, g) for b in bases]

@@ -29,7 +29,7 @@ from tuner.errors import (
 )
 from tuner.options import TunerOptions
 from tuner.problem import OUTLIER_SPREAD, OutcomeConstraint, Problem
-from tuner.surrogate import FlatSurrogate, Fitted, Surrogate
+from tuner.surrogate import Fitted, FlatSurrogate, Surrogate
 from tuner.trial import Trial, TrialState
 
 if TYPE_CHECKING:

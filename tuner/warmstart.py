@@ -32,13 +32,12 @@ from typing import Any
 import torch
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import ModelListGP, MultiTaskGP
-from botorch.models.model import Model
 from botorch.models.transforms.outcome import Standardize
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
 from tuner.errors import SurrogateError
-from tuner.surrogate import FlatSurrogate, Fitted, Surrogate, TrainingData
+from tuner.surrogate import Fitted, FlatSurrogate, Surrogate, TrainingData
 
 __all__ = ["GATE", "MIN_TARGET", "RelatedTask", "WarmStartSurrogate", "check_related"]
 

@@ -11,7 +11,7 @@ import torch
 
 from spaces import Float, Space
 from structure import LearnConfig, StructuredSurrogate, learn_structure
-from structure.errors import StructureError, StructureLearningError
+from structure.errors import StructureLearningError
 from structure.runs import centre_by_group, run_rows, subsample_groups
 from structure.select import SelectConfig
 from tests.structure.synthetic import chain_table, runs_data, sum_sine_data

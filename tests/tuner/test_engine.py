@@ -280,20 +280,25 @@ def test_options_validation() -> None:
     for bad in (
         {"num_restarts": 0},
         {"raw_samples": 1, "num_restarts": 2},
-        {"local_fraction": 2},
+        {"ref_point_scale": "0.1"},
         {"fit_maxiter": 0},
         {"ref_point_scale": 0.0},
         {"max_failed_pending": -1},
         {"max_failed_pending": True},
         {"fit_maxiter": True},
-        {"local_fraction": "0.5"},
-        {"local_scale": None},
     ):
         with pytest.raises(InvalidSpecError):
             TunerOptions(**bad)
     assert TunerOptions.from_dict(FAST.to_dict()) == FAST
     with pytest.raises(InvalidSpecError, match="Unknown"):
         TunerOptions.from_dict({"maxiters": 3})
+    # options stored before `local_fraction` was removed: at today's value they load
+    old = {**FAST.to_dict(), "local_fraction": 0.0, "local_scale": 0.1}
+    assert TunerOptions.from_dict(old) == FAST
+    with pytest.raises(
+        InvalidSpecError, match=r"local_fraction was removed.*Drop 'local_fraction'"
+    ):
+        TunerOptions.from_dict({"local_fraction": 0.5})
 
 
 def test_objectives_property_is_a_copy(space: Space) -> None:
