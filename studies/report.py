@@ -5,23 +5,39 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from studies.errors import StudyError
 from studies.quiet import numerical_warnings_to_log
 from tuner.trial import TrialState
 
-if TYPE_CHECKING:
-    from studies.study import Study
-
-__all__ = ["fit_structure", "structure_report"]
+__all__ = ["StudyParts", "fit_structure", "structure_report"]
 
 
-def structure_report(study: Study, png: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+class StudyParts(Protocol):
+    """What `structure_report` reads of a study (a `studies.Study` has all of it)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def space(self) -> Any: ...
+    @property
+    def problem(self) -> Any: ...
+    @property
+    def settings(self) -> Any: ...
+    @property
+    def trials(self) -> Sequence[Any]: ...
+    @property
+    def seed(self) -> int: ...
+
+
+def structure_report(
+    study: StudyParts, png: str | os.PathLike[str] | None = None
+) -> dict[str, Any]:
     """Fit the structured surrogate on a study's completed trials and describe what it learned.
 
     Args:
-        study: The study.
+        study: The study (a `studies.Study`, or anything with its parts, `StudyParts`).
         png: Where to draw the learned DAG with its edge strengths (skipped when None, or when
             there is no structure yet: fewer than `StructuredConfig.min_trials` completed
             trials, or no tracking metrics).

@@ -110,6 +110,15 @@ class StudySettings:
     warm_start_gate: float = -1.64
 
     def __post_init__(self) -> None:
+        self._check_model_inputs()
+        self._check_kinds()
+        self._check_run_times()
+        self._check_counts()
+        self._check_tuner_options()
+
+    def _check_model_inputs(self) -> None:
+        """Normalize and check what the surrogate reads besides the trials: the related
+        studies, the knowledge or fixed structure, the ignored metrics."""
         from studies.warmstart import check_entries
 
         object.__setattr__(self, "warm_start", check_entries(self.warm_start))
@@ -136,23 +145,21 @@ class StudySettings:
         except InvalidArgumentError as err:
             raise StudySettingsError(str(err)) from None
         object.__setattr__(self, "ignore_metrics", patterns)
+
+    def _check_kinds(self) -> None:
+        """The surrogate and warm-start kinds (`tuner.kinds`) and the warm start's numbers."""
         if self.surrogate != AUTO:
             check_kind("surrogate", self.surrogate)
         check_kind("warm_start_model", self.warm_start_model, warm_start=True)
-        if (
-            isinstance(self.warm_start_queue, bool)
-            or not isinstance(self.warm_start_queue, int)
-            or self.warm_start_queue < 0
-        ):
-            raise StudySettingsError(
-                "StudySettings.warm_start_queue must be an int >= 0 (0: queue nothing), got "
-                f"{self.warm_start_queue!r}."
-            )
+        _check_count("warm_start_queue", self.warm_start_queue, " (0: queue nothing)")
         gate = self.warm_start_gate
         if isinstance(gate, bool) or not isinstance(gate, int | float) or not math.isfinite(gate):
             raise StudySettingsError(
                 f"StudySettings.warm_start_gate must be a finite number, got {gate!r}."
             )
+
+    def _check_run_times(self) -> None:
+        """Heartbeats, the grace period, and the reaping of dead local workers."""
         for name in ("heartbeat_interval", "grace_period"):
             value = getattr(self, name)
             if (
@@ -174,6 +181,9 @@ class StudySettings:
                 "StudySettings.reap_dead_local_workers must be True or False, got "
                 f"{self.reap_dead_local_workers!r}."
             )
+
+    def _check_counts(self) -> None:
+        """The initial design's size and the fail-fast count."""
         if self.n_initial is not None and (
             isinstance(self.n_initial, bool)
             or not isinstance(self.n_initial, int)
@@ -183,15 +193,10 @@ class StudySettings:
                 "StudySettings.n_initial must be None (the tuner's default) or an int >= 0, got "
                 f"{self.n_initial!r}."
             )
-        if (
-            isinstance(self.max_repeated_failures, bool)
-            or not isinstance(self.max_repeated_failures, int)
-            or self.max_repeated_failures < 0
-        ):
-            raise StudySettingsError(
-                "StudySettings.max_repeated_failures must be an int >= 0 (0: never stop), got "
-                f"{self.max_repeated_failures!r}."
-            )
+        _check_count("max_repeated_failures", self.max_repeated_failures, " (0: never stop)")
+
+    def _check_tuner_options(self) -> None:
+        """`tuner_options` as a plain dict that makes valid `TunerOptions`."""
         if not isinstance(self.tuner_options, Mapping) or not all(
             isinstance(k, str) for k in self.tuner_options
         ):
@@ -233,6 +238,18 @@ class StudySettings:
             raise StudySettingsError(f"Stored StudySettings must be a dict, got {d!r}.")
         known = {f.name for f in fields(cls)}
         return cls(**{**LEGACY, **{k: v for k, v in d.items() if k in known}})
+
+
+def _check_count(name: str, value: Any, meaning_of_zero: str) -> None:
+    """Refuse a `StudySettings` field ``name`` that is not an int ``>= 0``.
+
+    Raises:
+        StudySettingsError: Naming the field, what 0 means and the value.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise StudySettingsError(
+            f"StudySettings.{name} must be an int >= 0{meaning_of_zero}, got {value!r}."
+        )
 
 
 def _knowledge_dict(value: Any) -> dict[str, Any] | None:
