@@ -151,7 +151,7 @@ def run_structure(name: str, arm: str, seed: int, trials: int) -> dict[str, Any]
         tuner.tell(trial.id, values, metrics=metrics)
         clean = problem.evaluate(trial.config, None)[0] if problem.noisy else values
         Y.append(problem.maximized(clean))
-        info = surrogate.describe() if hasattr(surrogate, "describe") else {}
+        info = tuner.last_fit.description if tuner.last_fit is not None else {}
         models.append(info.get("model", "flat"))
     hv = [hypervolume(np.array(Y[:n]), problem.ref) for n in range(1, trials + 1)]
     return {
@@ -227,7 +227,8 @@ def run_warm(pair: str, arm: str, seed: int, trials: int) -> dict[str, Any]:
         stats = _optimize(study, trials)
         values = _study_values(p.target, study)
         tuner = next(iter(study._tuners.values()), None)
-        last = tuner.surrogate.describe() if tuner is not None else {}
+        fitted = tuner.last_fit if tuner is not None else None
+        last = dict(fitted.description) if fitted is not None else {}
     ok = [v for v in values if v is not None]
     hv = [
         hypervolume(np.array([v for v in values[:n] if v]), p.target.ref)

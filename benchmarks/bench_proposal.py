@@ -95,8 +95,8 @@ def replay(
             start = time.process_time()
             tuner.ask(1)
             out[label]["cpu_s"].append(round(time.process_time() - start, 4))
-            describe = getattr(surrogates[label], "describe", None)
-            out[label]["model"].append(describe().get("model", "") if describe else "flat")
+            fitted = tuner.last_fit
+            out[label]["model"].append(fitted.description.get("model", "") if fitted else "")
     return out
 
 

@@ -19,7 +19,8 @@ true DAG, model selection off: the BOFN-style GP network), ``hand`` (the same on
 hand-written structure, `Problem.hand_edges`, where it has one), ``guided`` (``learned`` told the
 hand-written structure's metric -> objective edges as required `Knowledge`: what a user knows
 about which metrics the objectives read; the rest is learned), ``runs`` (``learned`` from one
-row per run, `structure.StructuredConfig.rows`, on the problems whose trials report their runs),
+row per run, as the library reads them, on the problems whose trials report their runs; the
+other learning methods read one row per trial, `benchmarks._surrogate_variants`),
 ``known`` (``learned`` told the problem's candidate edges, `Problem.knowledge`: a rule's prior
 -> its counters), ``runs_known`` (both), ``saas`` (`tuner.SaasSurrogate`), ``ax`` (Ax 1.x
 ``Client`` default generation strategy, peer). Recorded per trial: dominated hypervolume of the observed objectives
@@ -53,6 +54,7 @@ from benchmarks._structure_results import (
     merge_cells,
     summarize,
 )
+from benchmarks._surrogate_variants import VARIANT_OPTIONS, VariantSurrogate, split_variant_options
 from structure import (
     Edge,
     Knowledge,
@@ -138,15 +140,14 @@ def make_surrogate(
     ignore = problem.ignore_metrics
     if method in LEARNED:
         rows = "runs" if method in ("runs", "runs_known") else "trials"
-        config = StructuredConfig(
-            learn=learn, network=network, ignore_metrics=ignore, rows=rows, **(overrides or {})
-        )
+        fields, variant = split_variant_options(overrides or {})
+        config = StructuredConfig(learn=learn, network=network, ignore_metrics=ignore, **fields)
         knowledge = None
         if method == "guided":
             knowledge = Knowledge(required=objective_inputs(problem))
         elif method in ("known", "runs_known"):
             knowledge = problem.knowledge
-        return StructuredSurrogate(knowledge, config=config, flat=flat)
+        return VariantSurrogate(knowledge, config=config, flat=flat, rows=rows, **variant)
     config = StructuredConfig(
         selection=False, min_trials=4, learn=learn, network=network, ignore_metrics=ignore
     )
@@ -187,17 +188,20 @@ def run_tuner(
         Y.append(problem.maximized(values))
         if problem.noisy:
             Y_true.append(problem.maximized(problem.evaluate(trial.config, None)[0]))
-        models.append(
-            surrogate.describe().get("model", "sobol") if hasattr(surrogate, "describe") else ""
-        )
+        models.append(_description(tuner).get("model", "sobol"))
     return {
         "Y": Y, "times": times, "cpu_times": cpu, "models": models,
-        "final_describe": _compact(surrogate), **({"Y_true": Y_true} if Y_true else {}),
+        "final_describe": _compact(tuner), **({"Y_true": Y_true} if Y_true else {}),
     }  # fmt: skip
 
 
-def _compact(surrogate: Any) -> dict[str, Any]:
-    info = surrogate.describe() if hasattr(surrogate, "describe") else {}
+def _description(tuner: Tuner) -> dict[str, Any]:
+    """The description of the tuner's latest fit (`tuner.Tuner.last_fit`); {} before one."""
+    return dict(tuner.last_fit.description) if tuner.last_fit is not None else {}
+
+
+def _compact(tuner: Tuner) -> dict[str, Any]:
+    info = _description(tuner)
     return {k: info.get(k) for k in ("model", "reason", "scores", "edges") if k in info}
 
 
@@ -502,9 +506,10 @@ def _method(spec: str) -> tuple[str, str]:
 
 def _config_overrides(pairs: list[str], cls: type = StructuredConfig) -> dict[str, Any]:
     """``["tolerance=2", ...]`` -> ``{"tolerance": 2.0}``, checked against the int, float and
-    bool fields of `cls` (`StructuredConfig` or `NetworkConfig`; an optional number such as
-    ``veto`` takes a number or ``none``)."""
-    hints = get_type_hints(cls).items()
+    bool fields of `cls` (`StructuredConfig`, with `VariantSurrogate`'s ``flat_proposes``, or
+    `NetworkConfig`; an optional number such as ``veto`` takes a number or ``none``)."""
+    extra = {"flat_proposes": bool} if cls is StructuredConfig else {}
+    hints = {**get_type_hints(cls), **extra}.items()
     optional = {n for n, t in hints if t == float | None}
     types = {n: float if n in optional else t for n, t in hints}
     types = {n: t for n, t in types.items() if t in (int, float, bool)}
@@ -526,7 +531,7 @@ def _config_overrides(pairs: list[str], cls: type = StructuredConfig) -> dict[st
         except ValueError:
             raise SystemExit(f"{cls.__name__}.{name} needs a number, got {value!r}.") from None
         out[name] = types[name](number)
-    cls(**out)  # its own checks (e.g. tolerance >= 0)
+    cls(**{k: v for k, v in out.items() if k not in VARIANT_OPTIONS})  # its own checks
     return out
 
 

@@ -35,7 +35,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import tempfile
@@ -236,12 +235,16 @@ def _surrogate(name: str) -> Any:
     from tuner.groups import GroupedSurrogate
 
     settings = StudySettings(ignore_metrics=unmodeled_metrics())
+    if name == "flat":
+        return None
     if name == "grouped_independent":  # the grouped surrogate without shared evidence
         return GroupedSurrogate("independent", {"maxiter": settings.options().fit_maxiter})
     if name == "structured_trials":  # as the main job runs it: its trials report no runs
-        surrogate = make_surrogate("structured", settings)
-        surrogate.config = dataclasses.replace(surrogate.config, rows="trials")
-        return surrogate
+        from benchmarks._surrogate_variants import VariantSurrogate
+        from structure import StructuredConfig
+
+        config = StructuredConfig(ignore_metrics=settings.ignore_metrics)
+        return VariantSurrogate(config=config, rows="trials")
     return make_surrogate(name, settings)
 
 
@@ -289,7 +292,8 @@ def surrogates(names: list[str], tuner_seed: int, trials: int, steps: int) -> di
             (trial,) = tuner.ask(1)
             walls.append(time.perf_counter() - t0)
             cpus.append(time.process_time() - c0)
-            used.append(str((surrogate.describe() if surrogate else {}).get("model", "flat")))
+            fitted = tuner.last_fit if surrogate is not None else None
+            used.append(str((fitted.description if fitted else {}).get("model", "flat")))
             key = json.dumps(trial.config, sort_keys=True, default=str)
             res = seen.get(key) or evaluate_rewrite(trial.config, context)
             seen[key] = res
@@ -383,14 +387,16 @@ def main() -> None:
 
 def _check_spaces(spaces: list[str]) -> None:
     """Refuse a ``--priors`` entry that is not ``PRIORS[:SURROGATE]`` before any study runs."""
-    from studies.settings import SURROGATES
+    import structure  # noqa: F401 - registers the structured kind
+    from tuner.kinds import surrogate_kinds
 
+    kinds = ("auto", *surrogate_kinds())
     for space in spaces:
         priors, _, surrogate = space.partition(":")
-        if priors not in ("family", "rules") or (surrogate and surrogate not in SURROGATES):
+        if priors not in ("family", "rules") or (surrogate and surrogate not in kinds):
             raise SystemExit(
                 f"--priors takes PRIORS[:SURROGATE] entries with PRIORS family or rules and "
-                f"SURROGATE one of {SURROGATES}, got {space!r}; e.g. --priors family,family:flat."
+                f"SURROGATE one of {kinds}, got {space!r}; e.g. --priors family,family:flat."
             )
 
 

@@ -545,7 +545,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     global TUNER_OPTIONS  # noqa: PLW0603 - one run, one set of options
-    TUNER_OPTIONS = TunerOptions(**args.tuner_options)
+    TUNER_OPTIONS = TunerOptions.from_dict(args.tuner_options)
     if args.summarize is not None:
         write_all(args.name, args, [r for f in args.summarize for r in read_records(f)])
         return

@@ -167,7 +167,8 @@ def run_synthetic(
     values = [[t.values["f1"], t.values["f2"]] if t.values else None for t in ordered]
     hv = [round(hypervolume(values[:n]), 5) for n in range(1, trials + 1)]
     tuner = next(iter(study._tuners.values()), None)
-    last = tuner.surrogate.describe() if tuner is not None else {}
+    fitted = tuner.last_fit if tuner is not None else None
+    last = dict(fitted.description) if fitted is not None else {}
     print(
         f"  {name:22s} hv@5 {hv[min(4, trials - 1)]:.4f} @10 {hv[min(9, trials - 1)]:.4f} "
         f"@{trials} {hv[-1]:.4f}  "
@@ -337,8 +338,8 @@ def run_arm(arm: str, seed: int, trials: int, source: str, tmp: Path) -> dict[st
         [t.values["anytime_hv"], t.values["final_hv"]] if t.values else None
         for t in sorted(study.trials, key=lambda t: t.number)
     ]
-    surrogate = next(iter(study._tuners.values())).surrogate if study._tuners else None
-    described = surrogate.describe() if surrogate is not None else {}
+    fitted = next(iter(study._tuners.values())).last_fit if study._tuners else None
+    described = dict(fitted.description) if fitted is not None else {}
     print(
         f"  {arm} seed {seed}: best anytime_hv {max(v[0] for v in values if v):.3f}, "
         f"{time.perf_counter() - t0:.0f} s ({stats.summary()})",

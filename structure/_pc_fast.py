@@ -7,8 +7,8 @@ edge, and its orientation phase deep-copies the graph and scans the knowledge's 
 every query, which costs far more than the cached p-values. `pc_graph` returns the same graph
 matrix from an index adjacency matrix, the p-values of one depth computed together, and plain
 lists for the orientation; ``tests/structure/test_pc_fast.py`` checks it against causal-learn.
-Most of its time is the skeleton's enumeration of conditioning sets (~1000 distinct tests per
-run); the orientation is ~10%. Timings against causal-learn: benchmarks/README.md,
+Most of its time is the skeleton's enumeration of conditioning sets; the orientation is a small
+part. Timings against causal-learn: docs/structure.md and benchmarks/README.md,
 "bench_structure: proposal time".
 
 What is replicated, and why each matters for the result:
@@ -101,9 +101,8 @@ def pc_graph(data: np.ndarray, alpha: float, forbidden: np.ndarray) -> np.ndarra
     """causal-learn's ``pc(data, alpha, fisher-z, background_knowledge=bk).G.graph`` (stable,
     ``uc_rule=0``, ``uc_priority=2``) for knowledge that forbids edges and requires none.
 
-    15x faster than causal-learn on the trials tables of `structure.pc` (figures:
-    benchmarks/README.md, "bench_structure: proposal time"; the module docstring says what is
-    replicated).
+    The same graph, computed faster (figures: benchmarks/README.md, "bench_structure: proposal
+    time"; the module docstring says what is replicated).
 
     Args:
         data: ``n x c``-dim data.

@@ -222,9 +222,8 @@ def outcome_transforms(names: Collection[str], Y: np.ndarray) -> dict[str, str]:
     time-like and count-like outcomes (by name, as for metrics) whose values all have one sign;
     the structured surrogate models them in log space. A search time is a sum and product of
     its causes (steps, costs per step), closer to additive in logs, and a node GP on raw
-    seconds reverts to its mean where the acquisition extrapolates to longer searches: on the
-    search-shaped benchmark the network on the true DAG then proposed 7-12 s searches it
-    predicted under 5 s. Other outcomes keep their units.
+    seconds reverts to its mean where the acquisition extrapolates to longer searches, so the
+    network proposes long searches it predicts short. Other outcomes keep their units.
 
     Args:
         names: The ``m`` outcome names.

@@ -36,7 +36,7 @@ import numpy as np
 
 from structure.dag import Edge, Knowledge, Structure
 from structure.errors import KnowledgeError, StructureLearningError
-from structure.pc import TIER_RANK, bootstrap_pc, make_table, orient, pc_metrics
+from structure.pc import TIER_RANK, Table, bootstrap_pc, make_table, orient, pc_metrics
 from structure.runs import RunTable, subsample_groups
 from structure.select import SelectConfig, Selection, select_parents
 
@@ -160,62 +160,34 @@ def learn_structure(
         KnowledgeError: Knowledge names an unknown node or breaks the tier rules.
     """
     config = config or LearnConfig()
-    knowledge = knowledge or Knowledge()
-    table = make_table(params, metrics, objectives)
-    n = table.data.shape[0]
-    if n < config.min_rows or not objectives:
-        raise StructureLearningError(
-            f"Structure learning needs at least {config.min_rows} trials and one objective, got "
-            f"n={n} trials and objectives {list(objectives)}."
-        )
-    if runs is not None:
-        names = [list(params), list(metrics), list(objectives)]
-        if [list(runs.params), list(runs.metrics), list(runs.objectives)] != names:
-            raise StructureLearningError(
-                "The run rows must hold the trials' nodes, in their order: parameters, metrics "
-                f"and objectives {names}, but got {list(runs.params)}, {list(runs.metrics)} and "
-                f"{list(runs.objectives)}."
-            )
-        table = make_table(runs.params, runs.metrics, runs.objectives)
-    knowledge = _known_candidates(knowledge, table.tier)
+    table, n = _tables(params, metrics, objectives, runs, config)
+    knowledge = _known_candidates(knowledge or Knowledge(), table.tier)
     check_knowledge(knowledge, table.tier)
     protected = {f.node for f in knowledge.formulas} | {
         i for f in knowledge.formulas for i in f.inputs
     }
     protected |= {n for pair in knowledge.required for n in pair} | set(outputs)
-    forbidden_nodes = {n for pair in knowledge.forbidden for n in pair}
-    tested = pc_metrics(table, [*metrics], protected | forbidden_nodes, config.pc_metrics)
-    adj, votes = bootstrap_pc(
-        table, knowledge, config.alpha, config.bootstrap, seed, tested, config.select is None,
-        None if runs is None else runs.groups,
-    )  # fmt: skip
-    edges = orient(table, adj, votes, knowledge, config.stability)
-    edges = _add_knowledge(edges, knowledge, table.tier)
-    edges = _cap_in_degree(edges, config.max_parents)
+    edges = _pc_edges(table, knowledge, [*metrics], protected, config, seed, runs)
     exact = {f.node for f in knowledge.formulas if not f.residual}
     selected: set[str] = set()
     if config.select is not None:
         trials = _Rows(params, metrics, objectives)
-        run_rows = None
-        if runs is not None:
-            rows = subsample_groups(runs.groups, config.select_rows, seed)
-            run_rows = _Rows(
-                *({k: np.asarray(v)[rows] for k, v in part.items()} for part in runs[:3])
-            )
+        run_rows = None if runs is None else _run_rows(runs, config.select_rows, seed)
         edges, selected = _select(trials, edges, knowledge, config, hints or {}, run_rows)
     forbidden = set(knowledge.forbidden)
     # An objective whose parents selection chose has weighed every parameter already.
     edges = _prune_and_repair(
         edges, [*params], [*metrics], [*objectives], protected, exact | selected, forbidden
     )
+    free = exact | selected  # nodes whose parents are set: no direct edges added
     if config.all_param_parents:
         used = {n for key in edges for n in key} | (set(outputs) & set(metrics))
         for m in metrics:
-            if m in used and m not in exact and m not in selected:
+            if m in used and m not in free:
                 edges.update(_param_edges(params, m, edges, forbidden, "direct"))
     if config.direct_edges:
         for o in objectives:
-            if o not in exact and o not in selected:
+            if o not in free:
                 edges.update(_param_edges(params, o, edges, forbidden, "direct"))
     return Structure(
         params=tuple(params),
@@ -226,6 +198,62 @@ def learn_structure(
         transforms={k: v for k, v in (transforms or {}).items() if k in table.tier},
         n_trials=n,
     )
+
+
+def _tables(
+    params: Mapping[str, np.ndarray],
+    metrics: Mapping[str, np.ndarray],
+    objectives: Mapping[str, np.ndarray],
+    runs: RunTable | None,
+    config: LearnConfig,
+) -> tuple[Table, int]:
+    """The table PC reads (the run rows where given, else the trials) and the number of
+    trials, after checking both (see `learn_structure`'s Raises)."""
+    table = make_table(params, metrics, objectives)
+    n = table.data.shape[0]
+    if n < config.min_rows or not objectives:
+        raise StructureLearningError(
+            f"Structure learning needs at least {config.min_rows} trials and one objective, got "
+            f"n={n} trials and objectives {list(objectives)}."
+        )
+    if runs is None:
+        return table, n
+    names = [list(params), list(metrics), list(objectives)]
+    if [list(runs.params), list(runs.metrics), list(runs.objectives)] != names:
+        raise StructureLearningError(
+            "The run rows must hold the trials' nodes, in their order: parameters, metrics "
+            f"and objectives {names}, but got {list(runs.params)}, {list(runs.metrics)} and "
+            f"{list(runs.objectives)}."
+        )
+    return make_table(runs.params, runs.metrics, runs.objectives), n
+
+
+def _pc_edges(
+    table: Table,
+    knowledge: Knowledge,
+    metrics: Sequence[str],
+    protected: set[str],
+    config: LearnConfig,
+    seed: int,
+    runs: RunTable | None,
+) -> dict[tuple[str, str], Edge]:
+    """The edges bootstrapped PC finds on ``table``, oriented, with the knowledge's edges added
+    and each node's in-degree capped."""
+    forbidden_nodes = {n for pair in knowledge.forbidden for n in pair}
+    tested = pc_metrics(table, metrics, protected | forbidden_nodes, config.pc_metrics)
+    adj, votes = bootstrap_pc(
+        table, knowledge, config.alpha, config.bootstrap, seed, tested, config.select is None,
+        None if runs is None else runs.groups,
+    )  # fmt: skip
+    edges = orient(table, adj, votes, knowledge, config.stability)
+    edges = _add_knowledge(edges, knowledge, table.tier)
+    return _cap_in_degree(edges, config.max_parents)
+
+
+def _run_rows(runs: RunTable, select_rows: int, seed: int) -> _Rows:
+    """At most ``select_rows`` of the run rows, spread over the trials (`subsample_groups`)."""
+    rows = subsample_groups(runs.groups, select_rows, seed)
+    return _Rows(*({k: np.asarray(v)[rows] for k, v in part.items()} for part in runs[:3]))
 
 
 class _Rows(NamedTuple):
@@ -262,7 +290,6 @@ def _select(
     """
     assert config.select is not None
     params, metrics, objectives = trials
-    values, inputs = {**metrics, **objectives}, {**params, **metrics}
     formula_nodes = {f.node for f in knowledge.formulas}
     out = dict(edges)
     graph = nx.DiGraph(list(out))
@@ -276,51 +303,11 @@ def _select(
         node = queue.pop(0)
         if node in chosen or node in formula_nodes:
             continue
-        below = nx.descendants(graph, node) | {node}
-        required = [s for s, t in knowledge.required if t == node]
-        allowed = [p for p in params if (p, node) not in knowledge.forbidden]
-        for m in metrics:
-            ok = m not in below and m not in unpredictable and not _later(m, node, knowledge)
-            if m in required or (ok and (m, node) not in knowledge.forbidden):
-                allowed.append(m)
-        prefer = [s for (s, t), e in out.items() if t == node and e.origin == "learned"]
-        candidate = [s for s, t in knowledge.candidates if t == node]
-        prefer = [s for s in dict.fromkeys([*candidate, *prefer]) if s in allowed]
-        sparse = config.select.sparse_metrics and node in metrics
-        hinted = [*candidate, *hints.get(node, ())] if sparse else []
-        base = [p for p in params if p in allowed]
-        run_metrics: dict[str, float] = {}
-        if runs is not None and node in objectives:
-            sel, run_metrics = _objective_on_runs(
-                node, trials, runs, allowed, base, required, prefer, config.select
-            )
-        else:
-            sel = select_parents(
-                np.asarray(values[node], dtype=np.float64),
-                {a: inputs[a] for a in allowed},
-                base=base,
-                required=required,
-                prefer=prefer,
-                config=config.select,
-                hints=list(dict.fromkeys(h for h in hinted if h in allowed)),
-                sparse=sparse,
-            )
-        for key in [k for k, e in out.items() if k[1] == node and e.origin != "required"]:
-            del out[key]
-            graph.remove_edge(*key)
-        # A base input kept without a gain of its own (selection did not test it:
-        # `SelectConfig.keep_base`) is a direct edge, as the base set's are; a metric the runs
-        # chose is learned, with its strength there.
-        for parent in sel.parents:
-            if (parent, node) not in out:
-                if parent in run_metrics:
-                    edge = Edge(parent, node, run_metrics[parent], "learned")
-                elif sel.used_base or parent not in sel.gains:
-                    edge = Edge(parent, node, 0.0, "direct")
-                else:
-                    edge = Edge(parent, node, sel.strength(parent), "learned")
-                out[(parent, node)] = edge
-                graph.add_edge(parent, node)
+        excluded = nx.descendants(graph, node) | {node} | unpredictable
+        sel, run_metrics = _choose_parents(
+            node, trials, out, excluded, knowledge, config.select, hints, runs
+        )
+        _set_parents(out, graph, node, sel, run_metrics)
         chosen[node] = sel.parents
         if not config.select.recurse:
             continue
@@ -335,6 +322,77 @@ def _select(
                 depth[p] = min(depth.get(p, depth[node] + 1), depth[node] + 1)
                 queue.append(p)
     return out, set(chosen)
+
+
+def _choose_parents(
+    node: str,
+    trials: _Rows,
+    edges: Mapping[tuple[str, str], Edge],
+    excluded: set[str],
+    knowledge: Knowledge,
+    select: SelectConfig,
+    hints: Mapping[str, Sequence[str]],
+    runs: _Rows | None,
+) -> tuple[Selection, dict[str, float]]:
+    """``node``'s selected parents (see `_select`) among every allowed parameter and every
+    metric not in ``excluded`` (its descendants, itself, the unpredictable metrics), and the
+    strengths of the metrics the runs chose (empty without run rows)."""
+    params, metrics, objectives = trials
+    required = [s for s, t in knowledge.required if t == node]
+    allowed = [p for p in params if (p, node) not in knowledge.forbidden]
+    for m in metrics:
+        ok = m not in excluded and not _later(m, node, knowledge)
+        if m in required or (ok and (m, node) not in knowledge.forbidden):
+            allowed.append(m)
+    prefer = [s for (s, t), e in edges.items() if t == node and e.origin == "learned"]
+    candidate = [s for s, t in knowledge.candidates if t == node]
+    prefer = [s for s in dict.fromkeys([*candidate, *prefer]) if s in allowed]
+    sparse = select.sparse_metrics and node in metrics
+    hinted = [*candidate, *hints.get(node, ())] if sparse else []
+    base = [p for p in params if p in allowed]
+    if runs is not None and node in objectives:
+        return _objective_on_runs(node, trials, runs, allowed, base, required, prefer, select)
+    values, inputs = {**metrics, **objectives}, {**params, **metrics}
+    sel = select_parents(
+        np.asarray(values[node], dtype=np.float64),
+        {a: inputs[a] for a in allowed},
+        base=base,
+        required=required,
+        prefer=prefer,
+        config=select,
+        hints=list(dict.fromkeys(h for h in hinted if h in allowed)),
+        sparse=sparse,
+    )
+    return sel, {}
+
+
+def _set_parents(
+    edges: dict[tuple[str, str], Edge],
+    graph: nx.DiGraph,
+    node: str,
+    sel: Selection,
+    run_metrics: Mapping[str, float],
+) -> None:
+    """Replace ``node``'s edges (but the required) in ``edges`` and ``graph`` by edges from the
+    selected parents.
+
+    A base input kept without a gain of its own (selection did not test it:
+    `SelectConfig.keep_base`) is a direct edge, as the base set's are; a metric the runs chose
+    is learned, with its strength there.
+    """
+    for key in [k for k, e in edges.items() if k[1] == node and e.origin != "required"]:
+        del edges[key]
+        graph.remove_edge(*key)
+    for parent in sel.parents:
+        if (parent, node) not in edges:
+            if parent in run_metrics:
+                edge = Edge(parent, node, run_metrics[parent], "learned")
+            elif sel.used_base or parent not in sel.gains:
+                edge = Edge(parent, node, 0.0, "direct")
+            else:
+                edge = Edge(parent, node, sel.strength(parent), "learned")
+            edges[(parent, node)] = edge
+            graph.add_edge(parent, node)
 
 
 def _objective_on_runs(

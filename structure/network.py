@@ -506,7 +506,14 @@ def fit_gp_network(
             train_X = _node_inputs(structure, spec, X, values)
             bounds = _bounds(train_X, len(spec.columns))
             state = None if hyperparameters is None else hyperparameters.get(spec.name)
-            gps[spec.name] = _fit_gp(train_X, target, bounds, config, state)
+            gps[spec.name] = _fit_gp(
+                train_X,
+                target,
+                bounds,
+                state,
+                fit_options=config.fit_options,
+                linear_mean=config.linear_mean,
+            )
     model = GPNetwork(structure, specs, gps, outputs, config, seed)
     model.eval()
     return model

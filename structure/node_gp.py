@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -28,9 +28,6 @@ from structure.dag import Structure, to_raw
 from structure.errors import StructureError
 from structure.gp import MIN_LENGTHSCALE, MIN_NOISE, map_hyperparameters
 from structure.paths import rbf_kernel
-
-if TYPE_CHECKING:
-    from structure.network import NetworkConfig
 
 _DEFAULT_MAXITER = 15000  # `fit_gpytorch_mll`'s L-BFGS-B default
 
@@ -120,34 +117,39 @@ def _fit_gp(
     train_X: Tensor,
     y: Tensor,
     bounds: Tensor,
-    config: NetworkConfig,
     state: Mapping[str, Tensor] | None,
+    *,
+    fit_options: Mapping[str, Any] | None = None,
+    linear_mean: bool = False,
 ) -> SingleTaskGP:
+    """A node's GP on ``train_X`` (``n x k``) and ``y`` (``n``): the hyper-parameters from
+    ``state`` where given, else fitted (`fit_options`: the L-BFGS-B options; `linear_mean`: a
+    linear mean function of the normalized inputs; `structure.network.NetworkConfig`'s)."""
     gp = SingleTaskGP(
         train_X,
         y.unsqueeze(-1),
         input_transform=Normalize(train_X.shape[-1], bounds=bounds),
         outcome_transform=Standardize(1),
-        mean_module=LinearMean(train_X.shape[-1]) if config.linear_mean else None,
+        mean_module=LinearMean(train_X.shape[-1]) if linear_mean else None,
     )
     if state is not None:
         gp.load_state_dict(dict(state), strict=False)
-    elif config.linear_mean:
+    elif linear_mean:
         mll = ExactMarginalLogLikelihood(gp.likelihood, gp)
-        options = {"options": dict(config.fit_options)} if config.fit_options else None
+        options = {"options": dict(fit_options)} if fit_options else None
         fit_gpytorch_mll(mll, optimizer_kwargs=options)
     else:
-        _fit_map(gp, (train_X - bounds[0]) / (bounds[1] - bounds[0]), config)
+        _fit_map(gp, (train_X - bounds[0]) / (bounds[1] - bounds[0]), fit_options)
     gp.eval()
     return gp
 
 
-def _fit_map(gp: SingleTaskGP, X_unit: Tensor, config: NetworkConfig) -> None:
+def _fit_map(gp: SingleTaskGP, X_unit: Tensor, fit_options: Mapping[str, Any] | None) -> None:
     """Set `gp`'s hyper-parameters to their MAP estimate under its own priors, solved by
     `structure.gp.map_hyperparameters` on the normalized inputs and standardized targets (the
     same problem `fit_gpytorch_mll` solves, at a tenth of the cost for the network's small
     node GPs; measured in benchmarks/README.md, "bench_structure: proposal time")."""
-    options = dict(config.fit_options or {})
+    options = dict(fit_options or {})
     maxiter = int(options.get("maxiter", _DEFAULT_MAXITER))
     X = X_unit.detach().numpy()
     y = gp.train_targets.detach().numpy()

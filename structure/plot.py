@@ -28,7 +28,7 @@ def draw_structure(
     Nodes without any edge are left out. Within-metric edges bend so they stay visible.
 
     Args:
-        structure: A `Structure`, or its dict (`Structure.to_dict`, e.g. from `describe()`).
+        structure: A `Structure`, or its dict (`Structure.to_dict`, e.g. a fit's description's).
         path: Where to write the PNG (written atomically).
         note: A second title line, e.g. which surrogate is in use (`explain`'s first line).
 
@@ -197,11 +197,11 @@ def _layout(structure: Structure, graph: Any) -> dict[str, tuple[float, float]]:
 
 
 def explain(description: Mapping[str, Any]) -> str:
-    """Say which surrogate is in use and why, from a surrogate's `describe()` dict.
+    """Say which surrogate is in use and why, from the description of a fit.
 
     Args:
-        description: `StructuredSurrogate.describe()` (other surrogates' dicts are shown
-            briefly).
+        description: `tuner.Fitted.description` of a `StructuredSurrogate`'s fit (other
+            surrogates' descriptions are shown briefly); empty where nothing was fitted.
 
     Returns:
         A few lines of plain text.
@@ -245,8 +245,4 @@ def explain(description: Mapping[str, Any]) -> str:
         lines.append(
             "Edges (strength): " + ", ".join(f"{s}->{t} ({w:.2f})" for s, t, w, _ in learned)
         )
-    history = description.get("history") or []
-    if history:
-        used = sum(1 for h in history if h["model"] == "network")
-        lines.append(f"Network used in {used} of {len(history)} fits so far.")
     return "\n".join(lines)

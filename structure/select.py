@@ -23,9 +23,9 @@ hyper-parameters fitted by maximum a posteriori for each candidate set:
 The score is in standardized units of the node, so all sets compete on the same footing, less
 ``complexity`` nats per input column: the hyper-parameters are fitted on the points that are
 then left out one at a time, which flatters larger sets. Small sets are flattered too: on a
-pure-noise target a GP on one random column beats the constant by ``min_gain`` plus the log of 4
-candidates in 12-15% of draws (n = 10 to 40; the MAP lengthscale, 0.002-0.01 of the range, fits
-coincident pairs). Starting from the base set, and checking that a chosen metric is itself
+pure-noise target a GP on one random column often beats the constant by ``min_gain`` plus the
+log of the number of candidates (a MAP lengthscale of a small share of the range fits
+coincident pairs; the rate: docs/structure.md, "Structured surrogate"). Starting from the base set, and checking that a chosen metric is itself
 predictable (`Selection.predictable`), guard against that. The score carries no lengthscale
 prior term, objectives start from all their parameters (no second search from the empty set),
 and each backward drop is judged against the last fit; the alternatives and their figures are in

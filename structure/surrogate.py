@@ -67,17 +67,15 @@ from structure.trials import (
     without_metrics,
 )
 from tuner.errors import InvalidArgumentError
+from tuner.kinds import SurrogateRequest, register_surrogate
 from tuner.options import TunerOptions
-from tuner.surrogate import FlatSurrogate, Surrogate, TrainingData
+from tuner.surrogate import Fitted, FlatSurrogate, Surrogate, TrainingData
 from tuner.trial import metric_patterns
 
 if TYPE_CHECKING:
     from spaces import Space
 
-__all__ = ["ROWS", "StructuredConfig", "StructuredSurrogate"]
-
-ROWS = ("trials", "runs")
-"""The values of `StructuredConfig.rows`."""
+__all__ = ["StructuredConfig", "StructuredSurrogate"]
 
 _log = logging.getLogger(__name__)
 
@@ -112,29 +110,19 @@ class StructuredConfig:
             run to run of one configuration would carry the machine's state into the model and
             make seeded runs differ. They are still stored and plotted. A per-run metric
             (``<metric>@<run>``) is ignored when its ``<metric>`` matches.
-        rows: What structure learning reads: ``"runs"`` (the default), one row per run of a
-            trial with the trial's parameters repeated, where the trials report per-run metrics
-            (``<metric>@<run>``, `structure.runs`; the trials' rows otherwise, and `describe`
-            says why), or ``"trials"``, one row per trial (its aggregated metrics). Either way
-            the network is fitted on, and scored against the flat GP on, the trials. The default
-            by measurement: on ``search8x4`` (10 seeds, `benchmarks/bench_structure.py`) per-run
-            rows ended +2.03 over the flat GP at 40 trials and reached its 40-trial hypervolume
-            at trial 23 (paired median), per-trial rows +0.43 and trial 37.
-        flat_proposes: Where the network is used, the flat GP's acquisition is optimized and
-            the network's ranks the points it finds (`tuner.Surrogate.proposer`): the network's
-            predictions choose among candidates that the flat GP's exact posterior, smoother
-            to optimize than the network's composed sample paths, found.
         veto: Where the network is used, a margin in nats: the flat GP's acquisition is
             optimized as well as the network's, and the network proposes the best point, by its
             own acquisition, among those the flat GP's log-acquisition rates within the margin
-            of its best (`tuner.Surrogate.veto`); None: no veto. A network whose sparse nodes
-            read a few of a wide space's columns proposes where the others take values no trial
-            had, and predicts there with confidence; the flat GP, reading every column, rates
-            such points tens of nats below its best. The default by measurement (10 seeds x 40
-            trials, `benchmarks/bench_structure.py`): on the per-rule rewrite space it turns the
-            network from 0.12 behind the flat GP (at 30 trials) to level (-0.013 at 40, p 0.49),
-            and on ``search8`` it ends +2.26 ahead (p 0.010; +1.86 without), at about twice the
-            flat GP's proposal CPU; 10 nats let too much through on the rewrite space.
+            of its best (`tuner.Fitted.veto`); None: no veto. A network whose sparse nodes read
+            a few of a wide space's columns proposes where the others take values no trial had,
+            and predicts there with confidence; the flat GP, reading every column, rates such
+            points tens of nats below its best. The default margin is measured in
+            docs/structure.md ("Wide spaces: the flat GP's veto").
+
+    Structure learning reads one row per run of a trial, with the trial's parameters repeated,
+    where the trials report per-run metrics (``<metric>@<run>``, `structure.runs`), and the
+    trials' rows otherwise (the fit's description says why, under ``rows``). Either way the
+    network is fitted on, and scored against the flat GP on, the trials.
     """
 
     min_trials: int = 8
@@ -151,13 +139,9 @@ class StructuredConfig:
     score_samples: int = 256
     selection: bool = True
     ignore_metrics: tuple[str, ...] = ()
-    rows: str = "runs"
-    flat_proposes: bool = False
     veto: float | None = 3.0
 
     def __post_init__(self) -> None:
-        if self.rows not in ROWS:
-            raise StructureError(f"StructuredConfig.rows must be one of {ROWS}, got {self.rows!r}.")
         try:
             patterns = metric_patterns(self.ignore_metrics, "StructuredConfig.ignore_metrics")
         except InvalidArgumentError as err:
@@ -227,18 +211,12 @@ class StructuredSurrogate(Surrogate):
         self.flat = flat or FlatSurrogate(_FIT_OPTIONS)
         self._edges = None if structure is None else _edge_pairs(structure)
         self.fixed_structure = structure if isinstance(structure, Structure) else None
-        self._checkpoint: _Checkpoint | None = None
-        self._last: dict[str, Any] = {}
-        self._flat_model: Model | None = None  # for `proposer` and `veto`
-        self.history: list[dict[str, Any]] = []
+        self._checkpoint: _Checkpoint | None = None  # the latest, cached by its data's key
 
-    @property
-    def structure(self) -> Structure | None:
-        """The structure of the latest checkpoint (None before the first)."""
-        return None if self._checkpoint is None else self._checkpoint.structure
-
-    def fit(self, data: TrainingData) -> Model:
-        """Fit the chosen model on `data` (see `tuner.Surrogate.fit`).
+    def fit(self, data: TrainingData) -> Fitted:
+        """Fit the chosen model on `data` (see `tuner.Surrogate.fit`): the network or the flat
+        GP, and, where the network is used and `StructuredConfig.veto` is set, the flat GP
+        with that margin as the veto. The description is `_describe`'s.
 
         Raises:
             KnowledgeError: The knowledge does not fit the space, the outcomes or the reported
@@ -253,6 +231,16 @@ class StructuredSurrogate(Surrogate):
             ck = _Checkpoint("", 0, "flat", f"{data.n} trials < min_trials={cfg.min_trials}")
         else:
             ck = self._checkpoint_for(data)
+        model, reason = self._model(data, ck)
+        if not isinstance(model, GPNetwork) or cfg.veto is None:
+            return Fitted(model, description=self._describe(data, ck, model, reason, None))
+        veto = (self.flat.fit(data).model, cfg.veto)
+        return Fitted(model, veto=veto, description=self._describe(data, ck, model, reason, veto))
+
+    def _model(self, data: TrainingData, ck: _Checkpoint) -> tuple[Model, str]:
+        """The model `ck` chose, on all of `data` (the checkpoint's own where `data` is its
+        data; else the network conditioned with its hyper-parameters, or the flat GP refitted),
+        and the reason."""
         reason = ck.reason
         model: Model | None = ck.models.get(ck.choice) if data.n == ck.n else None
         network_ok = ck.structure is not None and ck.feature_map is not None
@@ -262,29 +250,14 @@ class StructuredSurrogate(Surrogate):
             try:
                 assert ck.structure is not None and ck.feature_map is not None
                 model = _fit_network(
-                    data, ck.structure, ck.feature_map, cfg.network, data.seed, hypers
+                    data, ck.structure, ck.feature_map, self.config.network, data.seed, hypers
                 )
             except (StructureError, RuntimeError, ValueError) as err:
                 reason = f"network fit failed on {data.n} trials ({err}); using the flat GP"
                 _log.warning(reason)
         if model is None:
-            model = self.flat.fit(data)
-        network = isinstance(model, GPNetwork)
-        wanted = network and (cfg.flat_proposes or cfg.veto is not None)
-        self._flat_model = self.flat.fit(data) if wanted else None
-        self._record(data, ck, "network" if network else "flat", reason)
-        return model
-
-    def proposer(self) -> Model | None:
-        """The flat GP of the last fit where the network was used and
-        `StructuredConfig.flat_proposes` is set, else None."""
-        return self._flat_model if self.config.flat_proposes else None
-
-    def veto(self) -> tuple[Model, float] | None:
-        """The flat GP of the last fit and `StructuredConfig.veto` where the network was used
-        and a veto margin is set, else None."""
-        margin = self.config.veto
-        return None if self._flat_model is None or margin is None else (self._flat_model, margin)
+            model = self.flat.fit(data).model
+        return model, reason
 
     def check(self, space: Space, outcome_names: Sequence[str], n_objectives: int) -> None:
         """Refuse knowledge or a fixed structure that cannot fit the space and outcomes (the
@@ -321,19 +294,24 @@ class StructuredSurrogate(Surrogate):
                 "surrogate learn the structure (structure=None)."
             )
 
-    def describe(self) -> dict[str, Any]:
-        """JSON-able record of the last fit: ``model`` (``"network"``/``"flat"``), ``reason``,
+    def _describe(
+        self,
+        data: TrainingData,
+        ck: _Checkpoint,
+        model: Model,
+        reason: str,
+        veto: tuple[Model, float] | None,
+    ) -> dict[str, Any]:
+        """JSON-able record of a fit: ``model`` (``"network"``/``"flat"``), ``reason``,
         ``n_train``, ``checkpoint``, ``scores`` (held-out and prequential log-likelihoods of both
         models), ``edges`` (``[source, target, strength, origin]``), ``structure`` (its dict),
-        ``features`` and ``history`` (per fit so far: model, reason, checkpoint, scores and the
-        learned/required edges)."""
-        return dict(self._last, history=list(self.history))
-
-    def _record(self, data: TrainingData, ck: _Checkpoint, model: str, reason: str) -> None:
+        ``features``, ``rows`` (what structure learning read), ``proposer`` and ``veto`` (the
+        margin, or None)."""
         s = ck.structure
-        self._last = {
+        used = "network" if isinstance(model, GPNetwork) else "flat"
+        return {
             "surrogate": "StructuredSurrogate",
-            "model": model,
+            "model": used,
             "reason": reason,
             "n_train": data.n,
             "checkpoint": ck.n,
@@ -345,20 +323,9 @@ class StructuredSurrogate(Surrogate):
             "structure": None if s is None else s.to_dict(),
             "features": None if ck.feature_map is None else ck.feature_map.to_dict(),
             "rows": dict(ck.rows),
-            "proposer": "flat" if self.proposer() is not None else model,
-            "veto": None if self.veto() is None else self.config.veto,
+            "proposer": used,
+            "veto": None if veto is None else veto[1],
         }
-        edges = [e for e in self._last["edges"] if e[3] in ("learned", "required")]
-        self.history.append(
-            {
-                "n_train": data.n,
-                "model": model,
-                "reason": reason,
-                "checkpoint": ck.n,
-                "scores": dict(ck.scores),
-                "edges": edges,
-            }
-        )
 
     def _checkpoint_for(self, data: TrainingData) -> _Checkpoint:
         prefix = first_trials(data, self.config.checkpoint(data.n))
@@ -461,7 +428,7 @@ class StructuredSurrogate(Surrogate):
         Y = outcome_values(data, outcome).numpy()  # model units
         metrics.update({c: Y[:, data.n_objectives + i] for i, c in enumerate(constraints)})
         objs = {o: Y[:, i] for i, o in enumerate(data.outcome_names[: data.n_objectives])}
-        runs = run_rows(data) if self.config.rows == "runs" else None
+        runs = self._run_rows(data)
         table = None
         if isinstance(runs, RunRows):
             table = run_table(data, runs, fmap, outcome)
@@ -475,6 +442,11 @@ class StructuredSurrogate(Surrogate):
             hints=name_hints(space, metrics), runs=table,
         )  # fmt: skip
         return fmap, structure, rows
+
+    def _run_rows(self, data: TrainingData) -> RunRows | str | None:
+        """What structure learning reads besides the trials' rows: the trials' runs
+        (`structure.runs.run_rows`: the reason as a string where they report none)."""
+        return run_rows(data)
 
 
 def _edge_pairs(
@@ -549,10 +521,30 @@ def _score(
     """Held-out and prequential log-likelihoods of the flat GP and the network on `data`
     (`structure.scoring.compare`), and both models fitted on all of `data` (keys ``"flat"``,
     ``"network"``)."""
-    flat_model = flat.fit(data)
+    flat_model = flat.fit(data).model
     values = node_values(data, fmap, structure)
     net = _fit_network(data, structure, fmap, config.network, seed, values=values)
     scores = compare(
         data, flat_model, net, values, config.cv_folds, config.window, config.score_samples
     )
     return scores, {"flat": flat_model, "network": net}
+
+
+def _structured(request: SurrogateRequest) -> StructuredSurrogate:
+    """The ``"structured"`` kind (`tuner.kinds`): reads the request's ``knowledge`` (a
+    `Knowledge` dict), ``structure`` (fixed ``[source, target]`` edges) and
+    ``ignore_metrics`` options; its GPs keep the tuner's default fit cap."""
+    options = request.options
+    knowledge = Knowledge.from_dict(options["knowledge"]) if options.get("knowledge") else None
+    config = StructuredConfig(ignore_metrics=tuple(options.get("ignore_metrics", ())))
+    fixed = options.get("structure")
+    edges = [(a, b) for a, b in fixed] if fixed else None
+    return StructuredSurrogate(knowledge, config=config, structure=edges)
+
+
+register_surrogate(
+    "structured",
+    _structured,
+    summary="a GP network over a learned structure, with a flat-GP fallback "
+    "(`structure.StructuredSurrogate`)",
+)

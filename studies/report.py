@@ -5,29 +5,45 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from studies.errors import StudyError
 from studies.quiet import numerical_warnings_to_log
 from tuner.trial import TrialState
 
-if TYPE_CHECKING:
-    from studies.study import Study
-
-__all__ = ["fit_structure", "structure_report"]
+__all__ = ["StudyParts", "fit_structure", "structure_report"]
 
 
-def structure_report(study: Study, png: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+class StudyParts(Protocol):
+    """What `structure_report` reads of a study (a `studies.Study` has all of it)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def space(self) -> Any: ...
+    @property
+    def problem(self) -> Any: ...
+    @property
+    def settings(self) -> Any: ...
+    @property
+    def trials(self) -> Sequence[Any]: ...
+    @property
+    def seed(self) -> int: ...
+
+
+def structure_report(
+    study: StudyParts, png: str | os.PathLike[str] | None = None
+) -> dict[str, Any]:
     """Fit the structured surrogate on a study's completed trials and describe what it learned.
 
     Args:
-        study: The study.
+        study: The study (a `studies.Study`, or anything with its parts, `StudyParts`).
         png: Where to draw the learned DAG with its edge strengths (skipped when None, or when
             there is no structure yet: fewer than `StructuredConfig.min_trials` completed
             trials, or no tracking metrics).
 
     Returns:
-        `structure.StructuredSurrogate.describe()` of the fit: the chosen model and why, both
+        The description of the structured surrogate's fit (`tuner.Fitted.description`): the chosen model and why, both
         models' scores and the edges; ``"png"`` holds the drawing's path when one was made.
     """
     from structure import draw_structure, explain
@@ -45,7 +61,7 @@ def fit_structure(
     name: str, space: Any, problem: Any, settings: Any, trials: Sequence[Any], seed: int
 ) -> dict[str, Any]:
     """Fit the structured surrogate, with a study's own settings, on its completed ``trials``
-    and return its `describe()` (what `structure_report` and the dashboard show).
+    and return its fit's description (what `structure_report` and the dashboard show).
 
     Args:
         name: The study's name (for the error message).
@@ -66,5 +82,5 @@ def fit_structure(
     data = problem.training_data(space, records, seed)
     surrogate = make_surrogate("structured", settings)  # the study's own options
     with numerical_warnings_to_log():
-        surrogate.fit(data)
-    return surrogate.describe()  # type: ignore[no-any-return]
+        fitted = surrogate.fit(data)
+    return dict(fitted.description)

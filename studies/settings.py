@@ -9,12 +9,11 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from studies.errors import StudySettingsError
+from studies.tuning import AUTO, check_kind
 
 __all__ = ["StudySettings"]
 
 
-SURROGATES = ("auto", "structured", "flat", "saas", "grouped")
-WARM_START_MODELS = ("mtgp", "rgpe")
 # Settings stored before a field existed take these values (their study runs on as it ran): a
 # warm-started study stored before `warm_start_queue` queued nothing itself, and its gate
 # kept a related study whose summed leave-one-out advantage was positive.
@@ -82,7 +81,8 @@ class StudySettings:
         warm_start_model: How the related studies' trials inform the model: ``"mtgp"`` (a
             multi-task GP, `tuner.warmstart.WarmStartSurrogate`) or ``"rgpe"`` (a
             ranking-weighted ensemble of per-study GPs, `tuner.rgpe.RGPESurrogate`). The
-            multi-task GP is the default by measurement (`benchmarks/bench_warmstart.py`).
+            multi-task GP is the default (measured in docs/studies.md, "Studies: define, run,
+            resume, export", the warm-start table).
         warm_start_queue: Best configurations of each related study (ranked as
             `studies.pareto.rank_pareto` ranks its trials) queued when the study is created
             (`studies.warmstart.queue_related`); 0 queues none.
@@ -110,6 +110,15 @@ class StudySettings:
     warm_start_gate: float = -1.64
 
     def __post_init__(self) -> None:
+        self._check_model_inputs()
+        self._check_kinds()
+        self._check_run_times()
+        self._check_counts()
+        self._check_tuner_options()
+
+    def _check_model_inputs(self) -> None:
+        """Normalize and check what the surrogate reads besides the trials: the related
+        studies, the knowledge or fixed structure, the ignored metrics."""
         from studies.warmstart import check_entries
 
         object.__setattr__(self, "warm_start", check_entries(self.warm_start))
@@ -136,29 +145,21 @@ class StudySettings:
         except InvalidArgumentError as err:
             raise StudySettingsError(str(err)) from None
         object.__setattr__(self, "ignore_metrics", patterns)
-        if not isinstance(self.surrogate, str) or self.surrogate not in SURROGATES:
-            raise StudySettingsError(
-                f"StudySettings.surrogate must be one of {SURROGATES}, got {self.surrogate!r}."
-            )
-        if self.warm_start_model not in WARM_START_MODELS:
-            raise StudySettingsError(
-                f"StudySettings.warm_start_model must be one of {WARM_START_MODELS}, got "
-                f"{self.warm_start_model!r}."
-            )
-        if (
-            isinstance(self.warm_start_queue, bool)
-            or not isinstance(self.warm_start_queue, int)
-            or self.warm_start_queue < 0
-        ):
-            raise StudySettingsError(
-                "StudySettings.warm_start_queue must be an int >= 0 (0: queue nothing), got "
-                f"{self.warm_start_queue!r}."
-            )
+
+    def _check_kinds(self) -> None:
+        """The surrogate and warm-start kinds (`tuner.kinds`) and the warm start's numbers."""
+        if self.surrogate != AUTO:
+            check_kind("surrogate", self.surrogate)
+        check_kind("warm_start_model", self.warm_start_model, warm_start=True)
+        _check_count("warm_start_queue", self.warm_start_queue, " (0: queue nothing)")
         gate = self.warm_start_gate
         if isinstance(gate, bool) or not isinstance(gate, int | float) or not math.isfinite(gate):
             raise StudySettingsError(
                 f"StudySettings.warm_start_gate must be a finite number, got {gate!r}."
             )
+
+    def _check_run_times(self) -> None:
+        """Heartbeats, the grace period, and the reaping of dead local workers."""
         for name in ("heartbeat_interval", "grace_period"):
             value = getattr(self, name)
             if (
@@ -180,6 +181,9 @@ class StudySettings:
                 "StudySettings.reap_dead_local_workers must be True or False, got "
                 f"{self.reap_dead_local_workers!r}."
             )
+
+    def _check_counts(self) -> None:
+        """The initial design's size and the fail-fast count."""
         if self.n_initial is not None and (
             isinstance(self.n_initial, bool)
             or not isinstance(self.n_initial, int)
@@ -189,15 +193,10 @@ class StudySettings:
                 "StudySettings.n_initial must be None (the tuner's default) or an int >= 0, got "
                 f"{self.n_initial!r}."
             )
-        if (
-            isinstance(self.max_repeated_failures, bool)
-            or not isinstance(self.max_repeated_failures, int)
-            or self.max_repeated_failures < 0
-        ):
-            raise StudySettingsError(
-                "StudySettings.max_repeated_failures must be an int >= 0 (0: never stop), got "
-                f"{self.max_repeated_failures!r}."
-            )
+        _check_count("max_repeated_failures", self.max_repeated_failures, " (0: never stop)")
+
+    def _check_tuner_options(self) -> None:
+        """`tuner_options` as a plain dict that makes valid `TunerOptions`."""
         if not isinstance(self.tuner_options, Mapping) or not all(
             isinstance(k, str) for k in self.tuner_options
         ):
@@ -239,6 +238,18 @@ class StudySettings:
             raise StudySettingsError(f"Stored StudySettings must be a dict, got {d!r}.")
         known = {f.name for f in fields(cls)}
         return cls(**{**LEGACY, **{k: v for k, v in d.items() if k in known}})
+
+
+def _check_count(name: str, value: Any, meaning_of_zero: str) -> None:
+    """Refuse a `StudySettings` field ``name`` that is not an int ``>= 0``.
+
+    Raises:
+        StudySettingsError: Naming the field, what 0 means and the value.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise StudySettingsError(
+            f"StudySettings.{name} must be an int >= 0{meaning_of_zero}, got {value!r}."
+        )
 
 
 def _knowledge_dict(value: Any) -> dict[str, Any] | None:

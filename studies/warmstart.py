@@ -166,19 +166,13 @@ def related_tasks(study: Any) -> list[RelatedTask]:
 
 
 def warm_surrogate(study: Any) -> Any:
-    """The surrogate of ``study`` (a `Study` with `StudySettings.warm_start`): the model
-    `StudySettings.warm_start_model` names over its related tasks (`related_tasks`), with the
-    study's GP-fit cap."""
-    maxiter = study.settings.options().fit_maxiter
-    options = {"maxiter": maxiter} if maxiter else None
-    tasks = related_tasks(study)
-    if study.settings.warm_start_model == "rgpe":
-        from tuner.rgpe import RGPESurrogate
+    """The surrogate of ``study`` (a `Study` with `StudySettings.warm_start`): the warm-start
+    kind `StudySettings.warm_start_model` names (`tuner.kinds`) over its related tasks
+    (`related_tasks`), with the study's GP-fit cap and gate."""
+    from studies.tuning import make_surrogate
 
-        return RGPESurrogate(tasks, fit_options=options)
-    from tuner.warmstart import WarmStartSurrogate
-
-    return WarmStartSurrogate(tasks, fit_options=options, gate=study.settings.warm_start_gate)
+    settings = study.settings
+    return make_surrogate(settings.warm_start_model, settings, related=related_tasks(study))
 
 
 def queue_related(study: Any) -> list[TrialRecord]:

@@ -23,7 +23,7 @@ from tuner.trial import Trial, TrialState, run_metric, split_run_metric
 if TYPE_CHECKING:
     from tuner.groups import GroupedSurrogate
     from tuner.problem import OutcomeConstraint, parse_constraint
-    from tuner.surrogate import FlatSurrogate, SaasSurrogate, Surrogate, TrainingData
+    from tuner.surrogate import Fitted, FlatSurrogate, SaasSurrogate, Surrogate, TrainingData
     from tuner.tuner import Tuner
 
 #: Names whose modules import torch and BoTorch (about 1.5 s), loaded on first use, so that
@@ -32,6 +32,7 @@ _LAZY = {
     "OutcomeConstraint": "tuner.problem",
     "parse_constraint": "tuner.problem",
     "FlatSurrogate": "tuner.surrogate",
+    "Fitted": "tuner.surrogate",
     "GroupedSurrogate": "tuner.groups",
     "SaasSurrogate": "tuner.surrogate",
     "Surrogate": "tuner.surrogate",
@@ -44,6 +45,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [
+    "Fitted",
     "FlatSurrogate",
     "GroupedSurrogate",
     "InvalidArgumentError",

@@ -62,28 +62,18 @@ def evaluate(acqf: AcquisitionFunction, X: Tensor) -> Tensor:
 
 
 def starting_points(
-    acqf: AcquisitionFunction,
-    space: Space,
-    anchors: Tensor,
-    options: TunerOptions,
-    seed: int,
+    acqf: AcquisitionFunction, space: Space, options: TunerOptions, seed: int
 ) -> Tensor:
-    """Pick ``num_restarts`` valid starting points (``num_restarts x 1 x d``-dim Tensor).
+    """Pick ``num_restarts`` valid starting points (``num_restarts x 1 x d``-dim Tensor) among
+    ``raw_samples`` points of the space's scrambled Sobol sequence.
 
     Args:
         acqf: Acquisition function to maximize.
         space: The search space.
-        anchors: ``a x d``-dim Tensor of good valid points to perturb (may be empty).
-        options: Sample sizes and perturbation scale.
-        seed: Seed of the Sobol sample; torch's global seed drives the rest.
+        options: Sample sizes.
+        seed: Seed of the Sobol sample.
     """
-    n_local = int(round(options.raw_samples * options.local_fraction)) if anchors.shape[0] else 0
-    X = space.sample_unit(options.raw_samples - n_local, seed)
-    if n_local:
-        idx = torch.arange(n_local) % anchors.shape[0]
-        noise = options.local_scale * torch.randn(n_local, space.dim, dtype=torch.float64)
-        local = space.project((anchors[idx] + noise).clamp(0.0, 1.0))
-        X = torch.cat([X, local])
+    X = space.sample_unit(options.raw_samples, seed)
     values = evaluate(acqf, X)
     n = min(options.num_restarts, X.shape[0])
     if n == X.shape[0]:

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from tuner.acquisition import build_acquisition, infer_reference, no_fused_kernel, pareto_mask
+from tuner.acquisition import build_acquisition, infer_reference, no_fused_kernel
 from tuner.candidates import (
     KeySet,
     best_candidate,
@@ -51,14 +51,14 @@ from tuner.candidates import (
 from tuner.errors import SpaceExhaustedError, SurrogateError
 from tuner.options import TunerOptions
 from tuner.problem import Problem
-from tuner.surrogate import Surrogate
+from tuner.surrogate import Fitted, Surrogate
 from tuner.threads import one_thread
 from tuner.trial import Trial, TrialState
 
 if TYPE_CHECKING:
     from spaces import Space
 
-__all__ = ["ProposalContext", "default_n_initial", "derive_seed", "propose"]
+__all__ = ["Proposal", "ProposalContext", "default_n_initial", "derive_seed", "propose"]
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +87,20 @@ class ProposalContext:
     n_initial: int
 
 
+@dataclass(frozen=True)
+class Proposal:
+    """What `propose` returns.
+
+    Attributes:
+        configs: The new configurations.
+        fitted: The surrogate's fit the model-based configurations came from (`Surrogate.fit`);
+            None when every configuration came from the initial design.
+    """
+
+    configs: list[dict[str, Any]]
+    fitted: Fitted | None = None
+
+
 def propose(
     settings: ProposalContext,
     trials: Sequence[Trial],
@@ -94,7 +108,7 @@ def propose(
     *,
     position: int | None = None,
     reserved: Sequence[int] = (),
-) -> list[dict[str, Any]]:
+) -> Proposal:
     """Propose ``n`` new configurations given the existing trials.
 
     Args:
@@ -107,7 +121,8 @@ def propose(
             their initial-design points are never proposed and are pending points.
 
     Returns:
-        ``n`` distinct valid configurations, none equal to an existing trial's.
+        ``n`` distinct valid configurations, none equal to an existing trial's, and the fit
+        they came from.
 
     Raises:
         SpaceExhaustedError: No untried configuration could be found.
@@ -122,6 +137,7 @@ def propose(
     sobol = _design(space, t + n, settings.seed, settings.options.start_with_default)
     in_flight = _in_flight(settings, reserved, use_model, taken)
     chosen: list[Tensor] = []
+    fitted = None
     informed = use_model and t < settings.n_initial and _informed(settings, completed, seed)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
@@ -130,10 +146,11 @@ def propose(
                 x = sobol[t + i] if sobol[t + i] not in taken else None
                 chosen.append(_accept(x, space, taken, seed + i))
         if len(chosen) < n:
-            chosen += _model_batch(
+            points, fitted = _model_batch(
                 settings, trials, completed, chosen + in_flight, n - len(chosen), taken, seed
             )
-    return space.from_unit(candidates_from(chosen, space.dim))
+            chosen += points
+    return Proposal(space.from_unit(candidates_from(chosen, space.dim)), fitted)
 
 
 @one_thread()
@@ -189,19 +206,19 @@ def _model_batch(
     q: int,
     taken: KeySet,
     seed: int,
-) -> list[Tensor]:
+) -> tuple[list[Tensor], Fitted]:
     """``q`` points from the acquisition function, greedily, each pending for the next (the
-    ``chosen`` points are pending too). BoTorch's fused qLogNEHVI kernel is neither compiled nor
-    used (`tuner.acquisition.no_fused_kernel`).
+    ``chosen`` points are pending too), and the fit they came from. BoTorch's fused qLogNEHVI
+    kernel is neither compiled nor used (`tuner.acquisition.no_fused_kernel`).
 
     BLAS runs single-threaded here: the fits and the acquisition optimization make many calls on
     tiny arrays (L-BFGS-B's vector updates, small Cholesky factors), where a multi-threaded
-    BLAS spends more time waking its threads than computing (2.6x the wall time of one
-    structure checkpoint on 2 cores with OpenBLAS's default of one thread per core).
+    BLAS spends more time waking its threads than computing (`tuner.threads.one_thread`).
     """
     space, problem, options = settings.space, settings.problem, settings.options
     data = problem.training_data(space, completed, seed)
-    model = settings.surrogate.fit(data)
+    fitted = settings.surrogate.fit(data)
+    model = fitted.model
     if getattr(model, "num_outputs", data.Y.shape[-1]) != data.Y.shape[-1]:
         raise SurrogateError(
             f"The surrogate's model has {model.num_outputs} outputs but the tuner models "
@@ -213,10 +230,8 @@ def _model_batch(
     )
     pending = _pending(space, trials, options.max_failed_pending)
     pending = torch.cat([pending, candidates_from(chosen, space.dim)])
-    anchors = _anchors(problem, completed, data.X)
     out: list[Tensor] = []
-    surrogate = settings.surrogate
-    proposer, veto = surrogate.proposer(), surrogate.veto()
+    proposer, veto = fitted.proposer, fitted.veto
 
     def acquisition(m: Any) -> Any:
         return build_acquisition(m, problem, data.X, pending, ref, options.mc_samples, seed)
@@ -225,7 +240,7 @@ def _model_batch(
         acqf = acquisition(model)
         # The candidates: the optima of the proposer's acquisition (the fitted model's own by
         # default) and, under a veto, of the vetoing model's, whose best sets the bar
-        # (`tuner.Surrogate.veto`); the fitted model's acquisition ranks them all.
+        # (`tuner.Fitted.veto`); the fitted model's acquisition ranks them all.
         finders = [acqf if proposer is None else acquisition(proposer)]
         guard = None
         if veto is not None:
@@ -238,11 +253,11 @@ def _model_batch(
                     a.set_X_pending(torch.cat([pending, torch.stack(out)]))
             pool = []
             for f in finders:
-                ics = starting_points(f, space, anchors, options, seed + 1 + j)
+                ics = starting_points(f, space, options, seed + 1 + j)
                 pool.append(candidate_pool(f, space, ics, options))
             x = best_candidate(torch.cat(pool), acqf, taken, guard)
             out.append(_accept(x, space, taken, seed + 7919 + j))
-    return out
+    return out, fitted
 
 
 def _posterior_mean(model: Any, X: Tensor) -> Tensor | None:
@@ -261,15 +276,3 @@ def _pending(space: Space, trials: Sequence[Trial], max_failed: int) -> Tensor:
     failed = failed[len(failed) - max_failed :] if max_failed else []
     configs = live + failed
     return space.to_unit(configs) if configs else torch.empty(0, space.dim, dtype=torch.float64)
-
-
-def _anchors(problem: Problem, completed: Sequence[Trial], X: Tensor) -> Tensor:
-    """Inputs of the Pareto-optimal (feasible first) completed trials: ``a x d``."""
-    feasible = torch.tensor([problem.is_feasible(t) for t in completed], dtype=torch.bool)
-    if not bool(feasible.any()):
-        feasible = torch.ones(len(completed), dtype=torch.bool)
-    Y = torch.tensor(
-        [problem.outcomes(t)[: problem.n_objectives] for t in completed], dtype=torch.float64
-    )
-    idx = torch.nonzero(feasible).squeeze(-1)
-    return X[idx[pareto_mask(Y[idx])]]

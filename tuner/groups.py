@@ -22,7 +22,7 @@ covariance blocks), so qLogNEHVI sees a Gaussian over the objectives as from any
 Where the trials do not report per-run objective values, or report them for some trials only,
 where the objective is not the mean of its runs' values (on more than a quarter of the trials:
 the tuner clips outlying values one by one, which breaks the equality on a few), or where the
-study has outcome constraints, the flat GP is used, and `describe` says why.
+study has outcome constraints, the flat GP is used, and the fit's description says why.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
 from tuner.errors import InvalidArgumentError, SurrogateError
-from tuner.surrogate import CombinedModel, FlatSurrogate, Surrogate, TrainingData
+from tuner.surrogate import CombinedModel, Fitted, FlatSurrogate, Surrogate, TrainingData
 from tuner.trial import run_group, split_run_metric
 
 __all__ = ["GroupAverage", "GroupedSurrogate", "run_groups"]
@@ -127,15 +127,16 @@ class GroupedSurrogate(Surrogate):
         self.task_model = task_model
         self.fit_options = dict(fit_options or {})
         self.flat = FlatSurrogate(fit_options)
-        self._last: dict[str, Any] = {}
 
-    def fit(self, data: TrainingData) -> Model:
+    def fit(self, data: TrainingData) -> Fitted:
         """Fit the per-group models on ``data``, or the flat GP where they do not apply (see
-        `Surrogate.fit`)."""
+        `Surrogate.fit`). The description holds ``model`` (``GroupedSurrogate(<task model>)``
+        or ``flat``), ``reason``, ``groups``, ``n_train`` and, per objective, the fitted
+        correlation matrix between groups (``task_correlations``; None for independent GPs)."""
         found = run_groups(data)
         if isinstance(found, str):
-            self._last = {"model": "flat", "reason": found, "n_train": data.n}
-            return self.flat.fit(data)
+            description = {"model": "flat", "reason": found, "n_train": data.n}
+            return Fitted(self.flat.fit(data).model, description=description)
         groups, values = found
         fit = self._fit_multitask if self.task_model == "multitask" else self._fit_independent
         models = []
@@ -149,14 +150,14 @@ class GroupedSurrogate(Surrogate):
                         f"Fitting the {self.task_model} model of {data.outcome_names[j]!r} "
                         f"over groups {groups} on n={data.n} trials failed: {err}"
                     ) from err
-        self._last = {
+        description = {
             "model": f"GroupedSurrogate({self.task_model})",
             "reason": f"{len(groups)} run groups per objective, averaged",
             "groups": groups,
             "n_train": data.n,
             "task_correlations": [_task_correlation(m) for m in models],
         }
-        return GroupAverage(models, len(groups))
+        return Fitted(GroupAverage(models, len(groups)), description=description)
 
     def _fit_multitask(self, X: Tensor, y: Tensor) -> Model:
         n, g = y.shape
@@ -180,12 +181,6 @@ class GroupedSurrogate(Surrogate):
             ExactMarginalLogLikelihood(model.likelihood, model), optimizer_kwargs=options
         )
         model.eval()
-
-    def describe(self) -> dict[str, Any]:
-        """The last fit: ``model`` (``GroupedSurrogate(<task model>)`` or ``flat``),
-        ``reason``, ``groups``, ``n_train`` and, per objective, the fitted correlation matrix
-        between groups (``task_correlations``; None for independent GPs)."""
-        return dict(self._last)
 
 
 class GroupAverage(CombinedModel):

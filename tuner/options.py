@@ -9,29 +9,27 @@ from typing import Any
 
 from tuner.errors import InvalidSpecError
 
-__all__ = ["TunerOptions"]
+__all__ = ["REMOVED", "TunerOptions"]
+
+REMOVED: dict[str, Any] = {"local_fraction": 0.0, "local_scale": None}
+"""Options stored by earlier versions -> the value that behaves as today (None: any value).
+``local_fraction`` drew that share of the acquisition optimizer's raw samples around the best
+trials (default 0 since 2026-11-27; docs/tuner.md), ``local_scale`` their spread."""
 
 
 @dataclass(frozen=True)
 class TunerOptions:
     """How hard each proposal works. The defaults suit the tuner's benchmarks; tests cap them.
 
+    The acquisition optimizer's `raw_samples` are a scrambled Sobol sample of the space.
+
     Attributes:
         num_restarts: Starting points for the gradient-based acquisition optimizer.
         raw_samples: Candidate points scored to pick those starting points.
         maxiter: Iteration cap of each optimizer run (L-BFGS-B, or SLSQP with a simplex).
         mc_samples: Quasi-Monte-Carlo samples of the acquisition function.
-        fit_maxiter: Iteration cap of the GP hyper-parameter fit (`None`: BoTorch's 15000). At
-            150 the fitted marginal log likelihood is within 0.01 of the uncapped fit on the
-            benchmark problems, while fits on the 16-d simplex problem get 3 times faster.
-        local_fraction: Share of `raw_samples` drawn as perturbations of the best trials (the
-            rest is a scrambled Sobol sample of the space). 0 by measurement (it was 0.5): on
-            `benchmarks/bench_tuner.py`'s problems (5 seeds) the hypervolume at 40 trials went
-            from 0.309 to 0.340 on DTLZ2 (Ax: 0.330), 1.667 to 1.747 on simplex16 and 57.03 to
-            57.08 on BraninCurrin (at 20: 48.96 to 47.19); on the main job
-            (`benchmarks/bench_peers.py`) it ended level (1.020) with picks that transfer as
-            well or better (held-out steps ratio 0.24x / 0.16x against 0.25x / 0.19x).
-        local_scale: Standard deviation of those perturbations on the unit cube.
+        fit_maxiter: Iteration cap of the GP hyper-parameter fit (`None`: BoTorch's 15000;
+            the default's measurement: docs/tuner.md).
         ref_point_scale: The inferred reference point is ``nadir - scale * (ideal - nadir)``.
         max_failed_pending: At most this many of the latest failed configurations are passed to
             the acquisition as pending points.
@@ -45,8 +43,6 @@ class TunerOptions:
     maxiter: int = 200
     mc_samples: int = 128
     fit_maxiter: int | None = 150
-    local_fraction: float = 0.0
-    local_scale: float = 0.1
     ref_point_scale: float = 0.1
     max_failed_pending: int = 32
     min_completed: int = 2
@@ -70,19 +66,11 @@ class TunerOptions:
                 f"`raw_samples >= num_restarts` must hold, but got "
                 f"({self.raw_samples=}, {self.num_restarts=})."
             )
-        for name in ("local_fraction", "local_scale", "ref_point_scale"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Real):
-                raise InvalidSpecError(f"TunerOptions.{name} must be a number, got {value!r}.")
-        if not 0.0 <= self.local_fraction <= 1.0:
+        scale = self.ref_point_scale
+        if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not scale > 0.0:
             raise InvalidSpecError(
-                f"TunerOptions.local_fraction must lie in [0, 1], got {self.local_fraction!r}."
+                f"TunerOptions.ref_point_scale must be a number > 0, got {scale!r}."
             )
-        for name in ("local_scale", "ref_point_scale"):
-            if not getattr(self, name) > 0.0:
-                raise InvalidSpecError(
-                    f"TunerOptions.{name} must be > 0, got {getattr(self, name)!r}."
-                )
         if not isinstance(self.start_with_default, bool):
             raise InvalidSpecError(
                 f"TunerOptions.start_with_default must be a bool, got {self.start_with_default!r}."
@@ -103,13 +91,36 @@ class TunerOptions:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TunerOptions:
-        """Rebuild from `to_dict` output.
+        """Rebuild from `to_dict` output (or from stored options that name a removed option
+        at the value that behaves as today, `REMOVED`: it is dropped).
 
         Raises:
-            InvalidSpecError: For unknown keys or invalid values.
+            InvalidSpecError: For unknown keys or invalid values, or a removed option set to
+                another value.
         """
+        d = _without_removed(d)
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
             raise InvalidSpecError(f"Unknown TunerOptions keys {unknown}; known: {sorted(known)}.")
         return cls(**dict(d))
+
+
+def _without_removed(d: Mapping[str, Any]) -> dict[str, Any]:
+    """``d`` without the `REMOVED` options that hold a value that behaves as today.
+
+    Raises:
+        InvalidSpecError: A removed option holds another value (it cannot run as stored).
+    """
+    out = dict(d)
+    for name, today in REMOVED.items():
+        if name not in out:
+            continue
+        value = out.pop(name)
+        if today is not None and value != today:
+            raise InvalidSpecError(
+                f"TunerOptions.{name} was removed (it is always {today} now), but these options "
+                f"set it to {value!r}: they cannot run as they were stored. Drop {name!r} from "
+                "the options (e.g. StudySettings.tuner_options) to run with today's behaviour."
+            )
+    return out

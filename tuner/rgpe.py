@@ -36,7 +36,7 @@ from linear_operator import to_linear_operator
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
-from tuner.surrogate import CombinedModel, FlatSurrogate, Surrogate, TrainingData
+from tuner.surrogate import CombinedModel, Fitted, FlatSurrogate, Surrogate, TrainingData
 from tuner.warmstart import RelatedTask, check_related
 
 __all__ = ["MIN_TARGET", "RankWeightedEnsemble", "RGPESurrogate", "rank_weights"]
@@ -75,8 +75,7 @@ class RGPESurrogate(Surrogate):
         self.max_related = int(max_related)
         self.dilution = bool(dilution)
         self._bases: list[Model] | None = None  # the related tasks' GPs, fitted once
-        self._last: dict[str, Any] = {}
-        self._fitted: tuple[str, Model] | None = None
+        self._fitted: tuple[str, Fitted] | None = None  # the fit of the latest data, by digest
 
     def check(self, space: Any, outcome_names: Sequence[str], n_objectives: int) -> None:
         """Refuse related tasks whose inputs or outcomes do not match the target's."""
@@ -85,23 +84,27 @@ class RGPESurrogate(Surrogate):
     def informed(self, data: TrainingData) -> bool:
         """Whether a related task earns a weight on ``data`` (the tuner then proposes from the
         ensemble within its initial design; else the design runs, as in a cold study)."""
-        return isinstance(self.fit(data), RankWeightedEnsemble)
+        return isinstance(self.fit(data).model, RankWeightedEnsemble)
 
-    def fit(self, data: TrainingData) -> Model:
-        """The flat GP, or a `RankWeightedEnsemble` when a related task earns a weight. The
-        model of the last data is kept: fitting it again returns it."""
+    def fit(self, data: TrainingData) -> Fitted:
+        """The flat GP, or a `RankWeightedEnsemble` when a related task earns a weight. The fit
+        of the latest data is cached by its digest: fitting equal data again returns it. The
+        description holds, per model (the related tasks by name, then ``"target"``), its
+        weight and median ranking loss per outcome."""
         key = data.digest()
-        if self._fitted is not None and self._fitted[0] == key:
-            return self._fitted[1]
-        model = self._fit(data)
-        self._fitted = (key, model)
-        return model
+        if self._fitted is None or self._fitted[0] != key:
+            self._fitted = (key, self._fit(data))
+        return self._fitted[1]
 
-    def _fit(self, data: TrainingData) -> Model:
-        flat = FlatSurrogate(self.fit_options).fit(data)
+    def _fit(self, data: TrainingData) -> Fitted:
+        flat = FlatSurrogate(self.fit_options).fit(data).model
         if data.n < self.min_target or not self.related:
-            self._last = {"model": "FlatSurrogate(SingleTaskGP)", "n_train": data.n, "weights": {}}
-            return flat
+            flat_only: dict[str, Any] = {
+                "model": "FlatSurrogate(SingleTaskGP)",
+                "n_train": data.n,
+                "weights": {},
+            }
+            return Fitted(flat, description=flat_only)
         bases = self._base_models(data)
         g = torch.Generator().manual_seed(int(data.seed))
         samples = [_joint_samples(b, data.X, self.n_samples, g) for b in bases]
@@ -111,7 +114,7 @@ class RGPESurrogate(Surrogate):
         )
         weights = rank_weights(losses, dilution=self.dilution)
         names = [r.name for r in self.related] + ["target"]
-        self._last = {
+        description: dict[str, Any] = {
             "model": "RGPESurrogate(ranking-weighted GP ensemble)",
             "n_train": data.n,
             "outcomes": list(data.outcome_names),
@@ -121,16 +124,17 @@ class RGPESurrogate(Surrogate):
             },
         }
         if not bool((weights[:-1] > 0).any()):
-            self._last["model"] = "FlatSurrogate(SingleTaskGP)"
-            return flat
+            description["model"] = "FlatSurrogate(SingleTaskGP)"
+            return Fitted(flat, description=description)
         used = [i for i in range(len(bases)) if bool((weights[i] > 0).any())]
         scale: Any = flat.outcome_transform  # the target's `Standardize`
-        return RankWeightedEnsemble(
+        ensemble = RankWeightedEnsemble(
             [bases[i] for i in used] + [flat],
             torch.stack([weights[i] for i in used] + [weights[-1]]),
             scale.means.reshape(-1),
             scale.stdvs.reshape(-1),
         )
+        return Fitted(ensemble, description=description)
 
     def _base_models(self, data: TrainingData) -> list[Model]:
         """The related tasks' flat GPs, fitted on the first call (seed 0: the same fits on every
@@ -145,14 +149,9 @@ class RGPESurrogate(Surrogate):
                 task = TrainingData(
                     X, Y, data.outcome_names, {}, data.space, 0, data.n_objectives, Yvar
                 )
-                bases.append(FlatSurrogate(self.fit_options).fit(task))
+                bases.append(FlatSurrogate(self.fit_options).fit(task).model)
             self._bases = bases
         return self._bases
-
-    def describe(self) -> dict[str, Any]:
-        """The last fit: per model (the related tasks by name, then ``"target"``) its weight
-        and median ranking loss per outcome."""
-        return dict(self._last)
 
 
 class RankWeightedEnsemble(CombinedModel):

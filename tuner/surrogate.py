@@ -1,11 +1,13 @@
 """The surrogate interface and the default flat surrogate.
 
-A `Surrogate` turns the completed trials (`TrainingData`) into a fitted BoTorch `Model`. The tuner
-calls `fit` once per proposal, from a single thread, with fresh `TrainingData`; it never mutates
-the data and a surrogate must not either. The returned model's posterior over ``n x d`` unit-cube
-inputs has ``m`` outputs in `TrainingData.outcome_names` order (objectives first, maximization
-convention, then outcome-constraint metrics in their raw units). The tuner only calls
-`Model.posterior` on it, through BoTorch acquisition functions.
+A `Surrogate` turns the completed trials (`TrainingData`) into a `Fitted`: a fitted BoTorch
+`Model`, optionally second models that shape where the tuner looks, and a description of the fit.
+The tuner calls `fit` once per proposal, from a single thread, with fresh `TrainingData`; it never
+mutates the data and a surrogate must not either. Everything a fit produces comes back in its
+`Fitted`: no method reads what an earlier `fit` left behind. The model's posterior over ``n x d``
+unit-cube inputs has ``m`` outputs in `TrainingData.outcome_names` order (objectives first,
+maximization convention, then outcome-constraint metrics in their raw units). The tuner only
+calls `Model.posterior` on it, through BoTorch acquisition functions.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from tuner.errors import SurrogateError
 if TYPE_CHECKING:
     from spaces import Space
 
-__all__ = ["FlatSurrogate", "SaasSurrogate", "Surrogate", "TrainingData"]
+__all__ = ["FlatSurrogate", "Fitted", "SaasSurrogate", "Surrogate", "TrainingData"]
 
 
 @dataclass(frozen=True)
@@ -137,27 +139,55 @@ class TrainingData:
         return int(self.X.shape[0])
 
 
+@dataclass(frozen=True)
+class Fitted:
+    """What one `Surrogate.fit` produces.
+
+    Attributes:
+        model: The fitted `Model` (eval mode) whose posterior over a ``batch x q x d`` input has
+            ``m`` outputs in `TrainingData.outcome_names` order.
+        proposer: A second model of the same data whose acquisition the tuner optimizes, the
+            fitted model then ranking the points found (the best by its own acquisition is
+            proposed); None: the fitted model does both.
+        veto: A second model of the same data and a margin in nats that bound where the tuner
+            proposes: it optimizes that model's acquisition as well, pools the points found with
+            the fitted model's (or the proposer's), and proposes the best by the fitted model's
+            acquisition among the points whose log-acquisition under the vetoing model is within
+            the margin of the pool's best under it. None: no veto.
+        description: JSON-able information on the fit (chosen model, scores, ...).
+    """
+
+    model: Model
+    proposer: Model | None = None
+    veto: tuple[Model, float] | None = None
+    description: Mapping[str, Any] = field(default_factory=dict)
+
+
 class Surrogate(ABC):
-    """Builds a fitted BoTorch `Model` from the completed trials.
+    """Builds a `Fitted` model from the completed trials.
 
     Contract:
         * `fit` is called once per proposal with fresh `TrainingData`; it must not mutate it.
-        * The returned model's posterior over a ``batch x q x d`` input has ``m`` outputs in
+        * Everything the fit produces comes back in its `Fitted`; no other method depends on
+          which `fit` ran last (a cache keyed by the data, `TrainingData.digest`, may return an
+          earlier equal result).
+        * The fitted model's posterior over a ``batch x q x d`` input has ``m`` outputs in
           `TrainingData.outcome_names` order (``m == data.Y.shape[-1]``).
-        * Given equal data (including `data.seed`), `fit` returns an equal model: the tuner's
+        * Given equal data (including `data.seed`), `fit` returns an equal result: the tuner's
           exact rebuild from stored trials relies on it. Seed any randomness from `data.seed`.
         * `fit` is not called concurrently on one instance.
     """
 
     @abstractmethod
-    def fit(self, data: TrainingData) -> Model:
-        """Return a fitted `Model` whose posterior over ``n x d`` inputs has ``m`` outputs.
+    def fit(self, data: TrainingData) -> Fitted:
+        """Fit a model whose posterior over ``n x d`` inputs has ``m`` outputs.
 
         Args:
             data: The completed trials, encoded.
 
         Returns:
-            A fitted BoTorch `Model` in eval mode.
+            The fitted model (a BoTorch `Model` in eval mode), any second models that shape the
+            proposal, and a description of the fit.
 
         Raises:
             SurrogateError: The model cannot be fitted on this data.
@@ -174,30 +204,12 @@ class Surrogate(ABC):
         """
         return None
 
-    def proposer(self) -> Model | None:
-        """A second model of the last `fit`'s data whose acquisition the tuner optimizes, the
-        fitted model then ranking the points found (the best by its own acquisition is
-        proposed); None (the default): the fitted model does both."""
-        return None
-
-    def veto(self) -> tuple[Model, float] | None:
-        """A second model of the last `fit`'s data and a margin in nats that bound where the
-        tuner proposes: it optimizes that model's acquisition as well, pools the points found
-        with the fitted model's (or the proposer's), and proposes the best by the fitted model's
-        acquisition among the points whose log-acquisition under the vetoing model is within
-        the margin of the pool's best under it. None (the default): no veto."""
-        return None
-
     def informed(self, data: TrainingData) -> bool:
         """Whether the model of ``data`` knows more than the trials tell (a warm start's kept
         related study): the tuner then proposes from the model at positions of the initial
         design too, once `TunerOptions.min_completed` trials completed. False (the default):
         the design runs first."""
         return False
-
-    def describe(self) -> dict[str, Any]:
-        """JSON-able information on the last fit (chosen model, scores, ...); `{}` by default."""
-        return {}
 
 
 class FlatSurrogate(Surrogate):
@@ -216,10 +228,10 @@ class FlatSurrogate(Surrogate):
 
     def __init__(self, fit_options: Mapping[str, Any] | None = None) -> None:
         self.fit_options = dict(fit_options or {})
-        self._last: dict[str, Any] = {}
 
-    def fit(self, data: TrainingData) -> Model:
-        """Fit the batched GP on `data` (see `Surrogate.fit`)."""
+    def fit(self, data: TrainingData) -> Fitted:
+        """Fit the batched GP on `data` (see `Surrogate.fit`); the description holds the model
+        class, the noise, the training size and the fitted lengthscales."""
         if data.n == 0:
             raise SurrogateError("The flat GP needs at least one completed trial, got none.")
         model = SingleTaskGP(
@@ -239,18 +251,14 @@ class FlatSurrogate(Surrogate):
                     f"Fitting the flat GP on n={data.n} trials failed: {err}"
                 ) from err
         model.eval()
-        self._last = {
+        description = {
             "model": "FlatSurrogate(SingleTaskGP)",
             "noise": "observed" if data.Yvar is not None else "inferred",
             "n_train": data.n,
             "outcomes": list(data.outcome_names),
             "lengthscales": _lengthscales(model),
         }
-        return model
-
-    def describe(self) -> dict[str, Any]:
-        """The model class, training size and fitted lengthscales of the last fit."""
-        return dict(self._last)
+        return Fitted(model, description=description)
 
 
 class SaasSurrogate(Surrogate):
@@ -270,10 +278,10 @@ class SaasSurrogate(Surrogate):
 
     def __init__(self, fit_options: Mapping[str, Any] | None = None) -> None:
         self.fit_options = dict(fit_options or {})
-        self._last: dict[str, Any] = {}
 
-    def fit(self, data: TrainingData) -> Model:
-        """Fit one MAP-SAAS GP per outcome (see `Surrogate.fit`)."""
+    def fit(self, data: TrainingData) -> Fitted:
+        """Fit one MAP-SAAS GP per outcome (see `Surrogate.fit`); the description holds the
+        model class, the training size and the fitted lengthscales."""
         from botorch.models import ModelListGP
         from botorch.models.map_saas import get_map_saas_model
 
@@ -302,18 +310,13 @@ class SaasSurrogate(Surrogate):
                         f"failed: {err}"
                     ) from err
                 models.append(gp.eval())
-        model = ModelListGP(*models)
-        self._last = {
+        description = {
             "model": "SaasSurrogate(MAP SAAS GP per outcome)",
             "n_train": data.n,
             "outcomes": list(data.outcome_names),
             "lengthscales": [row for gp in models for row in _lengthscales(gp)],
         }
-        return model
-
-    def describe(self) -> dict[str, Any]:
-        """The model class, training size and fitted lengthscales of the last fit."""
-        return dict(self._last)
+        return Fitted(ModelListGP(*models), description=description)
 
 
 class CombinedModel(Model):

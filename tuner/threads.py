@@ -19,9 +19,7 @@ def one_thread() -> Iterator[None]:
     A proposal fits GPs on tens to hundreds of trials and evaluates its acquisition on batches
     of a few thousand points: operations far too small for a thread team to pay, and on a
     machine whose cores a study's workers keep busy a team of spinning threads makes them
-    several times slower. Measured on 2 shared vCPUs with two other busy processes, one proposal
-    of the built-in study at 25 trials: 2.6 s of CPU on one torch thread, 15-18 s on two (the
-    machine's default). It also keeps a driving process that forks its workers from ever
+    several times slower (figures: docs/tuner.md). It also keeps a driving process that forks its workers from ever
     starting an OpenMP thread team (libgomp is not fork-safe: a worker forked after one hangs at
     its first parallel kernel).
     """

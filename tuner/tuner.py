@@ -29,7 +29,7 @@ from tuner.errors import (
 )
 from tuner.options import TunerOptions
 from tuner.problem import OUTLIER_SPREAD, OutcomeConstraint, Problem
-from tuner.surrogate import FlatSurrogate, Surrogate
+from tuner.surrogate import Fitted, FlatSurrogate, Surrogate
 from tuner.trial import Trial, TrialState
 
 if TYPE_CHECKING:
@@ -113,6 +113,7 @@ class Tuner:
         self._raw: list[Trial] = []  # the records as given, to skip re-validating them
         self._trials: list[Trial] = []
         self._warned: set[tuple[int, str]] = set()  # outliers already reported
+        self._last_fit: Fitted | None = None
         self.sync(trials)
 
     # ------------------------------------------------------------------ read-only views
@@ -148,8 +149,14 @@ class Tuner:
 
     @property
     def surrogate(self) -> Surrogate:
-        """The surrogate (its `describe()` reports on the last fit)."""
+        """The surrogate."""
         return self._settings.surrogate
+
+    @property
+    def last_fit(self) -> Fitted | None:
+        """The surrogate's fit behind this tuner's latest model-based proposal (its
+        ``description`` says which model and why); None before the first."""
+        return self._last_fit
 
     @property
     def trials(self) -> list[Trial]:
@@ -223,13 +230,16 @@ class Tuner:
             self._report_outliers()
             if position is not None:
                 position = _check_int("position", position, 0, error=InvalidArgumentError)
-            configs = propose(
+            proposal = propose(
                 self._settings,
                 self._trials,
                 n - len(waiting),
                 position=position,
                 reserved=tuple(int(q) for q in reserved),
             )
+            configs = proposal.configs
+            if proposal.fitted is not None:
+                self._last_fit = proposal.fitted
         else:
             configs = []
         started = [_replace(t, state=TrialState.RUNNING) for t in waiting]

@@ -32,13 +32,12 @@ from typing import Any
 import torch
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import ModelListGP, MultiTaskGP
-from botorch.models.model import Model
 from botorch.models.transforms.outcome import Standardize
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
 from tuner.errors import SurrogateError
-from tuner.surrogate import FlatSurrogate, Surrogate, TrainingData
+from tuner.surrogate import Fitted, FlatSurrogate, Surrogate, TrainingData
 
 __all__ = ["GATE", "MIN_TARGET", "RelatedTask", "WarmStartSurrogate", "check_related"]
 
@@ -108,8 +107,7 @@ class WarmStartSurrogate(Surrogate):
         self.max_related = int(max_related)
         self.min_target = int(min_target)
         self.gate = float(gate)
-        self._last: dict[str, Any] = {}
-        self._fitted: tuple[str, Model] | None = None
+        self._fitted: tuple[str, Fitted] | None = None  # the fit of the latest data, by digest
 
     def check(self, space: Any, outcome_names: Sequence[str], n_objectives: int) -> None:
         """Refuse related tasks whose inputs or outcomes do not match the target's."""
@@ -118,23 +116,25 @@ class WarmStartSurrogate(Surrogate):
     def informed(self, data: TrainingData) -> bool:
         """Whether the gate keeps a related task on ``data`` (the tuner then proposes from the
         model within its initial design; else the design runs, as in a cold study)."""
-        self.fit(data)
-        return bool(self._last.get("related"))
+        return bool(self.fit(data).description.get("related"))
 
-    def fit(self, data: TrainingData) -> Model:
+    def fit(self, data: TrainingData) -> Fitted:
         """The flat GP, or one `MultiTaskGP` per outcome (task 0: the target) over the target
-        and the related tasks that predict its trials better (module docstring). The model of
-        the last data is kept: fitting it again returns it."""
-        key = data.digest()
-        if self._fitted is not None and self._fitted[0] == key:
-            return self._fitted[1]
-        model = self._fit(data)
-        self._fitted = (key, model)
-        return model
+        and the related tasks that predict its trials better (module docstring). The fit of the
+        latest data is cached by its digest: fitting equal data again returns it.
 
-    def _fit(self, data: TrainingData) -> Model:
-        flat_surrogate = FlatSurrogate(self.fit_options)
-        flat = flat_surrogate.fit(data)
+        The description holds the training size, per related task kept its trials and, per
+        outcome, its learned correlation with the target task; ``loo``: summed leave-one-out
+        log likelihoods; ``gate``: per related task, the mean per-trial advantage and the
+        bound the gate tests."""
+        key = data.digest()
+        if self._fitted is None or self._fitted[0] != key:
+            self._fitted = (key, self._fit(data))
+        return self._fitted[1]
+
+    def _fit(self, data: TrainingData) -> Fitted:
+        flat_fit = FlatSurrogate(self.fit_options).fit(data)
+        flat = flat_fit.model
         judged = data.n >= self.min_target
         base = _loo_flat(flat) if judged else None
         scores: dict[str, float] = {"flat": float(base.sum())} if base is not None else {}
@@ -152,10 +152,10 @@ class WarmStartSurrogate(Surrogate):
                 kept.append(r)
                 fitted[r.name] = model
         if not kept:
-            self._last = {**flat_surrogate.describe(), "related": [], "loo": scores, "gate": gate}
-            return flat
+            description = {**flat_fit.description, "related": [], "loo": scores, "gate": gate}
+            return Fitted(flat, description=description)
         model = fitted[kept[0].name] if len(kept) == 1 else self._fit_tasks(data, kept)
-        self._last = {
+        description = {
             "model": "WarmStartSurrogate(MultiTaskGP per outcome)",
             "n_train": data.n,
             "related": [
@@ -165,7 +165,7 @@ class WarmStartSurrogate(Surrogate):
             "loo": scores,
             "gate": gate,
         }
-        return model
+        return Fitted(model, description=description)
 
     def _fit_tasks(self, data: TrainingData, related: Sequence[RelatedTask]) -> ModelListGP:
         """One `MultiTaskGP` per outcome over the target (task 0) and ``related``."""
@@ -210,12 +210,6 @@ class WarmStartSurrogate(Surrogate):
             return r.X, r.Y, r.Yvar
         keep = torch.argsort(r.Y[:, 0], descending=True)[: self.max_related]
         return r.X[keep], r.Y[keep], None if r.Yvar is None else r.Yvar[keep]
-
-    def describe(self) -> dict[str, Any]:
-        """The last fit: training size, per related task its trials and, per outcome, its
-        learned correlation with the target task; ``loo``: summed leave-one-out log likelihoods;
-        ``gate``: per related task, the mean per-trial advantage and the bound the gate tests."""
-        return dict(self._last)
 
 
 def check_related(related: Sequence[RelatedTask], space: Any, outcome_names: Sequence[str]) -> None:

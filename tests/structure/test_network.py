@@ -227,7 +227,7 @@ def test_node_gps_get_botorchs_map_fit() -> None:
     X = torch.rand(25, 3, generator=gen, dtype=torch.float64)
     y = 3.0 + torch.sin(5 * X[:, 0]) * X[:, 1] + 0.05 * torch.randn(25, generator=gen).double()
     bounds = _bounds(X, 2)  # two parameter columns, one node value
-    ours = _fit_gp(X, y, bounds, NetworkConfig(), None)
+    ours = _fit_gp(X, y, bounds, None)
     theirs = SingleTaskGP(
         X, y.unsqueeze(-1), input_transform=Normalize(3, bounds=bounds), outcome_transform=Standardize(1)
     )  # fmt: skip

@@ -38,12 +38,10 @@ def test_explain_covers_every_case() -> None:
             "advantage_per_point": 0.2,
         },
         "edges": [["t1", "t2", 0.7, "learned"], ["a", "speed", 0.0, "direct"]],
-        "history": [{"model": "flat"}, {"model": "network"}],
     }  # fmt: skip
     text = explain(info)
     assert "GP network" in text and "it predicts better" in text
     assert "t1->t2 (0.70)" in text and "a->speed" not in text
-    assert "1 of 2 fits" in text
     assert "+0.20 nats per scored point" in text
     assert "over the learned structure" in text
     given = {**info, "structure": {"n_trials": 0}}  # `StudySettings(structure=...)`'s

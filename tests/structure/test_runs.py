@@ -11,7 +11,7 @@ import torch
 
 from spaces import Float, Space
 from structure import LearnConfig, StructuredSurrogate, learn_structure
-from structure.errors import StructureError, StructureLearningError
+from structure.errors import StructureLearningError
 from structure.runs import centre_by_group, run_rows, subsample_groups
 from structure.select import SelectConfig
 from tests.structure.synthetic import chain_table, runs_data, sum_sine_data
@@ -83,24 +83,13 @@ def test_subsample_spreads_the_rows_evenly_over_the_groups() -> None:
     assert np.array_equal(subsample_groups(groups, 30, seed=0), np.arange(30))
 
 
-def test_per_run_rows_find_the_metric_an_objective_reads_from_few_trials() -> None:
-    # 8 trials of 8 runs; a run's metric is noisy around mean(x) and drives its objective: the
-    # trials' means hide the link, the runs show it.
-    found = {"trials": 0, "runs": 0}
-    for seed in range(4):
-        data = runs_data(8, seed, noise=0.3)
-        for rows in found:
-            s = StructuredSurrogate(
-                config=dataclasses.replace(FEW, rows=rows), flat=FlatSurrogate({"maxiter": 30})
-            )
-            s.fit(data)
-            info = s.describe()
-            assert info["rows"]["kind"] == rows
-            found[rows] += any(e[:2] == ["m", "o"] and e[3] == "learned" for e in info["edges"])
-            # the per-run values are never featurized as metrics of the trials
-            assert not any("@" in f["name"] for f in info["features"]["features"])
+def test_per_run_rows_are_read_where_the_trials_report_runs() -> None:
+    # 8 trials of 8 runs: one row per run, and the per-run values are never featurized as
+    # metrics of the trials (benchmarks/_surrogate_variants.py compares rows of trials)
+    s = StructuredSurrogate(config=FEW, flat=FlatSurrogate({"maxiter": 30}))
+    info = s.fit(runs_data(8, 0, noise=0.3)).description
     assert info["rows"] == {"kind": "runs", "n": 64, "trials": 8}
-    assert found["runs"] >= 3 and found["trials"] < found["runs"]
+    assert not any("@" in f["name"] for f in info["features"]["features"])
 
 
 def test_keep_base_keeps_every_parameter_of_an_objective_learned_from_runs() -> None:
@@ -116,8 +105,8 @@ def test_keep_base_keeps_every_parameter_of_an_objective_learned_from_runs() -> 
             s = StructuredSurrogate(
                 config=dataclasses.replace(FEW, learn=learn), flat=FlatSurrogate({"maxiter": 30})
             )
-            s.fit(data)
-            parents[keep] = {e[0] for e in s.describe()["edges"] if e[1] == "o"}
+            edges = s.fit(data).description["edges"]
+            parents[keep] = {e[0] for e in edges if e[1] == "o"}
         if "m" in parents[True]:
             found += 1
             assert params <= parents[True]
@@ -125,22 +114,16 @@ def test_keep_base_keeps_every_parameter_of_an_objective_learned_from_runs() -> 
     assert found >= 2
 
 
-def test_rows_runs_use_the_trials_without_per_run_metrics_and_say_why() -> None:
-    s = StructuredSurrogate(
-        config=dataclasses.replace(FAST, rows="runs"), flat=FlatSurrogate({"maxiter": 30})
-    )
-    s.fit(sum_sine_data(12, seed=0))
-    rows = s.describe()["rows"]
+def test_the_trials_rows_are_read_without_per_run_metrics_and_it_says_why() -> None:
+    s = StructuredSurrogate(config=FAST, flat=FlatSurrogate({"maxiter": 30}))
+    rows = s.fit(sum_sine_data(12, seed=0)).description["rows"]
     assert rows["kind"] == "trials" and "no per-run metrics" in rows["reason"]
-    with pytest.raises(StructureError, match="rows must be one of"):
-        dataclasses.replace(FAST, rows="seeds")
 
 
 def test_an_ignored_metric_is_ignored_in_every_run() -> None:
-    config = dataclasses.replace(FEW, rows="runs", ignore_metrics=("m",))
+    config = dataclasses.replace(FEW, ignore_metrics=("m",))
     s = StructuredSurrogate(config=config, flat=FlatSurrogate({"maxiter": 30}))
-    s.fit(runs_data(8, 1, noise=0.3))
-    info = s.describe()
+    info = s.fit(runs_data(8, 1, noise=0.3)).description
     assert info["rows"]["kind"] == "runs"
     assert "m" not in {n for e in info["edges"] for n in e[:2]}
 

@@ -44,8 +44,8 @@ def _surrogate(structure: Structure | None = None) -> StructuredSurrogate:
 
 def test_picks_the_network_on_strongly_structured_data() -> None:
     s = _surrogate(sum_sine_structure())
-    model = s.fit(sum_sine_data(20, seed=0))
-    info = s.describe()
+    fitted = s.fit(sum_sine_data(20, seed=0))
+    model, info = fitted.model, fitted.description
     assert isinstance(model, GPNetwork) and info["model"] == "network"
     assert info["scores"]["heldout"]["advantage"] > 0
     assert info["scores"]["prequential"]["advantage"] > 0
@@ -62,10 +62,11 @@ def test_a_fixed_structure_given_as_edges_is_that_structure() -> None:
     structure = sum_sine_structure()
     by_edges = _surrogate([(e.source, e.target) for e in structure.edges])
     assert by_edges.fixed_structure is None  # made against the space at the first fit
-    model, reference = by_edges.fit(data), _surrogate(structure).fit(data)
+    fitted, reference = by_edges.fit(data), _surrogate(structure).fit(data).model
+    model = fitted.model
     assert by_edges.fixed_structure is not None
     assert by_edges.fixed_structure.nodes == structure.nodes
-    assert isinstance(model, GPNetwork) and by_edges.describe()["model"] == "network"
+    assert isinstance(model, GPNetwork) and fitted.description["model"] == "network"
     X = torch.rand(
         7, data.X.shape[1], dtype=data.X.dtype, generator=torch.Generator().manual_seed(0)
     )
@@ -87,8 +88,8 @@ def test_falls_back_to_flat_when_the_structure_predicts_worse() -> None:
         tuple(Edge(f"x{i}", "m") for i in range(6)) + (Edge("m", "o"),),
     )  # fmt: skip
     s = _surrogate(wrong)
-    model = s.fit(sum_sine_data(20, seed=1, structured=False))
-    info = s.describe()
+    fitted = s.fit(sum_sine_data(20, seed=1, structured=False))
+    model, info = fitted.model, fitted.description
     assert info["model"] == "flat" and not isinstance(model, GPNetwork)
     assert info["scores"]["advantage_per_point"] <= -FAST.tolerance
     assert "flat GP" in explain(info)
@@ -96,8 +97,7 @@ def test_falls_back_to_flat_when_the_structure_predicts_worse() -> None:
 
 def test_learned_structure_without_informative_metrics_is_flat() -> None:
     s = _surrogate()
-    s.fit(sum_sine_data(12, seed=2, structured=False))
-    info = s.describe()
+    info = s.fit(sum_sine_data(12, seed=2, structured=False)).description
     assert info["model"] == "flat"
     assert "no tracking metric" in info["reason"]
     assert info["structure"] is not None
@@ -105,9 +105,9 @@ def test_learned_structure_without_informative_metrics_is_flat() -> None:
 
 def test_flat_before_min_trials_with_reason() -> None:
     s = _surrogate()
-    s.fit(sum_sine_data(6, seed=0))
-    assert s.describe()["model"] == "flat"
-    assert "min_trials" in s.describe()["reason"]
+    info = s.fit(sum_sine_data(6, seed=0)).description
+    assert info["model"] == "flat"
+    assert "min_trials" in info["reason"]
 
 
 def test_checkpoints_are_dense_until_then_every_relearn_every() -> None:
@@ -122,8 +122,8 @@ def test_checkpoints_are_dense_until_then_every_relearn_every() -> None:
     s = StructuredSurrogate(
         config=dataclasses.replace(FAST, dense_until=12), flat=FlatSurrogate({"maxiter": 30})
     )
-    s.fit(sum_sine_data(11, seed=2, structured=False))
-    assert s.describe()["checkpoint"] == 11  # FAST alone would still be at 10
+    info = s.fit(sum_sine_data(11, seed=2, structured=False)).description
+    assert info["checkpoint"] == 11  # FAST alone would still be at 10
     with pytest.raises(StructureError, match="dense_until"):
         StructuredConfig(dense_until=-1)
 
@@ -135,18 +135,19 @@ def test_a_fresh_instance_rebuilds_the_same_model() -> None:
     a = first.fit(data)
     b = second.fit(data)
     Xt = torch.rand(5, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(9))
-    assert first.describe()["model"] == second.describe()["model"]
-    assert first.describe()["scores"] == second.describe()["scores"]
+    assert a.description["model"] == b.description["model"]
+    assert a.description["scores"] == b.description["scores"]
     with torch.no_grad():
-        torch.testing.assert_close(a.posterior(Xt).mean, b.posterior(Xt).mean)
+        torch.testing.assert_close(a.model.posterior(Xt).mean, b.model.posterior(Xt).mean)
 
 
 def test_between_checkpoints_the_network_keeps_the_checkpoint_hyperparameters() -> None:
     s = _surrogate(sum_sine_structure())
-    at = s.fit(sum_sine_data(20, seed=0))  # a checkpoint: the network is fitted
-    later = s.fit(sum_sine_data(22, seed=0))  # conditioned on 22 trials, not refitted
+    at = s.fit(sum_sine_data(20, seed=0)).model  # a checkpoint: the network is fitted
+    fitted = s.fit(sum_sine_data(22, seed=0))  # conditioned on 22 trials, not refitted
+    later = fitted.model
     assert isinstance(at, GPNetwork) and isinstance(later, GPNetwork)
-    assert s.describe()["checkpoint"] == 20 and s.describe()["n_train"] == 22
+    assert fitted.description["checkpoint"] == 20 and fitted.description["n_train"] == 22
     assert at.hyperparameters().keys() == later.hyperparameters().keys()
     for node, state in at.hyperparameters().items():
         for key, value in state.items():
@@ -168,7 +169,7 @@ def test_tuner_runs_with_the_structured_surrogate() -> None:
         m = float(x.mean())
         tuner.tell(trial.id, {"o": float(torch.sin(torch.tensor(12.0 * m)))}, metrics={"m": m})
     assert len(tuner.trials) == 13
-    assert surrogate.describe()["model"] == "network"
+    assert tuner.last_fit is not None and tuner.last_fit.description["model"] == "network"
 
 
 def test_more_metric_columns_than_trials_still_learns() -> None:
@@ -176,9 +177,7 @@ def test_more_metric_columns_than_trials_still_learns() -> None:
     gen = torch.Generator().manual_seed(0)
     metrics = {f"n{i}": torch.randn(12, generator=gen, dtype=torch.float64) for i in range(30)}
     data = dataclasses.replace(data, metrics={**data.metrics, **metrics})
-    s = _surrogate()
-    s.fit(data)
-    info = s.describe()
+    info = _surrogate().fit(data).description
     assert "failed" not in info["reason"]
     # PC tests only the columns its Fisher-z tests allow; selection sees them all.
     assert len(info["features"]["features"]) > 12 - 6 - 1 - 3
@@ -224,9 +223,7 @@ def test_knowledge_naming_an_unreported_metric_raises_instead_of_falling_back() 
 def test_a_metric_named_like_a_parameter_is_left_out() -> None:
     data = sum_sine_data(14, seed=0)
     data = dataclasses.replace(data, metrics={**data.metrics, "x0": data.X[:, 0].clone()})
-    s = _surrogate()
-    s.fit(data)
-    info = s.describe()
+    info = _surrogate().fit(data).description
     assert "failed" not in info["reason"]
     assert "x0" not in [f["name"] for f in info["features"]["features"]]
 
@@ -243,13 +240,11 @@ def test_ignored_metrics_are_not_read_so_their_values_change_nothing() -> None:
     runs = []
     for seed in (1, 2):
         s = StructuredSurrogate(config=ignoring, flat=FlatSurrogate({"maxiter": 30}))
-        s.fit(with_clock(seed))
-        runs.append(s.describe())
+        runs.append(s.fit(with_clock(seed)).description)
     assert "time.total" not in [f["name"] for f in runs[0]["features"]["features"]]
     assert runs[0]["edges"] == runs[1]["edges"] and runs[0]["scores"] == runs[1]["scores"]
-    reading = _surrogate()
-    reading.fit(with_clock(1))
-    assert "time.total" in [f["name"] for f in reading.describe()["features"]["features"]]
+    reading = _surrogate().fit(with_clock(1)).description
+    assert "time.total" in [f["name"] for f in reading["features"]["features"]]
 
 
 def test_ignore_metrics_must_be_name_patterns() -> None:
@@ -265,7 +260,7 @@ def test_the_flat_gp_is_scored_with_the_noise_it_was_fitted_with() -> None:
 
     base = sum_sine_data(24, seed=3)
     data = dataclasses.replace(base, Yvar=torch.full_like(base.Y, 1e-4))
-    flat = FlatSurrogate().fit(data)
+    flat = FlatSurrogate().fit(data).model
     state = {k: v for k, v in flat.state_dict().items() if not k.startswith("outcome_transform")}
     noise = data.noise()
     mean, var = flat_predict(data.X, data.Y, state, data.X[:5], (noise, noise[:5]))
@@ -302,41 +297,24 @@ def test_a_test_trial_noisier_than_the_training_ones_adds_its_excess_to_the_netw
     scores = {}
     for name, excess in (("with", scoring.excess_noise), ("without", lambda a, b: 0.0)):
         monkeypatch.setattr(scoring, "excess_noise", excess)
-        s = _surrogate()
-        s.fit(data)
-        scores[name] = s.describe()["scores"]
+        scores[name] = _surrogate().fit(data).description["scores"]
     assert scores["with"]["heldout"]["flat"] == scores["without"]["heldout"]["flat"]
     assert scores["with"]["heldout"]["network"] > scores["without"]["heldout"]["network"] + 1.0
     assert math.isfinite(scores["with"]["heldout"]["network"])
-
-
-def test_the_flat_gp_proposes_where_the_network_is_used_if_asked() -> None:
-    cfg = dataclasses.replace(FAST, flat_proposes=True)
-    s = StructuredSurrogate(config=cfg, flat=FlatSurrogate({"maxiter": 30}))
-    data = sum_sine_data(20, seed=0)
-    assert isinstance(s.fit(data), GPNetwork)
-    proposer = s.proposer()
-    assert proposer is not None and not isinstance(proposer, GPNetwork)
-    assert s.describe()["proposer"] == "flat" and s.describe()["model"] == "network"
-    assert "found by the flat GP's acquisition" in explain(s.describe())
-    assert proposer.num_outputs == data.Y.shape[-1]
-    s.fit(sum_sine_data(5, seed=0))  # flat before min_trials: it proposes itself
-    assert s.proposer() is None
-    plain = _surrogate()
-    plain.fit(data)
-    assert plain.proposer() is None
 
 
 def test_the_flat_gp_vetoes_where_the_network_is_used_if_asked() -> None:
     s = StructuredSurrogate(
         config=dataclasses.replace(FAST, veto=10.0), flat=FlatSurrogate({"maxiter": 30})
     )
-    assert isinstance(s.fit(sum_sine_data(20, seed=0)), GPNetwork)
-    veto = s.veto()
+    fitted = s.fit(sum_sine_data(20, seed=0))
+    assert isinstance(fitted.model, GPNetwork)
+    veto = fitted.veto
     assert veto is not None and not isinstance(veto[0], GPNetwork) and veto[1] == 10.0
-    assert s.proposer() is None  # the network still proposes
-    assert s.describe()["veto"] == 10.0 and s.describe()["proposer"] == "network"
-    s.fit(sum_sine_data(5, seed=0))  # flat before min_trials: nothing to veto
-    assert s.veto() is None and s.describe()["veto"] is None
+    assert fitted.proposer is None  # the network still proposes
+    assert fitted.description["veto"] == 10.0 and fitted.description["proposer"] == "network"
+    early = s.fit(sum_sine_data(5, seed=0))  # flat before min_trials: nothing to veto
+    assert early.veto is None and early.description["veto"] is None
+    assert s.fit(sum_sine_data(20, seed=0)).veto is not None  # the order of fits is moot
     with pytest.raises(StructureError, match="veto"):
         StructuredConfig(veto=-1.0)

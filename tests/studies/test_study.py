@@ -357,9 +357,9 @@ def test_a_study_proposes_from_a_known_structure(sqlite_url: str) -> None:
         trial = study.ask()
         out = toy_evaluate(trial.config)
         study.tell(trial, {k: out[k] for k in OBJ}, metrics={"steps": out["steps"]})
-    surrogate = study._tuners["structured"].surrogate
-    assert surrogate.fixed_structure.metrics == ("steps",)
-    assert surrogate.describe()["model"] == "network"
+    tuner = study._tuners["structured"]
+    assert tuner.surrogate.fixed_structure.metrics == ("steps",)
+    assert tuner.last_fit is not None and tuner.last_fit.description["model"] == "network"
 
 
 def test_exhausted_space_stops_cleanly(sqlite_url: str, caplog) -> None:
@@ -489,7 +489,8 @@ def test_one_tuner_per_process_proposes_what_a_restart_would(
     kept = study._tuners[surrogate]
     assert study._tuner(study.trials) is kept  # not rebuilt per proposal
     if surrogate == "structured":
-        assert kept.surrogate.history, "the structured surrogate was used"
+        assert kept.last_fit is not None, "the structured surrogate was used"
+        assert kept.last_fit.description["surrogate"] == "StructuredSurrogate"
     trials = study.trials
     again = Study.load("s", sqlite_url)
     assert study._propose(trials, 2) == again._propose(trials, 2)

@@ -48,9 +48,9 @@ def test_a_warm_started_study_models_with_the_related_trials(source: str) -> Non
     assert len(_warm(source).trials) == 2  # opened again: nothing queued twice
     study.optimize(9, progress=False)
     assert [t.state for t in study.trials] == ["COMPLETE"] * 9
-    surrogate = next(iter(study._tuners.values())).surrogate
-    assert type(surrogate).__name__ == "WarmStartSurrogate"
-    assert set(surrogate.describe()["loo"]) == {"flat", "src"}  # judged once enough trials
+    tuner = next(iter(study._tuners.values()))
+    assert type(tuner.surrogate).__name__ == "WarmStartSurrogate"
+    assert set(tuner.last_fit.description["loo"]) == {"flat", "src"}  # judged once enough trials
     again = StudySettings.from_dict(study.settings.to_dict())
     assert again == study.settings
 
@@ -112,9 +112,9 @@ def test_rgpe_models_a_warm_started_study(source: str) -> None:
     seed_from_related(study, per_study=2)
     study.optimize(6, progress=False)
     assert [t.state for t in study.trials] == ["COMPLETE"] * 6
-    surrogate = next(iter(study._tuners.values())).surrogate
-    assert type(surrogate).__name__ == "RGPESurrogate"
-    assert set(surrogate.describe()["weights"]) == {"src", "target"}
+    tuner = next(iter(study._tuners.values()))
+    assert type(tuner.surrogate).__name__ == "RGPESurrogate"
+    assert set(tuner.last_fit.description["weights"]) == {"src", "target"}
     assert StudySettings.from_dict(study.settings.to_dict()).warm_start_model == "rgpe"
     assert StudySettings.from_dict({"warm_start": ["src"]}).warm_start_model == "mtgp"  # older
 

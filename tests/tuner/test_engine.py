@@ -14,12 +14,12 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from botorch.models.model import Model
 
 import tuner.engine as tuner_engine
 from spaces import Space
 from tests.tuner.conftest import FAST, OBJECTIVES, evaluate, make_space, make_tuner, run
 from tuner import (
+    Fitted,
     FlatSurrogate,
     InvalidArgumentError,
     InvalidSpecError,
@@ -50,7 +50,7 @@ class RecordingSurrogate(Surrogate):
         self.inner = FlatSurrogate(fit_options={"maxiter": 25})
         self.seen: list[TrainingData] = []
 
-    def fit(self, data: TrainingData) -> Model:
+    def fit(self, data: TrainingData) -> Fitted:
         self.seen.append(data)
         return self.inner.fit(data)
 
@@ -204,7 +204,7 @@ def test_batches_with_pending_points_never_duplicate(space: Space) -> None:
 
 def test_custom_surrogate_with_wrong_outputs_is_rejected(space: Space) -> None:
     class OneOutput(Surrogate):
-        def fit(self, data: TrainingData) -> Model:
+        def fit(self, data: TrainingData) -> Fitted:
             return FlatSurrogate({"maxiter": 5}).fit(
                 TrainingData(data.X, data.Y[:, :1], data.outcome_names[:1], {}, data.space, 0)
             )
@@ -280,20 +280,25 @@ def test_options_validation() -> None:
     for bad in (
         {"num_restarts": 0},
         {"raw_samples": 1, "num_restarts": 2},
-        {"local_fraction": 2},
+        {"ref_point_scale": "0.1"},
         {"fit_maxiter": 0},
         {"ref_point_scale": 0.0},
         {"max_failed_pending": -1},
         {"max_failed_pending": True},
         {"fit_maxiter": True},
-        {"local_fraction": "0.5"},
-        {"local_scale": None},
     ):
         with pytest.raises(InvalidSpecError):
             TunerOptions(**bad)
     assert TunerOptions.from_dict(FAST.to_dict()) == FAST
     with pytest.raises(InvalidSpecError, match="Unknown"):
         TunerOptions.from_dict({"maxiters": 3})
+    # options stored before `local_fraction` was removed: at today's value they load
+    old = {**FAST.to_dict(), "local_fraction": 0.0, "local_scale": 0.1}
+    assert TunerOptions.from_dict(old) == FAST
+    with pytest.raises(
+        InvalidSpecError, match=r"local_fraction was removed.*Drop 'local_fraction'"
+    ):
+        TunerOptions.from_dict({"local_fraction": 0.5})
 
 
 def test_objectives_property_is_a_copy(space: Space) -> None:
@@ -309,7 +314,7 @@ def test_pending_point_discounts_the_acquisition_there(space: Space) -> None:
     problem = Problem(OBJECTIVES)
     done = tuner.trials
     data = problem.training_data(space, done, seed=0)
-    model = FlatSurrogate({"maxiter": 15}).fit(data)
+    model = FlatSurrogate({"maxiter": 15}).fit(data).model
     ref = infer_reference(problem, done, None, 0.1)
     x = space.sample_unit(1, 123)
     with no_fused_kernel():

@@ -40,8 +40,8 @@ def _data(n: int = 14, seed: int = 0, direction: str = "maximize") -> TrainingDa
 def test_the_objective_is_the_average_of_the_groups_posterior(task_model: str) -> None:
     data = _data()
     surrogate = GroupedSurrogate(task_model, FIT)
-    model = surrogate.fit(data)
-    info = surrogate.describe()
+    fitted = surrogate.fit(data)
+    model, info = fitted.model, fitted.description
     assert info["model"] == f"GroupedSurrogate({task_model})" and info["groups"] == ["a", "b"]
     Xq = torch.rand(6, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     post = model.posterior(Xq)
@@ -66,10 +66,11 @@ def test_a_multitask_fit_reports_the_groups_correlation_and_is_seeded() -> None:
     data = _data()
     first = GroupedSurrogate("multitask", FIT)
     Xq = torch.rand(4, 2, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
-    a = first.fit(data).posterior(Xq)
-    b = GroupedSurrogate("multitask", FIT).fit(data).posterior(Xq)
+    fitted = first.fit(data)
+    a = fitted.model.posterior(Xq)
+    b = GroupedSurrogate("multitask", FIT).fit(data).model.posterior(Xq)
     assert torch.equal(a.mean, b.mean) and torch.equal(a.variance, b.variance)
-    (corr,) = first.describe()["task_correlations"]
+    (corr,) = fitted.description["task_correlations"]
     assert len(corr) == 2 and corr[0][0] == pytest.approx(1.0) and -1 <= corr[0][1] <= 1
 
 
@@ -105,9 +106,9 @@ def test_minimized_objectives_are_modelled_in_the_maximization_convention() -> N
 def test_without_groups_to_model_it_uses_the_flat_gp_and_says_why(change, reason) -> None:
     data = change(_data())
     surrogate = GroupedSurrogate("multitask", FIT)
-    model = surrogate.fit(data)
-    assert surrogate.describe()["model"] == "flat" and reason in surrogate.describe()["reason"]
-    assert model.posterior(torch.rand(3, 2, dtype=torch.float64)).mean.shape == (
+    fitted = surrogate.fit(data)
+    assert fitted.description["model"] == "flat" and reason in fitted.description["reason"]
+    assert fitted.model.posterior(torch.rand(3, 2, dtype=torch.float64)).mean.shape == (
         3,
         data.Y.shape[-1],
     )
@@ -118,8 +119,8 @@ def test_a_few_clipped_trials_do_not_turn_it_off() -> None:
     Y = data.Y.clone()
     Y[:3] += 0.5  # as if the tuner had clipped an outlying run of three trials
     surrogate = GroupedSurrogate("independent", FIT)
-    surrogate.fit(dataclasses.replace(data, Y=Y))
-    assert surrogate.describe()["model"] == "GroupedSurrogate(independent)"
+    fitted = surrogate.fit(dataclasses.replace(data, Y=Y))
+    assert fitted.description["model"] == "GroupedSurrogate(independent)"
 
 
 def test_an_unknown_task_model_is_refused() -> None:
@@ -139,5 +140,6 @@ def test_a_tuner_proposes_with_it_from_reported_runs() -> None:
         x = torch.tensor([[trial.config["x0"], trial.config["x1"]]], dtype=torch.float64)
         runs = {run_metric("gain", f"{g}/0"): float(v) for g, v in _groups(x[0]).items()}
         tuner.tell(trial.id, {"gain": sum(runs.values()) / 2}, metrics=runs)
-    assert surrogate.describe()["model"] == "GroupedSurrogate(multitask)"
-    assert surrogate.describe()["n_train"] >= 5
+    assert tuner.last_fit is not None
+    assert tuner.last_fit.description["model"] == "GroupedSurrogate(multitask)"
+    assert tuner.last_fit.description["n_train"] >= 5

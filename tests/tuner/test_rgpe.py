@@ -38,19 +38,19 @@ def tasks() -> tuple[RelatedTask, RelatedTask, TrainingData]:
 def test_a_related_task_is_weighted_and_an_unrelated_one_dropped(tasks) -> None:
     related, unrelated, data = tasks
     both = RGPESurrogate([related, unrelated], fit_options=FAST)
-    model = both.fit(data)
-    weights = both.describe()["weights"]
+    fitted = both.fit(data)
+    model, weights = fitted.model, fitted.description["weights"]
     assert set(weights) == {"scaled", "noise", "target"}
     assert weights["scaled"][0] > 0.5 and weights["noise"] == [0.0]
     assert sum(w[0] for w in weights.values()) == pytest.approx(1.0)
     assert isinstance(model, RankWeightedEnsemble) and len(model.models) == 2  # noise left out
     alone = RGPESurrogate([unrelated], fit_options=FAST)
-    flat = FlatSurrogate(FAST).fit(data)
+    flat = FlatSurrogate(FAST).fit(data).model
     Xq = _rand(torch.Generator().manual_seed(1), 7)
     dropped = alone.fit(data)
     with torch.no_grad():  # dropped: the flat GP itself
-        assert torch.equal(dropped.posterior(Xq).mean, flat.posterior(Xq).mean)
-    assert alone.describe()["weights"]["noise"] == [0.0]
+        assert torch.equal(dropped.model.posterior(Xq).mean, flat.posterior(Xq).mean)
+    assert dropped.description["weights"]["noise"] == [0.0]
 
 
 def test_a_task_over_fewer_parameters_still_helps_on_the_shared_one() -> None:
@@ -61,8 +61,8 @@ def test_a_task_over_fewer_parameters_still_helps_on_the_shared_one() -> None:
     Xr[:, 1] = 0.5
     Xt = _rand(g, 4)
     surrogate = RGPESurrogate([RelatedTask("no-y", Xr, _f(Xr))], fit_options=FAST)
-    surrogate.fit(TrainingData(Xt, _f(Xt), ["f"], {}, SPACE, 0))
-    assert surrogate.describe()["weights"]["no-y"][0] > 0.5
+    fitted = surrogate.fit(TrainingData(Xt, _f(Xt), ["f"], {}, SPACE, 0))
+    assert fitted.description["weights"]["no-y"][0] > 0.5
 
 
 def test_the_ensemble_is_in_the_target_units() -> None:
@@ -71,7 +71,7 @@ def test_the_ensemble_is_in_the_target_units() -> None:
     g = torch.Generator().manual_seed(3)
     X = _rand(g, 8)
     Y = torch.cat([10 * _f(X) + 5, -(X**2).sum(-1, keepdim=True)], dim=-1)
-    flat = FlatSurrogate(FAST).fit(TrainingData(X, Y, ["a", "b"], {}, SPACE, 0))
+    flat = FlatSurrogate(FAST).fit(TrainingData(X, Y, ["a", "b"], {}, SPACE, 0)).model
     weights = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
     t = flat.outcome_transform
     ens = RankWeightedEnsemble([flat, flat], weights, t.means.reshape(-1), t.stdvs.reshape(-1))
@@ -100,13 +100,10 @@ def test_rank_weights_split_ties_and_dilute() -> None:
 def test_fits_repeat_and_few_trials_use_the_flat_gp(tasks) -> None:
     related, _, data = tasks
     a, b = (RGPESurrogate([related], fit_options=FAST) for _ in range(2))
-    a.fit(data)
-    b.fit(data)
-    assert a.describe()["weights"] == b.describe()["weights"]
-    assert a.informed(data) and a.fit(data) is a.fit(data)  # weighted; equal data: kept model
+    assert a.fit(data).description["weights"] == b.fit(data).description["weights"]
+    assert a.informed(data) and a.fit(data) is a.fit(data)  # weighted; equal data: kept fit
     few = TrainingData(data.X[: MIN_TARGET - 1], data.Y[: MIN_TARGET - 1], ["f"], {}, SPACE, 0)
-    a.fit(few)
-    assert a.describe()["weights"] == {} and not a.informed(few)
+    assert a.fit(few).description["weights"] == {} and not a.informed(few)
 
 
 def test_the_tuner_proposes_with_the_ensemble() -> None:
@@ -126,7 +123,8 @@ def test_the_tuner_proposes_with_the_ensemble() -> None:
         x, y = trial.config["x"], trial.config["y"]
         tuner.tell(trial.id, {"f1": (x - 0.3) ** 2 + y, "f2": (x - 0.7) ** 2 - y})
     assert len(tuner.trials) == 5
-    assert set(tuner.surrogate.describe()["weights"]) == {"src", "target"}
+    assert tuner.last_fit is not None
+    assert set(tuner.last_fit.description["weights"]) == {"src", "target"}
 
 
 def test_related_tasks_must_match_the_target() -> None:

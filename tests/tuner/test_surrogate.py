@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tests.tuner.conftest import make_space
-from tuner import FlatSurrogate, Surrogate, SurrogateError, TrainingData
+from tuner import Fitted, FlatSurrogate, Surrogate, SurrogateError, TrainingData
 
 
 def _data(n: int = 12, seed: int = 0) -> TrainingData:
@@ -29,20 +29,22 @@ def _data(n: int = 12, seed: int = 0) -> TrainingData:
 def test_flat_gp_has_one_output_per_outcome_and_is_seeded() -> None:
     data = _data()
     surrogate = FlatSurrogate({"maxiter": 30})
-    model = surrogate.fit(data)
+    fitted = surrogate.fit(data)
+    model = fitted.model
     Xq = make_space().sample_unit(5, 3)
     post = model.posterior(Xq)
     assert post.mean.shape == (5, 3) and post.mean.dtype == torch.float64
-    again = FlatSurrogate({"maxiter": 30}).fit(data).posterior(Xq)
+    again = FlatSurrogate({"maxiter": 30}).fit(data).model.posterior(Xq)
     assert torch.equal(post.mean, again.mean) and torch.equal(post.variance, again.variance)
-    info = surrogate.describe()
+    assert fitted.proposer is None and fitted.veto is None
+    info = fitted.description
     assert info["n_train"] == 12 and info["outcomes"] == data.outcome_names
     assert len(info["lengthscales"]) == 3
 
 
 def test_flat_gp_interpolates_its_training_data() -> None:
     data = _data(20)
-    model = FlatSurrogate({"maxiter": 50}).fit(data)
+    model = FlatSurrogate({"maxiter": 50}).fit(data).model
     err = (model.posterior(data.X).mean - data.Y).abs().max()
     assert err < 0.2 * data.Y.abs().max()
 
@@ -79,7 +81,6 @@ def test_empty_data_is_rejected() -> None:
 def test_surrogate_is_abstract() -> None:
     with pytest.raises(TypeError):
         Surrogate()  # type: ignore[abstract]
-    assert FlatSurrogate().describe() == {}
 
 
 def test_reported_standard_errors_become_the_gps_known_noise() -> None:
@@ -107,9 +108,9 @@ def test_reported_standard_errors_become_the_gps_known_noise() -> None:
     noise = data.noise()
     assert noise is not None and bool((noise[:, 1] > 0).all())  # a zero error is floored
     surrogate = FlatSurrogate({"maxiter": 20})
-    model = surrogate.fit(data)
-    assert isinstance(model.likelihood, FixedNoiseGaussianLikelihood)
-    assert surrogate.describe()["noise"] == "observed"
+    fitted = surrogate.fit(data)
+    assert isinstance(fitted.model.likelihood, FixedNoiseGaussianLikelihood)
+    assert fitted.description["noise"] == "observed"
     # one trial without standard errors: the noise is inferred for all
     mixed = [trial(i, i != 4) for i in range(10)]
     assert problem.training_data(space, mixed, seed=0).Yvar is None
@@ -136,13 +137,13 @@ def test_saas_gp_shrinks_irrelevant_inputs_and_models_every_outcome() -> None:
 
     data = _data(20)
     surrogate = SaasSurrogate({"maxiter": 50})
-    model = surrogate.fit(data)
+    fitted = surrogate.fit(data)
     Xq = make_space().sample_unit(4, 5)
-    post = model.posterior(Xq)
+    post = fitted.model.posterior(Xq)
     assert post.mean.shape == (4, 3) and post.mean.dtype == torch.float64
-    again = SaasSurrogate({"maxiter": 50}).fit(data).posterior(Xq)
+    again = SaasSurrogate({"maxiter": 50}).fit(data).model.posterior(Xq)
     assert torch.equal(post.mean, again.mean)  # seeded
-    ls = surrogate.describe()["lengthscales"][0]  # latency = x0 ** 2 reads column 0 only
+    ls = fitted.description["lengthscales"][0]  # latency = x0 ** 2 reads column 0 only
     assert ls[0] == min(ls) and max(ls) > 10 * ls[0]
     with pytest.raises(SurrogateError, match="at least one"):
         SaasSurrogate().fit(
@@ -165,8 +166,9 @@ class _Counted:
 
 
 class _SecondModel(FlatSurrogate):
-    """The flat GP with a second flat GP of the same data as its `proposer`, or as its `veto`
-    with margin 0 (only the pool's best point under the second model's acquisition passes)."""
+    """The flat GP with a second flat GP of the same data as its fit's `proposer`, or as its
+    `veto` with margin 0 (only the pool's best point under the second model's acquisition
+    passes)."""
 
     def __init__(self, role: str) -> None:
         super().__init__({"maxiter": 15})
@@ -174,18 +176,14 @@ class _SecondModel(FlatSurrogate):
         self.fitted: list[_Counted] = []
         self.seconds: list[_Counted] = []
 
-    def fit(self, data: TrainingData):  # type: ignore[no-untyped-def]
-        model = super().fit(data)
-        self._second = super().fit(data)
+    def fit(self, data: TrainingData) -> Fitted:
+        model = super().fit(data).model
+        second = super().fit(data).model
         self.fitted.append(_Counted(model))
-        self.seconds.append(_Counted(self._second))
-        return model
-
-    def proposer(self):  # type: ignore[no-untyped-def]
-        return self._second if self.role == "proposer" else None
-
-    def veto(self):  # type: ignore[no-untyped-def]
-        return (self._second, 0.0) if self.role == "veto" else None
+        self.seconds.append(_Counted(second))
+        if self.role == "proposer":
+            return Fitted(model, proposer=second)
+        return Fitted(model, veto=(second, 0.0))
 
 
 def test_a_proposer_optimizes_and_the_fitted_model_ranks() -> None:

@@ -8,7 +8,7 @@ from threadpoolctl import threadpool_info
 
 from spaces import Space
 from tests.tuner.conftest import make_tuner, run
-from tuner import FlatSurrogate, TrainingData
+from tuner import Fitted, FlatSurrogate, TrainingData
 from tuner.threads import one_thread
 
 
@@ -35,7 +35,7 @@ class _Recording(FlatSurrogate):
         super().__init__({"maxiter": 20})
         self.threads: list[int] = []
 
-    def fit(self, data: TrainingData):  # type: ignore[no-untyped-def]
+    def fit(self, data: TrainingData) -> Fitted:
         self.threads.append(torch.get_num_threads())
         return super().fit(data)
 

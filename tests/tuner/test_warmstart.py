@@ -19,7 +19,7 @@ def _f(X: torch.Tensor, shift: float = 0.0) -> torch.Tensor:
 
 
 def _rmse(surrogate: object, data: TrainingData, X: torch.Tensor) -> float:
-    model = surrogate.fit(data)  # type: ignore[attr-defined]
+    model = surrogate.fit(data).model  # type: ignore[attr-defined]
     with torch.no_grad():
         return float(((model.posterior(X).mean - _f(X)) ** 2).mean().sqrt())
 
@@ -41,20 +41,20 @@ def test_a_related_task_is_kept_and_an_unrelated_one_dropped(tasks) -> None:
     both = WarmStartSurrogate([related, unrelated])
     warm = _rmse(both, data, Xtest)
     assert warm < 0.2 * flat  # the shifted copy of the target lends its 40 trials
-    kept = both.describe()["related"]
+    kept = both.fit(data).description["related"]  # the same fit, kept by its data's digest
     assert [r["name"] for r in kept] == ["shifted"] and kept[0]["correlation"][0] > 0.5
-    assert set(both.describe()["loo"]) == {"flat", "shifted", "noise"}
+    assert set(both.fit(data).description["loo"]) == {"flat", "shifted", "noise"}
     alone = WarmStartSurrogate([unrelated])
     assert _rmse(alone, data, Xtest) == pytest.approx(flat)  # dropped: the flat GP itself
-    assert alone.describe()["related"] == []
+    assert alone.fit(data).description["related"] == []
 
 
 def test_a_stricter_gate_needs_more_evidence_to_keep_a_task(tasks) -> None:
     related, _, data, _ = tasks
     strict = WarmStartSurrogate([related], fit_options={"maxiter": 20}, gate=-1e6)
-    strict.fit(data)
-    mean, bound = strict.describe()["gate"]["shifted"]  # kept by the default gate (above)
-    assert mean > 0 > bound and strict.describe()["related"] == []
+    description = strict.fit(data).description
+    mean, bound = description["gate"]["shifted"]  # kept by the default gate (above)
+    assert mean > 0 > bound and description["related"] == []
     with pytest.raises(SurrogateError, match="min_target >= 2"):
         WarmStartSurrogate([related], min_target=1)
 
@@ -63,10 +63,10 @@ def test_the_gate_tells_the_tuner_when_to_model_and_a_refit_is_kept(tasks) -> No
     related, unrelated, data, _ = tasks
     warm = WarmStartSurrogate([related], fit_options={"maxiter": 20})
     assert warm.informed(data)  # kept: the tuner proposes within its initial design
-    model = warm.fit(data)
+    fitted = warm.fit(data)
     same = TrainingData(data.X.clone(), data.Y.clone(), ["f"], {}, SPACE, 0)
-    assert warm.fit(same) is model  # equal data: the last model, not another fit
-    assert warm.fit(TrainingData(data.X, data.Y, ["f"], {}, SPACE, 1)) is not model  # seed
+    assert warm.fit(same) is fitted  # equal data: the last fit, not another one
+    assert warm.fit(TrainingData(data.X, data.Y, ["f"], {}, SPACE, 1)) is not fitted  # seed
     few = TrainingData(data.X[: MIN_TARGET - 1], data.Y[: MIN_TARGET - 1], ["f"], {}, SPACE, 0)
     assert not warm.informed(few)  # too few target trials to judge: the design runs
     assert not WarmStartSurrogate([unrelated], fit_options={"maxiter": 20}).informed(data)
@@ -76,8 +76,8 @@ def test_too_few_target_trials_use_the_flat_gp(tasks) -> None:
     related, _, data, _ = tasks
     few = TrainingData(data.X[: MIN_TARGET - 1], data.Y[: MIN_TARGET - 1], ["f"], {}, SPACE, 0)
     surrogate = WarmStartSurrogate([related])
-    surrogate.fit(few)
-    assert surrogate.describe()["related"] == [] and surrogate.describe()["loo"] == {}
+    description = surrogate.fit(few).description
+    assert description["related"] == [] and description["loo"] == {}
 
 
 def test_related_tasks_must_match_the_target() -> None:
