@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import networkx as nx
@@ -80,7 +80,7 @@ def make_table(
     return Table(data, column_node, list(tier), tier)
 
 
-def pc_metrics(table: Table, ranked: list[str], first: set[str], most: int) -> set[str]:
+def pc_metrics(table: Table, ranked: Sequence[str], first: set[str], most: int) -> set[str]:
     """The metrics PC tests: Fisher-z needs fewer columns than trials (``n - 3`` less the
     conditioning set), so the metrics named in knowledge or kept as outputs, then the others in
     their given (relevance) order, while the columns fit and at most `most` of them. The rest
