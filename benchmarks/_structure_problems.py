@@ -47,14 +47,14 @@ candidate parent of its counters). ``search40`` is search8 with 32 more rules th
 a few of them.
 
 The rewrite study (``rewrite``, `_rewrite_problem`): the built-in study's own problem as `tuner
-demo` tunes it (`rewrite_tuner.rewrite_study`: training suite GPT-2, BERT, ResNet, T5; 150 search
+demo` tunes it (`rewrite_tuner.study`: training suite GPT-2, BERT, ResNet, T5; 150 search
 steps; 3 search seeds per trial, the same for every trial, so a configuration's values repeat
 exactly; the prior-family space; objectives ``anytime_hv`` and ``final_hv``, each with its
 ``.sem``), reporting every run metric of the search (per-rule counters, phase times, cache rates,
 per-workload hypervolumes). Building it calibrates the study (the default search on every
 workload, about 10 s). It has no true DAG, only a hand-written structure (`_rewrite_hand_edges`).
 ``rewrite-rules`` is the same study with ``priors="rules"`` (one prior per rule, about 50
-columns); its knowledge is the study's own (`rewrite_tuner.rewrite_study.rule_knowledge`). Both
+columns); its knowledge is the study's own (`rewrite_tuner.study.rule_knowledge`). Both
 report each run's metrics and objectives too (``<name>@<workload>/<seed>``).
 """
 
@@ -378,7 +378,7 @@ def _search_problem(runs: bool = False, k: int = len(RULES)) -> Problem:
 
 
 REWRITE_WORKLOADS = ("gpt2", "bert", "resnet", "t5")
-"""The rewrite problem's training suite (`rewrite_tuner.rewrite_study.DEFAULT_WORKLOADS`)."""
+"""The rewrite problem's training suite (`rewrite_tuner.study.DEFAULT_WORKLOADS`)."""
 
 
 def _rewrite_hand_edges(params: list[str]) -> tuple[tuple[str, str], ...]:
@@ -403,7 +403,7 @@ def _rewrite_hand_edges(params: list[str]) -> tuple[tuple[str, str], ...]:
 def _rewrite_problem(
     priors: str = "family", workloads: tuple[str, ...] = REWRITE_WORKLOADS
 ) -> Problem:
-    from rewrite_tuner.rewrite_study import (
+    from rewrite_tuner.study import (
         DEFAULT_OBJECTIVES,
         evaluate_rewrite,
         rewrite_problem,

@@ -1,6 +1,6 @@
 """This project against its peers on the main job's own problem (issue 37).
 
-Every arm tunes the rewrite study's space (`rewrite_tuner.rewrite_study`: the prior family and
+Every arm tunes the rewrite study's space (`rewrite_tuner.study`: the prior family and
 the search's knobs) on the training suite (`benchmarks.bench_transfer.TRAIN`) with the same
 evaluation (`evaluate_rewrite`: ``--search-seeds`` search seeds x every workload x ``--steps``
 steps, common random numbers, so one configuration scores the same in every arm), the same
@@ -227,7 +227,7 @@ def installed(arm: str) -> bool:
 
 
 def _peer(arm: str, space: Any, seed: int, trials: int) -> Peer:
-    from rewrite_tuner.rewrite_study import DEFAULT_OBJECTIVES
+    from rewrite_tuner.study import DEFAULT_OBJECTIVES
 
     objectives = dict(DEFAULT_OBJECTIVES)
     if arm == "ax":
@@ -245,7 +245,7 @@ def drive_peer(peer: Peer, study: Any, trials: int) -> list[float]:
     """Run ``trials`` trials of ``peer`` in ``study`` (each proposal enqueued, claimed, evaluated
     in this process with the study's evaluate and context, told to both); returns the seconds of
     each proposal."""
-    from rewrite_tuner.rewrite_study import DEFAULT_OBJECTIVES, evaluate_rewrite
+    from rewrite_tuner.study import DEFAULT_OBJECTIVES, evaluate_rewrite
 
     seconds = []
     for _ in range(trials):
@@ -264,7 +264,7 @@ def drive_peer(peer: Peer, study: Any, trials: int) -> list[float]:
 def run_arm(arm: str, seed: int, args: argparse.Namespace, url: str) -> dict[str, Any]:
     """One arm, one optimizer seed: tune, validate; the pick's held-out transfer is run by the
     caller for every arm at once."""
-    from rewrite_tuner.rewrite_study import rewrite_study
+    from rewrite_tuner.study import rewrite_study
     from studies.settings import StudySettings
 
     t0 = time.perf_counter()

@@ -4,7 +4,7 @@ Three parts, each in this one run (so every ratio compares figures of the same m
 
 1. **Noise** (``--noise``): the defaults and 6 Sobol configurations of the rewrite study's space on
    the training suite, 8 seeds each. The spread of the configurations' means against the seed
-   noise says how many seeds a trial needs (`rewrite_tuner.rewrite_study.DEFAULT_SEEDS`).
+   noise says how many seeds a trial needs (`rewrite_tuner.study.DEFAULT_SEEDS`).
 2. **Transfer** (default): for each tuner seed and each ``SPACE[:SURROGATE]`` of ``--priors``
    (``family``, the main job's space, or ``rules``, one weight per rule; the study's surrogate,
    ``auto`` unless named, e.g. ``family:flat``), the main job as `tuner demo` runs it
@@ -67,8 +67,8 @@ def noise(steps: int, seeds: int = 8) -> dict[str, Any]:
     """Seed noise of the defaults and 6 Sobol configurations against their spread."""
     from rewrite.optimize import search_suite
     from rewrite_tuner.problem import workload_graphs
-    from rewrite_tuner.rewrite_study import Calibration, rewrite_problem
     from rewrite_tuner.scores import per_seed
+    from rewrite_tuner.study import Calibration, rewrite_problem
 
     space, context = rewrite_problem(TRAIN, max_steps=steps)
     baselines = Calibration.from_dict(context["calibration"]).baselines
@@ -185,9 +185,9 @@ def transfer(
 ) -> dict[str, Any]:
     """One tuner seed of the main job, then the arms on the held-out workloads. ``space``:
     ``PRIORS[:SURROGATE]``, the study's ``priors`` (``"family"`` or ``"rules"``, one weight per
-    rule; see `rewrite_tuner.rewrite_study`) and its `StudySettings.surrogate` (``auto`` when
+    rule; see `rewrite_tuner.study`) and its `StudySettings.surrogate` (``auto`` when
     not named)."""
-    from rewrite_tuner.rewrite_study import rewrite_study
+    from rewrite_tuner.study import rewrite_study
     from studies.settings import StudySettings
 
     priors, _, surrogate = space.partition(":")
@@ -229,7 +229,7 @@ def transfer(
 def _surrogate(name: str) -> Any:
     """The surrogate the rewrite study makes for mode `name` (machine-dependent metrics not
     read; None for ``"flat"``, the tuner's own GP)."""
-    from rewrite_tuner.rewrite_study import unmodeled_metrics
+    from rewrite_tuner.study import unmodeled_metrics
     from studies.settings import StudySettings
     from studies.tuning import make_surrogate
     from tuner.groups import GroupedSurrogate
@@ -254,7 +254,7 @@ def surrogates(names: list[str], tuner_seed: int, trials: int, steps: int) -> di
     member run first, then a 5-point design, as a new rewrite study does): hypervolume at
     10/20/40 and proposal time. Evaluations are deterministic (fixed search seeds) and shared
     between arms of one tuner seed."""
-    from rewrite_tuner.rewrite_study import (
+    from rewrite_tuner.study import (
         DEFAULT_OBJECTIVES,
         LEAD_DESIGN,
         Calibration,

@@ -23,7 +23,7 @@ cold, the trial at which a run first reaches cold's final hypervolume, proposal 
 
 ``rewrite``: held-out zoo workloads (Llama, ViT) against the main job's study (``--source``, the
 database ``make run`` writes; copied before it is read): ``cold`` and ``warm`` studies of
-`rewrite_tuner.rewrite_study` (``warm``: the main job's two best configurations queued after the
+`rewrite_tuner.study` (``warm``: the main job's two best configurations queued after the
 informed prior, and the model ``--models`` names).
 
 Usage::
@@ -315,7 +315,7 @@ def main_synthetic(args: argparse.Namespace) -> None:
 def run_arm(arm: str, seed: int, trials: int, source: str, tmp: Path) -> dict[str, Any]:
     """One fresh rewrite study of ``arm`` (``cold``, or a warm-start model) with tuner seed
     ``seed``."""
-    from rewrite_tuner.rewrite_study import rewrite_study
+    from rewrite_tuner.study import rewrite_study
     from studies.settings import StudySettings
 
     warm = arm in MODELS

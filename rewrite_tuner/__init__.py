@@ -16,7 +16,7 @@ _EXPORTS = {
     "PriorsFileError": "rewrite_tuner.errors",
     "export_priors": "rewrite_tuner.export",
     "read_priors_file": "rewrite_tuner.export",
-    "rewrite_study": "rewrite_tuner.rewrite_study",
+    "rewrite_study": "rewrite_tuner.study",
     "search_space": "rewrite_tuner.space",
 }
 
@@ -32,8 +32,8 @@ __all__ = [
 if TYPE_CHECKING:
     from rewrite_tuner.errors import PriorsFileError
     from rewrite_tuner.export import TunedSearch, export_priors, read_priors_file
-    from rewrite_tuner.rewrite_study import rewrite_study
     from rewrite_tuner.space import search_space
+    from rewrite_tuner.study import rewrite_study
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

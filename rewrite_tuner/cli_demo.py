@@ -56,7 +56,7 @@ def run_demo(
     where its time went; ``options``: ``force``, ``anyway`` (export even when no trial beats
     the defaults), ``progress``."""
     from rewrite_tuner.pipeline import run_job
-    from rewrite_tuner.rewrite_study import stored_study
+    from rewrite_tuner.study import stored_study
     from rewrite_tuner.timing import estimate, estimate_line, reference_pace, split_lines
 
     guard_write(out_path, check_out_path, out_path)

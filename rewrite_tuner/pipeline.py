@@ -5,7 +5,7 @@
 and a `Job` (where the study lives, how many trials, on how many workers):
 
 1. **calibrate**: open the study the spec asks for, or create it and calibrate the default search
-   (`rewrite_tuner.rewrite_study.open_rewrite_study`);
+   (`rewrite_tuner.study.open_rewrite_study`);
 2. **prepare**: what the entry point does before tuning (queue first trials, say what is left)
    and the trial timeout it returns (`trial_bound`: a hung search fails its trial alone);
 3. **tune**: run the study to its budget;
@@ -94,7 +94,7 @@ def run_job(spec: RewriteStudySpec, job: Job, steps: Steps) -> JobRun:
         StudyError: As `open_rewrite_study` and the steps raise it.
         StudyConflictError: If the storage holds a study of that name asked for differently.
     """
-    from rewrite_tuner.rewrite_study import open_rewrite_study
+    from rewrite_tuner.study import open_rewrite_study
 
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()

@@ -6,7 +6,7 @@ workloads (or reuses a calibration), builds the space (the prior family's or the
 the context (the spec and the calibration: `rewrite_tuner.spec.study_context`), and returns both
 as a `RewriteProblem`; `lead_configs` and `informed_config` are the configurations a new
 prior-family study runs first. Running a configuration on that problem (`evaluate_rewrite`) and
-the persistent study around it are in `rewrite_tuner.rewrite_study`.
+the persistent study around it are in `rewrite_tuner.study`.
 """
 
 from __future__ import annotations

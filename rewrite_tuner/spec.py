@@ -6,7 +6,7 @@ parameterization, the tuned knobs and rules, the centre of the prior family, and
 run's values are reported. It is checked when it is made (`__post_init__`), before anything
 expensive runs (the calibration takes minutes), and every entry point builds one from its
 keyword arguments and hands it on: `rewrite_tuner.problem.rewrite_problem`,
-`rewrite_tuner.rewrite_study.rewrite_study`, `rewrite_tuner.tune_model.tune_model` and the
+`rewrite_tuner.study.rewrite_study`, `rewrite_tuner.tune_model.tune_model` and the
 ``tuner demo`` and ``tuner tune-model`` commands.
 
 A study stores it as its context (`study_context`, ``format_version`` 2), beside the
@@ -93,7 +93,7 @@ class RewriteStudySpec:
         seeds: Search seeds per trial (the first of the calibration seeds).
         calibration_seeds: Seeds of the calibration (at least ``max(seeds, 2)``).
         race: Race trials against the defaults on their first seed (the docstring of
-            `rewrite_tuner.rewrite_study`).
+            `rewrite_tuner.study`).
         priors: ``"family"`` (informed prior family, the default) or ``"rules"`` (one weight
             per rule).
         tune: Knobs to tune (`rewrite.optimize.FAMILY_TUNED`, or `DEFAULT_TUNED` with

@@ -176,9 +176,9 @@ def validate(
     """Check a rewrite study's best trials against the defaults (module docstring).
 
     Args:
-        study: A study made by `rewrite_tuner.rewrite_study.rewrite_study`.
+        study: A study made by `rewrite_tuner.study.rewrite_study`.
         held_out: Zoo workloads for the held-out check (default
-            `rewrite_tuner.rewrite_study.HELD_OUT_WORKLOADS`); empty to skip it.
+            `rewrite_tuner.study.HELD_OUT_WORKLOADS`); empty to skip it.
         n_candidates: How many top Pareto trials to check.
         validation_seeds: Fresh seeds of the training-suite check (at least 2).
         held_out_seeds: Seeds of the held-out check (at least 2).
@@ -192,14 +192,14 @@ def validate(
     from rewrite.optimize import search_suite
     from rewrite_tuner.compare import compare
     from rewrite_tuner.problem import workload_graphs
-    from rewrite_tuner.rewrite_study import HELD_OUT_WORKLOADS, suite_of
+    from rewrite_tuner.study import HELD_OUT_WORKLOADS, suite_of
     from studies.pareto import rank_pareto
 
     spec = suite_of(study)
     if spec is None:
         raise StudyError(
             f"Study {study.name!r} is not a rewrite study (it has no calibrated suite): "
-            "validate studies made by rewrite_tuner.rewrite_study."
+            "validate studies made by rewrite_tuner.study."
         )
     tell = on_progress or (lambda line: None)
     default_cfg = dict(study.space.default())
@@ -331,7 +331,7 @@ def validate_once(
     import json
 
     from rewrite.serialize import write_text_atomic
-    from rewrite_tuner.rewrite_study import HELD_OUT_WORKLOADS
+    from rewrite_tuner.study import HELD_OUT_WORKLOADS
 
     held = list(HELD_OUT_WORKLOADS if held_out is None else held_out)
     key = _record_key(

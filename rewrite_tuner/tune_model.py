@@ -3,7 +3,7 @@
 `tune_model` runs a short rewrite study on one model (a reference such as
 ``"model.py:build(int64[1,128])"``, `rewrite_tuner.user_model`):
 
-1. **Calibrate** the default search on the model (`rewrite_tuner.rewrite_study`).
+1. **Calibrate** the default search on the model (`rewrite_tuner.study`).
 2. **Start from given priors** (a priors file, e.g. the main job's ``demo-priors.json``): the
    study's prior family is centred on them (`rewrite_tuner.prior_family.PriorFamily.centred_on`); the
    first trials are the defaults and the configuration that reproduces the given priors
@@ -313,7 +313,7 @@ def _against_given(
     from rewrite_tuner.compare import compare
     from rewrite_tuner.knobs import config_from_params
     from rewrite_tuner.problem import workload_graphs
-    from rewrite_tuner.rewrite_study import suite_of
+    from rewrite_tuner.study import suite_of
     from rewrite_tuner.transfer import _split
 
     spec = suite_of(study)

@@ -25,11 +25,11 @@ STUDY_FILE_PREFIX = "__tuner_study__"
 
 MOVED_MODULES: dict[str, str] = {
     # the built-in rewrite study left the generic framework for the application (issue 35)
-    "studies.rewrite_study": "rewrite_tuner.rewrite_study",
+    "studies.rewrite_study": "rewrite_tuner.study",
 }
 """Old module path -> where it lives now, for every module whose functions a stored study may
 name. A stored reference is never rewritten: ``studies.rewrite_study:evaluate_rewrite`` in a
-database written before the move still resolves (to ``rewrite_tuner.rewrite_study``). Moving
+database written before the move still resolves (to ``rewrite_tuner.study``). Moving
 such a module adds a row here; a row is never removed."""
 
 

@@ -52,7 +52,7 @@ class StudySettings:
         ignore_metrics: `fnmatch` patterns of tracking metrics the structured surrogate never
             reads (`structure.StructuredConfig.ignore_metrics`); they are still stored and
             plotted. For metrics that change from run to run of one configuration, such as wall
-            seconds: `rewrite_tuner.rewrite_study` adds the search's (`unmodeled_metrics`).
+            seconds: `rewrite_tuner.study` adds the search's (`unmodeled_metrics`).
         knowledge: Expert knowledge for the structured surrogate's structure learning
             (`structure.Knowledge`), as a `Knowledge` or its dict form (`Knowledge.to_dict`:
             ``required`` and ``forbidden`` ``[source, target]`` edges, ``formulas``,

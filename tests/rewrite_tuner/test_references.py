@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rewrite_tuner.rewrite_study import evaluate_rewrite
+from rewrite_tuner.study import evaluate_rewrite
 from studies import Study
 from studies.errors import StudyFileError
 from studies.examples import toy_evaluate
@@ -35,7 +35,7 @@ def test_the_golden_database_references_resolve_old_module_paths_included(
 
 
 def test_the_alias_table_points_at_importable_modules_and_new_references_use_them() -> None:
-    assert MOVED_MODULES == {"studies.rewrite_study": "rewrite_tuner.rewrite_study"}
-    assert evaluate_reference(evaluate_rewrite) == "rewrite_tuner.rewrite_study:evaluate_rewrite"
+    assert MOVED_MODULES == {"studies.rewrite_study": "rewrite_tuner.study"}
+    assert evaluate_reference(evaluate_rewrite) == "rewrite_tuner.study:evaluate_rewrite"
     with pytest.raises(StudyFileError, match="no 'nope'"):
         resolve_evaluate("studies.rewrite_study:nope")

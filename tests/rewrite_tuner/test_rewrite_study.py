@@ -28,7 +28,8 @@ from rewrite_tuner.problem import (
     rewrite_problem,
     workload_graphs,
 )
-from rewrite_tuner.rewrite_study import (
+from rewrite_tuner.spec import suite_context
+from rewrite_tuner.study import (
     RULE_COUNTERS_KNOWN,
     evaluate_rewrite,
     rewrite_study,
@@ -36,7 +37,6 @@ from rewrite_tuner.rewrite_study import (
     suite_of,
     unmodeled_metrics,
 )
-from rewrite_tuner.spec import suite_context
 from rewrite_tuner.transfer import export_tuned, validate
 from spaces import Simplex
 from studies import StudyError

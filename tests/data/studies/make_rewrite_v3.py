@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rewrite_tuner.rewrite_study import rewrite_study
+from rewrite_tuner.study import rewrite_study
 from studies import StudySettings
 
 HERE = Path(__file__).resolve().parent
