@@ -129,10 +129,12 @@ def div(fig_id: str, height: int = 380) -> str:
     return f'<div class="fig" id="{esc(fig_id)}" style="height:{int(height)}px"></div>'
 
 
-def bars(fig_id: str, weights: dict[str, float], top: int = 15) -> tuple[dict[str, Any], int]:
-    """Ranked horizontal bars of rule priors: the ``top`` largest, one bar for all others, and a
-    dashed line at the uniform prior (as `studies.plots.plot_priors` draws them). Returns the
-    figure and the height it needs."""
+def bars(
+    fig_id: str, weights: dict[str, float], top: int = 15, part: str = "part"
+) -> tuple[dict[str, Any], int]:
+    """Ranked horizontal bars of weights: the ``top`` largest, one bar for all the other parts,
+    and a dashed line at the uniform weight (as `studies.plots.plot_weights` draws them). Returns
+    the figure and the height it needs."""
     ranked = sorted(weights, key=lambda r: (-weights[r], r))
     shown = ranked[:top]
     labels = list(shown)
@@ -140,7 +142,7 @@ def bars(fig_id: str, weights: dict[str, float], top: int = 15) -> tuple[dict[st
     colors = ["#2e7d32"] * len(shown)
     if len(ranked) > len(shown):
         rest = ranked[len(shown) :]
-        labels.append(f"{len(rest)} other rules (sum)")
+        labels.append(f"{len(rest)} other {part}s (sum)")
         values.append(sum(weights[r] for r in rest))
         colors.append("#9e9e9e")
     uniform = 1.0 / len(ranked) if ranked else 0.0

@@ -54,7 +54,7 @@ def build(
         lambda: history_panel(snap),
         lambda: pareto_panel(snap),
         lambda: parallel_panel(snap),
-        lambda: panels.priors_panel(snap, hooks),
+        lambda: panels.weights_panel(snap, hooks),
         lambda: panels.structure_panel(snap, structure),
         lambda: panels.running_panel(snap),
         lambda: panels.failures_panel(snap),

@@ -21,7 +21,7 @@ from rewrite_tuner.calibration import (
     calibrate,
     timing_threads,
 )
-from rewrite_tuner.export import priors_to_plot
+from rewrite_tuner.dashboard import RULE_PRIORS
 from rewrite_tuner.problem import (
     DEFAULT_OBJECTIVES,
     RewriteProblem,
@@ -233,7 +233,7 @@ def test_only_a_configuration_that_beats_the_defaults_is_exported(tmp_path: Path
     top = max(priors.priors, key=priors.priors.get)
     assert top.startswith("fuse_")
     # `tuner plot` (the application's priors reader) draws the family member's rule priors too
-    paths = plot_study(study, tmp_path / "plots", pick=2, priors_of=priors_to_plot)
+    paths = plot_study(study, tmp_path / "plots", pick=2, weights_of=RULE_PRIORS)
     assert [p.name.rsplit("-", 1)[1] for p in paths] == [
         "pareto.png",
         "hypervolume.png",
