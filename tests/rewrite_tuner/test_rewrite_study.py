@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rewrite.errors import SearchConfigError
-from rewrite.optimize import SearchConfig, TunedSearch
+from rewrite.optimize import PriorsFile, SearchConfig
 from rewrite_tuner.calibration import (
     COMPILED,
     MEASURED,
@@ -226,7 +226,7 @@ def test_only_a_configuration_that_beats_the_defaults_is_exported(tmp_path: Path
     assert report.held_out.per_workload["vit"]["reach"]["ratio"] < 1.0
     doc = export_tuned(study, report, tmp_path / "p.json")
     assert doc is not None and doc.provenance["trial"] == 2
-    priors = TunedSearch.load(tmp_path / "p.json")
+    priors = PriorsFile.load(tmp_path / "p.json")
     cfg = SearchConfig.from_dict(priors.search_config)
     assert cfg.max_steps == 40 and cfg.beta == 0.8 and cfg.devices == 1  # the budget travels
     assert priors.provenance["validation"]["chosen"] == 2
