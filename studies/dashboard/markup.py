@@ -130,11 +130,16 @@ def div(fig_id: str, height: int = 380) -> str:
 
 
 def bars(
-    fig_id: str, weights: dict[str, float], top: int = 15, part: str = "part"
+    fig_id: str,
+    weights: dict[str, float],
+    top: int = 15,
+    part: str = "part",
+    quantity: str = "weight",
 ) -> tuple[dict[str, Any], int]:
     """Ranked horizontal bars of weights: the ``top`` largest, one bar for all the other parts,
-    and a dashed line at the uniform weight (as `studies.plots.plot_weights` draws them). Returns
-    the figure and the height it needs."""
+    and a dashed line at the uniform weight (as `studies.plots.plot_weights` draws them), named
+    in the application's words (`studies.weights.WeightsOf`). Returns the figure and the height
+    it needs."""
     ranked = sorted(weights, key=lambda r: (-weights[r], r))
     shown = ranked[:top]
     labels = list(shown)
@@ -158,7 +163,7 @@ def bars(
         }
     ]
     layout = {
-        "xaxis": {"title": {"text": "firing prior"}},
+        "xaxis": {"title": {"text": quantity}},
         "margin": {"l": 190, "r": 20, "t": 24, "b": 45},
         "showlegend": False,
         "shapes": [

@@ -82,7 +82,7 @@ def weights_panel(snap: Snapshot, hooks: Hooks) -> Panel:
     numbers: dict[str, Any] = {}
     for i, (label, trial, line) in enumerate(shown):
         title, weights = _weights(snap, hooks, trial)  # type: ignore[misc]
-        fig, height = h.bars(f"priors-{i}", weights, part=words.part)
+        fig, height = h.bars(f"priors-{i}", weights, part=words.part, quantity=words.quantity)
         figures.append(fig)
         body.append(
             f"<div><h3>{h.esc(label)} {h.trial_link(trial.number)}</h3>"
@@ -429,7 +429,7 @@ def trial_detail(
     words = _words(hooks)
     got = words.read(snap.space, t, None) if t.config else None
     if got is not None:
-        fig, height = h.bars("trial-priors", got[1], part=words.part)
+        fig, height = h.bars("trial-priors", got[1], part=words.part, quantity=words.quantity)
         figures.append(fig)
         what = words.heading.lower()
         title = got[0] if got[0].startswith(what) else f"{what} ({got[0]})"
