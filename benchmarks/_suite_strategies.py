@@ -46,7 +46,7 @@ import numpy as np
 from benchmarks._common import compact_json, machine_info, round_floats, write_results
 from rewrite.ir import Graph
 from rewrite.optimize.engine import Context, Engine
-from rewrite.optimize.priors import RulePriors, TunedSearch, read_priors_file
+from rewrite.optimize.priors import PriorsFile, RulePriors, read_priors_file
 from rewrite.optimize.runner import build_result, default_rules, make_verifier, stop_reason
 from rewrite.optimize.strategies import step_strategy
 
@@ -86,7 +86,7 @@ def graphs(quick: bool) -> list[tuple[str, str, Any]]:
     return out
 
 
-def _config(strategy: str, seed: int, budget: float, priors: TunedSearch | None) -> dict:
+def _config(strategy: str, seed: int, budget: float, priors: PriorsFile | None) -> dict:
     knobs: dict[str, Any] = {}
     if strategy == "tuned" and priors is not None:
         knobs.update(priors.search_config)
@@ -102,7 +102,7 @@ def _config(strategy: str, seed: int, budget: float, priors: TunedSearch | None)
 
 
 def traced_search(
-    graph: Graph, strategy: str, seed: int, budget: float, priors: TunedSearch | None
+    graph: Graph, strategy: str, seed: int, budget: float, priors: PriorsFile | None
 ) -> dict[str, Any]:
     """One search with a wall-time budget; ``trace`` is ``(seconds, best latency)`` at every
     improvement of the best latency (the stochastic and baseline strategies are stepped here so
@@ -256,7 +256,7 @@ def compare(
 
 
 def _one_graph(
-    suite: str, name: str, factory: Any, pri: TunedSearch | None, seeds: int, budget: float,
+    suite: str, name: str, factory: Any, pri: PriorsFile | None, seeds: int, budget: float,
     measure: bool, repeats: int, threads: int,
 ) -> dict[str, Any]:  # fmt: skip
     t0 = time.perf_counter()

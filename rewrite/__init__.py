@@ -34,13 +34,13 @@ from rewrite.ir import ConstArray, Graph, GraphDelta, Node, TensorType, Value
 from rewrite.measurement import Measurement, calibrate, measure
 from rewrite.mesh_cost import ShardedCost, shard_cost
 from rewrite.optimize import (
+    PriorsFile,
     RulePriors,
     SearchConfig,
     SearchResult,
     Solution,
     Step,
     SuiteResult,
-    TunedSearch,
     read_priors_file,
     search,
     search_suite,
@@ -101,7 +101,7 @@ __all__ = [
     "default_registry",
     "prove_rule",
     # search
-    "TunedSearch",
+    "PriorsFile",
     "RulePriors",
     "SearchConfig",
     "SearchResult",

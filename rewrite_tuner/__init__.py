@@ -12,7 +12,7 @@ from lazyimport import lazy_exports
 
 # Public names resolve lazily (PEP 562), so `tuner --help` does not import the engine or torch.
 _EXPORTS = {
-    "TunedSearch": "rewrite_tuner.export",
+    "PriorsFile": "rewrite_tuner.export",
     "PriorsFileError": "rewrite_tuner.errors",
     "export_priors": "rewrite_tuner.export",
     "read_priors_file": "rewrite_tuner.export",
@@ -22,7 +22,7 @@ _EXPORTS = {
 
 __all__ = [
     "PriorsFileError",
-    "TunedSearch",
+    "PriorsFile",
     "export_priors",
     "read_priors_file",
     "rewrite_study",
@@ -31,7 +31,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from rewrite_tuner.errors import PriorsFileError
-    from rewrite_tuner.export import TunedSearch, export_priors, read_priors_file
+    from rewrite_tuner.export import PriorsFile, export_priors, read_priors_file
     from rewrite_tuner.space import search_space
     from rewrite_tuner.study import rewrite_study
 

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
-from rewrite_tuner.dashboard import HOOKS
+from rewrite_tuner.dashboard import HOOKS, RULE_PRIORS
 from studies.cli import Command, make_app
 from studies.console import (
     BestOpt,
@@ -36,14 +36,6 @@ from studies.console import (
 )
 
 __all__ = ["app"]
-
-
-def _priors_to_plot(space: Any, trial: Any, simplex: str | None) -> Any:
-    """`rewrite_tuner.export.priors_to_plot`, imported when a plot is drawn (``tuner --help``
-    stays free of the engine and torch)."""
-    from rewrite_tuner.export import priors_to_plot
-
-    return priors_to_plot(space, trial, simplex)
 
 
 ForceOpt = Annotated[
@@ -343,7 +335,7 @@ app = make_app(
         ),
     ],
     ["rewrite.errors:RewriteError"],  # the engine's (a zoo model, a priors file...)
-    priors_of=_priors_to_plot,  # the priors of a Simplex or of an informed prior family
+    weights_of=RULE_PRIORS,  # the priors of a Simplex or of an informed prior family
     hooks=HOOKS,  # its time split, the held-out validation table
     loggers=("rewrite_tuner",),
     verbose_loggers=("rewrite",),  # the search's INFO lines (one per search) only with -v

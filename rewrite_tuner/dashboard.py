@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from rewrite_tuner.tables import held_out_cells
 from studies.dashboard import markup as h
 from studies.dashboard.hooks import Exported, Hooks, Panel, Phases
+from studies.weights import WeightsOf
 
 if TYPE_CHECKING:
     from studies.dashboard.snapshot import Snapshot
@@ -28,6 +29,21 @@ def _priors_to_plot(space: Any, trial: Any, simplex: str | None) -> Any:
     from rewrite_tuner.export import priors_to_plot
 
     return priors_to_plot(space, trial, simplex)
+
+
+#: The rule priors of a rewrite study (a Simplex or an informed prior family) and their words, as
+#: ``tuner plot``, ``tuner dashboard`` and ``tuner report`` show them (``NAME-priors.png``).
+RULE_PRIORS = WeightsOf(
+    _priors_to_plot,
+    part="rule",
+    quantity="firing prior",
+    file_suffix="priors",
+    heading="Rule priors",
+    about="Firing priors of the rules (the search's probability of trying each rule), largest "
+    "first, the rest summed; the dashed line is the uniform prior. Click any trial number for "
+    "that trial's priors.",
+    missing="This study's space holds no rule priors (no Simplex parameter).",
+)
 
 
 def _folders(snap: Snapshot) -> list[Path]:
@@ -163,7 +179,7 @@ def _report_html(r: dict[str, Any], path: Path) -> str:
 
 #: The hooks `rewrite_tuner.cli` registers ``tuner dashboard`` and ``tuner report`` with.
 HOOKS = Hooks(
-    priors_of=_priors_to_plot,
+    weights_of=RULE_PRIORS,
     exported=_exported,
     phases=_phases,
     panels=(validation_panel,),

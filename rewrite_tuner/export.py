@@ -1,6 +1,6 @@
 """Export a chosen trial's rule priors and search config as a versioned JSON file, and read it back.
 
-File format (``format_version`` 1, owned by `rewrite.optimize.priors`: `TunedSearch` is the
+File format (``format_version`` 1, owned by `rewrite.optimize.priors`: `PriorsFile` is the
 document and `read_priors_file` here is its one reader, `rewrite.read_priors_file`)::
 
     {
@@ -36,7 +36,7 @@ from rewrite.errors import PriorsError
 from rewrite.optimize.priors import (  # the format's one owner
     FORMAT_VERSION,
     KIND,
-    TunedSearch,
+    PriorsFile,
     validate_document,
 )
 from rewrite.optimize.priors import read_priors_file as _read_priors_file
@@ -49,7 +49,7 @@ from studies.simplex import simplex_names, simplex_weights
 __all__ = [
     "FORMAT_VERSION",
     "KIND",
-    "TunedSearch",
+    "PriorsFile",
     "export_priors",
     "priors_from_trial",
     "priors_to_plot",
@@ -120,7 +120,7 @@ def export_priors(
     *,
     force: bool = False,
     extra: Mapping[str, Any] | None = None,
-) -> TunedSearch:
+) -> PriorsFile:
     """Write the rule priors and search config of the trial ``pick`` chooses.
 
     Args:
@@ -164,7 +164,7 @@ def export_priors(
         "fixed": {k: v for k, v in trial.config.items() if k != name and k not in search_config},
         **dict(extra or {}),
     }
-    doc = TunedSearch(priors, search_config, provenance)
+    doc = PriorsFile(priors, search_config, provenance)
     try:
         validate_document(doc.to_dict(), where=f"trial {trial.number} of {study.name!r}")
     except PriorsError as err:
@@ -325,7 +325,7 @@ def _never_replaced(path: Path) -> str | None:
 
 def read_priors_file(
     path: str | os.PathLike[str], known_rules: Collection[str] | None = None
-) -> TunedSearch:
+) -> PriorsFile:
     """Read and validate a rule-priors file with the format's one reader,
     `rewrite.read_priors_file`; its `rewrite.errors.PriorsError` comes as `PriorsFileError` (a
     `StudyError`), with the same message.

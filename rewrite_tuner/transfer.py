@@ -30,7 +30,7 @@ from studies.errors import StudyError
 
 if TYPE_CHECKING:
     from rewrite_tuner.compare import Comparison
-    from rewrite_tuner.export import TunedSearch
+    from rewrite_tuner.export import PriorsFile
     from studies.study import Study
 
 __all__ = [
@@ -371,7 +371,7 @@ def export_tuned(
     force: bool = False,
     anyway: bool = False,
     extra: Mapping[str, Any] | None = None,
-) -> TunedSearch | None:
+) -> PriorsFile | None:
     """Write the chosen configuration's priors file, with the report in its provenance.
 
     Args:

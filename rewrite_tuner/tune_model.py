@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from studies.errors import StudyError
 
 if TYPE_CHECKING:
-    from rewrite.optimize import TunedSearch
+    from rewrite.optimize import PriorsFile
     from rewrite_tuner.compare import Comparison
     from rewrite_tuner.pipeline import Job, Steps
     from rewrite_tuner.spec import RewriteStudySpec
@@ -58,7 +58,7 @@ class ModelTuning:
     study: str
     validation: TunedReport
     against_given: Comparison | None
-    exported: TunedSearch | None
+    exported: PriorsFile | None
     verdict: str
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -155,7 +155,7 @@ class _ModelJob:
     spec: RewriteStudySpec
     job: Job
     tell: Callable[[str], None]
-    given: TunedSearch | None
+    given: PriorsFile | None
     priors: str | Path | None
     out: str | Path
     force: bool
@@ -225,7 +225,7 @@ class _ModelJob:
 
     def _export(
         self, study: Study, validation: tuple[TunedReport, Comparison | None]
-    ) -> tuple[TunedSearch | None, str]:
+    ) -> tuple[PriorsFile | None, str]:
         """Export the chosen trial's priors when it beats the defaults and the given priors;
         returns the file written (None) and the verdict."""
         from rewrite_tuner.transfer import export_tuned
@@ -269,7 +269,7 @@ def _imported(
     return ref, len(user_graph(str(ref)))
 
 
-def _given_priors(path: str | Path) -> TunedSearch:
+def _given_priors(path: str | Path) -> PriorsFile:
     """The priors file to start from, its knobs checked as `rewrite.search(graph,
     priors=FILE)` checks them.
 
@@ -288,7 +288,7 @@ def _given_priors(path: str | Path) -> TunedSearch:
     return given
 
 
-def _centre_config(study: Study, given: TunedSearch) -> dict[str, Any]:
+def _centre_config(study: Study, given: PriorsFile) -> dict[str, Any]:
     """The configuration of the study's space that reproduces ``given``: the centred family's
     informed member with the file's knobs (`rewrite_tuner.problem.informed_config`)."""
     from rewrite_tuner.problem import informed_config
@@ -296,7 +296,7 @@ def _centre_config(study: Study, given: TunedSearch) -> dict[str, Any]:
     return informed_config(study.space, given.search_config)
 
 
-def _centre_trial(study: Study, given: TunedSearch) -> int | None:
+def _centre_trial(study: Study, given: PriorsFile) -> int | None:
     """The number of the trial that ran the given priors (`_centre_config`), if one did."""
     centre = _centre_config(study, given)
     return next(
@@ -306,7 +306,7 @@ def _centre_trial(study: Study, given: TunedSearch) -> int | None:
 
 
 def _against_given(
-    study: Study, report: TunedReport, given: TunedSearch, seeds: Sequence[int], device: str
+    study: Study, report: TunedReport, given: PriorsFile, seeds: Sequence[int], device: str
 ) -> Comparison:
     """The trial `report` shows against the given priors (with their knobs, at the study's
     step budget) on ``seeds``."""

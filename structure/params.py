@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 __all__ = ["expand_knowledge", "name_hints", "node_columns", "param_nodes"]
 
-_RULE = re.compile(r"^rule\.([^.]+)\.")
+_PART_COUNTER = re.compile(r"^[^.]+\.([^.]+)\.")
+"""A per-part counter ``<prefix>.<part>.<counter>``: its middle segment may name a Simplex part."""
 
 
 def param_nodes(space: Space) -> dict[str, list[int]]:
@@ -79,16 +80,17 @@ def expand_knowledge(knowledge: Knowledge, space: Space) -> Knowledge:
 
 
 def name_hints(space: Space, metrics: Iterable[str]) -> dict[str, list[str]]:
-    """Metric -> the parameter nodes its name points to: for a per-rule counter
-    ``rule.<r>.<counter>``, the nodes of the `Simplex` parts named ``<r>``. Soft knowledge:
-    structure learning tries them first and keeps them unless the data says otherwise."""
+    """Metric -> the parameter nodes its name points to: for a per-part counter
+    ``<prefix>.<part>.<counter>`` (e.g. ``rule.fuse.fired``), the nodes of the `Simplex` parts
+    named ``<part>``. Soft knowledge: structure learning tries them first and keeps them unless the
+    data says otherwise."""
     part_nodes: dict[str, list[str]] = {}
     for name, parameter in space.params.items():
         for part in getattr(parameter, "names", ()) if name in space.simplex_dims else ():
             part_nodes.setdefault(part, []).append(f"{name}.{part}")
     out: dict[str, list[str]] = {}
     for metric in metrics:
-        match = _RULE.match(metric)
+        match = _PART_COUNTER.match(metric)
         if match is not None and match.group(1) in part_nodes:
             out[metric] = part_nodes[match.group(1)]
     return out

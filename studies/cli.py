@@ -2,8 +2,8 @@
 status, plot, dashboard, report, structure) and what an application adds.
 
 An application passes its own commands (`Command`, built from `studies.console`'s parts), the
-error types its commands report as one line, the reader of its priors for ``tuner plot``
-(`studies.plots.PriorsOf`) and its views for ``tuner dashboard`` and ``tuner report``
+error types its commands report as one line, the reader of a trial's weights and their words for
+``tuner plot`` (`studies.weights.WeightsOf`) and its views for ``tuner dashboard`` and ``tuner report``
 (`studies.dashboard.Hooks`); the ``tuner`` console script is such an application's app. This
 module's `app` holds the generic commands alone (``python -m studies.cli``).
 
@@ -53,7 +53,7 @@ from studies.console import (
 
 if TYPE_CHECKING:
     from studies.dashboard.hooks import Hooks
-    from studies.plots import PriorsOf
+    from studies.weights import WeightsOf
 
 __all__ = ["Command", "app", "dashboard_command", "make_app", "plot_command", "report_command"]
 
@@ -101,7 +101,7 @@ def make_app(
     commands: Sequence[Command] = (),
     error_types: Sequence[ErrorType] = (),
     *,
-    priors_of: PriorsOf | None = None,
+    weights_of: WeightsOf | None = None,
     hooks: Hooks | None = None,
     loggers: Sequence[str] = (),
     verbose_loggers: Sequence[str] = (),
@@ -115,8 +115,8 @@ def make_app(
             ``error:`` line and exit code 1 (`studies.console.guard`), besides `StudyError`,
             `TunerError` and file-system errors; ``"module:Class"`` for a type whose module is
             imported only when used (`studies.console.ErrorType`).
-        priors_of: What ``tuner plot`` draws as a trial's priors (`studies.plots.PriorsOf`;
-            None: a Simplex parameter).
+        weights_of: What ``tuner plot`` draws as a trial's weights and in which words
+            (`studies.weights.WeightsOf`; None: a Simplex parameter's, in generic words).
         hooks: The application's additions to ``tuner dashboard`` and ``tuner report``.
         loggers: The application's loggers, set to the level of ``-v``/``-q`` as the
             framework's are.
@@ -138,7 +138,7 @@ def make_app(
     app.callback()(_main_callback(tuple(error_types), tuple(loggers), tuple(verbose_loggers)))
     for fn in (run, resume, status):
         command()(fn)
-    command(name="plot")(plot_command(priors_of))
+    command(name="plot")(plot_command(weights_of))
     command(name="dashboard", short_help=_DASHBOARD_HELP)(dashboard_command(hooks))
     command(name="report", short_help=_REPORT_HELP)(report_command(hooks))
     command(short_help=_STRUCTURE_HELP)(structure)
@@ -316,9 +316,10 @@ def status(
 
 
 # ---------------------------------------------------------------------- plot / dashboard / report
-def plot_command(priors_of: PriorsOf | None = None) -> Callable[..., None]:
-    """The ``tuner plot`` command, drawing the priors ``priors_of`` reads (`studies.plots.PriorsOf`;
-    None: a Simplex parameter); `make_app` registers it with the application's ``priors_of``."""
+def plot_command(weights_of: WeightsOf | None = None) -> Callable[..., None]:
+    """The ``tuner plot`` command, drawing the weights ``weights_of`` reads, in its words
+    (`studies.weights.WeightsOf`; None: a Simplex parameter's); `make_app` registers it with the
+    application's ``weights_of``."""
 
     def plot(
         name: Annotated[str, typer.Argument(help="Study name.")],
@@ -332,15 +333,16 @@ def plot_command(priors_of: PriorsOf | None = None) -> Callable[..., None]:
         trial: TrialOpt = None,
         simplex: SimplexOpt = None,
     ) -> None:
-        """PNGs: Pareto front, hypervolume over trials, rule priors of the chosen trial."""
         from studies.plots import plot_study
 
         rule = pick(weights, best, subject_to, trial)
         study = load_study(name, storage_url(storage))
-        paths = guard(plot_study, study, out_dir, pick=rule, simplex=simplex, priors_of=priors_of)
+        paths = guard(plot_study, study, out_dir, pick=rule, simplex=simplex, weights_of=weights_of)
         for path in paths:
             out.print(f"wrote {path}", highlight=False)
 
+    what = weights_of.heading.lower() if weights_of is not None else "Simplex weights"
+    plot.__doc__ = f"PNGs: Pareto front, hypervolume over trials, {what} of the chosen trial."
     return plot
 
 
@@ -361,7 +363,7 @@ def dashboard_command(hooks: Hooks | None = None) -> Callable[..., None]:
         ] = "127.0.0.1",
     ) -> None:
         """Watch a study live in the browser (read-only): history and hypervolume, Pareto front,
-        parallel coordinates, rule priors, structure and surrogate, running trials, failures,
+        parallel coordinates, weights, structure and surrogate, running trials, failures,
         time split; optuna-dashboard on the same server. Refreshes while drivers write."""
         from studies.dashboard.server import Dashboard, serve
 

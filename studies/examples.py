@@ -17,9 +17,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["RULES", "TARGET", "toy_space", "toy_evaluate", "toy_study"]
+__all__ = ["PARTS", "TARGET", "toy_space", "toy_evaluate", "toy_study"]
 
-RULES = ("fuse", "merge", "shard", "reorder")
+PARTS = ("fuse", "merge", "shard", "reorder")
 TARGET = {"fuse": 0.4, "merge": 0.3, "shard": 0.2, "reorder": 0.1}
 
 
@@ -31,7 +31,7 @@ def toy_space() -> Any:
         {
             "tau": Float(0.01, 10.0, log=True),
             "population": Int(4, 64, log=True),
-            "priors": Simplex(RULES),
+            "priors": Simplex(PARTS),
         }
     )
 
@@ -39,7 +39,7 @@ def toy_space() -> Any:
 def toy_evaluate(config: dict[str, Any]) -> dict[str, float]:
     """Objectives ``latency`` and ``search_seconds`` plus the metric ``steps`` of a config."""
     p = config["priors"]
-    miss = sum((p[r] - TARGET[r]) ** 2 for r in RULES)
+    miss = sum((p[r] - TARGET[r]) ** 2 for r in PARTS)
     pop = float(config["population"])
     latency = (
         1.0 / (1.0 + math.log2(pop) / 6.0) + 2.0 * miss + 0.05 * math.log10(config["tau"]) ** 2

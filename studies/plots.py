@@ -1,4 +1,6 @@
-"""Matplotlib PNGs of a study: Pareto front, hypervolume over trials, the chosen trial's priors.
+"""Matplotlib PNGs of a study: Pareto front, hypervolume over trials, the chosen trial's weights
+(a Simplex parameter's, or what the application's `studies.weights.WeightsOf` reads, in its
+words).
 
 Every function renders headless (Agg) and returns the path it wrote; nothing needs a display or
 a browser.
@@ -9,39 +11,32 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from studies.errors import ExportError
 from studies.pareto import PickRule, choose_trial, feasible, hypervolume_curve, pareto_front
 from studies.records import TrialRecord
-from studies.simplex import simplex_names, simplex_weights
+from studies.simplex import simplex_names
+from studies.weights import SIMPLEX, WeightsOf
 
 if TYPE_CHECKING:
     from studies.study import Study
 
 __all__ = [
-    "PriorsOf",
+    "TOP_PARTS",
     "file_stem",
     "hypervolume_figure",
     "plot_hypervolume",
     "plot_pareto",
-    "plot_priors",
     "plot_study",
+    "plot_weights",
     "pareto_figure",
-    "priors_figure",
-    "simplex_priors",
+    "weights_figure",
 ]
 
-PriorsOf = Callable[[Any, TrialRecord, "str | None"], "tuple[str, dict[str, float]] | None"]
-"""``(space, trial, simplex) -> (title, priors)`` of the priors to draw, or None when the space
-holds none; raises `ExportError` for a ``simplex`` it cannot read. `simplex_priors` reads a Simplex
-parameter; an application whose priors are derived otherwise passes its own (the rewrite
-application's: `rewrite_tuner.export.priors_to_plot`)."""
-
-#: Rules drawn one bar each in `plot_priors`; the rest share one bar.
-TOP_RULES = 15
+#: Parts drawn one bar each in `plot_weights`; the rest share one bar.
+TOP_PARTS = 15
 #: Pareto points labelled with their trial number (more would overlap).
 _MAX_LABELS = 12
 
@@ -205,61 +200,53 @@ def hypervolume_figure(study: Study) -> Any:
     return fig
 
 
-def simplex_priors(
-    space: Any, trial: TrialRecord, simplex: str | None = None
-) -> tuple[str, dict[str, float]] | None:
-    """The default `PriorsOf`: the weights of the space's Simplex parameter ``simplex`` (or its
-    only one), titled by its name; None for a space without a Simplex parameter."""
-    if not simplex_names(space):
-        return None
-    return simplex_weights(space, trial, simplex)
-
-
-def plot_priors(
+def plot_weights(
     study: Study,
     path: str | os.PathLike[str],
     pick: PickRule = None,
     simplex: str | None = None,
     *,
-    priors_of: PriorsOf = simplex_priors,
+    weights_of: WeightsOf = SIMPLEX,
 ) -> Path:
-    """Ranked horizontal bars of the rule priors of the trial ``pick`` chooses (as the priors
-    export does): the ``TOP_RULES`` largest, then one bar for all others, and a line at the
-    uniform prior ``1 / n_rules`` for reference: `priors_figure`.
+    """Ranked horizontal bars of the weights of the trial ``pick`` chooses (as an export does): the
+    ``TOP_PARTS`` largest, then one bar for all others, and a line at the uniform weight
+    ``1 / n_parts`` for reference: `weights_figure`.
 
     Raises:
-        ExportError: If the pick rule chooses nothing or ``priors_of`` finds no priors.
+        ExportError: If the pick rule chooses nothing or ``weights_of`` finds no weights.
     """
-    fig = priors_figure(study, pick, simplex, priors_of=priors_of)
+    fig = weights_figure(study, pick, simplex, weights_of=weights_of)
     return _save(fig, _pyplot(), path)
 
 
-def priors_figure(
+def weights_figure(
     study: Study,
     pick: PickRule = None,
     simplex: str | None = None,
     *,
-    priors_of: PriorsOf = simplex_priors,
+    weights_of: WeightsOf = SIMPLEX,
 ) -> Any:
-    """The figure `plot_priors` saves.
+    """The figure `plot_weights` saves.
 
     Raises:
-        ExportError: As `plot_priors`.
+        ExportError: As `plot_weights`.
     """
     plt = _pyplot()
     trial, rule = choose_trial(study.trials, study.objectives, study.constraints, pick)
-    got = priors_of(study.space, trial, simplex)
+    got = weights_of.read(study.space, trial, simplex)
     if got is None:
-        raise ExportError(f"Study {study.name!r} holds no priors to plot (no Simplex parameter).")
-    what, priors = got
-    ranked = sorted(priors, key=lambda r: (-priors[r], r))
-    shown = ranked[:TOP_RULES]
+        raise ExportError(
+            f"Study {study.name!r} holds no {weights_of.quantity}s to plot (no Simplex parameter)."
+        )
+    what, by_part = got
+    ranked = sorted(by_part, key=lambda r: (-by_part[r], r))
+    shown = ranked[:TOP_PARTS]
     labels = list(shown)
-    weights = [priors[r] for r in shown]
+    weights = [by_part[r] for r in shown]
     if len(ranked) > len(shown):
         rest = ranked[len(shown) :]
-        labels.append(f"{len(rest)} other rules (sum)")
-        weights.append(sum(priors[r] for r in rest))
+        labels.append(f"{len(rest)} other {weights_of.part}s (sum)")
+        weights.append(sum(by_part[r] for r in rest))
     fig, ax = plt.subplots(figsize=(7, 1.2 + 0.3 * len(labels)))
     y = list(range(len(labels)))[::-1]  # largest on top
     colors = ["C2"] * len(shown) + ["0.7"] * (len(labels) - len(shown))
@@ -267,7 +254,7 @@ def priors_figure(
     ax.set_yticks(y, labels, fontsize=8)
     uniform = 1.0 / len(ranked)
     ax.axvline(uniform, color="k", ls="--", lw=1, label=f"uniform (1/{len(ranked)})")
-    ax.set_xlabel("firing prior")
+    ax.set_xlabel(weights_of.quantity)
     ax.set_title(f"{study.name}: {what} of trial {trial.number}", fontsize=10)
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(axis="x", alpha=0.3)
@@ -281,11 +268,12 @@ def plot_study(
     pick: PickRule = None,
     simplex: str | None = None,
     *,
-    priors_of: PriorsOf | None = None,
+    weights_of: WeightsOf | None = None,
 ) -> list[Path]:
-    """Write ``NAME-pareto.png``, ``NAME-hypervolume.png`` and (if ``priors_of`` finds priors in
-    the chosen trial: by default a Simplex parameter) ``NAME-priors.png`` into ``out_dir``
-    (created if missing); returns the paths written.
+    """Write ``NAME-pareto.png``, ``NAME-hypervolume.png`` and (if ``weights_of`` finds weights in
+    the chosen trial: by default a Simplex parameter) ``NAME-<file_suffix>.png`` (`WeightsOf`;
+    by default ``NAME-weights.png``) into ``out_dir`` (created if missing); returns the paths
+    written.
 
     ``NAME`` is `file_stem` of the study name.
 
@@ -307,21 +295,20 @@ def plot_study(
             f"{counts['COMPLETE']} COMPLETE, {counts['FAILED']} FAILED; constraints "
             f"{list(study.constraints)}); run trials first. Nothing was written."
         )
-    with_priors = priors_of is not None or bool(simplex_names(study.space))
-    reader = priors_of or simplex_priors
-    if with_priors:  # check the pick and the simplex before drawing anything
+    with_weights = weights_of is not None or bool(simplex_names(study.space))
+    view = weights_of or SIMPLEX
+    if with_weights:  # check the pick and the simplex before drawing anything
         trial, _ = choose_trial(trials, study.objectives, study.constraints, pick)
-        with_priors = reader(study.space, trial, simplex) is not None
+        with_weights = view.read(study.space, trial, simplex) is not None
     out.mkdir(parents=True, exist_ok=True)
     stem = file_stem(study.name)
     paths = [
         plot_pareto(study, out / f"{stem}-pareto.png"),
         plot_hypervolume(study, out / f"{stem}-hypervolume.png"),
     ]
-    if with_priors:
-        paths.append(
-            plot_priors(study, out / f"{stem}-priors.png", pick, simplex, priors_of=reader)
-        )
+    if with_weights:
+        path = out / f"{stem}-{view.file_suffix}.png"
+        paths.append(plot_weights(study, path, pick, simplex, weights_of=view))
     return paths
 
 

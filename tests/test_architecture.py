@@ -17,6 +17,7 @@ run it on small planted packages to show that it reports each kind of violation.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from collections.abc import Mapping, Set
@@ -292,4 +293,82 @@ def test_imports_outside_if_type_checking_count(tmp_path: Path) -> None:
     assert sorted(layering_violations(root, {"low": set(), "high": {"low"}})) == [
         "low/a.py:11 imports high.c",
         "low/a.py:5 imports high.b",
+    ]
+
+
+# ------------------------------------------------------------------ ideas, not only imports
+VOCABULARY: dict[str, re.Pattern[str]] = {
+    # the engine searches; tuning its settings is the application's business
+    "rewrite": re.compile(r"tun(ed|ing|er)|stud(y|ies)|trials?\b|surrogate|acquisition", re.I),
+    # the framework tunes any space; rewriting (rules, their priors, the zoo) is the application's
+    "studies": re.compile(r"rewrite|(^|_)priors?(_|$)|PriorsOf|zoo", re.I),
+}
+"""Package -> identifiers it must not hold (names defined, imported, read or passed by keyword;
+docstrings and comments are free to explain)."""
+
+MOVED_TO_THE_APPLICATION = ("DEFAULT_TUNED", "FAMILY_TUNED", "config_from_params", "PRIOR_WEIGHT")
+"""Tuning names that once lived in the engine and now live in ``rewrite_tuner``."""
+
+
+def identifiers(path: Path) -> dict[str, int]:
+    """Every identifier of a module (a name, attribute, definition, argument, import alias or
+    keyword) -> the first line it is on."""
+    out: dict[str, int] = {}
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Name):
+            names = [node.id]
+        elif isinstance(node, ast.Attribute):
+            names = [node.attr]
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names = [node.name]
+        elif isinstance(node, ast.arg):
+            names = [node.arg]
+        elif isinstance(node, ast.alias):
+            names = [node.asname or node.name.rpartition(".")[2]]
+        elif isinstance(node, ast.keyword) and node.arg:
+            names = [node.arg]
+        else:
+            continue
+        for name in names:
+            out.setdefault(name, node.lineno)
+    return out
+
+
+def vocabulary_leaks(root: Path, vocabulary: Mapping[str, re.Pattern[str]]) -> list[str]:
+    """``file:line name`` for every identifier of a package that its vocabulary rule forbids."""
+    leaks = []
+    for name, path in find_modules(root, set(vocabulary)).items():
+        pattern = vocabulary[name.split(".")[0]]
+        for ident, line in sorted(identifiers(path).items(), key=lambda kv: kv[1]):
+            if pattern.search(ident):
+                leaks.append(f"{path.relative_to(root)}:{line} {ident}")
+    return leaks
+
+
+def test_the_engine_holds_no_tuning_name_and_the_framework_no_rewriting_name() -> None:
+    leaks = vocabulary_leaks(ROOT, VOCABULARY)
+    assert not leaks, "names of another layer's ideas:\n" + "\n".join(leaks)
+    engine = {i for p in find_modules(ROOT, {"rewrite"}).values() for i in identifiers(p)}
+    assert not engine & set(MOVED_TO_THE_APPLICATION)
+
+
+def test_a_planted_leak_is_reported(tmp_path: Path) -> None:
+    root = _plant(
+        tmp_path,
+        {
+            "engine/__init__.py": "",
+            "engine/search.py": (
+                '"""The trials of a study are explained here, which is free."""\n'
+                "def run(graph):\n"
+                "    tuned = graph\n"  # a tuning name in the engine
+                "    return tuned\n"
+            ),
+            "framework/__init__.py": "from framework.plot import draw\n",
+            "framework/plot.py": "def draw(rule_priors=None):\n    return rule_priors\n",
+        },
+    )
+    vocabulary = {"engine": VOCABULARY["rewrite"], "framework": VOCABULARY["studies"]}
+    assert sorted(vocabulary_leaks(root, vocabulary)) == [
+        "engine/search.py:3 tuned",
+        "framework/plot.py:1 rule_priors",
     ]

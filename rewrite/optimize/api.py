@@ -20,7 +20,7 @@ from rewrite.errors import (
 )
 from rewrite.ir import Graph
 from rewrite.optimize.config import SearchConfig, knob_names
-from rewrite.optimize.priors import PriorsLike, RulePriors, TunedSearch, read_priors_file
+from rewrite.optimize.priors import PriorsFile, PriorsLike, RulePriors, read_priors_file
 from rewrite.optimize.result import SearchResult
 from rewrite.optimize.runner import default_rules, loop_deadline, make_verifier, mesh_rules
 from rewrite.optimize.strategies import SearchProblem, get_strategy
@@ -44,7 +44,7 @@ def search_inputs(
     """A search's ``config`` and ``priors`` arguments in the one form the engine takes.
 
     The one place the priors change form: a priors file is read (`read_priors_file`) into a
-    `TunedSearch`, whose knobs merge into the config (`coerce_config`) and whose weights become
+    `PriorsFile`, whose knobs merge into the config (`coerce_config`) and whose weights become
     a `RulePriors`; rule weights become a `RulePriors` as they are. Both go on unchanged to the
     engine, which resolves the weights to an array over its rules (`RulePriors.resolve`).
 
@@ -52,9 +52,9 @@ def search_inputs(
         SearchConfigError: As `coerce_config`.
         PriorsError: On an invalid priors file or weight.
     """
-    if isinstance(priors, TunedSearch | str | os.PathLike):
-        doc = priors if isinstance(priors, TunedSearch) else read_priors_file(priors)
-        source = None if isinstance(priors, TunedSearch) else str(priors)
+    if isinstance(priors, PriorsFile | str | os.PathLike):
+        doc = priors if isinstance(priors, PriorsFile) else read_priors_file(priors)
+        source = None if isinstance(priors, PriorsFile) else str(priors)
         return coerce_config(config, doc.search_config, source), RulePriors(doc.priors)
     return coerce_config(config, {}), RulePriors.coerce(priors)
 
@@ -65,7 +65,7 @@ def coerce_config(
     source: str | None = None,
 ) -> SearchConfig:
     """The config a search runs with, given ``config`` and the knobs of a tuned search (a priors
-    file's ``search_config``, `TunedSearch.search_config`; ``{}`` for none).
+    file's ``search_config``, `PriorsFile.search_config`; ``{}`` for none).
 
     A priors file written by ``tuner export`` carries the knobs it was tuned with (the step
     budget included). The rule, from weakest to strongest: the defaults, then the file's knobs,
@@ -97,15 +97,15 @@ def coerce_config(
             UserWarning,
             stacklevel=4,
         )
-    tuned = {k: v for k, v in knobs.items() if k in known}
+    from_file = {k: v for k, v in knobs.items() if k in known}
     given = config.to_dict() if isinstance(config, SearchConfig) else dict(config or {})
-    _check_file_knobs({k: v for k, v in tuned.items() if k not in given}, source)
+    _check_file_knobs({k: v for k, v in from_file.items() if k not in given}, source)
     if not isinstance(config, SearchConfig):
-        return SearchConfig.from_dict({**tuned, **(config or {})})
+        return SearchConfig.from_dict({**from_file, **(config or {})})
     differ = {
         k: (v, getattr(config, k))
-        for k, v in SearchConfig.from_dict(tuned, base=config).to_dict().items()
-        if k in tuned and v != config.to_dict()[k]
+        for k, v in SearchConfig.from_dict(from_file, base=config).to_dict().items()
+        if k in from_file and v != config.to_dict()[k]
     }
     if differ:
         shown = ", ".join(f"{k}: file {f!r}, config {c!r}" for k, (f, c) in differ.items())
@@ -167,7 +167,7 @@ def search(
             the file's over the defaults; a `SearchConfig` is used as given, with a warning
             when it differs from the file's.
         priors: Rule firing priors: a `RulePriors`, a dict of weights, a tuned search (the path
-            of a priors file as ``tuner export`` writes it, or its `TunedSearch`), or None
+            of a priors file as ``tuner export`` writes it, or its `PriorsFile`), or None
             (uniform). A tuned search's knobs merge into the config (`search_inputs`).
         device: Cost-model device profile (``"h100"``, ``"h200"``, ``"a100"``, ``"cpu"``, a JSON
             path or a `DeviceProfile`).

@@ -1,7 +1,7 @@
-"""`RulePriors`: the firing weight of every rewrite rule; `TunedSearch`: the versioned document
+"""`RulePriors`: the firing weight of every rewrite rule; `PriorsFile`: the versioned document
 that carries rule priors, search knobs and provenance (the file ``tuner export`` writes).
 
-`RulePriors` holds weights only. Knobs and provenance travel in a `TunedSearch`, and a search
+`RulePriors` holds weights only. Knobs and provenance travel in a `PriorsFile`, and a search
 splits one once, at its entry (`rewrite.optimize.api.search_inputs`): the knobs into its
 `SearchConfig`, the weights into a `RulePriors`.
 
@@ -21,9 +21,9 @@ Rules missing from a file get the stated default weight `MISSING_DEFAULT`: the u
 sum to 1. A file naming a rule the search does not know is an error, as is a newer
 ``format_version``, another ``kind``, or a non-finite number anywhere in the file.
 
-This module is the format's one owner: `TunedSearch` is the document, `read_priors_file` its one
-reader (`TunedSearch.load`, `rewrite.search(priors=path)` and the application's
-``read_priors_file`` all go through it) and `TunedSearch.save` its one writer.
+This module is the format's one owner: `PriorsFile` is the document, `read_priors_file` its one
+reader (`PriorsFile.load`, `rewrite.search(priors=path)` and the application's
+``read_priors_file`` all go through it) and `PriorsFile.save` its one writer.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ __all__ = [
     "MISSING_DEFAULT",
     "PriorsLike",
     "RulePriors",
-    "TunedSearch",
+    "PriorsFile",
     "read_priors_file",
     "validate_document",
 ]
@@ -65,7 +65,7 @@ _SUM_TOL = 1e-6
 
 
 @dataclass(frozen=True)
-class TunedSearch:
+class PriorsFile:
     """A tuned search: rule priors, the search knobs tuned with them and their provenance (the
     content of a priors file, the format's one document type).
 
@@ -108,7 +108,7 @@ class TunedSearch:
         doc: Any,
         known_rules: Collection[str] | None = None,
         where: str = "priors document",
-    ) -> TunedSearch:
+    ) -> PriorsFile:
         """Validate a parsed document (`validate_document`) and return its content.
 
         Args:
@@ -140,19 +140,19 @@ class TunedSearch:
     @classmethod
     def load(
         cls, path: str | os.PathLike[str], known_rules: Collection[str] | None = None
-    ) -> TunedSearch:
+    ) -> PriorsFile:
         """`read_priors_file`."""
         return read_priors_file(path, known_rules)
 
     @classmethod
-    def of(cls, priors: PriorsLike) -> TunedSearch:
-        """``priors`` as a document: a `TunedSearch` as is, a priors file read
+    def of(cls, priors: PriorsLike) -> PriorsFile:
+        """``priors`` as a document: a `PriorsFile` as is, a priors file read
         (`read_priors_file`), rule weights (normalized) with no knobs and no provenance.
 
         Raises:
             PriorsError: On another type, an invalid file or an invalid weight.
         """
-        if isinstance(priors, TunedSearch):
+        if isinstance(priors, PriorsFile):
             return priors
         if isinstance(priors, str | os.PathLike):
             return read_priors_file(priors)
@@ -161,11 +161,11 @@ class TunedSearch:
 
 def read_priors_file(
     path: str | os.PathLike[str], known_rules: Collection[str] | None = None
-) -> TunedSearch:
-    """Read and validate a priors file (written by `TunedSearch.save` or ``tuner export``).
+) -> PriorsFile:
+    """Read and validate a priors file (written by `PriorsFile.save` or ``tuner export``).
 
     The format's one reader: strict JSON (NaN and infinity are refused while parsing), then
-    `TunedSearch.from_dict`. Reading never executes code from the file.
+    `PriorsFile.from_dict`. Reading never executes code from the file.
 
     Args:
         path: The JSON file.
@@ -183,21 +183,21 @@ def read_priors_file(
     except UnicodeDecodeError:
         raise PriorsError(
             f"{str(path)!r} is not a text file (not UTF-8), so not a rule-priors JSON file; pass "
-            "the file `tuner export` or TunedSearch.save wrote."
+            "the file `tuner export` or PriorsFile.save wrote."
         ) from None
     try:
         doc = json.loads(text, parse_constant=_reject_constant)
     except ValueError as err:
         raise PriorsError(
             f"{str(path)!r} is not a valid rule-priors JSON file: {err}. Rewrite it with "
-            "TunedSearch.save or `tuner export`."
+            "PriorsFile.save or `tuner export`."
         ) from err
-    return TunedSearch.from_dict(doc, known_rules, where=repr(str(path)))
+    return PriorsFile.from_dict(doc, known_rules, where=repr(str(path)))
 
 
 class RulePriors:
     """Rule name to firing probability: weights only (the knobs and provenance a priors file
-    carries beside them are a `TunedSearch`'s).
+    carries beside them are a `PriorsFile`'s).
 
     Weights are stored normalized (they sum to 1). An empty `RulePriors` means uniform over
     whatever rules the search runs with. Instances are immutable.
@@ -238,7 +238,7 @@ class RulePriors:
             return cls(priors)
         hint = (
             " A priors file carries search knobs beside the weights: pass its path to "
-            "rewrite.search, or read it with read_priors_file (a TunedSearch)."
+            "rewrite.search, or read it with read_priors_file (a PriorsFile)."
             if isinstance(priors, str | os.PathLike)
             else ""
         )
@@ -309,7 +309,7 @@ class RulePriors:
         return p / total
 
 
-PriorsLike = TunedSearch | RulePriors | Mapping[str, float] | str | os.PathLike | None
+PriorsLike = PriorsFile | RulePriors | Mapping[str, float] | str | os.PathLike | None
 """What `rewrite.search` takes as ``priors``: a tuned search (a document, or the path of its
 file), rule weights, or None (uniform)."""
 

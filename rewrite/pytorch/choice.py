@@ -99,12 +99,12 @@ def _cache_key(graph: Any, opts: BackendOptions, profile: Any, config: Mapping[s
     """The cache record's name: everything the choice depends on (the graph, the priors, the
     search config with its time budget, the memory ratio, and the profile's contents)."""
     from rewrite.devices import load_device
-    from rewrite.optimize.priors import TunedSearch
+    from rewrite.optimize.priors import PriorsFile
 
     parts = {
         "version": CACHE_VERSION,
         "graph": graph.hash,
-        "priors": TunedSearch.of(opts.priors).to_dict(),  # a file's knobs and provenance too
+        "priors": PriorsFile.of(opts.priors).to_dict(),  # a file's knobs and provenance too
         "config": {k: config[k] for k in sorted(config)},  # the time budget included
         "memory_ratio": opts.memory_ratio,
         "profile": load_device(profile).to_dict(),  # contents, not the name

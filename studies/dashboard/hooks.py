@@ -2,7 +2,7 @@
 
 The generic views (`studies.dashboard.views`) know nothing of any application. An application
 passes a `Hooks` to the ``tuner dashboard`` and ``tuner report`` commands
-(`studies.cli.dashboard_command`, `studies.cli.report_command`), as it passes its priors reader to
+(`studies.cli.dashboard_command`, `studies.cli.report_command`), as it passes its weights reader to
 ``tuner plot``: the rewrite application (`rewrite_tuner.dashboard`) reads the rule priors of its
 informed prior family, finds the priors file a study exported, adds the calibration and the
 validation to the time split, and adds the held-out validation table as a panel of its own.
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from studies.dashboard.snapshot import Snapshot
-    from studies.plots import PriorsOf
+    from studies.weights import WeightsOf
 
 __all__ = ["Exported", "Hooks", "Panel", "Phases"]
 
@@ -77,9 +77,8 @@ class Hooks:
     """An application's additions to the dashboard and the report (module docstring).
 
     Attributes:
-        priors_of: Reads a trial's rule priors, ``(space, trial, None) -> (title, priors)`` or
-            None (`studies.plots.PriorsOf`); default `studies.plots.simplex_priors` (a Simplex
-            parameter).
+        weights_of: Reads a trial's weights and names them (`studies.weights.WeightsOf`; default:
+            a Simplex parameter's, in generic words).
         exported: The trial whose priors the study exported, or None (then the trial that the
             default pick of ``tuner export`` chooses is shown).
         phases: Seconds spent outside the trials, in order (e.g. ``{"calibration": 40.0}`` before
@@ -89,7 +88,7 @@ class Hooks:
             study).
     """
 
-    priors_of: PriorsOf | None = None
+    weights_of: WeightsOf | None = None
     exported: Callable[[Snapshot], Exported | None] | None = None
     phases: Callable[[Snapshot], Phases] | None = None
     panels: Sequence[Callable[[Snapshot], Panel | None]] = ()

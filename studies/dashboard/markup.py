@@ -129,10 +129,17 @@ def div(fig_id: str, height: int = 380) -> str:
     return f'<div class="fig" id="{esc(fig_id)}" style="height:{int(height)}px"></div>'
 
 
-def bars(fig_id: str, weights: dict[str, float], top: int = 15) -> tuple[dict[str, Any], int]:
-    """Ranked horizontal bars of rule priors: the ``top`` largest, one bar for all others, and a
-    dashed line at the uniform prior (as `studies.plots.plot_priors` draws them). Returns the
-    figure and the height it needs."""
+def bars(
+    fig_id: str,
+    weights: dict[str, float],
+    top: int = 15,
+    part: str = "part",
+    quantity: str = "weight",
+) -> tuple[dict[str, Any], int]:
+    """Ranked horizontal bars of weights: the ``top`` largest, one bar for all the other parts,
+    and a dashed line at the uniform weight (as `studies.plots.plot_weights` draws them), named
+    in the application's words (`studies.weights.WeightsOf`). Returns the figure and the height
+    it needs."""
     ranked = sorted(weights, key=lambda r: (-weights[r], r))
     shown = ranked[:top]
     labels = list(shown)
@@ -140,7 +147,7 @@ def bars(fig_id: str, weights: dict[str, float], top: int = 15) -> tuple[dict[st
     colors = ["#2e7d32"] * len(shown)
     if len(ranked) > len(shown):
         rest = ranked[len(shown) :]
-        labels.append(f"{len(rest)} other rules (sum)")
+        labels.append(f"{len(rest)} other {part}s (sum)")
         values.append(sum(weights[r] for r in rest))
         colors.append("#9e9e9e")
     uniform = 1.0 / len(ranked) if ranked else 0.0
@@ -156,7 +163,7 @@ def bars(fig_id: str, weights: dict[str, float], top: int = 15) -> tuple[dict[st
         }
     ]
     layout = {
-        "xaxis": {"title": {"text": "firing prior"}},
+        "xaxis": {"title": {"text": quantity}},
         "margin": {"l": 190, "r": 20, "t": 24, "b": 45},
         "showlegend": False,
         "shapes": [

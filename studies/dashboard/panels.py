@@ -1,4 +1,5 @@
-"""The dashboard's views of the model and of the run: rule priors, structure and surrogate,
+"""The dashboard's views of the model and of the run: a Simplex's weights (in the application's
+words), structure and surrogate,
 running trials, failures, the time split, and one trial's view (see `studies.dashboard.views`)."""
 
 from __future__ import annotations
@@ -13,33 +14,31 @@ from studies.dashboard.hooks import Exported, Hooks, Panel, Phases
 from studies.dashboard.snapshot import Snapshot
 from studies.errors import StudyError
 from studies.records import TrialRecord
+from studies.weights import SIMPLEX, WeightsOf
 
 __all__ = [
     "estimate_split",
     "failures_panel",
-    "priors_panel",
     "running_panel",
     "structure_panel",
     "structure_summary",
     "time_panel",
     "trial_detail",
+    "weights_panel",
 ]
 
 
-# ---------------------------------------------------------------------- rule priors
-def _reader(hooks: Hooks) -> Any:
-    if hooks.priors_of is not None:
-        return hooks.priors_of
-    from studies.plots import simplex_priors
-
-    return simplex_priors
+# ---------------------------------------------------------------------- weights
+def _words(hooks: Hooks) -> WeightsOf:
+    """The application's reader and words for a trial's weights (default: a Simplex's)."""
+    return hooks.weights_of or SIMPLEX
 
 
-def _priors(
+def _weights(
     snap: Snapshot, hooks: Hooks, trial: TrialRecord
 ) -> tuple[str, dict[str, float]] | None:
-    """``(title, priors)`` of ``trial`` (None: the space holds no priors)."""
-    return _reader(hooks)(snap.space, trial, None)  # type: ignore[no-any-return]
+    """``(title, weights)`` of ``trial`` (None: the space holds no weights)."""
+    return _words(hooks).read(snap.space, trial, None)
 
 
 def exported_trial(snap: Snapshot, hooks: Hooks) -> Exported | None:
@@ -58,15 +57,15 @@ def exported_trial(snap: Snapshot, hooks: Hooks) -> Exported | None:
     return Exported(trial.number, "", f"the default pick of `tuner export`: {rule}")
 
 
-def priors_panel(snap: Snapshot, hooks: Hooks) -> Panel:
-    """Bars of the rule priors of the exported trial and of the latest completed trial (every
-    trial's view has its own)."""
+def weights_panel(snap: Snapshot, hooks: Hooks) -> Panel:
+    """Bars of the weights of the exported trial and of the latest completed trial (every
+    trial's view has its own), in the application's words (`studies.weights.WeightsOf`)."""
+    words = _words(hooks)
     complete = [t for t in snap.trials if t.state == "COMPLETE"]
     if not complete:
-        return Panel("priors", "Rule priors", h.note("No trial has completed yet.", "empty"))
-    if _priors(snap, hooks, complete[-1]) is None:
-        text = "This study's space holds no rule priors (no Simplex parameter)."
-        return Panel("priors", "Rule priors", h.note(text, "empty"))
+        return Panel("priors", words.heading, h.note("No trial has completed yet.", "empty"))
+    if _weights(snap, hooks, complete[-1]) is None:
+        return Panel("priors", words.heading, h.note(words.missing, "empty"))
     by_number = {t.number: t for t in snap.trials}
     shown: list[tuple[str, TrialRecord, str]] = []
     exp = exported_trial(snap, hooks)
@@ -82,8 +81,8 @@ def priors_panel(snap: Snapshot, hooks: Hooks) -> Panel:
     figures, body = [], []
     numbers: dict[str, Any] = {}
     for i, (label, trial, line) in enumerate(shown):
-        title, weights = _priors(snap, hooks, trial)  # type: ignore[misc]
-        fig, height = h.bars(f"priors-{i}", weights)
+        title, weights = _weights(snap, hooks, trial)  # type: ignore[misc]
+        fig, height = h.bars(f"priors-{i}", weights, part=words.part, quantity=words.quantity)
         figures.append(fig)
         body.append(
             f"<div><h3>{h.esc(label)} {h.trial_link(trial.number)}</h3>"
@@ -92,13 +91,9 @@ def priors_panel(snap: Snapshot, hooks: Hooks) -> Panel:
             + "</div>"
         )
         numbers["latest" if label.startswith("latest") else "exported"] = trial.number
-    text = h.note(
-        "Firing priors of the rules (the search's probability of trying each rule), largest "
-        "first, the rest summed; the dashed line is the uniform prior. Click any trial number "
-        "for that trial's priors."
-    )
     return Panel(
-        "priors", "Rule priors", text + '<div class="cols">' + "".join(body) + "</div>",
+        "priors", words.heading,
+        h.note(words.about) + '<div class="cols">' + "".join(body) + "</div>",
         tuple(figures), numbers,
     )  # fmt: skip
 
@@ -431,11 +426,13 @@ def trial_detail(
         left += f'<h3>Error</h3><pre class="error">{h.esc(t.error)}</pre>'
     left += "<h3>Configuration</h3>" + h.table(["parameter", "value"], _config_rows(snap, t))
     figures, right = [], ""
-    got = _priors(snap, hooks, t) if t.config else None
+    words = _words(hooks)
+    got = words.read(snap.space, t, None) if t.config else None
     if got is not None:
-        fig, height = h.bars("trial-priors", got[1])
+        fig, height = h.bars("trial-priors", got[1], part=words.part, quantity=words.quantity)
         figures.append(fig)
-        title = got[0] if got[0].startswith("rule priors") else f"rule priors ({got[0]})"
+        what = words.heading.lower()
+        title = got[0] if got[0].startswith(what) else f"{what} ({got[0]})"
         right = f"<h3>{h.esc(title.capitalize())}</h3>" + h.div("trial-priors", height)
     per_run = {k: v for k, v in t.metrics.items() if split_run_metric(k) is not None}
     metrics = [(h.esc(k), h.fmt(v)) for k, v in sorted(t.metrics.items()) if k not in per_run]

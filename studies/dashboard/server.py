@@ -41,6 +41,7 @@ from studies.dashboard.readonly import ReadOnlyStorage
 from studies.dashboard.snapshot import Snapshot, Watcher
 from studies.dashboard.structure_fits import StructureFits
 from studies.errors import StorageNotFoundError, StudyError, StudyNotFoundError
+from studies.weights import SIMPLEX
 
 __all__ = ["Dashboard", "DashboardError", "serve"]
 
@@ -167,12 +168,13 @@ class Dashboard:
     def note(self, snap: Snapshot) -> str:
         """optuna-dashboard's study note: what this view adds, with links (Markdown)."""
         base = f"/rt/study/{urllib.parse.quote(snap.name, safe='')}/"
+        words = self.hooks.weights_of or SIMPLEX
         n = views.headline(snap)
         links = " · ".join(
             f"[{title}]({base}#{tab})"
             for tab, title in (
                 ("overview", "overview"),
-                ("priors", "rule priors"),
+                ("priors", words.heading.lower()),
                 ("structure", "structure and surrogate"),
                 ("running", "running trials"),
                 ("failures", "failures"),
@@ -182,16 +184,18 @@ class Dashboard:
         return (
             f"**Read-only view** of the rewrite-tuner study storage `{snap.url}`: "
             f"{n['finished']} trials finished, {n['running']} running, {n['failed']} failed. "
-            "Parameters: one column per knob, and one per rule for rule-prior simplexes. "
+            f"Parameters: one column per knob, and one per {words.part} of each Simplex. "
             f"Views optuna-dashboard does not have: {links}."
         )
 
     def figures(self, snap: Snapshot) -> dict[str, dict[str, Any]]:
         """The figures optuna-dashboard draws on the study's page: this view's hypervolume, the
-        exported rule priors and the time split, titled."""
+        exported trial's weights (`studies.weights.WeightsOf`) and the time split, titled."""
+        words = self.hooks.weights_of or SIMPLEX
+        what = words.heading.lower()
         titles = {  # short, left: optuna-dashboard's tool bar is on the right
             "hist-hv": ("hypervolume", "hypervolume over completed trials"),
-            "priors-0": ("rule-priors", "exported rule priors"),
+            "priors-0": (what.replace(" ", "-"), f"exported {what}"),
             "time-split": ("time-split", "time split (s)"),
         }
         out = {}

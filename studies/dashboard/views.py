@@ -25,6 +25,7 @@ from studies.dashboard.snapshot import Snapshot
 from studies.pareto import feasible, hypervolume_curve, pareto_front
 from studies.records import TrialRecord
 from studies.views import progress_counts
+from studies.weights import SIMPLEX, WeightsOf
 
 __all__ = ["build", "headline", "trial_detail"]
 
@@ -53,8 +54,8 @@ def build(
         lambda: overview_panel(snap),
         lambda: history_panel(snap),
         lambda: pareto_panel(snap),
-        lambda: parallel_panel(snap),
-        lambda: panels.priors_panel(snap, hooks),
+        lambda: parallel_panel(snap, hooks.weights_of or SIMPLEX),
+        lambda: panels.weights_panel(snap, hooks),
         lambda: panels.structure_panel(snap, structure),
         lambda: panels.running_panel(snap),
         lambda: panels.failures_panel(snap),
@@ -362,9 +363,10 @@ def pareto_panel(snap: Snapshot) -> Panel:
     return Panel("pareto", "Pareto front", text + "".join(divs), tuple(figures))
 
 
-def parallel_panel(snap: Snapshot) -> Panel:
-    """Parallel coordinates over the knobs (every tuned parameter that is not a rule-prior
-    simplex) and the objectives, one line per COMPLETE trial, colored by the first objective."""
+def parallel_panel(snap: Snapshot, words: WeightsOf = SIMPLEX) -> Panel:
+    """Parallel coordinates over the knobs (every tuned parameter that is not a Simplex: its
+    weights, named by ``words``, have a view of their own) and the objectives, one line per
+    COMPLETE trial, colored by the first objective."""
     from spaces import Bool, Choice, Fixed, Float, Int, Simplex
 
     complete = [t for t in snap.trials if t.state == "COMPLETE" and t.values]
@@ -392,7 +394,10 @@ def parallel_panel(snap: Snapshot) -> Panel:
     for k in snap.objectives:
         dims.append({"label": k, "values": [float(t.values[k]) for t in complete]})  # type: ignore[index]
     if not knobs:
-        body = h.note("This study tunes no knob outside its rule priors: nothing to draw.", "empty")
+        body = h.note(
+            f"This study tunes no knob outside its {words.heading.lower()}: nothing to draw.",
+            "empty",
+        )
         return Panel("parallel", "Parallel coordinates", body)
     data: list[dict[str, Any]] = [
         {
@@ -411,7 +416,7 @@ def parallel_panel(snap: Snapshot) -> Panel:
     fig = h.figure("parallel", data, {"margin": {"l": 70, "r": 70, "t": 110, "b": 30}})
     text = h.note(
         f"{len(complete)} completed trials: {knobs} knobs, then the objectives; log-scale knobs "
-        "on a log axis; drag along an axis to filter. Rule priors are in the Priors view."
+        f"on a log axis; drag along an axis to filter. {words.heading} are in their own view."
     )
     return Panel("parallel", "Parallel coordinates", text + h.div("parallel", 460), (fig,))
 

@@ -1,4 +1,4 @@
-"""RulePriors (weights only): normalization, missing-rule default; TunedSearch (the priors file):
+"""RulePriors (weights only): normalization, missing-rule default; PriorsFile (the priors file):
 versioned JSON round trip, bad files, golden files."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rewrite.errors import PriorsError
-from rewrite.optimize.priors import FORMAT_VERSION, KIND, RulePriors, TunedSearch, read_priors_file
+from rewrite.optimize.priors import FORMAT_VERSION, KIND, PriorsFile, RulePriors, read_priors_file
 
 RULES = ["fuse", "merge", "shard"]
 
@@ -49,9 +49,9 @@ def test_bad_weights(weights: dict) -> None:
 
 
 def test_round_trip(tmp_path: Path) -> None:
-    p = TunedSearch({"fuse": 0.2, "merge": 0.3, "shard": 0.5}, {"tau": 0.5}, {"trial": 3})
+    p = PriorsFile({"fuse": 0.2, "merge": 0.3, "shard": 0.5}, {"tau": 0.5}, {"trial": 3})
     path = p.save(tmp_path / "p.json")
-    q = TunedSearch.load(path, known_rules=RULES)
+    q = PriorsFile.load(path, known_rules=RULES)
     assert q == p and q.search_config == {"tau": 0.5}
     assert json.loads(path.read_text())["format_version"] == FORMAT_VERSION
 
@@ -59,8 +59,8 @@ def test_round_trip(tmp_path: Path) -> None:
 def test_empty_priors_round_trip_as_uniform(tmp_path: Path) -> None:
     """Issue 52: ``RulePriors().save(p)`` wrote ``"priors": {}``, which its own reader refused.
     Empty priors mean uniform over the search's rules, in a file as in memory."""
-    for p in (TunedSearch.of(RulePriors()), TunedSearch({}, {"tau": 0.5})):
-        q = TunedSearch.load(p.save(tmp_path / "empty.json"), known_rules=RULES)
+    for p in (PriorsFile.of(RulePriors()), PriorsFile({}, {"tau": 0.5})):
+        q = PriorsFile.load(p.save(tmp_path / "empty.json"), known_rules=RULES)
         assert q == p and q.search_config == p.search_config
         weights = RulePriors(q.priors).resolve(RULES)
         assert list(weights) == pytest.approx([1 / len(RULES)] * len(RULES))
@@ -70,7 +70,7 @@ def test_a_binary_file_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "model.bin"
     path.write_bytes(bytes(range(256)) * 4)
     with pytest.raises(PriorsError, match="not a text file"):
-        TunedSearch.load(path)
+        PriorsFile.load(path)
 
 
 def test_loads_studies_export_format(tmp_path: Path) -> None:
@@ -81,7 +81,7 @@ def test_loads_studies_export_format(tmp_path: Path) -> None:
         "search_config": {"population": 32, "tau": 0.5},
         "provenance": {"study": "s", "trial": 7, "values": {"hv": 0.4}, "date": "2026-01-01Z"},
     }
-    q = TunedSearch.load(_write(tmp_path / "x.json", doc), known_rules=RULES)
+    q = PriorsFile.load(_write(tmp_path / "x.json", doc), known_rules=RULES)
     assert q.priors["merge"] == pytest.approx(0.3)
     assert q.search_config["population"] == 32 and q.provenance["trial"] == 7
 
@@ -108,7 +108,7 @@ def _doc(**changes: object) -> dict:
 )
 def test_bad_files(tmp_path: Path, doc: object, match: str) -> None:
     with pytest.raises(PriorsError, match=match):
-        TunedSearch.load(_write(tmp_path / "bad.json", doc), known_rules=RULES)
+        PriorsFile.load(_write(tmp_path / "bad.json", doc), known_rules=RULES)
 
 
 def test_non_finite_and_corrupt_files(tmp_path: Path) -> None:
@@ -164,7 +164,7 @@ def test_golden_v1_files_still_load(
     assert search_config.items() <= doc.search_config.items()
     assert doc.provenance["trial"] == trial and doc.provenance["study"] == "golden"
     assert read_priors_file(path, known_rules=list(priors)) == doc
-    assert TunedSearch.load(path) == doc and TunedSearch.of(path) == doc
+    assert PriorsFile.load(path) == doc and PriorsFile.of(path) == doc
     cfg, p = search_inputs(None, path)
     assert cfg == SearchConfig.from_dict(doc.search_config) and cfg.tau == 0.5
     assert cfg.population == 32 and p == RulePriors(priors)
@@ -179,7 +179,7 @@ def test_coerce() -> None:
     assert RulePriors.coerce({"a": 1.0})["a"] == 1.0
     with pytest.raises(PriorsError, match="must be a RulePriors"):
         RulePriors.coerce(3)  # type: ignore[arg-type]
-    # weights only: a file carries knobs too, so it is the search's (or a TunedSearch's) to read
+    # weights only: a file carries knobs too, so it is the search's (or a PriorsFile's) to read
     with pytest.raises(PriorsError, match="carries search knobs.*read_priors_file"):
         RulePriors.coerce("p.json")  # type: ignore[arg-type]
     assert not hasattr(RulePriors(), "search_config") and not hasattr(RulePriors, "load")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rewrite.errors import SearchError
-from rewrite.optimize import SearchConfig, TunedSearch, search, search_suite
+from rewrite.optimize import PriorsFile, SearchConfig, search, search_suite
 from tests.rewrite.search_rules import TEST_RULES, chain_graph
 
 SUITE = {
@@ -76,7 +76,7 @@ def test_exported_priors_file_drives_an_offline_search(tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         search(SUITE["a"], same, priors=path, rules=TEST_RULES, verify_cache=None)
-    saved = TunedSearch(res.priors, res.config).save(tmp_path / "again.json")
+    saved = PriorsFile(res.priors, res.config).save(tmp_path / "again.json")
     again = search(SUITE["a"], priors=saved, rules=TEST_RULES, verify_cache=None)
     assert again.config == res.config and again.priors == pytest.approx(res.priors)
 

@@ -124,11 +124,11 @@ def test_export_round_trip(tmp_path: Path) -> None:
 
 
 def test_export_is_read_by_rewrite(tmp_path: Path) -> None:
-    from rewrite import TunedSearch  # the format's reader must exist: no skip
+    from rewrite import PriorsFile  # the format's reader must exist: no skip
 
     study = _study(tmp_path)
     export_priors(study, tmp_path / "p.json")
-    loaded = TunedSearch.load(tmp_path / "p.json")
+    loaded = PriorsFile.load(tmp_path / "p.json")
     assert dict(loaded.search_config)["population"] >= 4
 
 
@@ -321,7 +321,7 @@ def test_read_priors_file_is_the_rewrite_reader(tmp_path: Path) -> None:
     path = tmp_path / "p.json"
     export_priors(study, path)
     assert read_priors_file(path) == rewrite.read_priors_file(path)
-    assert isinstance(read_priors_file(path), rewrite.TunedSearch)
+    assert isinstance(read_priors_file(path), rewrite.PriorsFile)
     path.write_text(json.dumps({"format_version": 1, "kind": KIND, "priors": {"zap": 1.0}}))
     with pytest.raises(PriorsError) as direct:
         rewrite.read_priors_file(path, known_rules=["fuse"])

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rewrite.errors import SearchConfigError
-from rewrite.optimize import SearchConfig, TunedSearch
+from rewrite.optimize import PriorsFile, SearchConfig
 from rewrite_tuner.calibration import (
     COMPILED,
     MEASURED,
@@ -21,7 +21,7 @@ from rewrite_tuner.calibration import (
     calibrate,
     timing_threads,
 )
-from rewrite_tuner.export import priors_to_plot
+from rewrite_tuner.dashboard import RULE_PRIORS
 from rewrite_tuner.problem import (
     DEFAULT_OBJECTIVES,
     RewriteProblem,
@@ -226,14 +226,14 @@ def test_only_a_configuration_that_beats_the_defaults_is_exported(tmp_path: Path
     assert report.held_out.per_workload["vit"]["reach"]["ratio"] < 1.0
     doc = export_tuned(study, report, tmp_path / "p.json")
     assert doc is not None and doc.provenance["trial"] == 2
-    priors = TunedSearch.load(tmp_path / "p.json")
+    priors = PriorsFile.load(tmp_path / "p.json")
     cfg = SearchConfig.from_dict(priors.search_config)
     assert cfg.max_steps == 40 and cfg.beta == 0.8 and cfg.devices == 1  # the budget travels
     assert priors.provenance["validation"]["chosen"] == 2
     top = max(priors.priors, key=priors.priors.get)
     assert top.startswith("fuse_")
     # `tuner plot` (the application's priors reader) draws the family member's rule priors too
-    paths = plot_study(study, tmp_path / "plots", pick=2, priors_of=priors_to_plot)
+    paths = plot_study(study, tmp_path / "plots", pick=2, weights_of=RULE_PRIORS)
     assert [p.name.rsplit("-", 1)[1] for p in paths] == [
         "pareto.png",
         "hypervolume.png",

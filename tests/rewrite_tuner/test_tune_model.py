@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rewrite.optimize import TunedSearch, default_rules, read_priors_file
+from rewrite.optimize import PriorsFile, default_rules, read_priors_file
 from rewrite_tuner.knobs import config_from_params
 from rewrite_tuner.tune_model import tune_model
 from rewrite_tuner.user_model import model_ref, user_graph
@@ -72,7 +72,7 @@ def test_a_priors_file_with_a_bad_knob_is_refused_before_calibrating(tmp_path: P
     """Issue 52: --from FILE with search_config.tau = -1 ran with another tau and recommended
     the file, which rewrite.search refuses; a binary file gave a raw UnicodeDecodeError."""
     bad = tmp_path / "bad.json"
-    TunedSearch({}, {"tau": -1.0}).save(bad)
+    PriorsFile({}, {"tau": -1.0}).save(bad)
     binary = tmp_path / "model.bin"
     binary.write_bytes(bytes(range(256)) * 4)
     for path, match in ((bad, r"bad.json.*tau=-1"), (binary, "model.bin.*not a text file")):
@@ -91,7 +91,7 @@ def test_tune_model_starts_from_the_given_priors_and_checks_against_them(tmp_pat
     names = [r.name for r in default_rules()]
     boosted = {n: (5.0 if n.startswith("fuse_") else 1.0) for n in names}
     total = sum(boosted.values())
-    given = TunedSearch({n: v / total for n, v in boosted.items()}, {"beta": 0.6})
+    given = PriorsFile({n: v / total for n, v in boosted.items()}, {"beta": 0.6})
     given.save(tmp_path / "given.json")
     lines: list[str] = []
     result = tune_model(

@@ -37,8 +37,9 @@ def test_simplex_parts_are_nodes_and_counters_point_to_their_rule() -> None:
     assert node_columns(space, "priors.fold") == [space.columns.index("priors.fold")]
     with pytest.raises(StructureError, match="neither a parameter nor a column"):
         node_columns(space, "priors.nope")
-    hints = name_hints(space, ["rule.fold.applied", "rule.other.applied", "accept_rate"])
-    assert hints == {"rule.fold.applied": ["priors.fold"]}
+    metrics = ["rule.fold.applied", "rule.other.applied", "accept_rate", "op.cse.calls", "cse.x"]
+    hints = name_hints(space, metrics)  # any <prefix>.<part>.<counter>, whatever the prefix
+    assert hints == {"rule.fold.applied": ["priors.fold"], "op.cse.calls": ["priors.cse"]}
     expanded = expand_knowledge(Knowledge(required=[("priors", "m")]), space)
     assert set(expanded.required) == {
         ("priors.fuse", "m"),

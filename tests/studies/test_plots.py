@@ -73,7 +73,7 @@ def test_plots_of_a_many_rule_three_objective_study_stay_readable(tmp_path: Path
 
     from spaces import Float, Simplex, Space
     from studies import Study
-    from studies.plots import TOP_RULES, plot_hypervolume, plot_pareto, plot_priors
+    from studies.plots import TOP_PARTS, plot_hypervolume, plot_pareto, plot_weights
 
     rules = [f"rule_{i:02d}" for i in range(51)]
     space = Space({"x": Float(0.0, 1.0), "priors": Simplex(rules)})
@@ -87,13 +87,13 @@ def test_plots_of_a_many_rule_three_objective_study_stay_readable(tmp_path: Path
         x, p = trial.config["x"], trial.config["priors"]
         study.tell(trial, {"f1": x, "f2": (1 - x) ** 2 + p["rule_00"], "f3": p["rule_01"]})
     paths = [
-        plot_priors(study, tmp_path / "priors.png"),
+        plot_weights(study, tmp_path / "weights.png"),
         plot_pareto(study, tmp_path / "pareto.png"),
         plot_hypervolume(study, tmp_path / "hv.png"),
     ]
     sizes = [imread(p).shape[:2] for p in paths]  # (height, width) in pixels
     assert all(w <= 2000 and h <= 1000 for h, w in sizes), sizes
-    assert sizes[0][0] > 0.3 * 110 * (TOP_RULES + 1)  # one row per bar drawn
+    assert sizes[0][0] > 0.3 * 110 * (TOP_PARTS + 1)  # one row per bar drawn
 
 
 def _demo_like(url: str) -> object:
@@ -121,7 +121,7 @@ def test_the_plots_have_no_overlapping_text_and_the_axes_fit_the_front(tmp_path:
     axis so that the front was a cluster in a corner."""
     import matplotlib.pyplot as plt
 
-    from studies.plots import hypervolume_figure, pareto_figure, priors_figure
+    from studies.plots import hypervolume_figure, pareto_figure, weights_figure
 
     study = _demo_like(f"sqlite:///{tmp_path / 's.db'}")
     fig = pareto_figure(study)
@@ -131,6 +131,39 @@ def test_the_plots_have_no_overlapping_text_and_the_axes_fit_the_front(tmp_path:
     labels = [t.get_text() for t in ax.texts]
     assert "10, 11, 12" in labels or any("10, 11" in s for s in labels)  # coinciding: one label
     assert any("beyond the axes" in t.get_text() for t in fig.legends + ax.get_legend().texts)
-    for figure in (fig, hypervolume_figure(study), priors_figure(study)):
+    for figure in (fig, hypervolume_figure(study), weights_figure(study)):
         assert overlapping_texts(figure) == [], overlapping_texts(figure)
         plt.close(figure)
+
+
+def test_a_generic_study_names_its_weights_in_generic_words_an_application_in_its_own(
+    tmp_path: Path,
+) -> None:
+    """The framework's words for a Simplex (``weight``, ``parts``, ``NAME-weights.png``) unless the
+    application passes its own (`studies.weights.WeightsOf`)."""
+    import matplotlib.pyplot as plt
+
+    from spaces import Simplex, Space
+    from studies import Study
+    from studies.plots import weights_figure
+    from studies.weights import WeightsOf, read_simplex
+
+    space = Space({"w": Simplex([f"p{i:02d}" for i in range(20)])})
+    study = Study("gen", space, {"f": "minimize"}, storage=f"sqlite:///{tmp_path / 's.db'}")
+    for _ in range(3):
+        trial = study.ask()
+        study.tell(trial, {"f": trial.config["w"]["p00"]})
+    fig = weights_figure(study)
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "weight"
+    assert "5 other parts (sum)" in [t.get_text() for t in ax.get_yticklabels()]
+    plt.close(fig)
+    names = [p.name for p in plot_study(study, tmp_path / "a")]
+    assert names == ["gen-pareto.png", "gen-hypervolume.png", "gen-weights.png"]
+    words = WeightsOf(read_simplex, part="rule", quantity="firing prior", file_suffix="priors")
+    fig = weights_figure(study, weights_of=words)
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "firing prior"
+    assert "5 other rules (sum)" in [t.get_text() for t in ax.get_yticklabels()]
+    plt.close(fig)
+    assert plot_study(study, tmp_path / "b", weights_of=words)[-1].name == "gen-priors.png"

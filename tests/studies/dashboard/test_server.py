@@ -79,7 +79,7 @@ def test_the_views_and_optuna_dashboard_answer(
     assert len(detail["trials"]) == 13
     assert "rt/study/toy/#structure" in detail["note"]["body"]
     figures = {g["id"]: json.loads(g["graph_object"]) for g in detail["plotly_graph_objects"]}
-    assert sorted(figures) == ["hypervolume", "rule-priors", "time-split"]
+    assert sorted(figures) == ["hypervolume", "simplex-weights", "time-split"]  # generic words
     assert len(figures["hypervolume"]["data"][0]["y"]) == 11  # the completed trials
     failed = next(t for t in detail["trials"] if t["number"] == 4)
     assert failed["state"] == "Fail" and "boom at population 20" in failed["note"]["body"]
