@@ -372,3 +372,32 @@ def test_a_planted_leak_is_reported(tmp_path: Path) -> None:
         "engine/search.py:3 tuned",
         "framework/plot.py:1 rule_priors",
     ]
+
+
+# ------------------------------------------------------------------ readable functions
+def long_functions(paths: list[Path], root: Path, most: int = 100) -> list[str]:
+    """``file:line name (lines)`` for every function of ``paths`` longer than ``most`` lines
+    (its decorators, signature, docstring and body)."""
+    out = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                lines = (node.end_lineno or node.lineno) - first + 1
+                if lines > most:
+                    out.append(f"{path.relative_to(root)}:{node.lineno} {node.name} ({lines})")
+    return out
+
+
+def test_no_function_is_over_100_lines() -> None:
+    paths = [*find_modules(ROOT, set(LAYERS)).values(), *sorted(ROOT.glob("benchmarks/*.py"))]
+    long = long_functions(paths, ROOT)
+    assert not long, "functions over 100 lines (split them into named steps):\n" + "\n".join(long)
+
+
+def test_a_planted_long_function_is_reported(tmp_path: Path) -> None:
+    body = "".join(f"    x{i} = {i}\n" for i in range(99))
+    root = _plant(
+        tmp_path, {"pkg/a.py": f"def short():\n{body}\n\ndef long():\n{body}    return 1\n"}
+    )
+    assert long_functions([root / "pkg" / "a.py"], root) == ["pkg/a.py:103 long (101)"]
