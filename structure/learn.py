@@ -240,7 +240,7 @@ def _pc_edges(
     """The edges bootstrapped PC finds on ``table``, oriented, with the knowledge's edges added
     and each node's in-degree capped."""
     forbidden_nodes = {n for pair in knowledge.forbidden for n in pair}
-    tested = pc_metrics(table, metrics, protected | forbidden_nodes, config.pc_metrics)
+    tested = pc_metrics(table, list(metrics), protected | forbidden_nodes, config.pc_metrics)
     adj, votes = bootstrap_pc(
         table, knowledge, config.alpha, config.bootstrap, seed, tested, config.select is None,
         None if runs is None else runs.groups,

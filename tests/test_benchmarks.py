@@ -78,8 +78,10 @@ def test_bench_structure_network_options_override_its_defaults() -> None:
     problem = PROBLEMS["search8"]
     default = make_surrogate("learned", problem, quick=True).config.network
     assert (default.num_paths, default.num_features) == (64, 256)
-    wide = make_surrogate("runs", problem, True, network_overrides={"num_paths": 128}).config
-    assert (wide.network.num_paths, wide.network.num_features, wide.rows) == (128, 256, "runs")
+    wide = make_surrogate("runs", problem, True, network_overrides={"num_paths": 128})
+    network = wide.config.network
+    assert (network.num_paths, network.num_features, wide.rows) == (128, 256, "runs")
+    assert make_surrogate("learned", problem, True).rows == "trials"  # benchmarks-only variant
 
 
 def test_search_problems_with_more_rules_keep_search8_and_add_rules_without_gain() -> None:
