@@ -282,13 +282,18 @@ def _record_path(study: Study) -> Path:
 
 
 def _record_key(study: Study, held: Sequence[str], **settings: Any) -> dict[str, Any]:
-    """What a validation depends on: the completed trials and how they are checked."""
+    """What a validation depends on: the completed trials and how they are checked. A trial's
+    creation time is part of it: a study deleted and run again at the same path gives the same
+    seeded trials, but the code that validates them may have changed since (a fresh clone's
+    ``make run`` once reused a validation three hours old)."""
     import hashlib
     import json
 
     from studies import __version__
 
-    rows = [[t.number, t.config, t.values] for t in study.trials if t.state == "COMPLETE"]
+    rows = [
+        [t.number, t.config, t.values, t.created] for t in study.trials if t.state == "COMPLETE"
+    ]
     digest = hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
     return {"trials": digest, "held_out": list(held), **settings, "version": __version__}
 

@@ -146,3 +146,26 @@ def test_a_held_out_loss_is_a_caveat() -> None:
     row["reach"]["ratio"] = 0.5
     assert TunedReport.from_dict(doc).held_out_caveat() is None
     assert TunedReport.from_dict(report.to_dict()).to_dict() == report.to_dict()
+
+
+def test_a_study_run_again_at_the_same_path_is_validated_afresh(tmp_path: Path) -> None:
+    """A fresh clone's ``make run`` (same path, same seeded trials as a run hours before, older
+    code) reused that run's stored validation: the key now holds the trials' creation times."""
+    from rewrite_tuner.transfer import _record_key
+    from spaces import Float, Space
+    from studies.study import Study
+
+    def one_run() -> dict:
+        url = f"sqlite:///{tmp_path / 'again.db'}"
+        study = Study(
+            "again", Space({"x": Float(0.0, 1.0)}), {"y": "minimize"}, storage=url, seed=0
+        )
+        trial = study.ask()
+        study.tell(trial, {"y": trial.config["x"]})
+        key = _record_key(study, ["vit"])
+        assert _record_key(Study.load("again", url), ["vit"]) == key  # the same study: reused
+        (tmp_path / "again.db").unlink()
+        return key
+
+    first, second = one_run(), one_run()
+    assert first["held_out"] == second["held_out"] and first["trials"] != second["trials"]
