@@ -311,31 +311,36 @@ def test_bad_workload_and_objective_are_clear_errors(tmp_path: Path) -> None:
         rewrite_problem(GPT2, priors="free")
 
 
+def _frozen_study(tmp_path: Path, name: str) -> tuple[str, dict]:
+    """A copy of the frozen study ``tests/data/studies/<name>.db`` and what it holds
+    (``<name>.json``)."""
+    import json
+    import shutil
+
+    data = Path(__file__).resolve().parents[1] / "data" / "studies"
+    shutil.copy(data / f"{name}.db", tmp_path / "old.db")
+    return f"sqlite:///{tmp_path / 'old.db'}", json.loads((data / f"{name}.json").read_text())
+
+
+def _never_recalibrated() -> None:
+    raise AssertionError("an existing study is never recalibrated")
+
+
 def test_a_study_from_before_contexts_opens_resumes_and_validates(tmp_path: Path) -> None:
     """tests/data/studies/rewrite_v2.db (frozen; schema version 2) holds a rewrite study whose
     context rode in its space as ``Fixed("suite")`` and in every trial's configuration. Asked
     for with its original arguments it opens as stored (no recalibration, no conflict), its
     trials keep their values, a resumed trial runs with the suite its configuration carries, and
     validation and export read the suite from the space."""
-    import json
-    import shutil
-
-    data = Path(__file__).resolve().parents[1] / "data" / "studies"
-    shutil.copy(data / "rewrite_v2.db", tmp_path / "old.db")
-    expected = json.loads((data / "rewrite_v2.json").read_text())
-    url = f"sqlite:///{tmp_path / 'old.db'}"
-
-    def boom() -> None:
-        raise AssertionError("an existing study is never recalibrated")
-
+    url, expected = _frozen_study(tmp_path, "rewrite_v2")
     args = {"budget": 40, "seeds": 2, "calibration_seeds": 2, "storage": url, "name": "legacy"}
-    study = rewrite_study(GPT2, **args, on_calibrate=boom)
+    study = rewrite_study(GPT2, **args, on_calibrate=_never_recalibrated)
     assert study.context is None and sorted(study.space.params) == expected["parameters"]
     assert suite_of(study) == expected["suite"]
     old = [{"state": str(t.state), "values": t.values} for t in study.trials]
     assert old == expected["trials"]
     with pytest.raises(StudyConflictError, match="other arguments"):
-        rewrite_study(GPT2, **{**args, "budget": 60}, on_calibrate=boom)
+        rewrite_study(GPT2, **{**args, "budget": 60}, on_calibrate=_never_recalibrated)
     study.optimize(4, progress=False)
     resumed = study.trials[3]
     assert resumed.state == "COMPLETE" and resumed.config["suite"] == expected["suite"]
@@ -348,26 +353,16 @@ def test_a_study_with_a_version_1_context_opens_and_resumes(tmp_path: Path) -> N
     ``format_version``) holds a rewrite study whose context is the flat dict a trial reads.
     Asked for with its original arguments it opens as stored (no recalibration, no conflict, its
     context unchanged), its trials keep their values, and a resumed trial reads that context."""
-    import json
-    import shutil
-
-    data = Path(__file__).resolve().parents[1] / "data" / "studies"
-    shutil.copy(data / "rewrite_v3.db", tmp_path / "old.db")
-    expected = json.loads((data / "rewrite_v3.json").read_text())
-    url = f"sqlite:///{tmp_path / 'old.db'}"
-
-    def boom() -> None:
-        raise AssertionError("an existing study is never recalibrated")
-
+    url, expected = _frozen_study(tmp_path, "rewrite_v3")
     args = {"budget": 40, "seeds": 2, "calibration_seeds": 2, "storage": url, "name": "context-v1"}
-    study = rewrite_study(GPT2, **args, on_calibrate=boom)
+    study = rewrite_study(GPT2, **args, on_calibrate=_never_recalibrated)
     assert study.context == expected["context"] and "format_version" not in study.context
     assert sorted(study.space.params) == expected["parameters"]
     assert suite_of(study) == expected["context"]
     old = [{"state": str(t.state), "values": t.values} for t in study.trials]
     assert old == expected["trials"]
     with pytest.raises(StudyConflictError, match="other arguments"):
-        rewrite_study(GPT2, **{**args, "seeds": 1}, on_calibrate=boom)
+        rewrite_study(GPT2, **{**args, "seeds": 1}, on_calibrate=_never_recalibrated)
     study.enqueue({**study.space.default(), "tau": 0.5})  # no model fit: a queued trial
     study.optimize(4, progress=False)
     assert study.trials[3].state == "COMPLETE" and study.trials[3].config["tau"] == 0.5
