@@ -62,7 +62,7 @@ MACHINE_METRICS = ("time.*", "steps_per_s", "cache.verify.*")
 """`fnmatch` patterns of the metrics that depend on the machine, not on the seeded run: wall-clock
 times (and the machine's load) and the hits of the machine-wide verdict cache (what earlier runs
 verified). Every other metric repeats for a seeded search."""
-CHECK_LEVELS = ("input", "real", "reduced", "regions")
+CHECK_LEVELS = ("input", "real", "reduced", "regions", "none")
 """What a reported graph was checked by, strongest first (see `Solution.checked`)."""
 CACHES = ("dedupe", "verify", "match")
 
@@ -184,8 +184,10 @@ class Solution:
         checked: The strongest check it passed against the input graph (`CHECK_LEVELS`):
             ``"input"`` (it is the input graph), ``"real"`` (whole-graph random test at the
             real shapes), ``"reduced"`` (whole-graph random test of a shape-reduced
-            instantiation), or ``"regions"`` (only the region check of each of its rewrites:
-            the whole-graph check was off, did not fit in the time budget or in memory).
+            instantiation), ``"regions"`` (only the region check of each of its rewrites:
+            the whole-graph check was off, did not fit in the time budget or in memory), or
+            ``"none"`` (no check ran: a strategy told not to region-check its rewrites, such as
+            saturation with ``SaturationLimits(verify=False)``, and no whole-graph check).
     """
 
     graph: Graph
@@ -357,7 +359,9 @@ class SearchResult:
             best = min((s.objectives[j] for s in self.pareto), default=base)
             out[f"best.{name}.ratio"] = best / base if base else 1.0
         for level in CHECK_LEVELS[1:]:
-            out[f"final_check.{level}"] = float(sum(s.checked == level for s in self.pareto))
+            n = sum(s.checked == level for s in self.pareto)
+            if n or level != "none":  # "none" only where a strategy skipped the region checks
+                out[f"final_check.{level}"] = float(n)
         out["final_check.failed"] = float(self.final_failed)
         measured = self.measured_ratio()
         if measured is not None:

@@ -133,21 +133,31 @@ def run_engine(engine: Engine, cfg: SearchConfig, t0: float, max_steps: int | No
 
 
 def final_checks(
-    ctx: Context, frontier: Sequence[Entry], stats: Any, end: float | None
+    ctx: Context,
+    frontier: Sequence[Entry],
+    stats: Any,
+    end: float | None,
+    regions_checked: bool = True,
 ) -> tuple[dict[int, str], dict[str, bool]]:
     """Whole-graph checks of the frontier against the input graph, before ``end``.
 
     Every graph is first checked shape-reduced, then (``final_check_real``) at the real
-    shapes while time lasts; a graph that fails either is dropped.
+    shapes while time lasts; a graph that fails either is dropped. A graph no whole-graph check
+    reached is ``"regions"`` when its rewrites were region-checked (``regions_checked``), else
+    ``"none"``.
 
     Returns:
         ``(levels, checks)``: `Solution.checked` level (or ``"failed"``) by ``id(entry)``, and
         graph hash -> verdict of every check that ran.
     """
     cfg, verifier = ctx.config, ctx.verifier
-    levels = {id(e): "regions" if e.steps else "input" for e in frontier}
+    unchecked = "regions" if regions_checked else "none"
+    # by content, not by steps: an extracted graph (saturation) may differ from the input by
+    # rewrites that merged e-classes and created no node, so its steps can be empty
+    same = ctx.graph.digest
+    levels = {id(e): "input" if e.graph.digest == same else unchecked for e in frontier}
     checks: dict[str, bool] = {}
-    todo = [e for e in frontier if e.steps] if cfg.final_check else []
+    todo = [e for e in frontier if levels[id(e)] != "input"] if cfg.final_check else []
     inexact = {r.name for r in ctx.rules if not r.exact}  # checked in float mode (Rule.exact)
     for reduce in (True, False) if cfg.final_check_real else (True,):
         for e in todo:
@@ -173,13 +183,14 @@ def final_checks(
                     res.shapes,
                     res.detail,
                 )
-    short = sum(levels[id(e)] == "regions" for e in todo)
+    short = sum(levels[id(e)] == unchecked for e in todo)
     if short:
         logger.warning(
             "%d of %d reported graphs were not checked whole (time budget or memory); they are "
-            "marked checked='regions'",
+            "marked checked=%r",
             short,
             len(todo),
+            unchecked,
         )
     return levels, checks
 
@@ -193,11 +204,13 @@ def build_result(
     t0: float,
     workers: int,
     population: int,
+    regions_checked: bool = True,
 ) -> SearchResult:
-    """Final checks of the frontier against the input graph, and the `SearchResult`."""
+    """Final checks of the frontier against the input graph, and the `SearchResult`
+    (``regions_checked``: whether every rewrite was region-checked, `final_checks`)."""
     cfg = ctx.config
     end = None if cfg.time_budget is None else t0 + cfg.time_budget
-    levels, checks = final_checks(ctx, frontier, stats, end)
+    levels, checks = final_checks(ctx, frontier, stats, end, regions_checked)
     kept = [e for e in frontier if levels[id(e)] != "failed"]
     kept.sort(key=lambda e: tuple(e.y))
     pareto = [

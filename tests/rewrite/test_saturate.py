@@ -195,3 +195,23 @@ def test_bad_limits_and_engine_misuse_are_refused() -> None:
     ctx = Context(CHAIN, TEST_RULES, np.full(3, 1 / 3), cfg, "h100", None)
     with pytest.raises(SearchError, match="does not step an Engine"):
         Engine(ctx, 0).step()
+
+
+def test_graphs_nothing_checked_are_labelled_none_not_regions() -> None:
+    """Without region checks and without the whole-graph check, no check ran: the graphs say
+    ``checked="none"`` (they said "regions"), and the metrics count them. A graph that differs
+    from the input is never labelled "input", even where its extraction recorded no steps
+    (here: double negations merged away, which creates no e-node), and the whole-graph check
+    runs on it."""
+    res = _sat(limits=SaturationLimits(verify=False), final_check=False)
+    rewritten = [s for s in res.pareto if s.graph.digest != CHAIN.digest]
+    assert rewritten and all(s.checked == "none" for s in rewritten)
+    assert res.metrics()["final_check.none"] == len(rewritten)
+    checked = _sat(final_check=False)
+    assert all(s.checked == "regions" for s in checked.pareto if s.graph.digest != CHAIN.digest)
+    assert "final_check.none" not in checked.metrics()
+    whole = _sat()
+    assert all(
+        s.checked in ("reduced", "real") for s in whole.pareto if s.graph.digest != CHAIN.digest
+    )
+    assert whole.final_checks  # it ran

@@ -330,6 +330,8 @@ def run_saturation(
     details["seconds_to_extracted"] = time.perf_counter() - t0
     trace = _trace(ctx, frontier, stats.steps, t0)
     logger.debug("saturation: %s", {k: v for k, v in details.items() if k != "skipped_rules"})
-    result = build_result(ctx, frontier, trace, stats, reason, t0, 1, len(frontier))
+    result = build_result(
+        ctx, frontier, trace, stats, reason, t0, 1, len(frontier), regions_checked=limits.verify
+    )
     result.strategy_info = details
     return result
