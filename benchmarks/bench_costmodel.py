@@ -55,7 +55,7 @@ import torch  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
 import rewrite  # noqa: E402
-from benchmarks._common import compact_json, write_results  # noqa: E402
+from benchmarks._common import RESULTS_DIR, compact_json, read_results, write_results  # noqa: E402
 from rewrite import cost, serialize, zoo  # noqa: E402
 from rewrite.costmodel import kernel_terms  # noqa: E402
 from rewrite.devices import load_device  # noqa: E402
@@ -411,6 +411,12 @@ def main() -> None:
     if args.profile_out:
         print(f"wrote {write_profile(fitted, args.profile_out)}")
     where = "1 CPU thread" if dev.type == "cpu" else torch.cuda.get_device_name(dev)
+    run = (
+        ("cpu" if dev.type == "cpu" and args.size == "small" else datasheet_profile(dev))
+        + ("-compiled" if args.compile else "")
+        + ("-heldout-models" if plan.fit_models else "")
+    )
+    history = _history(run, args, summary, (load0, load1), fitted)
     path = write_results(
         "bench_costmodel",
         {
@@ -439,13 +445,35 @@ def main() -> None:
             "cases": rows,
             "fronts": fronts,
             "fronts_summary": front_summary,
+            "session_runs": history,
         },
-        run=("cpu" if dev.type == "cpu" and args.size == "small" else datasheet_profile(dev))
-        + ("-compiled" if args.compile else "")
-        + ("-heldout-models" if plan.fit_models else ""),
+        run=run,
         dumps=compact_json,
     )
     print(f"wrote {path}")
+
+
+def _history(
+    run: str, args: argparse.Namespace, summary: dict[str, Any], loads: Any, fitted: Any
+) -> list[dict[str, Any]]:
+    """The run's earlier summaries (``session_runs`` of the stored run of the same name) and
+    this one's: each rerun of the held-out check adds a line instead of replacing the last."""
+    path = RESULTS_DIR / "bench_costmodel.json"
+    old = read_results(path).get("runs", {}).get(run, {}) if path.exists() else {}
+    cal, spread = summary.get("calibrated.held_out", {}), summary.get("round_spread", {})
+    line = {
+        "date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+        "config": f"{args.statistic}, {args.rounds} rounds",
+        "cost_model": "element_time" if fitted.element_time else "flops",
+        "load_average": [round(loads[0][0], 2), round(loads[1][0], 2)],
+        "held_out_median_rel_error": round(cal.get("median_rel_error", float("nan")), 4),
+        "held_out_spearman": round(cal.get("spearman", float("nan")), 4),
+        "fit_median_rel_error": round(
+            summary.get("calibrated.fit", {}).get("median_rel_error", float("nan")), 4
+        ),
+        "round_spread_median": round(spread["median"], 4) if spread else None,
+    }
+    return [*old.get("session_runs", []), line]
 
 
 def _known(profile: str) -> bool:

@@ -19,7 +19,10 @@
   attention, convolution and fused groups containing one, and the ``vector`` unit otherwise
   (pooling, reductions, elementwise ops), at the dtype of output 0 (input 0 for bool outputs),
   and the ``eta`` are the profile's efficiencies and ``phi`` its ``family_efficiency`` of the
-  op's family (1 unless the profile was fitted by `rewrite.measurement.calibrate`). A profile's
+  op's family (1 unless the profile was fitted by `rewrite.measurement.calibrate`). On a
+  profile with ``element_time`` (measured by `rewrite.measurement.calibrate` on a CPU) an
+  element-wise op's ``F' / peak_f`` is its measured seconds per element times its output's
+  elements instead (`rewrite.devices`: a ``tanh`` is not 4 ``add`` s). A profile's
   ``view_overhead`` (default 0) is charged per view node. A fused group runs at the efficiency
   of its body's family with the most FLOPs. On a profile with ``fusion: "eager"`` (a backend
   that runs a fused group's body op by op, e.g. eager PyTorch) a fused group costs the sum of its
@@ -55,7 +58,7 @@ are cached on the (shared, immutable) node objects and by content signature.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -251,7 +254,22 @@ def kernel_terms(node: Node, p: DeviceProfile) -> tuple[str, str, float, int, in
     if dtype == "bool" and node.in_types:
         dtype = node.in_types[0].dtype
     eff_flops = flops * _tile_factor(node, p.matmul_tile) if node.op in _MATMUL_OPS else flops
+    per_element = _element_time(node, p.element_time) if p.element_time else None
+    if per_element is not None:  # measured per element (`DeviceProfile.element_time`)
+        scale = p.peak("vector", "float32") / p.peak("vector", dtype)
+        return unit, family, node.types[0].numel * per_element * scale, flops, nbytes
     return unit, family, eff_flops / p.peak(unit, dtype), flops, nbytes
+
+
+def _element_time(node: Node, table: Mapping[str, float]) -> float | None:
+    """Seconds per element of an element-wise ``node`` from a profile's ``element_time``: the
+    ``"<op>.scalar"`` entry when a binary op reads a 0-d operand, else the op's (None if
+    absent)."""
+    if len(node.in_types) == 2 and any(t.rank == 0 for t in node.in_types):
+        hit = table.get(f"{node.op}.scalar")
+        if hit is not None:
+            return hit
+    return table.get(node.op)
 
 
 def _lead_family(body: Graph) -> str:

@@ -1,6 +1,6 @@
 """Hardware profiles for the cost model, stored as documented JSON files beside this module.
 
-A profile (``format_version`` 6; files of versions 1 to 5, which lack some optional fields,
+A profile (``format_version`` 7; files of versions 1 to 6, which lack some optional fields,
 still load) holds:
 
 * ``peak_flops``: FLOP/s by unit (``matmul``: tensor cores / GEMM, ``vector``: everything
@@ -13,6 +13,14 @@ still load) holds:
 * ``family_efficiency`` (optional, version 2): op family (``conv``, ``attention``, ``norm``,
   ``reduction``, ``pool``, ``shape``, ``fused``...) -> a positive multiplier on both
   efficiencies of that family's kernels (default 1), fitted by `rewrite.measurement.calibrate`.
+* ``element_time`` (optional, version 7): element-wise op -> seconds per output element at
+  ``float32`` on the vector unit, measured by `rewrite.measurement.calibrate` on a CPU (the
+  slope of the op's time over two sizes, so the launch is not in it). It replaces the op's
+  FLOPs over the vector peak in the compute term: on a CPU a ``tanh`` costs ~12x an ``add`` per
+  element and a ``pow`` by a tensor ~20x, which no one FLOP count per op captures. A key
+  ``"<op>.scalar"`` is the binary op with a 0-d operand (what `rewrite.lowering` passes as a
+  Python number: ``x ** 3.0`` is another kernel than ``x ** y``). Other dtypes scale by the
+  vector peak's ratio to ``float32``; an op without an entry keeps its FLOPs.
 * ``view_overhead`` (optional, version 2): seconds charged per view node (reshape, slice...),
   e.g. eager framework dispatch on a CPU; default 0 (views are free).
 * ``fusion`` (optional, version 2): ``"kernel"`` (default: a fused group is one kernel),
@@ -86,7 +94,7 @@ __all__ = [
     "measured_profiles",
 ]
 
-DEVICE_FORMAT_VERSION = 6
+DEVICE_FORMAT_VERSION = 7
 _DIR = Path(__file__).parent
 #: How the host's launch work and the device's kernels combine (see the module docstring).
 DISPATCH = ("serial", "async")
@@ -109,6 +117,7 @@ class DeviceProfile:
     interconnect: Mapping[str, Any]
     aliases: tuple[str, ...] = ()
     family_efficiency: Mapping[str, float] = field(default_factory=dict)
+    element_time: Mapping[str, float] = field(default_factory=dict)
     view_overhead: float = 0.0
     device_overhead: float = 0.0
     fusion: str = "kernel"
@@ -180,6 +189,11 @@ class DeviceProfile:
             raise CostModelError(
                 f"device {self.name!r}: family_efficiency must map op families to positive "
                 f"numbers, but got {self.family_efficiency!r}."
+            )
+        if not _positive_map(self.element_time):
+            raise CostModelError(
+                f"device {self.name!r}: element_time must map element-wise ops to positive "
+                f"seconds per element, but got {self.element_time!r}."
             )
         tile = self.matmul_tile
         if (
@@ -271,6 +285,7 @@ class DeviceProfile:
                 interconnect=dict(d["interconnect"]),
                 aliases=tuple(d.get("aliases", ())),
                 family_efficiency=dict(d.get("family_efficiency", {})),
+                element_time=dict(d.get("element_time", {})),
                 view_overhead=_number(d, "view_overhead") if "view_overhead" in d else 0.0,
                 device_overhead=(_number(d, "device_overhead") if "device_overhead" in d else 0.0),
                 fusion=d.get("fusion", "kernel"),
@@ -314,6 +329,7 @@ class DeviceProfile:
             "device_overhead": self.device_overhead,
             "efficiency": dict(self.efficiency),
             "family_efficiency": dict(self.family_efficiency),
+            "element_time": dict(self.element_time),
             "fusion": self.fusion,
             "dispatch": self.dispatch,
             "fold_weights": self.fold_weights,

@@ -40,17 +40,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from rewrite.epilogue import ConvEpilogue, conv_epilogue
 from rewrite.errors import ModuleError
 from rewrite.ir import Graph, Node, Value
 from rewrite.lowering.check import TOLERANCES, check_module
 from rewrite.lowering.kernels import (
-    SCALAR_OPS,
     TorchCall,
     conv_epilogue_call,
     has_torch_call,
+    scalar_operand,
     torch_call,
     torch_dtype,
 )
@@ -302,11 +300,9 @@ class _Emitter:
         """The slot of input ``v`` of an ``op`` node: a 0-d numeric constant read by an
         arithmetic op is a Python number in the code (a compiler specializes ``x ** 2``, not a
         read of a 0-d tensor), everything else `read`."""
-        src = scope.graph.node(v.node)
-        if op in SCALAR_OPS and src.op == "const" and src.types[0].rank == 0:
-            value = np.asarray(src.attrs["value"].array).item()
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                return _Slot(value, value)
+        value = scalar_operand(op, scope.graph.node(v.node))
+        if value is not None:
+            return _Slot(value, value)
         return self.read(scope, v)
 
     def _fold(self, scope: _Scope, node: Node) -> None:

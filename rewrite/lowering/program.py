@@ -30,6 +30,7 @@ from rewrite.ir import Graph, Node
 from rewrite.lowering.kernels import (
     conv_epilogue_call,
     has_torch_call,
+    scalar_operand,
     torch_call,
     torch_dtype,
     torch_ops,
@@ -87,7 +88,7 @@ def _reference_kernel(op: str) -> Kernel:
 class _Step:
     node: Node
     kernel: Kernel
-    args: tuple[tuple[int, int], ...]  # (position of the producing step, output index)
+    args: tuple[tuple[int, int] | int | float, ...]  # (producing step, output) or a number
     frees: tuple[int, ...]  # positions whose outputs nobody reads after this step
 
 
@@ -116,11 +117,16 @@ class Program:
         frees: dict[int, list[int]] = {}
         for p, i in last.items():
             frees.setdefault(i, []).append(p)
+
+        def arg(node: Node, v: Any) -> tuple[int, int] | int | float:
+            number = scalar_operand(node.op, graph.node(v.node))  # as `to_module` emits it
+            return (pos[v.node], v.index) if number is None else number
+
         self.steps = [
             _Step(
                 graph.node(nid),
                 self._kernel(graph.node(nid)),
-                tuple((pos[v.node], v.index) for v in graph.node(nid).inputs),
+                tuple(arg(graph.node(nid), v) for v in graph.node(nid).inputs),
                 tuple(frees.get(i, ())),
             )
             for i, nid in enumerate(order)
@@ -182,7 +188,7 @@ class Program:
             elif node.op == "param":
                 env[i] = (_param(params, node),)
             else:
-                ins = [env[p][j] for p, j in step.args]  # type: ignore[index]
+                ins = [env[a[0]][a[1]] if isinstance(a, tuple) else a for a in step.args]  # type: ignore[index]
                 try:
                     env[i] = _cast(step.kernel(ins, node.attrs), node)
                 except Exception as e:

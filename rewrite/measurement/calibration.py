@@ -9,6 +9,10 @@ the constants of the cost model's roofline (`rewrite.costmodel.kernel_time`, the
   float32; on a GPU the vector peak is the base profile's, since an element-wise kernel there is
   bound by memory); a fitted efficiency above 1 raises the peak instead, so efficiencies stay in
   (0, 1];
+* on a CPU, ``element_time``: every element-wise op timed alone at two sizes
+  (`measure_element_times`), its seconds per element; the roofline's compute term of such an op
+  is that times its elements (`rewrite.devices`), since per-element costs differ by op far
+  more than any FLOP count says (``tanh`` ~12x ``add``);
 * the per-kernel constant (``launch_overhead`` on a CPU, ``device_overhead`` on CUDA),
   ``efficiency`` (``matmul``, ``vector``, ``memory``) and
   ``family_efficiency`` for every op family with at least `MIN_FAMILY_SAMPLES` kernels (the
@@ -67,6 +71,7 @@ __all__ = [
     "datasheet_profile",
     "device_name",
     "fit_profile",
+    "measure_element_times",
     "merge_samples",
     "write_profile",
     "zoo_overrides",
@@ -81,7 +86,7 @@ DEFAULT_SHAPES: tuple[dict[str, int], ...] = (
     {"batch": 8, "seq_len": 128, "image_size": 96},
 )
 #: Fewest kernels of a family for it to get its own ``family_efficiency``.
-MIN_FAMILY_SAMPLES = 8
+MIN_FAMILY_SAMPLES = 2
 #: Weight of a whole graph's log error against one kernel's.
 GRAPH_WEIGHT = 4.0
 #: Share of the fit's loss a smaller GEMM tile must save to replace the base profile's.
@@ -230,6 +235,93 @@ def measure_peaks(device: Any = None) -> dict[str, float]:
         x = torch.randn(2**18, device=dev)
         peaks["vector"] = 4 * x.numel() / _timeit(lambda: torch.tanh(x, out=dst[: x.numel()]), dev)
     return peaks
+
+
+#: Element counts of the two sizes `measure_element_times` times each op at (in cache).
+ELEMENT_SIZES = (2**14, 2**18)
+
+
+def measure_element_times(device: Any = None, repeats: int = 15) -> dict[str, float]:
+    """Seconds per output element of every element-wise op (`rewrite.ops.UNARY_OPS`,
+    ``BINARY_OPS`` and ``where``) at ``float32`` on a CPU, as the lowered program runs it
+    (`rewrite.lowering.kernels`): the slope of its fastest time over `ELEMENT_SIZES`, so the
+    per-call cost is left to the fitted launch overhead. A binary op that `rewrite.lowering`
+    may pass a Python number (``SCALAR_OPS``) is timed that way too, as ``"<op>.scalar"`` (with
+    ``3.0``: ``x ** 3.0`` is another kernel than ``x ** y``). The result is a profile's
+    ``element_time`` (`rewrite.devices`).
+
+    Returns:
+        ``{op: seconds per element}``; empty on a GPU, where element-wise kernels are bound by
+        memory and the roofline's bytes price them.
+    """
+    import torch
+
+    from rewrite.lowering.kernels import SCALAR_OPS, has_torch_call, torch_call
+    from rewrite.ops import BINARY_OPS, UNARY_OPS
+
+    dev = torch_device(device)
+    if dev.type != "cpu":
+        return {}
+    gen = torch.Generator().manual_seed(0)
+    calls: dict[str, Callable[[int], tuple[Any, ...]]] = {}
+    for op in (*UNARY_OPS, *BINARY_OPS, "where"):
+        if op == "cast" or not has_torch_call(op):
+            continue
+        calls[op] = _element_args(op, gen)
+        if op in SCALAR_OPS:
+            calls[f"{op}.scalar"] = _with_number(calls[op])
+    out = {}
+    for key, make in calls.items():
+        op = key.split(".")[0]
+        times = []
+        for n in ELEMENT_SIZES:
+            args = make(n)
+            call = torch_call(op, args, {"approximate": "none"} if op == "gelu" else {}, [])
+            times.append(_fastest(call, repeats))
+        slope = (times[1] - times[0]) / (ELEMENT_SIZES[1] - ELEMENT_SIZES[0])
+        out[key] = max(slope, 1e-12)
+    return out
+
+
+def _element_args(op: str, gen: Any) -> Callable[[int], tuple[Any, ...]]:
+    """Inputs of ``n`` elements for element-wise ``op``: floats in [0.5, 1.5) (in every op's
+    domain); for the logical ops and ``where``'s condition, masks in runs of 64 like the
+    attention and padding masks of models (PyTorch's ``where`` takes ~6x longer on a random
+    mask)."""
+    import torch
+
+    from rewrite.ops import UNARY_OPS
+
+    def floats(n: int) -> Any:
+        return torch.rand(n, generator=gen) + 0.5
+
+    def mask(n: int, shift: int = 0) -> Any:
+        return (torch.arange(n) + shift) % 128 < 64
+
+    arity = 1 if op in UNARY_OPS else 2
+    if op in ("logical_and", "logical_or", "logical_not"):
+        return lambda n: tuple(mask(n, 32 * i) for i in range(arity))
+    if op == "where":
+        return lambda n: (mask(n), floats(n), floats(n))
+    return lambda n: tuple(floats(n) for _ in range(arity))
+
+
+def _with_number(
+    make: Callable[[int], tuple[Any, ...]],
+) -> Callable[[int], tuple[Any, ...]]:
+    """``make``'s first input with the number 3.0 as the second (a binary op's scalar form)."""
+    return lambda n: (make(n)[0], 3.0)
+
+
+def _fastest(fn: Callable[[], Any], repeats: int) -> float:
+    """The fastest of ``repeats`` timed calls of ``fn`` (after one untimed), seconds."""
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
 
 
 def _with_peaks(base: DeviceProfile, peaks: Mapping[str, float]) -> DeviceProfile:
@@ -431,6 +523,8 @@ def fit_profile(
             "memory": min(eta_mem, 1.0),
         },
         family_efficiency={f: float(np.exp(v)) for f, v in zip(families, sol.x[4:])},
+        # the vector peak was raised by an efficiency above 1: the measured times go down alike
+        element_time={k: v / max(eta_vec, 1.0) for k, v in ref.element_time.items()},
         # measured eagerly, a fused group runs its body op by op; compiled, it is generated
         fusion="compiled" if compiled else "eager",
         dispatch=dispatch,
@@ -567,14 +661,23 @@ def calibrate(
     prof_base = load_device(base if base is not None else datasheet_profile(dev))
     prof_base = replace(prof_base, memory_capacity=_capacity(dev))
     peaks = measure_peaks(dev)
+    prof_base = replace(prof_base, element_time=measure_element_times(dev))
     measured = []
     for r in range(rounds):
         measured.append(
-            collect(workloads, shapes, dev, repeats=repeats, seed=seed, compile=compile)
+            collect(
+                workloads,
+                shapes,
+                dev,
+                repeats=repeats,
+                seed=seed,
+                compile=compile,
+                statistic=statistic,
+            )
         )
         if on_round is not None:
             on_round(r)
-    samples = merge_samples(measured)
+    samples = merge_samples(measured, statistic)
     profile = fit_profile(
         samples,
         prof_base,

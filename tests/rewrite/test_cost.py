@@ -6,6 +6,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rewrite import (
@@ -341,3 +342,51 @@ def test_a_search_with_a_profile_path_keeps_one_profile(tmp_path: Path) -> None:
     before = _live_profiles()
     search(g, SearchConfig(max_steps=60, seed=0), rules=TEST_RULES, device=path, verify_cache=None)
     assert _live_profiles() <= before
+
+
+def test_element_time_prices_an_element_wise_op_by_its_measured_rate() -> None:
+    """With ``element_time`` an element-wise op's compute term is its seconds per element times
+    its elements (the ``.scalar`` entry when it reads a 0-d operand; other dtypes scaled by the
+    vector peak's ratio), and an op without an entry keeps its FLOPs over the peak."""
+    import dataclasses
+
+    from rewrite.costmodel import kernel_terms
+
+    base = load_device("cpu")
+    table = {"tanh": 4e-9, "pow": 5e-9, "pow.scalar": 2e-10}
+    prof = dataclasses.replace(base, element_time=table)
+    b = GraphBuilder("ew")
+    x = b.input("x", (64, 32))
+    t = b.add_node("tanh", [x], {}).out(0)
+    p_t = b.add_node("pow", [t, x], {}).out(0)
+    p_s = b.add_node("pow", [p_t, b.const(np.asarray(3.0, dtype=np.float32))], {}).out(0)
+    e = b.add_node("exp", [p_s], {}).out(0)
+    g = b.build([e])
+    work = {n.op + str(n.in_types[-1].rank): kernel_terms(n, prof)[2] for n in g if n.in_types}
+    assert work["tanh2"] == pytest.approx(64 * 32 * 4e-9)
+    assert work["pow2"] == pytest.approx(64 * 32 * 5e-9)  # a tensor exponent
+    assert work["pow0"] == pytest.approx(64 * 32 * 2e-10)  # a 0-d exponent
+    exp = next(n for n in g if n.op == "exp")
+    assert kernel_terms(exp, prof)[2] == kernel_terms(exp, base)[2]  # no entry: FLOPs
+    assert cost(g, prof).latency != cost(g, base).latency
+    half = dataclasses.replace(
+        prof, peak_flops={**base.peak_flops, "vector": {"float32": 1e12, "bfloat16": 2e12}}
+    )
+    b16 = GraphBuilder("bf")
+    y = b16.input("y", (64, 32), "bfloat16")
+    tanh16 = b16.build([b16.add_node("tanh", [y], {}).out(0)])
+    node = next(n for n in tanh16 if n.op == "tanh")
+    assert kernel_terms(node, half)[2] == pytest.approx(64 * 32 * 4e-9 / 2)
+
+
+def test_element_time_is_stored_and_validated() -> None:
+    d = load_device("cpu").to_dict()
+    d["element_time"] = {"tanh": 3e-9}
+    prof = DeviceProfile.from_dict(d)
+    assert DeviceProfile.from_dict(prof.to_dict()).element_time == {"tanh": 3e-9}
+    assert prof.digest != load_device("cpu").digest  # keys the cost caches apart
+    old = {k: v for k, v in d.items() if k != "element_time"} | {"format_version": 6}
+    assert DeviceProfile.from_dict(old).element_time == {}
+    d["element_time"] = {"tanh": -1.0}
+    with pytest.raises(CostModelError, match="element_time"):
+        DeviceProfile.from_dict(d)

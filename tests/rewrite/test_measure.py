@@ -72,6 +72,26 @@ def test_lowered_op_matches_reference(case: tuple) -> None:
     _close(got, evaluate(g, arrays), case[0])
 
 
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "pow"])
+@pytest.mark.parametrize("first", [False, True])
+def test_a_scalar_constant_reaches_its_kernel_as_a_number(op: str, first: bool) -> None:
+    """The lowered program passes a 0-d constant to an arithmetic kernel as a Python number, as
+    `to_module` emits it (eager ``torch.pow(x, tensor(3.0))`` is 8-30x slower than ``x ** 3.0`` on
+    a CPU, so measured graphs ran slower than the models they came from), with the same values."""
+    gb = GraphBuilder("scalar")
+    x = gb.input("x", (4, 8))
+    c = gb.const(np.asarray(3.0 if op == "pow" else 2.0, dtype=np.float32))
+    (y,) = gb.add_node(op, [c, x] if first else [x, c], {}).outs
+    g = gb.build([y])
+    program = lower(g)
+    step = next(s for s in program.steps if s.node.op == op)
+    assert 3.0 in step.args or 2.0 in step.args, step.args
+    arr = np.random.default_rng(0).uniform(0.5, 2.0, (4, 8)).astype(np.float32)
+    (got,) = program.run([torch.from_numpy(arr)])
+    assert got.dtype == torch.float32
+    np.testing.assert_allclose(got.numpy(), evaluate(g, [arr])[0], rtol=1e-6)
+
+
 # Reference implementations that torch._numpy cannot run (scipy's erf, numpy dtype objects);
 # those ops have PyTorch kernels, so only ops registered elsewhere would take this path.
 _NO_FALLBACK = {"gelu", "erf", "cast", "cast_int"}
@@ -193,11 +213,45 @@ def test_calibrate_writes_a_profile_cost_loads(tmp_path, device: str) -> None:
     for key in ("device_name", "torch", "date", "cpu_count", "load_average", "fit"):
         assert key in d["provenance"]
     assert d["provenance"]["device_name"] in d["description"]
+    assert bool(d["element_time"]) == (device == "cpu")  # measured per element on a CPU
     prof = load_device(out)
     assert prof == c.profile.__class__.from_dict(d)
     assert all(0 < v <= 1 for v in prof.efficiency.values())
     g = c.samples[0].graph
     assert cost(g, str(out)).latency == pytest.approx(cost(g, prof).latency)
+
+
+def test_calibrate_summarizes_the_fit_by_the_statistic_it_is_given(monkeypatch) -> None:
+    """The fit's samples are summarized as asked (they were the median whatever was asked,
+    while a benchmark's held-out cases took the minimum: a bias between the two)."""
+    from rewrite.measurement import calibration
+
+    seen: list[str] = []
+    collect, merge = calibration.collect, calibration.merge_samples
+
+    def spy_collect(*a, **kw):
+        seen.append(kw.get("statistic", "median"))
+        return collect(*a, **kw)
+
+    def spy_merge(rounds, statistic="median"):
+        seen.append(statistic)
+        return merge(rounds, statistic)
+
+    monkeypatch.setattr(calibration, "collect", spy_collect)
+    monkeypatch.setattr(calibration, "merge_samples", spy_merge)
+    calibrate("cpu", ("gpt2",), ({"batch": 1, "seq_len": 8},), repeats=2, statistic="min")
+    assert seen == ["min", "min"]
+
+
+def test_element_times_cover_every_element_wise_op_and_its_scalar_form() -> None:
+    from rewrite.lowering.kernels import SCALAR_OPS
+    from rewrite.measurement.calibration import measure_element_times
+
+    times = measure_element_times("cpu", repeats=2)
+    expected = {*ops.UNARY_OPS, *ops.BINARY_OPS, "where"} - {"cast"}
+    expected |= {f"{op}.scalar" for op in SCALAR_OPS}
+    assert set(times) == expected and all(t > 0 for t in times.values())
+    DeviceProfile.from_dict({**load_device("cpu").to_dict(), "element_time": times})
 
 
 def test_version_1_profiles_still_load_and_newer_ones_do_not() -> None:
