@@ -27,8 +27,9 @@ the geometric mean with a bootstrap interval (rounds resampled within each progr
 above 1.1x, programs slower beyond noise (the speedup's interval below 1 and below the A/A
 interval: on a shared VM two compilations of one program differ by up to 5% with paired
 intervals that exclude 1), and the same figures of STENSO's rows. Results are saved after every
-program (run ``stenso`` of ``benchmarks/results/bench_suites.json``), with the load average
-before and after each.
+program (run ``stenso`` of ``benchmarks/results/bench_suites.json``; a run of some of the
+programs saves as run ``stenso_partial``, or ``--run NAME``), with the load average before and
+after each.
 
 Part ``strategies``: the stochastic search, its tuned priors, greedy, best-first and equality
 saturation compared on one suite. It lives in ``benchmarks/_suite_strategies.py``, written beside
@@ -37,7 +38,7 @@ this part: ``run(args) -> record`` (it saves its own run ``strategies`` of
 ``add_arguments(parser)`` for its options; ``--part strategies`` runs it, ``--part all`` both.
 
 Usage: ``python -m benchmarks.bench_suites --stenso ~/STENSO-Artifact [--programs github_1,...]
-[--samples 30] [--threads 1] [--part stenso|strategies|all]``.
+[--samples 30] [--threads 1] [--part stenso|strategies|all] [--run NAME]``.
 """
 
 from __future__ import annotations
@@ -266,12 +267,20 @@ def _table(rows: list[dict[str, Any]], stenso: dict[str, dict[str, float]]) -> s
     return "\n".join(lines)
 
 
+def run_key(given: str | None, names: Sequence[str]) -> str:
+    """The STENSO part's run key in the results file: ``given``, else ``stenso`` for the whole
+    suite and ``stenso_partial`` for some of its programs (a partial run never replaces the
+    whole suite's record)."""
+    return given or ("stenso" if set(names) >= set(_stenso.PROGRAMS) else "stenso_partial")
+
+
 def part_stenso(args: argparse.Namespace) -> dict[str, Any]:
     """The STENSO part (see the module docstring); saves as it goes and returns the record."""
     import torch
 
     root = _stenso.artifact_path(args.stenso)
     names = args.programs.split(",") if args.programs else _stenso.PROGRAMS
+    run = run_key(args.run, names)
     suite = _stenso.load_suite(root, names)
     stenso = _stenso.published(root)
     torch.set_num_threads(args.threads)
@@ -305,7 +314,7 @@ def part_stenso(args: argparse.Namespace) -> dict[str, Any]:
             "programs": [_slim(r, stenso) for r in record["programs"]],
             "layout": _LAYOUT,
         }
-        write_results(RESULTS, round_floats(slim, 3), machine=machine, run="stenso", dumps=_dumps)
+        write_results(RESULTS, round_floats(slim, 3), machine=machine, run=run, dumps=_dumps)
         s = row["speedup"]
         print(f"{prog.name}: {s['value']:.2f}x [{s['low']:.2f}, {s['high']:.2f}] "
               f"{row['reason']}", flush=True)  # fmt: skip
@@ -372,6 +381,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", type=int, default=30, help="timed rounds per program")
     p.add_argument("--threads", type=int, default=1, help="torch threads (fixed)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--run",
+        default=None,
+        help="run key of the STENSO part in the results file (default: 'stenso' for all 33 "
+        "programs, 'stenso_partial' for a subset, so a partial run never replaces the full one)",
+    )
     mod = _strategies()
     if mod is not None and hasattr(mod, "add_arguments"):
         mod.add_arguments(p)

@@ -318,6 +318,15 @@ def test_bench_suites_summary_flags_only_what_is_slower_than_its_noise_floor() -
     assert g["low"] <= g["value"] <= g["high"] and g["value"] == pytest.approx(2**0.5, rel=1e-6)
 
 
+def test_bench_suites_keeps_a_partial_run_apart_from_the_whole_suite() -> None:
+    from benchmarks import _stenso
+    from benchmarks.bench_suites import run_key
+
+    assert run_key(None, _stenso.PROGRAMS) == "stenso"
+    assert run_key(None, ["github_8", "synth_6"]) == "stenso_partial"
+    assert run_key("mine", ["github_8"]) == "mine"
+
+
 def test_bench_suites_runs_the_strategies_part_with_its_options() -> None:
     from benchmarks import _suite_strategies, bench_suites
 

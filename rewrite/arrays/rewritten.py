@@ -129,7 +129,8 @@ def optimize(
             callable is compiled for.
         name: The program's name (default: the function's).
         config: A `rewrite.SearchConfig` or a dict of its knobs (a dict goes over
-            `ARRAY_SEARCH`; a `SearchConfig` is used as given).
+            `ARRAY_SEARCH`; a `SearchConfig` is used as given); ``{"strategy": "saturate"}``
+            searches by equality saturation (`rewrite.optimize.saturate`) instead.
         priors: Rule priors of the search (a `RulePriors`, a dict, a priors file, None).
         profile: One cost-model profile to search on (default: both of `PROFILES`).
         measure: Time the compiled candidates against the program as written and keep the

@@ -11,10 +11,16 @@
 * `pow_small_int`: ``x ** k`` for an integer ``k`` in ``[-8, 8]`` by products (and a reciprocal
   for ``k < 0``): Inductor computes a general ``pow`` otherwise.
 * `mul_by_one`: ``x * 1 -> x``.
+* `lerp_form`: ``p * a + (1 - a) * q -> a * (p - q) + q`` (a linear interpolation: two operations
+  per element, not four; the difference ``p - q`` is computed at its own broadcast shape).
+* `pow_of_scaled`: ``(c * x) ** k -> c**k * x ** k`` for a scalar constant ``c`` and an integer
+  ``k``: level on its own, it frees ``x ** k`` for the rules that simplify powers
+  (``(2 sqrt(A)) ** 2 -> 4 * sqrt(A) ** 2 -> 4 * A`` on a positive ``A``).
 
 All are identities of real arithmetic, proven by z3 on their proof instances and random-tested in
 the finite field. Floating-point results differ from the original's by rounding only (a collected
-coefficient is exact: the constants are dyadic and summed as fractions).
+coefficient is exact: the constants are dyadic and summed as fractions; `pow_of_scaled` applies
+only where ``c**k`` is exact in the dtype).
 """
 
 from __future__ import annotations
@@ -275,8 +281,90 @@ def _sample_pow(d: Dims, k: float) -> Graph:
     return b.build([op(b, "pow", x, b.const(k, "float32"))])
 
 
+# ---------------------------------------------------------------- interpolation and scaled powers
+def _one_minus(g: Graph, v: Value) -> Value | None:
+    """``t`` when ``v`` is ``1 - t`` (a 0-d constant 1 and a ``t`` of ``v``'s type), else None."""
+    n = g.node(v.node)
+    if n.op != "sub" or v.index != 0 or _scalar(g, n.inputs[0]) != 1.0:
+        return None
+    return n.inputs[1] if g.type_of(n.inputs[1]) == n.types[0] else None
+
+
+def _lerp(m: Match) -> tuple[Value, Value, Value, int] | None:
+    """``(a, p, q, id of the node 1 - a)`` with the root ``p * a + (1 - a) * q`` (either operand
+    order of the sum and of each product), all of the root's dtype; else None."""
+    g, out = m.graph, m.root_node().types[0]
+    terms = (m.node("m1").inputs, m.node("m2").inputs)
+    for i, j in ((0, 0), (0, 1), (1, 0), (1, 1)):
+        a = _one_minus(g, terms[i][j])
+        other = terms[1 - i]
+        if a is None or a not in other:
+            continue
+        p, q = other[1 - other.index(a)], terms[i][1 - j]
+        if {g.type_of(v).dtype for v in (a, p, q)} == {out.dtype}:
+            return a, p, q, terms[i][j].node
+    return None
+
+
+def _lerp_build(ed, m: Match) -> list[Value]:  # noqa: ANN001
+    found = _lerp(m)
+    assert found is not None  # the precondition holds
+    a, p, q, _ = found
+    return [op(ed, "add", op(ed, "mul", a, op(ed, "sub", p, q)), q)]
+
+
+def _sample_lerp(d: Dims) -> Graph:
+    b = GraphBuilder("lerp")
+    n = d()
+    a, x, y = b.input("a", (d(), n)), b.input("x", (n,)), b.input("y", (n,))
+    rest = op(b, "mul", op(b, "sub", b.const(1.0, "float32"), a), y)
+    return b.build([op(b, "add", op(b, "mul", x, a), rest)])
+
+
+#: NumPy dtypes a constant ``c ** k`` is checked exact in (other dtypes: the rule does not apply).
+_NP_FLOATS = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
+
+
+def _scaled_power(m: Match) -> tuple[Value, float] | None:
+    """``(x, c ** k)`` with the root ``(c * x) ** k``: ``c`` a 0-d constant, ``k`` an integer in
+    ``[2, 8]`` and ``c ** k`` exact in the root's dtype; else None."""
+    g, out = m.graph, m.root_node().types[0]
+    k = _scalar(g, m["k"])
+    if k is None or k != int(k) or not 2 <= k <= 8 or out.dtype not in _NP_FLOATS:
+        return None
+    for c_at in (0, 1):
+        c, x = _scalar(g, m[("a", "b")[c_at]]), m[("a", "b")[1 - c_at]]
+        if c is None or not np.isfinite(c) or g.type_of(x) != out:
+            continue
+        ck = Fraction(c) ** int(k)
+        with np.errstate(over="ignore"):
+            kept = np.asarray(float(ck), dtype=_NP_FLOATS[out.dtype])
+        if np.isfinite(kept) and Fraction(float(kept)) == ck:
+            return x, float(ck)
+    return None
+
+
+def _scaled_power_build(ed, m: Match) -> list[Value]:  # noqa: ANN001
+    found = _scaled_power(m)
+    assert found is not None  # the precondition holds
+    x, ck = found
+    dtype = m.root_node().types[0].dtype
+    return [op(ed, "mul", op(ed, "pow", x, m["k"]), ed.const(ck, dtype=dtype))]
+
+
+def _sample_scaled_power(d: Dims) -> Graph:
+    b = GraphBuilder("scaled_power")
+    x = b.input("x", (d(), d()))
+    scaled = op(b, "mul", b.const(0.5, "float32"), x)
+    return b.build([op(b, "pow", scaled, b.const(3.0, "float32"))])
+
+
 def arith_rules() -> list[Rule]:
     """The element-wise identities (family ``algebra``)."""
+    return [*_collecting_rules(), *_substituting_rules(), *_refactoring_rules()]
+
+
+def _collecting_rules() -> list[Rule]:
     return [
         Rule(
             "collect_linear_terms",
@@ -317,6 +405,11 @@ def arith_rules() -> list[Rule]:
             pre=lambda m: _power(m) is not None,
             extra_nodes=lambda m: sorted(p.nodes) if (p := _power(m)) else [],
         ),
+    ]
+
+
+def _substituting_rules() -> list[Rule]:
+    return [
         Rule(
             "pow_small_int",
             "algebra",
@@ -336,6 +429,40 @@ def arith_rules() -> list[Rule]:
             {"compute": "-", "memory": "-"},
             "x * 1 -> x",
             pre=_one_pre,
+        ),
+    ]
+
+
+def _refactoring_rules() -> list[Rule]:
+    return [
+        Rule(
+            "lerp_form",
+            "algebra",
+            (
+                P(
+                    "add",
+                    P("mul", V("a"), V("b"), name="m1"),
+                    P("mul", V("c"), V("d"), name="m2"),
+                ),
+            ),
+            _lerp_build,
+            _sample_lerp,
+            {"compute": "-"},
+            "p * a + (1 - a) * q -> a * (p - q) + q (a linear interpolation; operands in any "
+            "order): two operations per element, not four",
+            pre=lambda m: _lerp(m) is not None,
+            extra_nodes=lambda m: [f[3]] if (f := _lerp(m)) else [],
+        ),
+        Rule(
+            "pow_of_scaled",
+            "algebra",
+            (P("pow", P("mul", V("a"), V("b")), V("k")),),
+            _scaled_power_build,
+            _sample_scaled_power,
+            {"compute": "~"},
+            "(c * x) ** k -> c**k * x ** k for a scalar constant c and integer k in [2, 8] "
+            "(exposes x ** k: (2 sqrt(A)) ** 2 -> 4 A on a positive A)",
+            pre=lambda m: _scaled_power(m) is not None,
         ),
     ]
 

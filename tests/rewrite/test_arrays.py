@@ -151,6 +151,47 @@ def test_optimize_relies_on_a_promised_domain_only_when_given(tmp_path):
     assert torch.allclose(out(*xs), xs[0] / xs[1], rtol=1e-5)
 
 
+def _computed(graph) -> list[str]:  # noqa: ANN001
+    return sorted(n.op for n in graph if n.op not in ("input", "assume", "const"))
+
+
+def test_the_default_search_finds_the_lerp_and_the_square_of_a_scaled_root(tmp_path):
+    """STENSO's github_8 (a loop of linear interpolations) and synth_6 (``(sqrt(A) + sqrt(A)) **
+    2``), small: the search on the eager profile reaches ``A * (x - y) + y`` and ``4 * A``."""
+    from rewrite.pytorch import default_profile
+
+    kw = {"measure": False, "backend": "eager", "domains": "positive",
+          "profile": default_profile(torch.device("cpu"))}  # fmt: skip
+    loop = "    return jnp.stack([(x * a + (1.0 - a) * y) for a in A], axis=0)\n"
+    lerp = _program(tmp_path, f"def kernel(A, x, y):\n{loop}")
+    a, x, y = program_inputs([2, 1, 1], 6, seed=3)
+    out = optimize(lerp.fn, [a, x, y], **kw)
+    assert {"stack_of_rows", "lerp_form"} <= out.rules.keys()
+    assert _computed(out.graph) == ["add", "mul", "sub"]
+    assert torch.allclose(out(a, x, y), lerp.fn(a, x, y), rtol=1e-5)
+    square = "    return jnp.power(jnp.sqrt(A) + jnp.sqrt(A), 2)\n"
+    root = _program(tmp_path, f"def kernel(A):\n{square}")
+    (a,) = program_inputs([2], 8, seed=4)
+    out = optimize(root.fn, [a], **kw)
+    assert {"pow_of_scaled", "sqrt_squared"} <= out.rules.keys() and _computed(out.graph) == ["mul"]
+    assert torch.allclose(out(a), 4 * a, rtol=1e-5)
+
+
+def test_optimize_searches_by_equality_saturation_when_asked(tmp_path):
+    from rewrite.pytorch import default_profile
+
+    pytest.importorskip("egglog")
+    prog = _program(tmp_path, "def kernel(A, B):\n    return jnp.trace(A @ B.T) * 1\n")
+    a, b = program_inputs(prog.arg_ranks, 16, seed=2)
+    out = optimize(
+        prog.fn, [a, b], config={"strategy": "saturate", "time_budget": 10.0}, measure=False,
+        backend="eager", profile=default_profile(torch.device("cpu"), compiled=True),
+    )  # fmt: skip
+    assert out.rewritten and "diagonal_of_matmul" in out.rules
+    assert "matmul" not in {n.op for n in out.graph}
+    assert torch.allclose(out(a, b), prog.fn(a, b), rtol=1e-5)
+
+
 @pytest.mark.slow
 def test_optimize_with_inductor_keeps_only_what_measures_faster(tmp_path):
     prog, out = _trace_program(tmp_path, "inductor", measure=True)

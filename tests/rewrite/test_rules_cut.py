@@ -33,6 +33,8 @@ CUT = [
     "collect_power",
     "pow_small_int",
     "mul_by_one",
+    "lerp_form",
+    "pow_of_scaled",
     "stack_of_rows",
 ]
 
@@ -195,6 +197,62 @@ def test_small_integer_powers_become_products_and_reciprocals():
     b = GraphBuilder("frac")
     x = b.input("x", (5,))
     assert not _rule("pow_small_int").matches(b.build([op(b, "pow", x, b.const(2.5, "float32"))]))
+
+
+def _lerp(order: int, one: float = 1.0, shared: bool = True):  # noqa: ANN202
+    """``p * a + (1 - a) * q`` with the sum's and each product's operands in the order the bits
+    of ``order`` say (github_8's row: ``x * a + (1 - a) * y``, ``x``, ``y`` vectors)."""
+    b = GraphBuilder(f"lerp{order}")
+    a, x, y = b.input("a", (3, 4)), b.input("x", (4,)), b.input("y", (4,))
+    other = a if shared else b.input("c", (3, 4))
+
+    def mul(u, v, flip: bool):  # noqa: ANN001, ANN202
+        return op(b, "mul", *((v, u) if flip else (u, v)))
+
+    t1 = mul(x, other, bool(order & 1))
+    t2 = mul(op(b, "sub", b.const(one, "float32"), a), y, bool(order & 2))
+    return b.build([op(b, "add", *((t2, t1) if order & 4 else (t1, t2)))])
+
+
+@pytest.mark.parametrize("order", range(8))
+def test_lerp_takes_any_operand_order_and_does_half_the_work(order: int):
+    g = _lerp(order)
+    h = _apply_all("lerp_form", g)
+    assert sorted(n.op for n in h if n.op not in ("input", "const")) == ["add", "mul", "sub"]
+    assert [n.type.shape for n in h if n.op == "sub"] == [(4,)]  # p - q at the vectors' shape
+    assert cost(h, "cpu").flops < cost(g, "cpu").flops
+    _same_values(g, h)
+    assert prove_graphs(g, h)[0] == "proved"
+
+
+def test_lerp_needs_one_minus_the_shared_operand():
+    assert not _rule("lerp_form").matches(_lerp(0, one=2.0))  # 2 - a: no interpolation
+    assert not _rule("lerp_form").matches(_lerp(0, shared=False))  # p * c + (1 - a) * q
+
+
+def _scaled_pow(c: float, k: float, first: bool = True):  # noqa: ANN202
+    b = GraphBuilder("sp")
+    x = op(b, "assume", b.input("x", (3, 4)), domain="positive")
+    s = op(b, "sqrt", x)
+    scaled = op(b, "mul", *((b.const(c, "float32"), s) if first else (s, b.const(c, "float32"))))
+    return b.build([op(b, "pow", scaled, b.const(k, "float32"))])
+
+
+def test_a_scaled_power_frees_the_power_for_the_domain_rules():
+    g = _scaled_pow(2.0, 2.0, first=False)  # (2 sqrt(A)) ** 2: synth_6 after collecting terms
+    h = _apply_all("pow_of_scaled", g)
+    assert [n.attrs["value"].array.item() for n in h if n.op == "const"] == [2.0, 4.0]
+    h = _apply_all("sqrt_squared", _apply_all("pow_small_int", h))
+    assert sorted(n.op for n in h if n.op not in ("input", "const")) == ["assume", "mul"]
+    _same_values(g, h)  # 4 * A
+    assert prove_graphs(g, h)[0] == "proved"
+
+
+def test_scaled_power_only_where_the_constant_stays_exact():
+    rule = _rule("pow_of_scaled")
+    assert rule.matches(_scaled_pow(0.5, 8.0)) and rule.matches(_scaled_pow(3.0, 3.0))
+    assert not rule.matches(_scaled_pow(0.1, 3.0))  # 0.1 ** 3 is not a float32
+    assert not rule.matches(_scaled_pow(2.0, 2.5)) and not rule.matches(_scaled_pow(2.0, 1.0))
 
 
 # ---------------------------------------------------------------- max and min semantics
