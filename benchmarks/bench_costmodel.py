@@ -55,7 +55,13 @@ import torch  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
 import rewrite  # noqa: E402
-from benchmarks._common import RESULTS_DIR, compact_json, read_results, write_results  # noqa: E402
+from benchmarks._common import (  # noqa: E402
+    RESULTS_DIR,
+    compact_json,
+    read_results,
+    round_floats,
+    write_results,
+)
 from rewrite import cost, serialize, zoo  # noqa: E402
 from rewrite.costmodel import kernel_terms  # noqa: E402
 from rewrite.devices import load_device  # noqa: E402
@@ -448,7 +454,7 @@ def main() -> None:
             "session_runs": history,
         },
         run=run,
-        dumps=compact_json,
+        dumps=lambda record: compact_json(round_floats(record)),  # 6 significant digits
     )
     print(f"wrote {path}")
 
