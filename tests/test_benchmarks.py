@@ -43,7 +43,7 @@ def test_every_results_file_is_one_benchmarks_current_record() -> None:
                 commit = machine.get("commit") or record["record"]["recorded_in_commit"]
                 assert commit and (machine.get("date") or machine.get("time_utc")), f.name
     # the folder is read in a browser and cloned by everyone: a results file keeps summaries
-    # (raw rows stay in git-ignored benchmarks/results/.rows)
+    # (raw rows stay in git-ignored benchmarks/.rows)
     assert sum(f.stat().st_size for f in files) < 900_000
 
 
