@@ -245,7 +245,7 @@ def test_calibrate_summarizes_the_fit_by_the_statistic_it_is_given(monkeypatch) 
 
 def test_element_times_cover_every_element_wise_op_and_its_scalar_form() -> None:
     from rewrite.lowering.kernels import SCALAR_OPS
-    from rewrite.measurement.calibration import measure_element_times
+    from rewrite.measurement.peaks import measure_element_times
 
     times = measure_element_times("cpu", repeats=2)
     expected = {*ops.UNARY_OPS, *ops.BINARY_OPS, "where"} - {"cast"}
