@@ -129,6 +129,38 @@ def _file_connector(path: str, busy_timeout: float) -> Any:
     return connect
 
 
+def sqlite_lock_held(url: str) -> bool | None:
+    """Whether another connection holds a write lock on the SQLite file of ``url`` now: a
+    ``BEGIN IMMEDIATE`` that may not wait is refused. None where it cannot be told (not a
+    SQLite file, a malformed URL); False where the file does not exist."""
+    from urllib.parse import quote
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or database in (None, "", ":memory:"):
+        return None
+    path = os.path.abspath(database)
+    if not os.path.exists(path):
+        return False
+    try:
+        conn = sqlite3.connect(f"file:{quote(path)}?mode=rw", uri=True, timeout=0)
+    except sqlite3.Error:
+        return None
+    try:
+        conn.isolation_level = None
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+        return False
+    except sqlite3.OperationalError as err:
+        text = str(err).lower()
+        return True if "locked" in text or "busy" in text else None
+    finally:
+        conn.close()
+
+
 def set_wal(cursor: Any, busy_timeout: float) -> None:
     """Switch a database file to WAL journaling (persistent, so a no-op once done).
 

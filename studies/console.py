@@ -203,26 +203,42 @@ def study_names(url: str) -> list[str]:
 
 
 def noticing_waits(url: str, fn: Callable[[], Any]) -> Any:
-    """Run ``fn``; if it takes over `LOCK_NOTICE_AFTER` seconds, say that the database may be
-    locked and how long this command waits (a locked SQLite file held `tuner status` for a
-    minute with no word)."""
+    """Run ``fn``; if it is still running after `LOCK_NOTICE_AFTER` seconds while another
+    process holds the database's lock, say so and how long this command waits (a locked SQLite
+    file held `tuner status` for a minute with no word). A SQLite file's lock is probed
+    (`sqlite_lock_held`) every half second from then on, so a slow start with no lock (imports
+    on a cold machine) says nothing; where the lock cannot be probed (a server database), the
+    wait itself is said."""
     import threading
 
+    from studies._sqlengine import sqlite_lock_held
+
     wait = _CALL["busy_timeout"]
-    timer = threading.Timer(
-        LOCK_NOTICE_AFTER,
-        lambda: console.print(
-            f"waiting for {shown(url)}: another process may hold its lock; waiting up to "
-            f"{wait:g} s (`tuner --busy-timeout SECONDS ...` changes it)",
-            highlight=False,
-        ),
-    )
-    timer.daemon = True
-    timer.start()
+    done = threading.Event()
+
+    def watch() -> None:
+        if done.wait(LOCK_NOTICE_AFTER):
+            return
+        while True:
+            held = sqlite_lock_held(url)
+            if held is None or held:
+                break
+            if done.wait(0.5):
+                return
+        if not done.is_set():
+            console.print(
+                f"waiting for {shown(url)}: another process "
+                f"{'holds' if held else 'may hold'} its lock; waiting up to {wait:g} s "
+                "(`tuner --busy-timeout SECONDS ...` changes it)",
+                highlight=False,
+            )
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     try:
         return fn()
     finally:
-        timer.cancel()
+        done.set()
 
 
 def storage_url(given: str | None) -> str:
