@@ -63,15 +63,20 @@ RESULTS = "bench_suites"
 #: rewritten program (under Inductor), a second compilation of the program as written (A/A: the
 #: noise floor), and, to show what a compiled call's fixed cost is on programs of microseconds,
 #: the program as written and the rewritten program run eagerly.
-ARMS = ("inductor", "rewrite", "inductor_again", "eager", "rewrite_eager")
+#: Last, the fixed cost of a compiled call whatever it computes: Inductor's ``a * a`` on 10
+#: elements (`fixed_cost_arm`), which bounds what any rewrite of a program can reach here.
+ARMS = ("inductor", "rewrite", "inductor_again", "eager", "rewrite_eager", "fixed")
+#: The eager arms, reported as speedups over the program as written under Inductor.
+EAGER_ARMS = ("eager", "rewrite_eager")
 #: What each program's entry in the results file holds.
 _LAYOUT = (
     "rules: rule -> times applied (none: the program as written went back); proved: [every "
     "rule proved by z3, z3 verdict of the whole program at reduced sizes]; us: median us per call "
-    "of the arms (ARMS: inductor, rewrite, inductor_again, eager, rewrite_eager); speedup: "
-    "inductor / rewrite, aa: inductor / inductor_again, each [median, low, high] of the paired "
-    "rounds; eager: inductor / eager, inductor / rewrite_eager (medians); stenso: published "
-    "PyTorch-row speedup per CPU of 'published'"
+    "of the arms (ARMS: inductor, rewrite, inductor_again, eager, rewrite_eager, fixed); "
+    "speedup: inductor / rewrite, aa: inductor / inductor_again, each [median, low, high] of the "
+    "paired rounds; eager: inductor / eager, inductor / rewrite_eager (medians); bound: "
+    "inductor / fixed (median: the speedup of a rewrite to nothing but a compiled call); stenso: "
+    "published PyTorch-row speedup per CPU of 'published'"
 )
 #: Samples here run this many times `rewrite.arrays.rewritten.SAMPLE_SECONDS` of calls.
 SAMPLE_FACTOR = 2
@@ -80,6 +85,18 @@ BOOTSTRAP = 2000
 
 
 # ---------------------------------------------------------------- one program
+def fixed_cost_arm() -> Callable[..., Any]:
+    """The ``fixed`` arm: a compiled call that computes next to nothing (Inductor's ``a * a``
+    on 10 elements; it ignores the program's arguments). What it takes is the part of every
+    compiled call no rewrite can remove: Dynamo's guards and the wrappers around the kernel."""
+    import torch
+
+    small = torch.rand(10, generator=torch.Generator().manual_seed(0))
+    square = torch.compile(lambda a: a * a, dynamic=False)
+    square(small)
+    return lambda *_: square(small)
+
+
 def time_pair(
     arms: dict[str, Callable[..., Any]], inputs: Sequence[Any], samples: int
 ) -> dict[str, Any]:
@@ -113,7 +130,8 @@ def time_pair(
     rounds = [a / b for a, b in zip(base, timed["rewrite"].times)]
     return {"calls_per_sample": calls, "clock": timed["inductor"].clock, "us": per_call,
             "speedup": ratios.pop("rewrite"), "aa": ratios.pop("inductor_again"),
-            "eager_speedups": ratios, "rounds": rounds}  # fmt: skip
+            "bound": ratios.pop("fixed"), "eager_speedups": ratios,
+            "rounds": rounds}  # fmt: skip
 
 
 def run_program(prog: _stenso.StensoProgram, args: argparse.Namespace) -> dict[str, Any]:
@@ -142,7 +160,9 @@ def run_program(prog: _stenso.StensoProgram, args: argparse.Namespace) -> dict[s
     again = torch.compile(prog.program.fn, dynamic=False)
     again(*fresh)
     assert result.eager is not None
-    arms = dict(zip(ARMS, (baseline, result, again, prog.program.fn, result.eager)))
+    arms: dict[str, Callable[..., Any]] = dict(
+        zip(ARMS, (baseline, result, again, prog.program.fn, result.eager, fixed_cost_arm()))
+    )
     timing = time_pair(arms, fresh, args.samples)
     return {
         "name": prog.name,
@@ -195,8 +215,11 @@ def summarize(rows: list[dict[str, Any]], stenso: dict[str, dict[str, float]]) -
                 k: _stenso.summary({r["name"]: r["eager_speedups"][k]["value"] for r in rows})[
                     "geomean"
                 ]
-                for k in ARMS[3:]
+                for k in EAGER_ARMS
             },
+            "bound_geomean": _stenso.summary({r["name"]: r["bound"]["value"] for r in rows})[
+                "geomean"
+            ],
             "rewritten": sum(r["rewritten"] for r in rows),
             "rules_proved": all(v == "proved" for r in rows for v in r["proofs"].values()),
             "programs_proved": sum(r["program_proof"]["verdict"] == "proved" for r in rows),
@@ -222,7 +245,8 @@ def _slim(row: dict[str, Any], stenso: dict[str, dict[str, float]]) -> dict[str,
         "us": [row["us"][k]["median_us"] for k in ARMS],
         "speedup": iv(row["speedup"]),
         "aa": iv(row["aa"]),
-        "eager": [row["eager_speedups"][k]["value"] for k in ARMS[3:]],
+        "eager": [row["eager_speedups"][k]["value"] for k in EAGER_ARMS],
+        "bound": row["bound"]["value"],
         "stenso": [stenso[c].get(row["name"]) for c in stenso],
     }
 
@@ -249,7 +273,7 @@ def _table(rows: list[dict[str, Any]], stenso: dict[str, dict[str, float]]) -> s
     cpus = list(stenso)
     head = (
         f"{'program':10s} {'inductor':>9s} {'rewrite':>9s} {'speedup [95% CI]':>20s} "
-        + f"{'eager':>6s} {'rw eager':>8s} "
+        + f"{'eager':>6s} {'rw eager':>8s} {'bound':>6s} "
         + " ".join(f"{'STENSO ' + c:>11s}" for c in cpus)
     )
     lines = [head + "  rules"]
@@ -262,7 +286,8 @@ def _table(rows: list[dict[str, Any]], stenso: dict[str, dict[str, float]]) -> s
             f"{r['us']['rewrite']['median_us']:7.1f}us "
             f"{s['value']:6.2f}x [{s['low']:.2f}, {s['high']:.2f}] "
             f"{r['eager_speedups']['eager']['value']:5.2f}x "
-            f"{r['eager_speedups']['rewrite_eager']['value']:7.2f}x {pub}  {rules or '-'}"
+            f"{r['eager_speedups']['rewrite_eager']['value']:7.2f}x "
+            f"{r['bound']['value']:5.2f}x {pub}  {rules or '-'}"
         )
     return "\n".join(lines)
 
@@ -335,6 +360,8 @@ def _summary_text(s: dict[str, Any]) -> str:
         f"{o['rules_proved']}, {o['programs_proved']} programs proved whole at reduced sizes",
         f"run eagerly instead (speedup over Inductor as written, geomean): as written "
         f"{o['eager_geomeans']['eager']:.3f}x, rewritten {o['eager_geomeans']['rewrite_eager']:.3f}x",
+        f"bound (a rewrite to nothing but a compiled call's fixed cost, the 'fixed' arm), geomean: "
+        f"{o['bound_geomean']:.3f}x",
     ]
     for k, v in s.items():
         if k.startswith("stenso_"):

@@ -318,6 +318,21 @@ def test_bench_suites_summary_flags_only_what_is_slower_than_its_noise_floor() -
     assert g["low"] <= g["value"] <= g["high"] and g["value"] == pytest.approx(2**0.5, rel=1e-6)
 
 
+def test_bench_suites_times_every_arm_with_the_fixed_cost_as_the_bound() -> None:
+    import torch
+
+    from benchmarks.bench_suites import ARMS, fixed_cost_arm, time_pair
+
+    x = torch.ones(3)
+    arms = {k: (lambda a: a + 1) for k in ARMS[:-1]}
+    arms["fixed"] = fixed_cost_arm()
+    assert arms["fixed"](x).shape == (10,)  # its own 10 elements, whatever the program's inputs
+    out = time_pair(arms, [x], samples=3)
+    assert set(out["us"]) == set(ARMS) and len(out["rounds"]) == 3
+    assert set(out["eager_speedups"]) == {"eager", "rewrite_eager"}
+    assert out["bound"]["low"] <= out["bound"]["value"] <= out["bound"]["high"]
+
+
 def test_bench_suites_keeps_a_partial_run_apart_from_the_whole_suite() -> None:
     from benchmarks import _stenso
     from benchmarks.bench_suites import run_key
