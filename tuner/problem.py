@@ -54,7 +54,8 @@ sentinels such as ``1e308`` or ``sys.float_info.max``)."""
 
 OUTLIER_SPREAD = 1e4
 """A modeled outcome further than this many robust spreads (median absolute deviation) from the
-median of its column is clipped there before fitting (`Problem.training_data`): the surrogate
+median of its column is clipped there before fitting (`Problem.training_data`; an objective only
+on its worse side, `Problem.keep_high`): the surrogate
 standardizes each outcome, and one value ``1e15`` times further out than the rest squeezes the
 others onto one number and breaks the acquisition (its values all underflow)."""
 _CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z_][\w.\-/]*)\s*(<=|>=)\s*(\S+)\s*$")
@@ -358,11 +359,12 @@ class Problem:
         """Encode COMPLETE trials for a surrogate (see `TrainingData`).
 
         Outcomes (and tracking metrics) further out than `OUTLIER_SPREAD` robust spreads are
-        clipped there (`clip_outliers`; `outliers` names them).
+        clipped there (`clip_outliers`; `outliers` names them); an objective only on its worse
+        side (`keep_high`).
         """
         X = space.to_unit([t.config for t in completed])
         Y = torch.tensor([self.outcomes(t) for t in completed], dtype=torch.float64)
-        Y = clip_outliers(Y.reshape(len(completed), len(self.outcome_names)))
+        Y = clip_outliers(Y.reshape(len(completed), len(self.outcome_names)), self.keep_high())
         names = sorted(
             k
             for k in {k for t in completed for k in t.metrics} - set(self.constraint_metrics)
@@ -386,6 +388,11 @@ class Problem:
             directions=tuple(self.objectives.values()),
         )
 
+    def keep_high(self) -> list[bool]:
+        """Per outcome column, whether `clip_outliers` keeps its high side: the objectives'
+        (maximization convention: better), not the constraint metrics'."""
+        return [True] * self.n_objectives + [False] * len(self.constraint_metrics)
+
     def outliers(self, completed: Sequence[Trial]) -> list[tuple[int, str, float, float]]:
         """The modeled outcomes `training_data` clips: ``(trial id, outcome name, told value,
         value modeled)`` for each (objectives in their own direction)."""
@@ -393,7 +400,7 @@ class Problem:
             return []
         Y = torch.tensor([self.outcomes(t) for t in completed], dtype=torch.float64)
         Y = Y.reshape(len(completed), len(self.outcome_names))
-        C = clip_outliers(Y)
+        C = clip_outliers(Y, self.keep_high())
         out = []
         for i, j in torch.nonzero(C != Y).tolist():
             sign = -1.0 if self.objectives.get(self.outcome_names[j]) == "minimize" else 1.0
@@ -441,14 +448,22 @@ class _Constraint:
         return self.sign * Z[..., self.column] - self.bound
 
 
-def clip_outliers(Y: Tensor) -> Tensor:
+def clip_outliers(Y: Tensor, keep_high: Sequence[bool] | None = None) -> Tensor:
     """Clip each column of ``Y`` (``n x m`` or ``n``-dim Tensor; NaN entries ignored and kept) to
     its median ± `OUTLIER_SPREAD` robust spreads.
 
     The spread is the median absolute deviation from the median, or, where over half the values
-    are equal, the smallest non-zero deviation (so a column of ones with one 5 keeps its 5). A
-    column whose values all agree, or with fewer than 3 values, is returned as it is. Values
+    are equal, the median of the non-zero deviations (so a column of ones with one 5 keeps its 5,
+    and a plateau with a few values off it is measured by those values, not by the nearest one).
+    A column whose values all agree, or with fewer than 3 values, is returned as it is. Values
     within the bounds are returned unchanged to the last bit.
+
+    Args:
+        Y: The values.
+        keep_high: Per column, whether values above the median are kept whatever their distance
+            (an objective in maximization convention: its best trials are what the model must
+            see; a heavy-tailed gain, most trials near 0 and a few near 1, is data, not a
+            failure). None: both sides of every column are clipped.
     """
     one = Y.dim() == 1
     cols = Y.unsqueeze(-1) if one else Y
@@ -466,8 +481,10 @@ def clip_outliers(Y: Tensor) -> Tensor:
             nonzero = dev[dev > 0]
             if nonzero.numel() == 0:
                 continue
-            spread = nonzero.min()
+            spread = nonzero.median()
         lo, hi = median - OUTLIER_SPREAD * spread, median + OUTLIER_SPREAD * spread
+        if keep_high is not None and keep_high[j]:
+            hi = torch.tensor(math.inf, dtype=vals.dtype)
         out[ok, j] = vals.clamp(lo, hi)
     return out.squeeze(-1) if one else out
 

@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from spaces import Space
+from spaces import Float, Space
 from tests.tuner.conftest import FAST, OBJECTIVES, evaluate, make_tuner
 from tuner import Trial, TrialState, Tuner
 from tuner.problem import MAX_OUTCOME_MAGNITUDE, OUTLIER_SPREAD, Problem, clip_outliers
@@ -91,3 +91,26 @@ def test_clip_outliers_keeps_ordinary_columns_bit_exact() -> None:
     assert out[3] == 5.0 and math.isclose(float(out[4]), 1.0 - OUTLIER_SPREAD * 4.0)
     two = torch.tensor([1.0, 1e15], dtype=torch.float64)  # too few values to call one an outlier
     assert torch.equal(clip_outliers(two), two)
+
+
+def test_an_objectives_best_trials_are_never_clipped_only_its_worst() -> None:
+    """A generated search-shaped problem's gain: most trials near 1e-7, a few near 1. The best
+    trial (0.93) was modeled as 0.00022, the median plus 1e4 robust spreads, so the tuner never
+    went back to where it was found."""
+    gains = [4.5e-7, 3e-7, 5e-7, 4e-7, 6e-7, 0.0313, 1.2e-6, 0.927, 2.3e-3, 4.4e-7]
+    p = Problem({"gain": "maximize", "seconds": "minimize"})
+    space = Space({"x": Float(0.0, 1.0)})
+    trials = [
+        Trial(i, {"x": i / 10}, TrialState.COMPLETE, {"gain": g, "seconds": 1.0 + i / 10}, {})
+        for i, g in enumerate(gains)
+    ]
+    trials[3] = Trial(3, {"x": 0.3}, TrialState.COMPLETE, {"gain": gains[3], "seconds": 1e15}, {})
+    data = p.training_data(space, trials, seed=0)
+    assert data.Y[:, 0].tolist() == gains  # the gain, maximized: kept to the last bit
+    assert -float(data.Y[3, 1]) < 1e5  # 1e15 seconds, the worse side: clipped
+    assert [(tid, name) for tid, name, _, _ in p.outliers(trials)] == [(3, "seconds")]
+    col = torch.tensor(gains, dtype=torch.float64)
+    assert clip_outliers(col)[7] < 0.01  # both sides clipped where nothing says which is better
+    # A plateau with a few values off it: the spread is theirs, not the nearest one's.
+    plateau = torch.tensor([0.95] * 20 + [0.95 + 1e-9, 1.06, 1.29], dtype=torch.float64)
+    assert torch.equal(clip_outliers(plateau), plateau)
