@@ -24,7 +24,7 @@ from torch import Tensor
 
 from tuner.errors import InvalidSpecError, InvalidValuesError
 from tuner.surrogate import TrainingData
-from tuner.trial import Trial
+from tuner.trial import Trial, split_run_metric
 
 if TYPE_CHECKING:
     from spaces import Space
@@ -371,8 +371,9 @@ class Problem:
             if not k.endswith(SEM_SUFFIX)  # errors of measurements, not tracking metrics
         )
         metrics = {
-            k: clip_outliers(
-                torch.tensor([t.metrics.get(k, math.nan) for t in completed], dtype=torch.float64)
+            k: self._clip_metric(
+                k,
+                torch.tensor([t.metrics.get(k, math.nan) for t in completed], dtype=torch.float64),
             )
             for k in names
         }
@@ -387,6 +388,17 @@ class Problem:
             Yvar=self.observed_noise(completed),
             directions=tuple(self.objectives.values()),
         )
+
+    def _clip_metric(self, name: str, values: Tensor) -> Tensor:
+        """`clip_outliers` of a tracking metric: a per-run objective (``<objective>@<run>``, in
+        the objective's own direction) is clipped only on its worse side, like the objective."""
+        run = split_run_metric(name)
+        direction = self.objectives.get(run[0]) if run else None
+        if direction == "maximize":
+            return clip_outliers(values, [True])
+        if direction == "minimize":
+            return -clip_outliers(-values, [True])
+        return clip_outliers(values)
 
     def keep_high(self) -> list[bool]:
         """Per outcome column, whether `clip_outliers` keeps its high side: the objectives'

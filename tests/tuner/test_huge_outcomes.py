@@ -105,8 +105,13 @@ def test_an_objectives_best_trials_are_never_clipped_only_its_worst() -> None:
         for i, g in enumerate(gains)
     ]
     trials[3] = Trial(3, {"x": 0.3}, TrialState.COMPLETE, {"gain": gains[3], "seconds": 1e15}, {})
+    for t, g in zip(trials, gains):  # per-run objectives (tracking metrics): the same rule
+        t.metrics.update({"gain@w/0": g, "seconds@w/0": -g, "other": g})
     data = p.training_data(space, trials, seed=0)
     assert data.Y[:, 0].tolist() == gains  # the gain, maximized: kept to the last bit
+    assert data.metrics["gain@w/0"].tolist() == gains
+    assert (-data.metrics["seconds@w/0"]).tolist() == gains  # minimized: its low side kept
+    assert float(data.metrics["other"][7]) < 0.01  # a plain metric: both sides clipped
     assert -float(data.Y[3, 1]) < 1e5  # 1e15 seconds, the worse side: clipped
     assert [(tid, name) for tid, name, _, _ in p.outliers(trials)] == [(3, "seconds")]
     col = torch.tensor(gains, dtype=torch.float64)
