@@ -46,8 +46,10 @@ def compare(
     start = max(n - window, 4)
     steps = [torch.tensor([i]) for i in range(start, n)]
     out: dict[str, Any] = {}
+    names = list(data.outcome_names)
     for kind, tests in (("heldout", folds), ("prequential", steps)):
         ll_flat = ll_net = 0.0
+        per_output = torch.zeros(len(names), dtype=torch.float64)  # network - flat, per column
         for test in tests:
             if kind == "heldout":
                 train = torch.tensor([i for i in range(n) if i not in set(test.tolist())])
@@ -56,17 +58,22 @@ def compare(
             y = data.Y[test]
             pair = None if noise is None else (noise[train], noise[test])
             m, v = flat_predict(data.X[train], data.Y[train], flat_state, data.X[test], pair)
+            flat_cols = gauss_ll_columns(y, m, v)
             ll_flat += gauss_ll(y, m, v)
             sub = net.conditioned(data.X[train], {k: v[train] for k, v in values.items()})
             m, v = sub.predict(data.X[test], samples)
             if pair is not None:  # see `excess_noise`
                 v = v + excess_noise(*pair)
             ll_net += gauss_ll(y, m, v)
+            per_output += gauss_ll_columns(y, m, v) - flat_cols
         out[kind] = {
             "flat": round(ll_flat, 4),
             "network": round(ll_net, 4),
             "n_points": int(sum(len(t) for t in tests)),
             "advantage": round(ll_net - ll_flat, 4),
+            "advantage_by_outcome": {
+                name: round(float(a), 4) for name, a in zip(names, per_output.tolist())
+            },
         }
     return out
 
@@ -115,6 +122,14 @@ def flat_predict(
     with torch.no_grad():
         post = gp.posterior(X_test, observation_noise=observation)
     return post.mean, post.variance
+
+
+def gauss_ll_columns(y: Tensor, mean: Tensor, var: Tensor) -> Tensor:
+    """`gauss_ll` per column of ``y`` (``n x m``): an ``m``-dim Tensor of sums over the rows
+    (a non-finite sum counts as -1e9, as in `gauss_ll`)."""
+    var = var.clamp_min(1e-9 * (1.0 + y**2))
+    ll = -0.5 * (torch.log(2 * math.pi * var) + (y - mean) ** 2 / var)
+    return torch.nan_to_num(ll.detach().sum(dim=0), nan=-1e9, neginf=-1e9)
 
 
 def gauss_ll(y: Tensor, mean: Tensor, var: Tensor) -> float:

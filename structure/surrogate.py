@@ -127,6 +127,12 @@ class StructuredConfig:
             network can predict better than the flat GP and still propose where nothing
             improves (docs/families.md); the decision reads only the trials, in order, so it
             is a pure function of them like the checkpoints'.
+        objective_tolerance: Nats per scored point by which the network may predict any one
+            objective worse than the flat GP (held-out and prequential together) and still be
+            used; None: only the sum over all outcomes is tested (``tolerance``). A network that
+            models one objective far better (a cost read off the knobs through its metrics)
+            wins the sum while it predicts another worse, and then steers the proposals along
+            the objective it models well (docs/families.md).
 
     Structure learning reads one row per run of a trial, with the trial's parameters repeated,
     where the trials report per-run metrics (``<metric>@<run>``, `structure.runs`), and the
@@ -150,6 +156,7 @@ class StructuredConfig:
     ignore_metrics: tuple[str, ...] = ()
     veto: float | None = 3.0
     stall: int | None = None
+    objective_tolerance: float | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -166,13 +173,15 @@ class StructuredConfig:
             or self.tolerance < 0
             or (self.veto is not None and not self.veto >= 0)
             or (self.stall is not None and not (isinstance(self.stall, int) and self.stall >= 1))
+            or (self.objective_tolerance is not None and not self.objective_tolerance >= 0)
         ):
             raise StructureError(
                 "`min_trials >= 4`, `relearn_every >= 1`, `dense_until >= 0`, `cv_folds >= 2`, "
-                "`window >= 1`, `tolerance >= 0`, `veto` None or >= 0 and `stall` None or an "
-                f"integer >= 1 must hold, got {self.min_trials=}, {self.relearn_every=}, "
-                f"{self.dense_until=}, {self.cv_folds=}, {self.window=}, {self.tolerance=}, "
-                f"{self.veto=}, {self.stall=}."
+                "`window >= 1`, `tolerance >= 0`, `veto` None or >= 0, `stall` None or an "
+                "integer >= 1 and `objective_tolerance` None or >= 0 must hold, got "
+                f"{self.min_trials=}, {self.relearn_every=}, {self.dense_until=}, "
+                f"{self.cv_folds=}, {self.window=}, {self.tolerance=}, {self.veto=}, "
+                f"{self.stall=}, {self.objective_tolerance=}."
             )
 
     def checkpoint(self, n: int) -> int:
@@ -396,6 +405,14 @@ class StructuredSurrogate(Surrogate):
         scores["advantage"] = round(held + preq, 4)
         scores["advantage_per_point"] = per_point
         tol = self.config.tolerance
+        worse = _worse_objectives(scores, data, points, self.config.objective_tolerance)
+        if worse:
+            reason = (
+                f"the network predicts {worse} worse than the flat GP by more than "
+                f"{self.config.objective_tolerance} nats per scored point (objective_tolerance; "
+                f"over all outcomes {per_point:+.2f}); using the flat GP"
+            )
+            return _Checkpoint(key, data.n, "flat", reason, structure, fmap, scores, models)
         if per_point > -tol:
             choice = "network"
             reason = (
@@ -468,6 +485,22 @@ class StructuredSurrogate(Surrogate):
         """What structure learning reads besides the trials' rows: the trials' runs
         (`structure.runs.run_rows`: the reason as a string where they report none)."""
         return run_rows(data)
+
+
+def _worse_objectives(
+    scores: Mapping[str, Any], data: TrainingData, points: int, tolerance: float | None
+) -> dict[str, float]:
+    """The objectives the network predicts worse than the flat GP by more than ``tolerance``
+    nats per scored point (held-out and prequential together), each with its advantage per
+    point; empty where ``tolerance`` is None."""
+    if tolerance is None:
+        return {}
+    worse = {}
+    for name in data.outcome_names[: data.n_objectives]:
+        total = sum(scores[k]["advantage_by_outcome"][name] for k in ("heldout", "prequential"))
+        if total / points < -tolerance:
+            worse[name] = round(total / points, 4)
+    return worse
 
 
 def _edge_pairs(

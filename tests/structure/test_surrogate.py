@@ -371,3 +371,39 @@ def test_stall_must_be_a_positive_integer() -> None:
     for bad in (0, -1, 2.5):
         with pytest.raises(StructureError, match=r"`stall` None or an integer >= 1.*stall="):
             StructuredConfig(stall=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("objective_tolerance", "proposer"), [(None, "network"), (0.5, "network"),
+                                                               (0.1, "flat")])  # fmt: skip
+def test_objective_tolerance_refuses_a_network_that_predicts_one_objective_worse(
+    monkeypatch: pytest.MonkeyPatch, objective_tolerance: float | None, proposer: str
+) -> None:
+    """On generated search-shaped problems the network won the summed score by predicting the
+    search's seconds (+28 nats) while it predicted the gain worse (-3.5 nats), and its proposals
+    went where the gain is zero."""
+    import structure.surrogate as surrogate_module
+
+    data = sum_sine_data(20, seed=0)
+    fake = {  # 30 scored points: +0.5 nats a point overall, the objective -0.2 a point
+        "heldout": {"flat": 0.0, "network": 15.0, "n_points": 20, "advantage": 15.0,
+                    "advantage_by_outcome": {"o": -4.0}},
+        "prequential": {"flat": 0.0, "network": 0.0, "n_points": 10, "advantage": 0.0,
+                        "advantage_by_outcome": {"o": -2.0}},
+    }  # fmt: skip
+    monkeypatch.setattr(surrogate_module, "compare", lambda *a, **k: json.loads(json.dumps(fake)))
+    cfg = dataclasses.replace(FAST, objective_tolerance=objective_tolerance)
+    s = StructuredSurrogate(config=cfg, flat=FlatSurrogate({"maxiter": 30}),
+                            structure=sum_sine_structure())  # fmt: skip
+    info = s.fit(data).description
+    assert info["model"] == proposer
+    if proposer == "flat":
+        assert "predicts {'o': -0.2} worse than the flat GP" in info["reason"]
+    with pytest.raises(StructureError, match="objective_tolerance"):
+        StructuredConfig(objective_tolerance=-1.0)
+
+
+def test_scores_are_broken_down_by_outcome() -> None:
+    info = _surrogate(sum_sine_structure()).fit(sum_sine_data(20, seed=0)).description
+    for kind in ("heldout", "prequential"):
+        by = info["scores"][kind]["advantage_by_outcome"]
+        assert set(by) == {"o"} and by["o"] == pytest.approx(info["scores"][kind]["advantage"])
