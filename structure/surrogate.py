@@ -64,7 +64,6 @@ from structure.trials import (
     node_values,
     outcome_values,
     raw_metrics,
-    stalled_trials,
     without_metrics,
 )
 from tuner.errors import InvalidArgumentError
@@ -119,14 +118,6 @@ class StructuredConfig:
             and predicts there with confidence; the flat GP, reading every column, rates such
             points tens of nats below its best. The default margin is measured in
             docs/structure.md ("Wide spaces: the flat GP's veto").
-        stall: Where the network is the checkpoint's choice, hand proposals to the flat GP
-            while the run stalls: after ``stall`` trials in a row that added no point to the
-            objectives' Pareto front (`stalled_trials`), the flat GP proposes for the next
-            ``stall``, then the network again for ``stall``, and so on, until a trial improves
-            the front (the count restarts). None: the network proposes whenever chosen. A
-            network can predict better than the flat GP and still propose where nothing
-            improves (docs/families.md); the decision reads only the trials, in order, so it
-            is a pure function of them like the checkpoints'.
         objective_tolerance: Nats per scored point by which the network may predict any one
             objective worse than the flat GP (held-out and prequential together) and still be
             used; None: only the sum over all outcomes is tested (``tolerance``). A network that
@@ -155,7 +146,6 @@ class StructuredConfig:
     selection: bool = True
     ignore_metrics: tuple[str, ...] = ()
     veto: float | None = 3.0
-    stall: int | None = None
     objective_tolerance: float | None = None
 
     def __post_init__(self) -> None:
@@ -172,16 +162,14 @@ class StructuredConfig:
             or self.window < 1
             or self.tolerance < 0
             or (self.veto is not None and not self.veto >= 0)
-            or (self.stall is not None and not (isinstance(self.stall, int) and self.stall >= 1))
             or (self.objective_tolerance is not None and not self.objective_tolerance >= 0)
         ):
             raise StructureError(
                 "`min_trials >= 4`, `relearn_every >= 1`, `dense_until >= 0`, `cv_folds >= 2`, "
-                "`window >= 1`, `tolerance >= 0`, `veto` None or >= 0, `stall` None or an "
-                "integer >= 1 and `objective_tolerance` None or >= 0 must hold, got "
-                f"{self.min_trials=}, {self.relearn_every=}, {self.dense_until=}, "
-                f"{self.cv_folds=}, {self.window=}, {self.tolerance=}, {self.veto=}, "
-                f"{self.stall=}, {self.objective_tolerance=}."
+                "`window >= 1`, `tolerance >= 0`, `veto` None or >= 0 and `objective_tolerance` "
+                f"None or >= 0 must hold, got {self.min_trials=}, {self.relearn_every=}, "
+                f"{self.dense_until=}, {self.cv_folds=}, {self.window=}, {self.tolerance=}, "
+                f"{self.veto=}, {self.objective_tolerance=}."
             )
 
     def checkpoint(self, n: int) -> int:
@@ -263,15 +251,6 @@ class StructuredSurrogate(Surrogate):
         data; else the network conditioned with its hyper-parameters, or the flat GP refitted),
         and the reason."""
         reason = ck.reason
-        stall = self.config.stall
-        if ck.choice == "network" and stall is not None:
-            stalled = stalled_trials(data)
-            if (stalled // stall) % 2 == 1:
-                reason = (
-                    f"{reason}; but the last {stalled} trials added nothing to the Pareto front "
-                    f"(stall={stall}): the flat GP proposes this turn"
-                )
-                return self.flat.fit(data).model, reason
         model: Model | None = ck.models.get(ck.choice) if data.n == ck.n else None
         network_ok = ck.structure is not None and ck.feature_map is not None
         if model is None and ck.choice == "network" and network_ok:

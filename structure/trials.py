@@ -76,19 +76,6 @@ def data_key(data: TrainingData) -> str:
     return h.hexdigest()
 
 
-def stalled_trials(data: TrainingData) -> int:
-    """How many of the latest trials, in trial order, added no point to the objectives' Pareto
-    front: each is weakly dominated by (or equal to) a trial before it. 0 when the latest trial
-    improved the front (and when there are no trials)."""
-    Y = data.Y[:, : data.n_objectives]
-    stalled = 0
-    for i in range(Y.shape[0] - 1, 0, -1):
-        if not bool((Y[:i] >= Y[i]).all(dim=1).any()):
-            break
-        stalled += 1
-    return stalled
-
-
 def outcome_values(data: TrainingData, transforms: Mapping[str, str]) -> Tensor:
     """``n x m`` outcomes in model units (each under its transform)."""
     columns = [to_model(transforms.get(o), data.Y[:, i]) for i, o in enumerate(data.outcome_names)]

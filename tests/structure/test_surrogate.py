@@ -320,59 +320,6 @@ def test_the_flat_gp_vetoes_where_the_network_is_used_if_asked() -> None:
         StructuredConfig(veto=-1.0)
 
 
-def test_stalled_trials_counts_the_latest_trials_that_added_nothing_to_the_front() -> None:
-    from structure.trials import stalled_trials
-
-    base = sum_sine_data(1, seed=0)
-
-    def stalled(rows: list[list[float]]) -> int:
-        Y = torch.tensor(rows, dtype=torch.float64)
-        return stalled_trials(
-            dataclasses.replace(base, X=torch.zeros(len(rows), 6, dtype=torch.float64), Y=Y,
-                                outcome_names=["a", "b", "c"][: len(rows[0])], metrics={},
-                                n_objectives=2)
-        )  # fmt: skip
-
-    assert stalled([[0.0, 0.0]]) == 0
-    assert stalled([[1.0, 0.0], [0.0, 1.0]]) == 0  # a trade-off is a new front point
-    assert stalled([[1.0, 1.0], [0.0, 1.0], [1.0, 1.0], [0.5, 0.5]]) == 3  # dominated or equal
-    assert stalled([[1.0, 1.0], [0.0, 0.0], [2.0, 0.0], [1.5, 0.0]]) == 1
-    # Outcome-constraint columns after the objectives are not read.
-    assert stalled([[1.0, 0.0, 0.0], [0.0, 0.0, 5.0]]) == 1
-
-
-@pytest.mark.parametrize(
-    ("stall", "stalled", "proposer"),
-    [(None, 3, "network"), (3, 3, "flat"), (3, 5, "flat"), (3, 6, "network"), (4, 3, "network"),
-     (1, 1, "flat"), (1, 2, "network")],
-)  # fmt: skip
-def test_stall_hands_proposals_to_the_flat_gp_in_turns_while_nothing_improves(
-    stall: int | None, stalled: int, proposer: str
-) -> None:
-    data = sum_sine_data(20, seed=0)
-    Y = data.Y.clone()
-    Y[-stalled - 1] = Y.max() + 1.0  # the trial before them improved the front
-    Y[-stalled:] = Y.min() - 1.0  # the last trials added nothing to it
-    data = dataclasses.replace(data, Y=Y)
-    cfg = dataclasses.replace(FAST, selection=False, stall=stall)
-    surrogate = StructuredSurrogate(
-        config=cfg, flat=FlatSurrogate({"maxiter": 30}), structure=sum_sine_structure()
-    )
-    fitted = surrogate.fit(data)
-    info = fitted.description
-    assert info["model"] == proposer
-    assert isinstance(fitted.model, GPNetwork) == (proposer == "network")
-    if proposer == "flat":
-        assert f"the last {stalled} trials added nothing to the Pareto front" in info["reason"]
-        assert fitted.veto is None
-
-
-def test_stall_must_be_a_positive_integer() -> None:
-    for bad in (0, -1, 2.5):
-        with pytest.raises(StructureError, match=r"`stall` None or an integer >= 1.*stall="):
-            StructuredConfig(stall=bad)  # type: ignore[arg-type]
-
-
 @pytest.mark.parametrize(("objective_tolerance", "proposer"), [(None, "network"), (0.5, "network"),
                                                                (0.1, "flat")])  # fmt: skip
 def test_objective_tolerance_refuses_a_network_that_predicts_one_objective_worse(
