@@ -124,16 +124,20 @@ def flat_predict(
     return post.mean, post.variance
 
 
+def _log_densities(y: Tensor, mean: Tensor, var: Tensor) -> Tensor:
+    """Elementwise Gaussian log densities; the variance is floored at 1e-9 * (1 + y^2)."""
+    var = var.clamp_min(1e-9 * (1.0 + y**2))
+    return -0.5 * (torch.log(2 * math.pi * var) + (y - mean) ** 2 / var)
+
+
 def gauss_ll_columns(y: Tensor, mean: Tensor, var: Tensor) -> Tensor:
     """`gauss_ll` per column of ``y`` (``n x m``): an ``m``-dim Tensor of sums over the rows
     (a non-finite sum counts as -1e9, as in `gauss_ll`)."""
-    var = var.clamp_min(1e-9 * (1.0 + y**2))
-    ll = -0.5 * (torch.log(2 * math.pi * var) + (y - mean) ** 2 / var)
-    return torch.nan_to_num(ll.detach().sum(dim=0), nan=-1e9, neginf=-1e9)
+    ll = _log_densities(y, mean, var).detach().sum(dim=0)
+    return torch.nan_to_num(ll, nan=-1e9, neginf=-1e9)
 
 
 def gauss_ll(y: Tensor, mean: Tensor, var: Tensor) -> float:
     """Sum of Gaussian log densities; the variance is floored at 1e-9 * (1 + y^2)."""
-    var = var.clamp_min(1e-9 * (1.0 + y**2))
-    ll = -0.5 * (torch.log(2 * math.pi * var) + (y - mean) ** 2 / var)
+    ll = _log_densities(y, mean, var)
     return float(np.nan_to_num(float(ll.sum().detach()), nan=-1e9, neginf=-1e9))
