@@ -11,10 +11,11 @@ Part ``stenso`` (issue 51): for each of STENSO's programs at its published sizes
   ``torch.compile``, kept only where it measured faster than the program as written beyond noise
   on the example inputs (else the program as written goes back).
 
-Both arms, and three more (`ARMS`: ``inductor_again``, a second ``torch.compile`` of the
+Both arms, and four more (`ARMS`: ``inductor_again``, a second ``torch.compile`` of the
 program as written, an A/A arm for the noise floor; ``eager`` and ``rewrite_eager``, the program
 as written and the rewritten program run eagerly, to show a compiled call's fixed cost on
-programs of microseconds), are timed in one process on fresh inputs, interleaved
+programs of microseconds; ``fixed``, a compiled call of next to nothing, whose time bounds what
+any rewrite still running a kernel can reach, `fixed_cost_arm`), are timed in one process on fresh inputs, interleaved
 (round robin, each sample many calls: these are microsecond kernels), on a fixed torch thread
 count (``--threads``, 1 by default: one thread's CPU time is the wall time on an idle core, the
 clock of `rewrite.measurement.time_callables`). Reported per program: each arm's median time per call
