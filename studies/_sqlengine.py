@@ -114,27 +114,28 @@ def _file_connector(path: str, busy_timeout: float) -> Any:
     """Connections to the SQLite file ``path``: the first one may create the file, later ones
     never do (``mode=rw``), so a database deleted while in use is reported, not silently
     recreated empty (`translate_error`)."""
-    from urllib.parse import quote
-
-    uri = f"file:{quote(path)}"
     opened = False
 
     def connect() -> sqlite3.Connection:
         nonlocal opened
-        mode = "rw" if opened else "rwc"
-        conn = sqlite3.connect(f"{uri}?mode={mode}", uri=True, timeout=busy_timeout)
+        conn = _connect_file(path, "rw" if opened else "rwc", busy_timeout)
         opened = True
         return conn
 
     return connect
 
 
+def _connect_file(path: str, mode: str, timeout: float) -> sqlite3.Connection:
+    """A connection to the SQLite file ``path`` opened in ``mode`` (``rw``: never created)."""
+    from urllib.parse import quote
+
+    return sqlite3.connect(f"file:{quote(path)}?mode={mode}", uri=True, timeout=timeout)
+
+
 def sqlite_lock_held(url: str) -> bool | None:
     """Whether another connection holds a write lock on the SQLite file of ``url`` now: a
     ``BEGIN IMMEDIATE`` that may not wait is refused. None where it cannot be told (not a
     SQLite file, a malformed URL); False where the file does not exist."""
-    from urllib.parse import quote
-
     try:
         parsed = make_url(url)
     except ArgumentError:
@@ -146,7 +147,7 @@ def sqlite_lock_held(url: str) -> bool | None:
     if not os.path.exists(path):
         return False
     try:
-        conn = sqlite3.connect(f"file:{quote(path)}?mode=rw", uri=True, timeout=0)
+        conn = _connect_file(path, "rw", 0)
     except sqlite3.Error:
         return None
     try:
