@@ -220,7 +220,8 @@ def _groups(
 def outcome_transforms(names: Collection[str], Y: np.ndarray) -> dict[str, str]:
     """Outcome name -> ``"log1p"`` or ``"neglog1p"`` (`structure.dag.to_model`) for the
     time-like and count-like outcomes (by name, as for metrics) whose values all have one sign;
-    the structured surrogate models them in log space. A search time is a sum and product of
+    the structured surrogate models them in log space (objectives only where
+    `StructuredConfig.log_objectives` asks). A search time is a sum and product of
     its causes (steps, costs per step), closer to additive in logs, and a node GP on raw
     seconds reverts to its mean where the acquisition extrapolates to longer searches, so the
     network proposes long searches it predicts short. Other outcomes keep their units.
