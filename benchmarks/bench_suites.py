@@ -15,12 +15,12 @@ Both arms, and four more (`ARMS`: ``inductor_again``, a second ``torch.compile``
 program as written, an A/A arm for the noise floor; ``eager`` and ``rewrite_eager``, the program
 as written and the rewritten program run eagerly, to show a compiled call's fixed cost on
 programs of microseconds; ``fixed``, a compiled call of next to nothing, whose time bounds what
-any rewrite still running a kernel can reach, `fixed_cost_arm`), are timed in one process on fresh inputs, interleaved
-(round robin, each sample many calls: these are microsecond kernels), on a fixed torch thread
-count (``--threads``, 1 by default: one thread's CPU time is the wall time on an idle core, the
-clock of `rewrite.measurement.time_callables`). Reported per program: each arm's median time per call
-with a 95% bootstrap interval, the paired speedup (median of the per-round ratios, 95% bootstrap
-interval) and the A/A ratio, the rules applied with their z3 verdicts, a z3 proof of the whole
+any rewrite still running a kernel can reach, `fixed_cost_arm`), are timed in one process on
+fresh inputs, interleaved (round robin, each sample many calls: these are microsecond kernels),
+on a fixed torch thread count (``--threads``, 1 by default: one thread's CPU time is the wall
+time on an idle core, the clock of `rewrite.measurement.time_callables`). Reported per program:
+each arm's median time per call with a 95% bootstrap interval, the paired speedup (median of
+the per-round ratios, 95% bootstrap interval) and the A/A ratio, the rules applied with their z3 verdicts, a z3 proof of the whole
 rewritten program at shape-reduced sizes (`rewrite.prove.prove_pair`; skipped where no reduction
 shrinks it), and STENSO's own published PyTorch-row speedup on its three CPUs
 (`benchmarks._stenso.published`; their geometric means are reproduced first). The summary gives

@@ -431,8 +431,8 @@ class StructuredSurrogate(Surrogate):
         )
         outcome = outcome_transforms(data.outcome_names, data.Y.numpy())
         if not self.config.log_objectives:
-            logged = set(outcome) - set(data.outcome_names[: data.n_objectives])
-            outcome = {k: v for k, v in outcome.items() if k in logged}
+            objective_names = set(data.outcome_names[: data.n_objectives])
+            outcome = {k: v for k, v in outcome.items() if k not in objective_names}
         if self.fixed_structure is not None:
             fixed = self.fixed_structure
             names = {f.name for f in fmap.features} | set(data.outcome_names)
