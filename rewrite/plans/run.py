@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from collections import Counter
 from dataclasses import replace
 from typing import Any
@@ -47,6 +46,7 @@ from rewrite.plans.harness import (
     build_workload,
     data_parallel_slice,
     distributed_step,
+    exit_rank,
     pipeline_step,
     reference_step,
     train_step,
@@ -179,4 +179,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_rank(main())
