@@ -85,7 +85,8 @@ class StudySettings:
             resume, export", the warm-start table).
         warm_start_queue: Best configurations of each related study (ranked as
             `studies.pareto.rank_pareto` ranks its trials) queued when the study is created
-            (`studies.warmstart.queue_related`); 0 queues none.
+            (`studies.warmstart.queue_related`), after the space's default configuration when
+            the initial design starts with it; 0 queues none.
         warm_start_gate: How sure the multi-task GP's gate must be that a related study
             predicts this one's trials better than the flat GP before it is used
             (`tuner.warmstart.WarmStartSurrogate`'s ``gate``: the mean per-trial leave-one-out

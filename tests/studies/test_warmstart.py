@@ -40,12 +40,13 @@ def test_a_warm_started_study_models_with_the_related_trials(source: str) -> Non
     (task,) = related_tasks(study)
     assert task.name == "src" and task.X.shape == (8, study.space.dim)
     queued = study.trials  # queued on creation (`StudySettings.warm_start_queue`)
-    assert len(queued) == 2 and all(t.state == "WAITING" for t in queued)
+    assert len(queued) == 3 and all(t.state == "WAITING" for t in queued)
     src = Study.load("src", source)
     best = rank_pareto(src.trials, src.objectives, src.constraints)[:2]
-    assert [t.config for t in queued] == [t.config for t in best]  # the same space: as is
+    # the default first, where a cold study's design starts; then the best, as is (same space)
+    assert [t.config for t in queued] == [study.space.default()] + [t.config for t in best]
     assert seed_from_related(study, per_study=2) == []  # held already
-    assert len(_warm(source).trials) == 2  # opened again: nothing queued twice
+    assert len(_warm(source).trials) == 3  # opened again: nothing queued twice
     study.optimize(9, progress=False)
     assert [t.state for t in study.trials] == ["COMPLETE"] * 9
     tuner = next(iter(study._tuners.values()))
@@ -59,7 +60,7 @@ def test_a_warm_started_study_proposes_from_the_model_while_it_keeps_the_source(
     source: str,
 ) -> None:
     cold = toy_study("cold", source, settings=fast_settings(n_initial=6), seed=1)
-    cold.optimize(4, progress=False)  # all four from the initial design
+    cold.optimize(5, progress=False)  # all five from the initial design
     design = [t.config for t in sorted(cold.trials, key=lambda t: t.number)]
     runs = {}
     for gate in (1e6, -1e6):  # a task always kept, never kept
@@ -67,10 +68,11 @@ def test_a_warm_started_study_proposes_from_the_model_while_it_keeps_the_source(
             fast_settings(n_initial=6), warm_start=["src"], warm_start_gate=gate
         )
         study = toy_study(f"gate{gate:+.0f}", source, settings=settings, seed=1)
-        study.optimize(4, progress=False)  # the 2 queued, then 2 proposals
+        study.optimize(5, progress=False)  # the default and the 2 queued, then 2 proposals
         runs[gate] = [t.config for t in sorted(study.trials, key=lambda t: t.number)]
-    assert runs[-1e6][2:] == design[2:]  # none kept: the design runs, as in a cold study
-    assert not any(c in design for c in runs[1e6][2:])  # kept: the model proposes at once
+    assert runs[-1e6][0] == runs[1e6][0] == design[0]  # the default, as in a cold study
+    assert runs[-1e6][3:] == design[3:]  # none kept: the design runs, as in a cold study
+    assert not any(c in design for c in runs[1e6][3:])  # kept: the model proposes at once
     from tuner.warmstart import GATE
 
     assert StudySettings().warm_start_gate == GATE  # the study's default is the model's
