@@ -222,10 +222,24 @@ def report() -> None:
 
 
 def _strip(tree: Any) -> Any:
-    """The summary without the per-seed relative differences (kept: seeds, medians, intervals)."""
+    """The summary without the per-seed relative differences (kept: seeds, as ``"0-3,5"``, as
+    ``--seeds`` takes them; medians; intervals)."""
     if isinstance(tree, dict):
-        return {k: _strip(v) for k, v in tree.items() if k != "rel"}
+        return {
+            k: seed_ranges(v) if k == "seeds" else _strip(v) for k, v in tree.items() if k != "rel"
+        }
     return tree
+
+
+def seed_ranges(seeds: list[int]) -> str:
+    """``[0, 1, 2, 3, 5]`` -> ``"0-3,5"`` (what ``--seeds`` reads back)."""
+    runs: list[list[int]] = []
+    for s in sorted(seeds):
+        if runs and s == runs[-1][1] + 1:
+            runs[-1][1] = s
+        else:
+            runs.append([s, s])
+    return ",".join(f"{lo}-{hi}" if hi > lo else f"{lo}" for lo, hi in runs)
 
 
 def print_tables(structure: dict, families: dict, warm: dict) -> None:

@@ -247,6 +247,9 @@ def test_bench_families_arms_are_the_study_defaults_with_overrides() -> None:
     with pytest.raises(SystemExit, match="no field 'vetoo'"):
         structure_surrogate("auto+vetoo=1", problem)
     assert _seeds("0-2,5") == [0, 1, 2, 5]
+    from benchmarks._families_report import seed_ranges
+
+    assert seed_ranges([5, 0, 2, 1]) == "0-2,5" and _seeds(seed_ranges([3, 7, 8])) == [3, 7, 8]
     jobs = _warm_jobs(["warm/0/moved", "warm/0/misleading"], ["cold", "warm"])
     assert jobs == [("warm/0/identical", "cold"), ("warm/0/moved", "warm"),
                     ("warm/0/misleading", "warm")]  # fmt: skip
