@@ -5,8 +5,9 @@ A study that names related studies (same storage or another URL) models its outc
 are related tasks of a multi-task GP that each keeps only while it predicts this study's own
 trials better than the flat GP (`StudySettings.warm_start_gate`). A new study queues their best
 configurations as its first trials after the space's default (`queue_related`,
-`StudySettings.warm_start_queue`), so it starts where they ended, and proposes from the model from its first proposal on while the gate
-keeps a related study (`tuner.Surrogate.informed`: the initial design is skipped then).
+`StudySettings.warm_start_queue`), so it starts where they ended, and proposes from the model
+from its first proposal on while the gate keeps a related study (`tuner.Surrogate.informed`: the
+initial design is skipped then).
 `seed_from_related` queues them into a study that already holds trials.
 
 Mapping a configuration of another space: tuned parameters of the same name keep their value
