@@ -26,7 +26,7 @@ from benchmarks._common import (
     write_results,
 )
 from benchmarks._families import SPLIT
-from benchmarks.bench_families import AT, ROWS
+from benchmarks.bench_families import AT, ROWS, seed_ranges
 
 FAMILIES = {"structure": ("search", "network", "rewrite"), "warm": ("warm",)}
 RELATED = ("identical", "shifted", "moved")
@@ -229,17 +229,6 @@ def _strip(tree: Any) -> Any:
             k: seed_ranges(v) if k == "seeds" else _strip(v) for k, v in tree.items() if k != "rel"
         }
     return tree
-
-
-def seed_ranges(seeds: list[int]) -> str:
-    """``[0, 1, 2, 3, 5]`` -> ``"0-3,5"`` (what ``--seeds`` reads back)."""
-    runs: list[list[int]] = []
-    for s in sorted(seeds):
-        if runs and s == runs[-1][1] + 1:
-            runs[-1][1] = s
-        else:
-            runs.append([s, s])
-    return ",".join(f"{lo}-{hi}" if hi > lo else f"{lo}" for lo, hi in runs)
 
 
 def print_tables(structure: dict, families: dict, warm: dict) -> None:

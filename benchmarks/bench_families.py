@@ -264,6 +264,17 @@ def _seeds(text: str) -> list[int]:
     return out
 
 
+def seed_ranges(seeds: list[int]) -> str:
+    """``[0, 1, 2, 3, 5]`` -> ``"0-3,5"``: the inverse of `_seeds` (what ``--seeds`` reads)."""
+    runs: list[list[int]] = []
+    for s in sorted(seeds):
+        if runs and s == runs[-1][1] + 1:
+            runs[-1][1] = s
+        else:
+            runs.append([s, s])
+    return ",".join(f"{lo}-{hi}" if hi > lo else f"{lo}" for lo, hi in runs)
+
+
 def run(args: argparse.Namespace) -> None:
     family = {"structure": ("search", "network", "rewrite"), "warm": ("warm",)}[args.kind]
     names = [m for f in family for m in SPLIT[f][args.split]]

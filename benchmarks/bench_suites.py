@@ -5,11 +5,11 @@ Part ``stenso`` (issue 51): for each of STENSO's programs at its published sizes
 (`benchmarks._stenso`: read from a checkout of its artifact, which this project does not ship):
 
 * ``inductor``: the program as written, ``torch.compile`` (Inductor, default options);
-* ``rewrite``: `rewrite.arrays.optimize` (`rewrite.arrays.rewritten`) of the program, its inputs promised positive (as
-  STENSO's are: `benchmarks._stenso.DOMAIN`): the verified search on the cost models of
-  Inductor's compiled mode and of eager PyTorch, the predicted-fastest graph of each compiled by
-  ``torch.compile``, kept only where it measured faster than the program as written beyond noise
-  on the example inputs (else the program as written goes back).
+* ``rewrite``: `rewrite.arrays.optimize` (`rewrite.arrays.rewritten`) of the program, its
+  inputs promised positive (as STENSO's are: `benchmarks._stenso.DOMAIN`): the verified search
+  on the cost models of Inductor's compiled mode and of eager PyTorch, the predicted-fastest
+  graph of each compiled by ``torch.compile``, kept only where it measured faster than the
+  program as written beyond noise on the example inputs (else the program as written goes back).
 
 Both arms, and four more (`ARMS`: ``inductor_again``, a second ``torch.compile`` of the
 program as written, an A/A arm for the noise floor; ``eager`` and ``rewrite_eager``, the program
@@ -20,10 +20,11 @@ fresh inputs, interleaved (round robin, each sample many calls: these are micros
 on a fixed torch thread count (``--threads``, 1 by default: one thread's CPU time is the wall
 time on an idle core, the clock of `rewrite.measurement.time_callables`). Reported per program:
 each arm's median time per call with a 95% bootstrap interval, the paired speedup (median of
-the per-round ratios, 95% bootstrap interval) and the A/A ratio, the rules applied with their z3 verdicts, a z3 proof of the whole
-rewritten program at shape-reduced sizes (`rewrite.prove.prove_pair`; skipped where no reduction
-shrinks it), and STENSO's own published PyTorch-row speedup on its three CPUs
-(`benchmarks._stenso.published`; their geometric means are reproduced first). The summary gives
+the per-round ratios, 95% bootstrap interval) and the A/A ratio, the rules applied with their
+z3 verdicts, a z3 proof of the whole rewritten program at shape-reduced sizes
+(`rewrite.prove.prove_pair`; skipped where no reduction shrinks it), and STENSO's own published
+PyTorch-row speedup on its three CPUs (`benchmarks._stenso.published`; their geometric means
+are reproduced first). The summary gives
 the geometric mean with a bootstrap interval (rounds resampled within each program), programs
 above 1.1x, programs slower beyond noise (the speedup's interval below 1 and below the A/A
 interval: on a shared VM two compilations of one program differ by up to 5% with paired

@@ -238,7 +238,7 @@ def test_warm_pairs_relate_their_source_to_the_target_as_named() -> None:
 
 def test_bench_families_arms_are_the_study_defaults_with_overrides() -> None:
     from benchmarks._families import member
-    from benchmarks.bench_families import _seeds, _warm_jobs, structure_surrogate
+    from benchmarks.bench_families import _seeds, _warm_jobs, seed_ranges, structure_surrogate
     from structure import StructuredConfig
 
     problem = member("search8")
@@ -247,8 +247,6 @@ def test_bench_families_arms_are_the_study_defaults_with_overrides() -> None:
     with pytest.raises(SystemExit, match="no field 'vetoo'"):
         structure_surrogate("auto+vetoo=1", problem)
     assert _seeds("0-2,5") == [0, 1, 2, 5]
-    from benchmarks._families_report import seed_ranges
-
     assert seed_ranges([5, 0, 2, 1]) == "0-2,5" and _seeds(seed_ranges([3, 7, 8])) == [3, 7, 8]
     jobs = _warm_jobs(["warm/0/moved", "warm/0/misleading"], ["cold", "warm"])
     assert jobs == [("warm/0/identical", "cold"), ("warm/0/moved", "warm"),
