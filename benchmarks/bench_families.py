@@ -13,7 +13,8 @@ stopped) and merged by ``report`` into ``benchmarks/results/bench_families.json`
   acquisition at ``bench_structure --quick``'s budget (`OPTIONS`); arms ``flat`` (the tuner's own
   GP) and ``auto`` (the surrogate a study's ``auto`` builds once trials report metrics,
   `studies.tuning.make_surrogate`); ``auto+FIELD=VALUE+...`` overrides `StructuredConfig` fields
-  (``auto+veto=none``). Recorded: the hypervolume of the noise-free objectives after every trial,
+  (``auto+veto=none``; a dotted field reaches a nested one, ``auto+learn.select.keep_base=true``).
+  Recorded: the hypervolume of the noise-free objectives after every trial,
   proposal CPU seconds, the network's share of the proposals.
 * ``warm``: studies through the `studies.Study` API (`run_warm`): per pair, a source study (the
   cold study with seed 100, 25 trials) run once; then per seed ``cold`` (a study on the target,
@@ -98,6 +99,22 @@ def _overrides(pairs: Sequence[str], cls: type) -> dict[str, Any]:
     return out
 
 
+def _replaced(obj: Any, pairs: Sequence[str]) -> Any:
+    """``obj`` (a dataclass) with ``pairs`` applied; a dotted key reaches a nested dataclass
+    (``learn.select.keep_base=true``)."""
+    flat = [p for p in pairs if "." not in p.partition("=")[0]]
+    obj = dataclasses.replace(obj, **_overrides(flat, type(obj)))
+    for pair in (p for p in pairs if "." in p.partition("=")[0]):
+        head, _, rest = pair.partition(".")
+        inner = getattr(obj, head, None)
+        if not dataclasses.is_dataclass(inner):
+            raise SystemExit(
+                f"{type(obj).__name__}.{head} holds no options (arm override {pair!r})"
+            )
+        obj = dataclasses.replace(obj, **{head: _replaced(inner, [rest])})
+    return obj
+
+
 def _value(text: str) -> Any:
     low = text.lower()
     if low in ("none", "true", "false"):
@@ -113,7 +130,6 @@ def _value(text: str) -> Any:
 # ---------------------------------------------------------------------------------- structure
 def structure_surrogate(arm: str, problem: Any) -> Any:
     """The surrogate of a structure arm (module docstring)."""
-    from structure import StructuredConfig
     from studies.settings import StudySettings
     from studies.tuning import make_surrogate
     from tuner.surrogate import FlatSurrogate
@@ -124,7 +140,7 @@ def structure_surrogate(arm: str, problem: Any) -> Any:
     if base != "auto":
         raise SystemExit(f"structure arms are flat, auto or auto+FIELD=VALUE..., got {arm!r}")
     surrogate = make_surrogate("structured", StudySettings(ignore_metrics=problem.ignore_metrics))
-    surrogate.config = dataclasses.replace(surrogate.config, **_overrides(pairs, StructuredConfig))
+    surrogate.config = _replaced(surrogate.config, pairs)
     return surrogate
 
 
