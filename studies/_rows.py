@@ -86,4 +86,5 @@ def trial_record(row: Any) -> TrialRecord:
         worker=m["worker"],
         retry_of=m["retry_of"],
         seconds=m.get("seconds"),
+        proposed_at=m.get("position"),
     )

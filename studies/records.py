@@ -73,6 +73,10 @@ class TrialRecord(Trial):
         seconds: How long the evaluation took as the worker measured it (excluding the time the
             driving process spent proposing or collecting), or ``None`` when unknown (trials told
             by hand, crashed workers, databases written before this was stored).
+        proposed_at: The proposal position its configuration was proposed at
+            (`studies.allocation`), or ``None`` for a configuration the tuner did not propose (a
+            queued or hand-told one, a re-queued copy) and for trials stored before positions
+            were (format version 1).
     """
 
     created: float = 0.0
@@ -82,6 +86,7 @@ class TrialRecord(Trial):
     worker: str | None = None
     retry_of: int | None = None
     seconds: float | None = None
+    proposed_at: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.state, TrialState):

@@ -44,7 +44,7 @@ from studies.source import StudySource, log_finished
 from studies.storage import DEFAULT_STORAGE, Storage
 from studies.stored_values import json_object, judge_outcome
 from studies.tuning import make_surrogate, surrogate_mode
-from studies.views import progress_counts, trials_dataframe
+from studies.views import design_offset, progress_counts, trials_dataframe
 from studies.worker import WithContext
 from studies.workers_local import manual_worker_id, worker_id
 
@@ -422,9 +422,14 @@ class Study:
     ) -> list[dict[str, Any]]:
         """``n`` proposals on the snapshot ``trials`` for the reserved proposal ``position``
         onward, with other processes' ``reserved`` positions in flight (`studies.allocation`)."""
+        offset = 0
+        if self.settings.warm_start:  # the queued related best do not use up the design
+            default = self.space.default() if self.settings.options().start_with_default else None
+            offset = design_offset(trials, default)
         with numerical_warnings_to_log():
             tuner = self._tuner(trials)
-            return [t.config for t in tuner.ask(n, position=position, reserved=reserved)]
+            asked = tuner.ask(n, position=position, reserved=reserved, design_offset=offset)
+            return [t.config for t in asked]
 
     def reap_stale(self) -> list[int]:
         """Declare stale RUNNING trials FAILED and re-queue their configs now; returns their

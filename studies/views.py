@@ -12,12 +12,32 @@ if TYPE_CHECKING:
 
     from studies.records import TrialRecord
 
-__all__ = ["best_values", "progress_counts", "trials_dataframe", "used"]
+__all__ = ["best_values", "design_offset", "progress_counts", "trials_dataframe", "used"]
 
 
 def used(trials: Sequence[TrialRecord]) -> int:
     """Trials counted against the budget: a re-queued copy replaces its stale original."""
     return len(trials) - sum(t.retry_of is not None for t in trials)
+
+
+def design_offset(trials: Sequence[TrialRecord], default: Mapping[str, Any] | None) -> int:
+    """Initial-design points that the study's leading queued trials stood in for (the tuner's
+    ``design_offset``, `tuner.engine.design_index`): its trials before the first one the tuner
+    proposed (all of them before any proposal) that it did not propose, less the space's
+    ``default`` configuration among them (None: the design does not start with it), which is
+    the design's own first point. A warm-started study queues the default and the related
+    studies' best (`studies.warmstart.queue_related`); counted here, they take the design's
+    first positions without using up its Sobol points. (A cold study's queued configurations
+    do use them up, as when its seeded runs were measured: the main job queues its lead
+    configurations into its design by intent, `rewrite_tuner.study`.) A function of the stored
+    trials alone, so every process driving the study maps positions to design points alike."""
+    lead = []
+    for t in trials:  # number order
+        if t.proposed_at is not None or t.retry_of is not None:
+            break
+        lead.append(t)
+    has_default = default is not None and any(t.config == default for t in lead)
+    return len(lead) - int(has_default)
 
 
 def best_values(

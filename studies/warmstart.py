@@ -7,7 +7,10 @@ trials better than the flat GP (`StudySettings.warm_start_gate`). A new study qu
 configurations as its first trials after the space's default (`queue_related`,
 `StudySettings.warm_start_queue`), so it starts where they ended, and proposes from the model
 from its first proposal on while the gate keeps a related study (`tuner.Surrogate.informed`: the
-initial design is skipped then).
+initial design is skipped then). Once the gate drops them all, the initial design runs from its
+first Sobol point: the queued configurations take its first positions without using up its points
+(`studies.views.design_offset`), so a warm study whose related studies mislead it still explores
+as a cold one does.
 `seed_from_related` queues them into a study that already holds trials.
 
 Mapping a configuration of another space: tuned parameters of the same name keep their value
@@ -181,7 +184,9 @@ def queue_related(study: Any) -> list[TrialRecord]:
     into ``study`` (a `Study`) if it holds no trial yet (`Study` calls it on creation): in one
     transaction that checks the study is empty, so two processes opening a new study queue them
     once. The space's default configuration goes first when the initial design starts with it
-    (`tuner.TunerOptions.start_with_default`), as a cold study's would.
+    (`tuner.TunerOptions.start_with_default`), as a cold study's would; the related studies'
+    best follow it without displacing the design's Sobol points, which resume after them
+    (`studies.views.design_offset`).
 
     Returns:
         The trials queued (none for a study that already holds trials).

@@ -14,7 +14,11 @@ Sources of a proposal, in order:
    from the center of the space; `TunerOptions.start_with_default`), later positions are the
    points of the space's scrambled Sobol sequence (`Space.sample_unit` with the tuner's seed).
    It is used while ``k < n_initial``, and continues while fewer than
-   ``options.min_completed`` trials have completed.
+   ``options.min_completed`` trials have completed. Configurations queued before the design
+   can fill its first positions without using up its points (``design_offset`` of them besides
+   the default; a warm-started study's related best, `studies.views.design_offset`): position
+   ``k`` then proposes design point ``k - design_offset``, so the design still starts from the
+   sequence's first points, the ones that cover the space most evenly.
 2. The model: the surrogate is fitted on the COMPLETE trials and the acquisition function
    (qLogNEHVI, or qLogNEI for one objective) is maximized one point at a time (sequential greedy
    batches). RUNNING and WAITING trials, the batch's earlier points and the latest FAILED
@@ -58,7 +62,14 @@ from tuner.trial import Trial, TrialState
 if TYPE_CHECKING:
     from spaces import Space
 
-__all__ = ["Proposal", "ProposalContext", "default_n_initial", "derive_seed", "propose"]
+__all__ = [
+    "Proposal",
+    "ProposalContext",
+    "default_n_initial",
+    "derive_seed",
+    "design_index",
+    "propose",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +119,7 @@ def propose(
     *,
     position: int | None = None,
     reserved: Sequence[int] = (),
+    design_offset: int = 0,
 ) -> Proposal:
     """Propose ``n`` new configurations given the existing trials.
 
@@ -119,6 +131,9 @@ def propose(
             seeds the proposal and indexes the initial design. Default ``len(trials)``.
         reserved: Positions other proposers hold (computing now, not among ``trials`` yet);
             their initial-design points are never proposed and are pending points.
+        design_offset: Initial-design points that queued configurations stood in for
+            (`design_index`): position ``k > design_offset`` proposes design point
+            ``k - design_offset``.
 
     Returns:
         ``n`` distinct valid configurations, none equal to an existing trial's, and the fit
@@ -134,8 +149,9 @@ def propose(
     taken = KeySet(space.to_unit([tr.config for tr in trials]) if trials else None)
     completed = [tr for tr in trials if tr.state is TrialState.COMPLETE]
     use_model = len(completed) >= settings.options.min_completed
-    sobol = _design(space, t + n, settings.seed, settings.options.start_with_default)
-    in_flight = _in_flight(settings, reserved, use_model, taken)
+    index = [design_index(t + i, design_offset) for i in range(n)]
+    sobol = _design(space, max(index) + 1, settings.seed, settings.options.start_with_default)
+    in_flight = _in_flight(settings, reserved, use_model, taken, design_offset)
     chosen: list[Tensor] = []
     fitted = None
     informed = use_model and t < settings.n_initial and _informed(settings, completed, seed)
@@ -143,7 +159,7 @@ def propose(
         torch.manual_seed(seed)
         for i in range(n):
             if (t + i < settings.n_initial and not informed) or not use_model:
-                x = sobol[t + i] if sobol[t + i] not in taken else None
+                x = sobol[index[i]] if sobol[index[i]] not in taken else None
                 chosen.append(_accept(x, space, taken, seed + i))
         if len(chosen) < n:
             points, fitted = _model_batch(
@@ -160,8 +176,20 @@ def _informed(settings: ProposalContext, completed: Sequence[Trial], seed: int) 
     return bool(settings.surrogate.informed(data))
 
 
+def design_index(position: int, design_offset: int) -> int:
+    """The initial-design point proposal ``position`` proposes when ``design_offset`` queued
+    configurations stood in for design points: ``position - design_offset`` past them (the
+    design resumes at the first point they displaced), else ``position`` (a position a queued
+    configuration holds is not proposed for)."""
+    return position - design_offset if position > design_offset else position
+
+
 def _in_flight(
-    settings: ProposalContext, reserved: Sequence[int], use_model: bool, taken: KeySet
+    settings: ProposalContext,
+    reserved: Sequence[int],
+    use_model: bool,
+    taken: KeySet,
+    design_offset: int,
 ) -> list[Tensor]:
     """The initial-design points (``d``-dim each) other proposers will propose for their
     ``reserved`` positions, as far as they can be known here: positions inside the initial
@@ -170,8 +198,9 @@ def _in_flight(
     if not known:
         return []
     space = settings.space
-    design = _design(space, known[-1] + 1, settings.seed, settings.options.start_with_default)
-    points = [design[q] for q in known if design[q] not in taken]
+    index = [design_index(q, design_offset) for q in known]
+    design = _design(space, max(index) + 1, settings.seed, settings.options.start_with_default)
+    points = [design[j] for j in index if design[j] not in taken]
     for x in points:
         taken.add(x)
     return points

@@ -200,7 +200,12 @@ class Tuner:
 
     # ------------------------------------------------------------------ the loop
     def ask(
-        self, n: int = 1, *, position: int | None = None, reserved: Sequence[int] = ()
+        self,
+        n: int = 1,
+        *,
+        position: int | None = None,
+        reserved: Sequence[int] = (),
+        design_offset: int = 0,
     ) -> list[Trial]:
         """Hand out ``n`` trials to evaluate; they become RUNNING.
 
@@ -215,6 +220,10 @@ class Tuner:
                 study at once pass distinct positions so they propose differently.
             reserved: Positions other tuners are proposing for right now; their initial-design
                 points are not proposed here and count as pending.
+            design_offset: Initial-design points that configurations queued before the design
+                stood in for: position ``k`` proposes design point ``k - design_offset``
+                (`tuner.engine.design_index`; a study passes the number of its leading queued
+                trials besides the default).
 
         Returns:
             ``n`` RUNNING trials.
@@ -236,6 +245,9 @@ class Tuner:
                 n - len(waiting),
                 position=position,
                 reserved=tuple(int(q) for q in reserved),
+                design_offset=_check_int(
+                    "design_offset", design_offset, 0, error=InvalidArgumentError
+                ),
             )
             configs = proposal.configs
             if proposal.fitted is not None:

@@ -108,6 +108,31 @@ def test_processes_proposing_at_once_propose_differently(
     assert a.storage.reservations(a.id) == []
 
 
+def test_processes_share_the_design_past_queued_trials(storage_url: str, tmp_path: Path) -> None:
+    """In a warm-started study, configurations queued after the default take the first
+    positions without using up the design's points (`studies.views.design_offset`): both
+    processes map a position to the same design point, so their proposals are the design's
+    points 1-4 that a study without the queue proposes, none twice."""
+    slow = {"grace_period": 60.0}
+    _study(storage_url)  # "s", the related study: nothing from it is queued here
+    warm = {"warm_start": ["s"], "warm_start_queue": 0, "warm_start_gate": -1e6, **slow}
+    a = Study("w", toy_space(), OBJ, toy_evaluate, storage=storage_url, seed=7,
+              settings=helpers.fast_settings(n_initial=100, **warm))  # fmt: skip
+    b = Study.load("w", storage_url)
+    a.enqueue(a.space.default())
+    for x in a.space.sample_unit(2, 99):  # two configurations from elsewhere
+        a.enqueue(a.space.from_unit(x[None])[0])
+    _complete(a, a.trial_source().claim("a:1:x", 3, None))
+    seen = _during_proposal(a, lambda: b.trial_source().claim("b:1:x", 2, None))
+    _complete(a, a.trial_source().claim("a:1:x", 2, None))
+    _complete(b, seen[0])
+    assert _positions(a) == [None, None, None, 5, 6, 3, 4]
+    alone = _study(f"sqlite:///{tmp_path / 'alone.db'}")
+    _complete(alone, alone.trial_source().claim("c:1:x", 5, None))
+    design = [t.config for t in alone.trials]
+    assert [t.config for t in a.trials[3:]] == [design[3], design[4], design[1], design[2]]
+
+
 def test_reservations_count_against_the_budget(storage_url: str) -> None:
     a, b = _study(storage_url), _study(storage_url)
     seen = _during_proposal(a, lambda: b.trial_source().claim("b:1:x", 2, 3))

@@ -259,6 +259,7 @@ def test_golden_v1_database_loads_and_resumes(tmp_path) -> None:
     # and their duration falls back to finished - started
     old = [dataclasses.asdict(t) for t in study.trials]
     assert [t.pop("seconds") for t in old] == [None] * len(old)
+    assert [t.pop("proposed_at") for t in old] == [None] * len(old)  # positions came in v2
     for t in old:  # the golden file predates TrialRecord subclassing tuner.Trial (`number` -> `id`)
         t["number"] = t.pop("id")
     assert old == expected["trials"]
@@ -494,7 +495,11 @@ def test_golden_v2_v3_databases_load_and_resume(tmp_path, version: int) -> None:
     expected = json.loads((data / f"study_v{version}.json").read_text())
     url = f"sqlite:///{tmp_path / 'old.db'}"
     study = Study.load("golden", url, evaluate=toy_evaluate if version == 2 else scaled)
-    assert [dataclasses.asdict(t) for t in study.trials] == expected["trials"]
+    got = [dataclasses.asdict(t) for t in study.trials]
+    with study.storage.read() as conn:  # the golden files predate `TrialRecord.proposed_at`
+        query = select(schema.trials.c.position).order_by(schema.trials.c.number)
+        assert [t.pop("proposed_at") for t in got] == list(conn.execute(query).scalars())
+    assert got == expected["trials"]
     stored = dataclasses.asdict(study.storage.get_study("golden"))
     if version == 2:  # version 3 adds the column, NULL for older studies
         assert stored.pop("context") is None and study.context is None

@@ -121,7 +121,7 @@ def test_reserved_design_points_are_pending(space: Space) -> None:
     ctx = tuner._settings
     taken = KeySet(space.to_unit([t.config for t in tuner.trials]))
     design = make_tuner(space, n_initial=6, seed=3).ask(6)
-    points = _in_flight(ctx, [4, 1, 9, 3], True, taken)
+    points = _in_flight(ctx, [4, 1, 9, 3], True, taken, 0)
     expected = space.to_unit([design[3].config, design[4].config])
     assert torch.allclose(torch.stack(points), expected, atol=1e-12)
     assert all(x in taken for x in expected)
@@ -132,6 +132,29 @@ def test_reserved_design_points_are_pending(space: Space) -> None:
 
     assert ask(reserved=[9, 12]) == ask()  # not predictable: nothing changes
     assert ask(reserved=[2, 3]) != ask()  # their design points are pending
+
+
+def test_queued_configurations_do_not_use_up_the_design(space: Space) -> None:
+    """With ``design_offset`` configurations queued after the default, the design resumes at its
+    first Sobol point, for this proposer and as the pending point of another's reservation."""
+    from tuner.candidates import KeySet
+    from tuner.engine import _in_flight, design_index
+
+    design = [t.config for t in make_tuner(space, n_initial=6, seed=2).ask(6)]
+    queued = make_tuner(space, n_initial=6, seed=2)
+    queued.enqueue(space.default())
+    for x in space.sample_unit(2, 99):  # two configurations from elsewhere
+        queued.enqueue(space.from_unit(x[None])[0])
+    run(queued, 3)  # positions 0-2: the default and the two queued
+    asked = [queued.ask(1, design_offset=2)[0].config for _ in range(3)]
+    assert asked == design[1:4]  # not design[3:6], as without the offset
+    assert [design_index(k, 2) for k in (0, 1, 2, 3, 5)] == [0, 1, 2, 1, 3]
+    ctx = queued._settings
+    taken = KeySet(space.to_unit([t.config for t in queued.trials]))
+    (point,) = _in_flight(ctx, [6 + 1], False, taken, 2)  # another proposer holds position 7
+    assert torch.allclose(point, space.to_unit([design[5]])[0], atol=1e-12)
+    with pytest.raises(InvalidArgumentError, match="design_offset"):
+        queued.ask(1, design_offset=-1)
 
 
 SCRIPT = """
