@@ -246,6 +246,11 @@ def test_bench_families_arms_are_the_study_defaults_with_overrides() -> None:
     assert structure_surrogate("auto+veto=none+tolerance=1", problem).config.veto is None
     with pytest.raises(SystemExit, match="no field 'vetoo'"):
         structure_surrogate("auto+vetoo=1", problem)
+    nested = structure_surrogate("auto+learn.select.keep_base=true+veto=2", problem).config
+    assert nested.learn.select.keep_base is True and nested.veto == 2
+    assert nested.learn.alpha == StructuredConfig().learn.alpha  # the rest untouched
+    with pytest.raises(SystemExit, match="holds no options"):
+        structure_surrogate("auto+veto.x=1", problem)
     assert _seeds("0-2,5") == [0, 1, 2, 5]
     assert seed_ranges([5, 0, 2, 1]) == "0-2,5" and _seeds(seed_ranges([3, 7, 8])) == [3, 7, 8]
     jobs = _warm_jobs(["warm/0/moved", "warm/0/misleading"], ["cold", "warm"])
