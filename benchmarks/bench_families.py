@@ -14,8 +14,8 @@ stopped) and merged by ``report`` into ``benchmarks/results/bench_families.json`
   GP) and ``auto`` (the surrogate a study's ``auto`` builds once trials report metrics,
   `studies.tuning.make_surrogate`); ``auto+FIELD=VALUE+...`` overrides `StructuredConfig` fields
   (``auto+veto=none``; a dotted field reaches a nested one, ``auto+learn.select.keep_base=true``).
-  Recorded: the hypervolume of the noise-free objectives after every trial,
-  proposal CPU seconds, the network's share of the proposals.
+  Recorded: the hypervolume of the noise-free objectives after every trial, proposal CPU
+  seconds, the network's share of the proposals.
 * ``warm``: studies through the `studies.Study` API (`run_warm`): per pair, a source study (the
   cold study with seed 100, 25 trials) run once; then per seed ``cold`` (a study on the target,
   default settings) and ``warm`` (the same with ``warm_start`` naming the source);
