@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks._common import (
+    RESULTS_DIR,
     compact_json,
     machine_info,
     paired_test,
@@ -26,7 +27,7 @@ from benchmarks._common import (
     write_results,
 )
 from benchmarks._families import SPLIT
-from benchmarks.bench_families import AT, ROWS, seed_ranges
+from benchmarks.bench_families import AT, ROWS, _seeds, seed_ranges
 
 FAMILIES = {"structure": ("search", "network", "rewrite"), "warm": ("warm",)}
 RELATED = ("identical", "shifted", "moved")
@@ -106,7 +107,6 @@ def structure_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def _pooled(members: dict[str, Any], arm: str, t: int) -> dict[str, Any]:
     """A family's figure at trial ``t``: median of member medians (relative), pooled test."""
     cells = [m[arm][str(t)] for m in members.values() if arm in m and m[arm].get(str(t))]
-    diffs = {n: m[arm][str(t)]["diff"] for n, m in members.items() if m.get(arm, {}).get(str(t))}
     if not cells:
         return {}
     rel = [v for c in cells for v in c["rel"]]
@@ -120,9 +120,33 @@ def _pooled(members: dict[str, Any], arm: str, t: int) -> dict[str, Any]:
         "pooled_median_rel": float(np.median(rel)),
         "pooled_interval": _interval(rel),
         "pooled_p": p,
-        "behind_beyond_noise": [n for n, d in diffs.items() if d[2] < 0],
-        "ahead_beyond_noise": [n for n, d in diffs.items() if d[1] > 0],
+        **beyond_noise(members, arm, t),
     }
+
+
+MIN_SEEDS = 5
+"""Fewest paired seeds whose interval can put a member beyond noise: a percentile bootstrap of
+one seed is that seed's difference, of two their range (and the Wilcoxon test's smallest p on
+four pairs is 0.125)."""
+
+
+def beyond_noise(members: dict[str, Any], arm: str, t: int) -> dict[str, list[str]]:
+    """The members whose paired 95% interval at trial ``t`` lies wholly below (above) zero,
+    among those with at least `MIN_SEEDS` seeds; the others are listed as ``few_seeds``."""
+    out: dict[str, list[str]] = {"behind_beyond_noise": [], "ahead_beyond_noise": [],
+                                 "few_seeds": []}  # fmt: skip
+    for name, m in members.items():
+        cell = m.get(arm, {}).get(str(t))
+        if not cell:
+            continue
+        seeds = cell["seeds"]
+        if len(_seeds(seeds) if isinstance(seeds, str) else seeds) < MIN_SEEDS:
+            out["few_seeds"].append(name)
+        elif cell["diff"][2] < 0:
+            out["behind_beyond_noise"].append(name)
+        elif cell["diff"][1] > 0:
+            out["ahead_beyond_noise"].append(name)
+    return out
 
 
 def warm_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -192,7 +216,11 @@ def main_summary(runs: list[dict[str, Any]], arm: str = "project", peer: str = "
 
 
 def report() -> None:
-    """Merge the rows into ``benchmarks/results/bench_families.json`` and print the tables."""
+    """Merge the rows into ``benchmarks/results/bench_families.json`` and print the tables.
+
+    A member and arm (a family's pool, the main job) with no rows here keeps its figures from
+    the results file, marked ``carried`` (`carry`): a checkout without some rows never drops
+    what they measured."""
     structure = structure_summary(load_rows("structure"))
     warm = warm_summary(load_rows("warm"))
     families: dict[str, Any] = {}
@@ -214,11 +242,52 @@ def report() -> None:
         "warm": _strip(warm),
         "main": main_summary(load_main()),
     }
+    path = RESULTS_DIR / "bench_families.json"
+    if path.exists():
+        compact = carry(compact, json.loads(path.read_text()))
+    for split, fams in compact["families"].items():  # carried pools too, from member cells
+        for family, arms in fams.items():
+            members = compact["structure"].get(split, {}).get(family, {})
+            for arm, at in arms.items():
+                for t, pool in at.items():
+                    if t != "carried" and pool:
+                        pool.update(beyond_noise(members, arm, int(t)))
     write_results(
         "bench_families", round_floats(compact, 5), machine=machine_info(), dumps=compact_json
     )
-    print_tables(structure, families, warm)
+    print_tables(compact["structure"], compact["families"], compact["warm"])
     print_main(compact["main"])
+
+
+def carry(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    """``new`` with what only ``old`` (the results file as last written) holds: each member's
+    arm with no rows now, and the pools of every family and arm that lost one of them, marked
+    ``"carried": <the commit old was written at>`` (kept through later reports)."""
+    out = json.loads(json.dumps(new))
+    stamp = old.get("machine", {}).get("commit", "unknown")
+    lost: set[tuple[str, str, str]] = set()  # (split, family, arm) with a member carried
+    for kind in ("structure", "warm"):
+        for split, groups in old.get(kind, {}).items():
+            # structure: split -> family -> member -> arm; warm: split -> pair -> arm
+            layers = groups.items() if kind == "structure" else [("warm", groups)]
+            for family, members in layers:
+                mine = out[kind].setdefault(split, {})
+                if kind == "structure":
+                    mine = mine.setdefault(family, {})
+                for name, arms in members.items():
+                    for arm, fig in arms.items():
+                        if arm not in mine.get(name, {}):
+                            mine.setdefault(name, {})[arm] = {"carried": stamp, **fig}
+                            lost.add((split, family, arm))
+    for split, fams in old.get("families", {}).items():
+        for family, arms in fams.items():
+            mine = out["families"].setdefault(split, {}).setdefault(family, {})
+            for arm, at in arms.items():
+                if arm not in mine or (split, family, arm) in lost:
+                    mine[arm] = {"carried": at.get("carried", stamp), **at}
+    if not out["main"].get("seeds") and old.get("main", {}).get("seeds"):
+        out["main"] = {"carried": old["main"].get("carried", stamp), **old["main"]}
+    return out
 
 
 def _strip(tree: Any) -> Any:
@@ -245,11 +314,12 @@ def print_tables(structure: dict, families: dict, warm: dict) -> None:
                             cols.append(
                                 f"@{t} {d[0]:+.3g} [{d[1]:+.3g}, {d[2]:+.3g}] p{c['p']:.2f}"
                             )
-                    n = len((fig.get("40") or fig.get("20") or {}).get("seeds", []))
+                    n = _n_seeds(fig.get("40") or fig.get("20") or {})
                     print(
                         f"  {name:22s} {arm:22s} n={n:2d} "
                         + "; ".join(cols)
                         + f"; cpu x{fig['cpu_ratio']:.1f} net {fig['network_share']:.0%}"
+                        + _carried(fig)
                     )
             for arm, at in families.get(split, {}).get(family, {}).items():
                 parts = [
@@ -258,9 +328,9 @@ def print_tables(structure: dict, families: dict, warm: dict) -> None:
                     f"p {v['pooled_p']:.3f}, "
                     f"behind {len(v['behind_beyond_noise'])})"
                     for t, v in at.items()
-                    if v
+                    if t != "carried" and v
                 ]
-                print(f"  FAMILY {arm:22s} relative: " + "; ".join(parts))
+                print(f"  FAMILY {arm:22s} relative: " + "; ".join(parts) + _carried(at))
     for split in ("design", "test"):
         if split not in warm:
             continue
@@ -274,19 +344,32 @@ def print_tables(structure: dict, families: dict, warm: dict) -> None:
                         d = c["diff"]
                         cols.append(f"@{t} {d[0]:+.3g} [{d[1]:+.3g}, {d[2]:+.3g}]")
                 r = fig["warm5_vs_cold10"]
-                n = len((fig.get("10") or {}).get("seeds", []))
+                n = _n_seeds(fig.get("10") or {})
                 print(
                     f"  {pair:24s} {arm:22s} n={n:2d} "
                     + "; ".join(cols)
                     + f"; w5 {r['warm5']:.4g} c10 {r['cold10']:.4g} {'reaches' if r['reaches'] else 'short'}"
+                    + _carried(fig)
                 )
+
+
+def _n_seeds(cell: dict[str, Any]) -> int:
+    seeds = cell.get("seeds", "")
+    return len(_seeds(seeds)) if seeds else 0
+
+
+def _carried(fig: dict[str, Any]) -> str:
+    return f" (carried from {fig['carried'][:7]})" if "carried" in fig else ""
 
 
 def print_main(main: dict[str, Any]) -> None:
     if len(main.get("seeds", [])) == 0:
         return
     arm, peer = main["arms"]
-    print(f"\nmain job, tuner seeds {main['seeds']}: best anytime_hv by trial t, median over seeds")
+    print(
+        f"\nmain job, tuner seeds {main['seeds']}: best anytime_hv by trial t, median over "
+        f"seeds{_carried(main)}"
+    )
     for t in ("10", "20", "30"):
         c = main[t]
         d = c["diff"]

@@ -6,8 +6,9 @@ split (`_families.SPLIT`, committed before any run) is run after the defaults ar
 report, never to choose again.
 
 Two kinds of run, each saved row by row (one JSON file per member x arm x seed under
-``benchmarks/.rows/bench_families/``, not committed; an interrupted run resumes where it
-stopped) and merged by ``report`` into ``benchmarks/results/bench_families.json``:
+``benchmarks/rows/bench_families/``, committed; an interrupted run resumes where it stopped)
+and merged by ``report`` into ``benchmarks/results/bench_families.json``, which keeps, marked
+``carried``, the figures of members and arms it finds no rows for:
 
 * ``structure``: a tuner per member, arm and seed (`run_structure`), one trial at a time, the
   acquisition at ``bench_structure --quick``'s budget (`OPTIONS`); arms ``flat`` (the tuner's own
@@ -53,7 +54,7 @@ from benchmarks._families import SPLIT, member, warm_pair
 from benchmarks._structure_results import hypervolume
 from tuner.options import TunerOptions
 
-ROWS = RESULTS_DIR.parent / ".rows" / "bench_families"
+ROWS = RESULTS_DIR.parent / "rows" / "bench_families"
 OPTIONS = TunerOptions(
     num_restarts=4, raw_samples=128, maxiter=50, mc_samples=64, start_with_default=False
 )

@@ -43,7 +43,7 @@ def test_every_results_file_is_one_benchmarks_current_record() -> None:
                 commit = machine.get("commit") or record["record"]["recorded_in_commit"]
                 assert commit and (machine.get("date") or machine.get("time_utc")), f.name
     # the folder is read in a browser and cloned by everyone: a results file keeps summaries
-    # (raw rows stay in git-ignored benchmarks/.rows)
+    # (raw rows are committed beside it, in benchmarks/rows)
     assert sum(f.stat().st_size for f in files) < 900_000
 
 
@@ -272,6 +272,58 @@ def test_bench_families_main_summary_pairs_the_main_job_with_ax_by_seed() -> Non
     assert s["30"]["reaches_best"] == {"project": 2, "ax": 2}  # a tie reaches it for both
     assert s["10"]["diff"][0] == pytest.approx(0.0) and s["10"]["diff"][1] < 0 < s["10"]["diff"][2]
     assert main_summary([{"seed": 5, "arms": {"ax": {}}}])["seeds"] == []  # ax alone: no pair
+
+
+def test_bench_families_report_carries_what_no_row_here_measured() -> None:
+    from benchmarks._families_report import carry
+
+    cell = {"40": {"seeds": "0-1", "diff": [0.1, 0.0, 0.2]}, "cpu_ratio": 1.5}
+    pool = {"40": {"members": 2, "median_rel": 0.01}}
+    old = {
+        "machine": {"commit": "abc1234"},
+        "structure": {"test": {"search": {"search/100": {"auto": cell},
+                                          "search/101": {"auto": cell}}}},
+        "families": {"test": {"search": {"auto": pool}, "network": {"auto": pool}}},
+        "warm": {"test": {"warm/100/moved": {"warm": cell}}},
+        "main": {"seeds": [5, 6], "10": {}},
+    }  # fmt: skip
+    fresh = {"40": {"seeds": "0", "diff": [0.3, 0.3, 0.3]}, "cpu_ratio": 1.2}
+    new = {
+        "structure": {"test": {"search": {"search/100": {"auto": fresh}},
+                               "network": {"network/100": {"auto": fresh}}}},
+        "families": {"test": {"search": {"auto": {"40": {"members": 1}}},
+                              "network": {"auto": {"40": {"members": 1}}}}},
+        "warm": {}, "main": {"seeds": []},
+    }  # fmt: skip
+    out = carry(new, old)
+    search = out["structure"]["test"]["search"]
+    assert search["search/100"]["auto"] == fresh  # rows here win
+    assert search["search/101"]["auto"] == {"carried": "abc1234", **cell}
+    # a family that lost a member keeps its old pool; one that lost none has the new one
+    assert out["families"]["test"]["search"]["auto"] == {"carried": "abc1234", **pool}
+    assert out["families"]["test"]["network"]["auto"] == {"40": {"members": 1}}
+    assert out["warm"]["test"]["warm/100/moved"]["warm"]["carried"] == "abc1234"
+    assert out["main"]["seeds"] == [5, 6] and out["main"]["carried"] == "abc1234"
+    again = carry(new, {**out, "machine": {"commit": "def5678"}})  # the first stamp stays
+    assert again["structure"]["test"]["search"]["search/101"]["auto"]["carried"] == "abc1234"
+    assert new["structure"]["test"]["search"].keys() == {"search/100"}  # new is not changed
+
+
+def test_bench_families_puts_a_member_beyond_noise_only_on_enough_seeds() -> None:
+    from benchmarks._families_report import MIN_SEEDS, beyond_noise
+
+    def cell(seeds: str, diff: list[float]) -> dict:
+        return {"auto": {"20": {"seeds": seeds, "diff": diff}}}
+
+    members = {
+        "a": cell("0", [-0.3, -0.3, -0.3]),  # one seed: its interval is a point
+        "b": cell(f"0-{MIN_SEEDS - 1}", [-0.3, -0.5, -0.1]),
+        "c": cell(f"0-{MIN_SEEDS}", [0.2, 0.1, 0.4]),
+        "d": cell(f"0-{MIN_SEEDS}", [0.0, -0.1, 0.4]),
+    }
+    assert beyond_noise(members, "auto", 20) == {
+        "behind_beyond_noise": ["b"], "ahead_beyond_noise": ["c"], "few_seeds": ["a"]
+    }  # fmt: skip
 
 
 def _fake_stenso(root: Path) -> Path:
