@@ -462,6 +462,11 @@ def main() -> None:
     for arm in missing:
         print(f"{arm}: not installed, left out (`make bench` installs the peers extra)")
     arms = [a for a in asked if a not in missing]
+    if not arms:
+        parser.error(
+            f"none of the arms asked for is installed ({missing}); `make bench` installs the "
+            "peers extra, or pick installed arms with --arms"
+        )
     t0 = time.perf_counter()
     runs = []
     seeds = range(args.first_seed, args.first_seed + args.seeds)

@@ -50,6 +50,7 @@ def compare(
     for kind, tests in (("heldout", folds), ("prequential", steps)):
         ll_flat = ll_net = 0.0
         per_output = torch.zeros(len(names), dtype=torch.float64)  # network - flat, per column
+        means = {"flat": torch.zeros_like(data.Y), "network": torch.zeros_like(data.Y)}
         for test in tests:
             if kind == "heldout":
                 train = torch.tensor([i for i in range(n) if i not in set(test.tolist())])
@@ -58,10 +59,12 @@ def compare(
             y = data.Y[test]
             pair = None if noise is None else (noise[train], noise[test])
             m, v = flat_predict(data.X[train], data.Y[train], flat_state, data.X[test], pair)
+            means["flat"][test] = m
             flat_cols = gauss_ll_columns(y, m, v)
             ll_flat += gauss_ll(y, m, v)
             sub = net.conditioned(data.X[train], {k: v[train] for k, v in values.items()})
             m, v = sub.predict(data.X[test], samples)
+            means["network"][test] = m
             if pair is not None:  # see `excess_noise`
                 v = v + excess_noise(*pair)
             ll_net += gauss_ll(y, m, v)
@@ -75,7 +78,22 @@ def compare(
                 name: round(float(a), 4) for name, a in zip(names, per_output.tolist())
             },
         }
+        if kind == "heldout":  # every trial predicted once: how well each model orders them
+            out[kind]["rank_by_outcome"] = {
+                model: {name: _spearman(m[:, j], data.Y[:, j]) for j, name in enumerate(names)}
+                for model, m in means.items()
+            }
     return out
+
+
+def _spearman(a: Tensor, b: Tensor) -> float:
+    """Spearman's rank correlation of two columns (0 where either is constant)."""
+    from scipy.stats import rankdata
+
+    ra, rb = rankdata(a.numpy()), rankdata(b.numpy())
+    if ra.std() == 0 or rb.std() == 0:
+        return 0.0
+    return round(float(np.corrcoef(ra, rb)[0, 1]), 4)
 
 
 def excess_noise(train: Tensor, test: Tensor) -> Tensor:

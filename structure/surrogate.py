@@ -130,6 +130,13 @@ class StructuredConfig:
             search-shaped problems of the design split, the network with its search time in
             logs fell behind the flat GP on 10 of 16 runs, and with it in seconds it was level
             (docs/families.md, "Objectives in their units").
+        criterion: What chooses between the models: ``"likelihood"`` (the default: the
+            held-out and prequential log-likelihood, ``tolerance``) or ``"rank"`` (the mean over
+            the objectives of the Spearman correlation of each model's held-out predictions
+            with the observed values; the network where it orders the trials at least as well,
+            within ``rank_tolerance``), which is blind to how confident the models are.
+        rank_tolerance: How much lower the network's mean rank correlation may be than the
+            flat GP's (``criterion="rank"``).
 
     Structure learning reads one row per run of a trial, with the trial's parameters repeated,
     where the trials report per-run metrics (``<metric>@<run>``, `structure.runs`), and the
@@ -154,6 +161,8 @@ class StructuredConfig:
     veto: float | None = 3.0
     objective_tolerance: float | None = None
     log_objectives: bool = False
+    criterion: str = "likelihood"
+    rank_tolerance: float = 0.0
 
     def __post_init__(self) -> None:
         try:
@@ -177,6 +186,11 @@ class StructuredConfig:
                 f"None or >= 0 must hold, got {self.min_trials=}, {self.relearn_every=}, "
                 f"{self.dense_until=}, {self.cv_folds=}, {self.window=}, {self.tolerance=}, "
                 f"{self.veto=}, {self.objective_tolerance=}."
+            )
+        if self.criterion not in ("likelihood", "rank") or not self.rank_tolerance >= 0:
+            raise StructureError(
+                "StructuredConfig.criterion must be 'likelihood' or 'rank' and rank_tolerance "
+                f">= 0, got {self.criterion=}, {self.rank_tolerance=}."
             )
 
     def checkpoint(self, n: int) -> int:
@@ -399,7 +413,9 @@ class StructuredSurrogate(Surrogate):
                 f"over all outcomes {per_point:+.2f}); using the flat GP"
             )
             return _Checkpoint(key, data.n, "flat", reason, structure, fmap, scores, models)
-        if per_point > -tol:
+        if self.config.criterion == "rank":
+            choice, reason = _by_rank(scores, data, self.config.rank_tolerance, per_point)
+        elif per_point > -tol:
             choice = "network"
             reason = (
                 f"the network's advantage is {per_point:+.2f} nats per scored point (held-out "
@@ -490,6 +506,23 @@ def _worse_objectives(
         if total / points < -tolerance:
             worse[name] = round(total / points, 4)
     return worse
+
+
+def _by_rank(
+    scores: Mapping[str, Any], data: TrainingData, tolerance: float, per_point: float
+) -> tuple[str, str]:
+    """The model that orders the held-out trials' objectives better (`StructuredConfig.
+    criterion` ``"rank"``), and why."""
+    ranks = scores["heldout"]["rank_by_outcome"]
+    objectives = data.outcome_names[: data.n_objectives]
+    mean = {m: sum(ranks[m][o] for o in objectives) / len(objectives) for m in ("flat", "network")}
+    says = (
+        f"mean held-out rank correlation over the objectives: network {mean['network']:.2f}, "
+        f"flat GP {mean['flat']:.2f} (likelihood: {per_point:+.2f} nats per scored point)"
+    )
+    if mean["network"] >= mean["flat"] - tolerance:
+        return "network", f"{says}; the network orders the trials as well (criterion 'rank')"
+    return "flat", f"{says}; the flat GP orders them better (criterion 'rank')"
 
 
 def _edge_pairs(

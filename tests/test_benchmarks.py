@@ -417,3 +417,16 @@ def test_a_merged_files_sources_keep_only_what_differs_from_the_first_machine() 
     out = _machine_diffs(sources)
     assert out[0]["machine"] == first and out[1]["machine"] == {"load": [3.0]}
     assert out[2] == {"file": "c"} and sources[1]["machine"] is later  # the input is kept
+
+
+def test_bench_peers_says_so_when_no_arm_asked_for_is_installed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks import bench_peers
+
+    monkeypatch.setattr(bench_peers, "installed", lambda arm: arm != "ax")
+    monkeypatch.setattr("sys.argv", ["bench_peers", "--arms", "ax", "--seeds", "1"])
+    with pytest.raises(SystemExit):
+        bench_peers.main()
+    err = capsys.readouterr().err
+    assert "none of the arms asked for is installed (['ax'])" in err and "make bench" in err

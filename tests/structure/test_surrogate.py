@@ -349,11 +349,40 @@ def test_objective_tolerance_refuses_a_network_that_predicts_one_objective_worse
         StructuredConfig(objective_tolerance=-1.0)
 
 
+@pytest.mark.parametrize(("rank_tolerance", "proposer"), [(0.0, "flat"), (0.2, "network")])
+def test_the_rank_criterion_chooses_the_model_that_orders_the_trials_better(
+    monkeypatch: pytest.MonkeyPatch, rank_tolerance: float, proposer: str
+) -> None:
+    """A network far ahead in likelihood (an overconfident flat GP) is refused by ``rank`` where
+    it orders the held-out trials worse, unless within ``rank_tolerance``."""
+    import structure.surrogate as surrogate_module
+
+    fake = {
+        "heldout": {"flat": 0.0, "network": 40.0, "n_points": 20, "advantage": 40.0,
+                    "advantage_by_outcome": {"o": 40.0},
+                    "rank_by_outcome": {"flat": {"o": 0.8}, "network": {"o": 0.7}}},
+        "prequential": {"flat": 0.0, "network": 0.0, "n_points": 10, "advantage": 0.0,
+                        "advantage_by_outcome": {"o": 0.0}},
+    }  # fmt: skip
+    monkeypatch.setattr(surrogate_module, "compare", lambda *a, **k: json.loads(json.dumps(fake)))
+    cfg = dataclasses.replace(FAST, criterion="rank", rank_tolerance=rank_tolerance)
+    s = StructuredSurrogate(config=cfg, flat=FlatSurrogate({"maxiter": 30}),
+                            structure=sum_sine_structure())  # fmt: skip
+    info = s.fit(sum_sine_data(20, seed=0)).description
+    assert info["model"] == proposer
+    assert "network 0.70, flat GP 0.80 (likelihood: +1.33 nats per scored point)" in info["reason"]
+    with pytest.raises(StructureError, match="criterion must be 'likelihood' or 'rank'"):
+        StructuredConfig(criterion="ranks")
+
+
 def test_scores_are_broken_down_by_outcome() -> None:
     info = _surrogate(sum_sine_structure()).fit(sum_sine_data(20, seed=0)).description
     for kind in ("heldout", "prequential"):
         by = info["scores"][kind]["advantage_by_outcome"]
         assert set(by) == {"o"} and by["o"] == pytest.approx(info["scores"][kind]["advantage"])
+    ranks = info["scores"]["heldout"]["rank_by_outcome"]  # every trial predicted once
+    assert set(ranks) == {"flat", "network"} and all(-1 <= r["o"] <= 1 for r in ranks.values())
+    assert ranks["network"]["o"] > 0.5  # the true structure orders the trials
 
 
 @pytest.mark.parametrize("log_objectives", [True, False])
