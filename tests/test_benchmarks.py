@@ -275,13 +275,14 @@ def test_bench_families_main_summary_pairs_the_main_job_with_ax_by_seed() -> Non
 
 
 def test_bench_families_report_carries_what_no_row_here_measured() -> None:
-    from benchmarks._families_report import carry
+    from benchmarks._families_report import DROPPED, carry
 
     cell = {"40": {"seeds": "0-1", "diff": [0.1, 0.0, 0.2]}, "cpu_ratio": 1.5}
     pool = {"40": {"members": 2, "median_rel": 0.01}}
     old = {
-        "machine": {"commit": "abc1234"},
-        "structure": {"test": {"search": {"search/100": {"auto": cell},
+        "machine": {"commit": "abc1234ffff+dirty"},  # stamped by its short form
+        "structure": {"test": {"search": {"search/100": {"auto": cell,
+                                                         "auto+log_objectives=true": cell},
                                           "search/101": {"auto": cell}}}},
         "families": {"test": {"search": {"auto": pool}, "network": {"auto": pool}}},
         "warm": {"test": {"warm/100/moved": {"warm": cell}}},
@@ -299,12 +300,13 @@ def test_bench_families_report_carries_what_no_row_here_measured() -> None:
     search = out["structure"]["test"]["search"]
     assert search["search/100"]["auto"] == fresh  # rows here win
     assert search["search/101"]["auto"] == {"carried": "abc1234", **cell}
+    assert "auto+log_objectives=true" in DROPPED and search["search/100"].keys() == {"auto"}
     # a family that lost a member keeps its old pool; one that lost none has the new one
     assert out["families"]["test"]["search"]["auto"] == {"carried": "abc1234", **pool}
     assert out["families"]["test"]["network"]["auto"] == {"40": {"members": 1}}
     assert out["warm"]["test"]["warm/100/moved"]["warm"]["carried"] == "abc1234"
     assert out["main"]["seeds"] == [5, 6] and out["main"]["carried"] == "abc1234"
-    again = carry(new, {**out, "machine": {"commit": "def5678"}})  # the first stamp stays
+    again = carry(new, {**out, "machine": {"commit": "def5678abc"}})  # the first stamp stays
     assert again["structure"]["test"]["search"]["search/101"]["auto"]["carried"] == "abc1234"
     assert new["structure"]["test"]["search"].keys() == {"search/100"}  # new is not changed
 
