@@ -127,8 +127,7 @@ def _pooled(members: dict[str, Any], arm: str, t: int) -> dict[str, Any]:
         "median_rel": float(np.median([np.median(c["rel"]) for c in cells])),
         "pooled_median_rel": float(np.median(rel)),
         "pooled_interval": _interval(rel),
-        "pooled_p": p,
-        **beyond_noise(members, arm, t),
+        "pooled_p": p,  # the members beyond noise: `beyond_noise`, once carried ones are in
     }
 
 
@@ -147,8 +146,7 @@ def beyond_noise(members: dict[str, Any], arm: str, t: int) -> dict[str, list[st
         cell = m.get(arm, {}).get(str(t))
         if not cell:
             continue
-        seeds = cell["seeds"]
-        if len(_seeds(seeds) if isinstance(seeds, str) else seeds) < MIN_SEEDS:
+        if _n_seeds(cell) < MIN_SEEDS:
             out["few_seeds"].append(name)
         elif cell["diff"][2] < 0:
             out["behind_beyond_noise"].append(name)
@@ -365,8 +363,9 @@ def print_tables(structure: dict, families: dict, warm: dict) -> None:
 
 
 def _n_seeds(cell: dict[str, Any]) -> int:
+    """A cell's seed count, its seeds a list or, once stripped, a ``"0-3,5"`` range."""
     seeds = cell.get("seeds", "")
-    return len(_seeds(seeds)) if seeds else 0
+    return len(_seeds(seeds) if isinstance(seeds, str) else seeds) if seeds else 0
 
 
 def _carried(fig: dict[str, Any]) -> str:

@@ -1,7 +1,8 @@
 """Which surrogate predicts better: the flat GP or the GP network, scored on the trials they were
 fitted to by held-out and prequential log-likelihood (`compare`), each model re-conditioned with
-its fitted hyper-parameters and the noise it was fitted with. `structure.surrogate` adopts the
-network when it wins.
+its fitted hyper-parameters and the noise it was fitted with, and how well each orders the
+held-out trials. `structure.surrogate` adopts the network when it wins, by the rules here that
+read the scores (`worse_objectives`, `by_rank`) and its tolerance.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from torch import Tensor
 from structure.network import GPNetwork
 from tuner.surrogate import TrainingData
 
-__all__ = ["compare", "excess_noise", "flat_predict", "gauss_ll"]
+__all__ = ["by_rank", "compare", "excess_noise", "flat_predict", "gauss_ll", "worse_objectives"]
 
 
 def compare(
@@ -50,7 +51,10 @@ def compare(
     for kind, tests in (("heldout", folds), ("prequential", steps)):
         ll_flat = ll_net = 0.0
         per_output = torch.zeros(len(names), dtype=torch.float64)  # network - flat, per column
-        means = {"flat": torch.zeros_like(data.Y), "network": torch.zeros_like(data.Y)}
+        means = {
+            "flat": torch.zeros_like(data.Y),
+            "network": torch.zeros_like(data.Y),
+        }  # ranked after the held-out pass
         for test in tests:
             if kind == "heldout":
                 train = torch.tensor([i for i in range(n) if i not in set(test.tolist())])
@@ -84,6 +88,39 @@ def compare(
                 for model, m in means.items()
             }
     return out
+
+
+def worse_objectives(
+    scores: Mapping[str, Any], data: TrainingData, points: int, tolerance: float | None
+) -> dict[str, float]:
+    """The objectives the network predicts worse than the flat GP by more than ``tolerance``
+    nats per scored point (held-out and prequential together), each with its advantage per
+    point; empty where ``tolerance`` is None."""
+    if tolerance is None:
+        return {}
+    worse = {}
+    for name in data.outcome_names[: data.n_objectives]:
+        total = sum(scores[k]["advantage_by_outcome"][name] for k in ("heldout", "prequential"))
+        if total / points < -tolerance:
+            worse[name] = round(total / points, 4)
+    return worse
+
+
+def by_rank(
+    scores: Mapping[str, Any], data: TrainingData, tolerance: float, per_point: float
+) -> tuple[str, str]:
+    """The model that orders the held-out trials' objectives better (`structure.StructuredConfig.
+    criterion` ``"rank"``), and why."""
+    ranks = scores["heldout"]["rank_by_outcome"]
+    objectives = data.outcome_names[: data.n_objectives]
+    mean = {m: sum(ranks[m][o] for o in objectives) / len(objectives) for m in ("flat", "network")}
+    says = (
+        f"mean held-out rank correlation over the objectives: network {mean['network']:.2f}, "
+        f"flat GP {mean['flat']:.2f} (likelihood: {per_point:+.2f} nats per scored point)"
+    )
+    if mean["network"] >= mean["flat"] - tolerance:
+        return "network", f"{says}; the network orders the trials as well (criterion 'rank')"
+    return "flat", f"{says}; the flat GP orders them better (criterion 'rank')"
 
 
 def _spearman(a: Tensor, b: Tensor) -> float:

@@ -57,7 +57,7 @@ from structure.learn import LearnConfig, check_knowledge, learn_structure
 from structure.network import GPNetwork, NetworkConfig, fit_gp_network
 from structure.params import expand_knowledge, name_hints, node_columns, param_nodes
 from structure.runs import RunRows, run_rows, run_table
-from structure.scoring import compare
+from structure.scoring import by_rank, compare, worse_objectives
 from structure.trials import (
     data_key,
     first_trials,
@@ -405,7 +405,7 @@ class StructuredSurrogate(Surrogate):
         scores["advantage"] = round(held + preq, 4)
         scores["advantage_per_point"] = per_point
         tol = self.config.tolerance
-        worse = _worse_objectives(scores, data, points, self.config.objective_tolerance)
+        worse = worse_objectives(scores, data, points, self.config.objective_tolerance)
         if worse:
             reason = (
                 f"the network predicts {worse} worse than the flat GP by more than "
@@ -414,7 +414,7 @@ class StructuredSurrogate(Surrogate):
             )
             return _Checkpoint(key, data.n, "flat", reason, structure, fmap, scores, models)
         if self.config.criterion == "rank":
-            choice, reason = _by_rank(scores, data, self.config.rank_tolerance, per_point)
+            choice, reason = by_rank(scores, data, self.config.rank_tolerance, per_point)
         elif per_point > -tol:
             choice = "network"
             reason = (
@@ -490,39 +490,6 @@ class StructuredSurrogate(Surrogate):
         """What structure learning reads besides the trials' rows: the trials' runs
         (`structure.runs.run_rows`: the reason as a string where they report none)."""
         return run_rows(data)
-
-
-def _worse_objectives(
-    scores: Mapping[str, Any], data: TrainingData, points: int, tolerance: float | None
-) -> dict[str, float]:
-    """The objectives the network predicts worse than the flat GP by more than ``tolerance``
-    nats per scored point (held-out and prequential together), each with its advantage per
-    point; empty where ``tolerance`` is None."""
-    if tolerance is None:
-        return {}
-    worse = {}
-    for name in data.outcome_names[: data.n_objectives]:
-        total = sum(scores[k]["advantage_by_outcome"][name] for k in ("heldout", "prequential"))
-        if total / points < -tolerance:
-            worse[name] = round(total / points, 4)
-    return worse
-
-
-def _by_rank(
-    scores: Mapping[str, Any], data: TrainingData, tolerance: float, per_point: float
-) -> tuple[str, str]:
-    """The model that orders the held-out trials' objectives better (`StructuredConfig.
-    criterion` ``"rank"``), and why."""
-    ranks = scores["heldout"]["rank_by_outcome"]
-    objectives = data.outcome_names[: data.n_objectives]
-    mean = {m: sum(ranks[m][o] for o in objectives) / len(objectives) for m in ("flat", "network")}
-    says = (
-        f"mean held-out rank correlation over the objectives: network {mean['network']:.2f}, "
-        f"flat GP {mean['flat']:.2f} (likelihood: {per_point:+.2f} nats per scored point)"
-    )
-    if mean["network"] >= mean["flat"] - tolerance:
-        return "network", f"{says}; the network orders the trials as well (criterion 'rank')"
-    return "flat", f"{says}; the flat GP orders them better (criterion 'rank')"
 
 
 def _edge_pairs(
