@@ -31,7 +31,10 @@ from benchmarks.bench_families import AT, ROWS, _seeds, seed_ranges
 
 FAMILIES = {"structure": ("search", "network", "rewrite"), "warm": ("warm",)}
 DROPPED = (
+    "auto+calibrate=true",
+    "auto+criterion=rank",
     "auto+log_objectives=true",
+    "stated+calibrate=true",
     "warm+warm_start_gate=-1.64",
     "warm+warm_start_model=rgpe",
     "warm+warm_start_queue=1",

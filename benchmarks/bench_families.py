@@ -14,7 +14,10 @@ and merged by ``report`` into ``benchmarks/results/bench_families.json``, which 
   acquisition at ``bench_structure --quick``'s budget (`OPTIONS`); arms ``flat`` (the tuner's own
   GP) and ``auto`` (the surrogate a study's ``auto`` builds once trials report metrics,
   `studies.tuning.make_surrogate`); ``auto+FIELD=VALUE+...`` overrides `StructuredConfig` fields
-  (``auto+veto=none``; a dotted field reaches a nested one, ``auto+learn.select.keep_base=true``).
+  (``auto+veto=none``; a dotted field reaches a nested one, ``auto+learn.select.keep_base=true``);
+  ``stated`` is ``auto`` told the member's true DAG, as a user states a structure
+  (`StudySettings.structure`: the network is still scored against the flat GP), ``stated+...``
+  with overrides.
   Recorded: the hypervolume of the noise-free objectives after every trial, proposal CPU
   seconds, the network's share of the proposals.
 * ``warm``: studies through the `studies.Study` API (`run_warm`): per pair, a source study (the
@@ -138,9 +141,14 @@ def structure_surrogate(arm: str, problem: Any) -> Any:
     base, *pairs = arm.split("+")
     if base == "flat" and not pairs:
         return FlatSurrogate({"maxiter": OPTIONS.fit_maxiter})
-    if base != "auto":
-        raise SystemExit(f"structure arms are flat, auto or auto+FIELD=VALUE..., got {arm!r}")
-    surrogate = make_surrogate("structured", StudySettings(ignore_metrics=problem.ignore_metrics))
+    if base not in ("auto", "stated") or (base == "stated" and not problem.true_edges):
+        raise SystemExit(
+            "structure arms are flat, auto, stated (on members with a known DAG) or "
+            f"auto+FIELD=VALUE..., got {arm!r} on {problem.name!r}"
+        )
+    stated = [list(e) for e in problem.true_edges] if base == "stated" else None
+    settings = StudySettings(ignore_metrics=problem.ignore_metrics, structure=stated)
+    surrogate = make_surrogate("structured", settings)
     surrogate.config = _replaced(surrogate.config, pairs)
     return surrogate
 

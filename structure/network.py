@@ -204,6 +204,10 @@ class _Pointwise:
         raw = [raw_moments(self.structure.transforms.get(o), *moments[o]) for o in self.outputs]
         means = torch.stack([m for m, _ in raw], dim=-1)
         variances = torch.stack([v for _, v in raw], dim=-1)
+        scale = getattr(self, "output_scale", {})  # `GPNetwork.calibrated`; none elsewhere
+        if scale:
+            c = torch.tensor([scale.get(o, 1.0) for o in self.outputs], dtype=means.dtype)
+            means, variances = _widened(means, c, dim=0), variances * c
         return means, variances
 
     def predict(self, X: Tensor, num_samples: int = 256) -> tuple[Tensor, Tensor]:
@@ -276,6 +280,7 @@ class GPNetwork(_Pointwise, EnsembleModel):
         self._num_outputs = len(self.outputs)
         self.seed = seed
         self._shared_cache: tuple[Tensor, Tensor] | None = None
+        self.output_scale: dict[str, float] = {}  # output -> variance factor (`calibrated`)
         self._paths: ModuleDict | None = None  # drawn on first use (scoring never needs them)
         self._noise_offsets: Tensor | None = None
         for p in self.parameters():
@@ -387,7 +392,19 @@ class GPNetwork(_Pointwise, EnsembleModel):
             offset = offsets[:, i].to(Xe).unsqueeze(-1)  # S x 1
             values[spec.name] = self._node_value(spec, X, Xe, values, paths) + offset
         outs = [self._to_raw(name, values[name]) for name in self.outputs]
+        for j, name in enumerate(self.outputs):
+            if self.output_scale.get(name, 1.0) != 1.0:  # `calibrated`
+                outs[j] = _widened(outs[j], self.output_scale[name], dim=-2)
         return torch.stack(outs, dim=-1)
+
+    def calibrated(self, scale: Mapping[str, float]) -> GPNetwork:
+        """This network with each output's predictive variance times ``scale[output]`` (outputs
+        not named keep theirs): the paths' spread about their mean at each point is widened by
+        its square root (`structure.scoring.calibration_scale`, `StructuredConfig.calibrate`).
+        Returns ``self``."""
+        self.output_scale = {k: float(v) for k, v in scale.items() if k in self.outputs}
+        self._shared_cache = None
+        return self
 
     def _node_value(
         self,
@@ -453,6 +470,14 @@ class GPNetwork(_Pointwise, EnsembleModel):
             _unkey(key): {k: v for k, v in gp.state_dict().items() if not k.startswith("outcome_")}
             for key, gp in self.gps.items()
         }
+
+
+def _widened(values: Tensor, factor: Tensor | float, dim: int) -> Tensor:
+    """``values`` (samples along ``dim``) spread about their mean along ``dim`` by the square
+    root of ``factor``: their variance times ``factor``, their mean kept."""
+    centre = values.mean(dim=dim, keepdim=True)
+    root = factor.sqrt() if isinstance(factor, Tensor) else math.sqrt(factor)
+    return centre + root * (values - centre)
 
 
 def _mkey(node: str) -> str:

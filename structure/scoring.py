@@ -21,7 +21,15 @@ from torch import Tensor
 from structure.network import GPNetwork
 from tuner.surrogate import TrainingData
 
-__all__ = ["by_rank", "compare", "excess_noise", "flat_predict", "gauss_ll", "worse_objectives"]
+__all__ = [
+    "by_rank",
+    "calibration_scale",
+    "compare",
+    "excess_noise",
+    "flat_predict",
+    "gauss_ll",
+    "worse_objectives",
+]
 
 
 def compare(
@@ -32,12 +40,20 @@ def compare(
     cv_folds: int,
     window: int,
     samples: int,
+    calibrate: bool = False,
 ) -> dict[str, Any]:
     """Held-out (``cv_folds`` folds) and prequential (the last ``window`` trials, each predicted
     from those before it) log-likelihoods of the flat GP ``flat_model`` and the network ``net``
     on ``data``, both re-conditioned on each training part with their fitted hyper-parameters;
     ``values`` are the network's node values. Per kind: both sums, the points scored and the
-    network's advantage."""
+    network's advantage.
+
+    The held-out pass also records, per outcome, the mean squared standardized error of the
+    network's predictions (``calibration``: about 1 for a calibrated predictive, above 1 for an
+    overconfident one). With ``calibrate``, the network is scored, held-out and prequential,
+    with its variances times that factor where it is above 1 (`calibration_scale`; recorded as
+    ``variance_scale``, all 1 without it): what `GPNetwork.calibrated` then gives its
+    proposals."""
     flat_state = {
         k: v for k, v in flat_model.state_dict().items() if not k.startswith("outcome_transform")
     }
@@ -48,13 +64,15 @@ def compare(
     steps = [torch.tensor([i]) for i in range(start, n)]
     out: dict[str, Any] = {}
     names = list(data.outcome_names)
+    scale = torch.ones(len(names), dtype=torch.float64)  # the network's variance factor
     for kind, tests in (("heldout", folds), ("prequential", steps)):
-        ll_flat = ll_net = 0.0
-        per_output = torch.zeros(len(names), dtype=torch.float64)  # network - flat, per column
+        ll_flat = 0.0
+        flat_cols = torch.zeros(len(names), dtype=torch.float64)
         means = {
             "flat": torch.zeros_like(data.Y),
             "network": torch.zeros_like(data.Y),
         }  # ranked after the held-out pass
+        net_var = torch.ones_like(data.Y)
         for test in tests:
             if kind == "heldout":
                 train = torch.tensor([i for i in range(n) if i not in set(test.tolist())])
@@ -64,15 +82,22 @@ def compare(
             pair = None if noise is None else (noise[train], noise[test])
             m, v = flat_predict(data.X[train], data.Y[train], flat_state, data.X[test], pair)
             means["flat"][test] = m
-            flat_cols = gauss_ll_columns(y, m, v)
+            flat_cols += gauss_ll_columns(y, m, v)
             ll_flat += gauss_ll(y, m, v)
             sub = net.conditioned(data.X[train], {k: v[train] for k, v in values.items()})
             m, v = sub.predict(data.X[test], samples)
             means["network"][test] = m
             if pair is not None:  # see `excess_noise`
                 v = v + excess_noise(*pair)
-            ll_net += gauss_ll(y, m, v)
-            per_output += gauss_ll_columns(y, m, v) - flat_cols
+            net_var[test] = v
+        rows = torch.cat(list(tests))
+        y, m, v = data.Y[rows], means["network"][rows], net_var[rows]
+        if kind == "heldout":
+            z2 = ((y - m) ** 2 / v.clamp_min(1e-12)).mean(dim=0)
+            if calibrate:
+                scale = calibration_scale(z2)
+        ll_net = gauss_ll(y, m, v * scale)
+        per_output = gauss_ll_columns(y, m, v * scale) - flat_cols
         out[kind] = {
             "flat": round(ll_flat, 4),
             "network": round(ll_net, 4),
@@ -87,7 +112,20 @@ def compare(
                 model: {name: _spearman(m[:, j], data.Y[:, j]) for j, name in enumerate(names)}
                 for model, m in means.items()
             }
+            out[kind]["calibration"] = {
+                name: round(float(c), 4) for name, c in zip(names, z2.tolist(), strict=True)
+            }
+            out[kind]["variance_scale"] = {
+                name: float(c) for name, c in zip(names, scale.tolist(), strict=True)
+            }
     return out
+
+
+def calibration_scale(z2: Tensor) -> Tensor:
+    """The factor on the network's predictive variances that held-out mean squared
+    standardized errors ``z2`` call for: ``z2`` where above 1, else 1 (an underconfident
+    predictive is left as it is)."""
+    return z2.clamp_min(1.0)
 
 
 def worse_objectives(

@@ -137,6 +137,11 @@ class StructuredConfig:
             within ``rank_tolerance``), which is blind to how confident the models are.
         rank_tolerance: How much lower the network's mean rank correlation may be than the
             flat GP's (``criterion="rank"``).
+        calibrate: Widen the network's predictive, per outcome, by its held-out mean squared
+            standardized error where that is above 1, both where it is scored against the flat
+            GP and where it proposes (`structure.scoring.compare`, `GPNetwork.calibrated`):
+            node GPs calibrated one by one compose into an overconfident network (on the true
+            DAG of the generated search-shaped problems, docs/families.md).
 
     Structure learning reads one row per run of a trial, with the trial's parameters repeated,
     where the trials report per-run metrics (``<metric>@<run>``, `structure.runs`), and the
@@ -163,6 +168,7 @@ class StructuredConfig:
     log_objectives: bool = False
     criterion: str = "likelihood"
     rank_tolerance: float = 0.0
+    calibrate: bool = False
 
     def __post_init__(self) -> None:
         try:
@@ -282,6 +288,8 @@ class StructuredSurrogate(Surrogate):
                 model = _fit_network(
                     data, ck.structure, ck.feature_map, self.config.network, data.seed, hypers
                 )
+                if self.config.calibrate and ck.scores:  # as the checkpoint's was scored
+                    model.calibrated(ck.scores["heldout"]["variance_scale"])
             except (StructureError, RuntimeError, ValueError) as err:
                 reason = f"network fit failed on {data.n} trials ({err}); using the flat GP"
                 _log.warning(reason)
@@ -568,8 +576,11 @@ def _score(
     values = node_values(data, fmap, structure)
     net = _fit_network(data, structure, fmap, config.network, seed, values=values)
     scores = compare(
-        data, flat_model, net, values, config.cv_folds, config.window, config.score_samples
-    )
+        data, flat_model, net, values, config.cv_folds, config.window, config.score_samples,
+        config.calibrate,
+    )  # fmt: skip
+    if config.calibrate:
+        net.calibrated(scores["heldout"]["variance_scale"])
     return scores, {"flat": flat_model, "network": net}
 
 

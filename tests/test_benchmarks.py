@@ -3,6 +3,7 @@ enough to keep in git; history lives in git, inputs in `benchmarks/data/`."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -251,6 +252,11 @@ def test_bench_families_arms_are_the_study_defaults_with_overrides() -> None:
     assert nested.learn.alpha == StructuredConfig().learn.alpha  # the rest untouched
     with pytest.raises(SystemExit, match="holds no options"):
         structure_surrogate("auto+veto.x=1", problem)
+    stated = structure_surrogate("stated+calibrate=true", problem)  # told the true DAG
+    assert stated._edges == problem.true_edges and stated.config.calibrate is True
+    assert structure_surrogate("auto", problem)._edges is None
+    with pytest.raises(SystemExit, match="known DAG"):
+        structure_surrogate("stated", dataclasses.replace(problem, true_edges=()))
     assert _seeds("0-2,5") == [0, 1, 2, 5]
     assert seed_ranges([5, 0, 2, 1]) == "0-2,5" and _seeds(seed_ranges([3, 7, 8])) == [3, 7, 8]
     jobs = _warm_jobs(["warm/0/moved", "warm/0/misleading"], ["cold", "warm"])

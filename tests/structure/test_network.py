@@ -246,3 +246,24 @@ def test_node_gps_get_botorchs_map_fit() -> None:
     torch.testing.assert_close(
         ours.covar_module.lengthscale, theirs.covar_module.lengthscale, rtol=0.02, atol=0.0
     )
+
+
+def test_calibrated_widens_each_named_outputs_spread_about_its_mean() -> None:
+    # `StructuredConfig.calibrate` hands the held-out variance factor to the proposing network:
+    # each point's spread over the paths grows by its square root, its mean stays.
+    s, X, values, cols = _ackley_like()
+    net = fit_gp_network(s, X, values, cols, ["o1", "o2"], FAST, seed=0)
+    Xt = torch.rand(6, 3, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    with torch.no_grad():
+        before = net(Xt)  # S x 6 x 2
+    mean, var = net.predict(Xt, 64)
+    assert net.calibrated({"o1": 4.0, "f1": 9.0}) is net
+    assert net.output_scale == {"o1": 4.0}  # not an output: left out
+    with torch.no_grad():
+        after = net(Xt)
+    torch.testing.assert_close(after.mean(0), before.mean(0))
+    torch.testing.assert_close(after.var(0)[:, 0], 4.0 * before.var(0)[:, 0])
+    torch.testing.assert_close(after[..., 1], before[..., 1])
+    wide_mean, wide_var = net.predict(Xt, 64)  # the pointwise predictive alike
+    torch.testing.assert_close(wide_mean, mean)
+    torch.testing.assert_close(wide_var, var * torch.tensor([4.0, 1.0], dtype=var.dtype))

@@ -399,3 +399,29 @@ def test_log_objectives_decides_whether_a_time_like_objective_is_modelled_in_log
     s = StructuredSurrogate(config=cfg, flat=FlatSurrogate({"maxiter": 30}), structure=edges)
     transforms = s.fit(data).description["structure"]["transforms"]
     assert transforms.get("search_seconds") == ("neglog1p" if log_objectives else None)
+
+
+def test_calibrate_scores_and_proposes_with_the_held_out_variance_factor() -> None:
+    """``calibrate``: the scores record each outcome's held-out mean squared standardized error
+    (always) and the variance factor applied (``calibrate`` only: that error where above 1);
+    the network is scored with it, and the network that proposes carries it."""
+    from structure.scoring import calibration_scale
+
+    torch.testing.assert_close(
+        calibration_scale(torch.tensor([0.5, 1.0, 3.0])), torch.tensor([1.0, 1.0, 3.0])
+    )
+    data = sum_sine_data(20, seed=1)  # the network's held-out errors: 2.0 variances
+    plain = StructuredSurrogate(config=FAST).fit(data).description["scores"]["heldout"]
+    assert plain["calibration"]["o"] > 1.5 and plain["variance_scale"] == {"o": 1.0}
+    fitted = StructuredSurrogate(config=dataclasses.replace(FAST, calibrate=True)).fit(data)
+    held = fitted.description["scores"]["heldout"]
+    assert held["calibration"] == plain["calibration"]  # measured before it is applied
+    assert held["variance_scale"]["o"] == pytest.approx(plain["calibration"]["o"], rel=1e-3)
+    assert held["flat"] == plain["flat"]
+    assert held["network"] > plain["network"]  # overconfident: scored wider, scored higher
+    assert isinstance(fitted.model, GPNetwork)
+    assert fitted.model.output_scale == held["variance_scale"]
+    surrogate = StructuredSurrogate(config=dataclasses.replace(FAST, calibrate=True))
+    later = surrogate.fit(sum_sine_data(22, seed=1))  # refitted past its checkpoint (20)
+    assert isinstance(later.model, GPNetwork) and later.description["scores"]
+    assert later.model.output_scale == later.description["scores"]["heldout"]["variance_scale"]
