@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from structure.config import StructuredConfig
 from structure.dag import FORMAT_VERSION, TIERS, Edge, Formula, Knowledge, Structure
 from structure.errors import (
     KnowledgeError,
@@ -13,7 +14,7 @@ from structure.features import Feature, FeatureConfig, FeatureMap, fit_features
 from structure.learn import LearnConfig, learn_structure
 from structure.network import GPNetwork, NetworkConfig, fit_gp_network
 from structure.plot import draw_structure, explain
-from structure.surrogate import StructuredConfig, StructuredSurrogate
+from structure.surrogate import StructuredSurrogate
 
 __all__ = [
     "FORMAT_VERSION",

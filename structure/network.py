@@ -129,13 +129,15 @@ class PathPosterior(EnsemblePosterior):
 class _Pointwise:
     """Pointwise predictions of a GP network (`predictive_mixture`, `predict`), shared by
     `GPNetwork` and the lighter `ConditionedNetwork`. Needs ``structure``, ``specs``,
-    ``outputs``, ``config``, ``seed``, `noise_variance` and `_gp_moments`."""
+    ``outputs``, ``config``, ``seed``, ``output_scale`` (`GPNetwork.calibrated`),
+    `noise_variance` and `_gp_moments`."""
 
     structure: Structure
     specs: list[_NodeSpec]
     outputs: list[str]
     config: NetworkConfig
     seed: int
+    output_scale: dict[str, float]
 
     def noise_variance(self, node: str) -> float:
         raise NotImplementedError
@@ -204,9 +206,8 @@ class _Pointwise:
         raw = [raw_moments(self.structure.transforms.get(o), *moments[o]) for o in self.outputs]
         means = torch.stack([m for m, _ in raw], dim=-1)
         variances = torch.stack([v for _, v in raw], dim=-1)
-        scale = getattr(self, "output_scale", {})  # `GPNetwork.calibrated`; none elsewhere
-        if scale:
-            c = torch.tensor([scale.get(o, 1.0) for o in self.outputs], dtype=means.dtype)
+        if self.output_scale:
+            c = torch.tensor([self.output_scale.get(o, 1.0) for o in self.outputs]).to(means)
             means, variances = _widened(means, c, dim=0), variances * c
         return means, variances
 
@@ -398,9 +399,9 @@ class GPNetwork(_Pointwise, EnsembleModel):
         return torch.stack(outs, dim=-1)
 
     def calibrated(self, scale: Mapping[str, float]) -> GPNetwork:
-        """This network with each output's predictive variance times ``scale[output]`` (outputs
-        not named keep theirs): the paths' spread about their mean at each point is widened by
-        its square root (`structure.scoring.calibration_scale`, `StructuredConfig.calibrate`).
+        """This network with each output's predictive variance times ``scale[output]`` (1 for
+        outputs not named): the paths' spread about their mean at each point is widened by its
+        square root (`structure.scoring.calibration_scale`, `StructuredConfig.calibrate`).
         Returns ``self``."""
         self.output_scale = {k: float(v) for k, v in scale.items() if k in self.outputs}
         self._shared_cache = None
@@ -559,6 +560,7 @@ class ConditionedNetwork(_Pointwise):
         self.outputs = network.outputs
         self.config = network.config
         self.seed = network.seed
+        self.output_scale = {}  # scoring widens its predictions itself (`scoring.compare`)
         self._nodes = dict(nodes)
 
     def noise_variance(self, node: str) -> float:
