@@ -35,6 +35,7 @@ DROPPED = (
     "auto+criterion=rank",
     "auto+log_objectives=true",
     "stated+calibrate=true",
+    "stated+veto=none",
     "warm+warm_start_gate=-1.64",
     "warm+warm_start_model=rgpe",
     "warm+warm_start_queue=1",
