@@ -4,7 +4,9 @@ Every script saves its results through `write_results`, so every results file ca
 ``machine`` record (format version, commit, date, load average, platform, package versions); the
 script's payload (its settings, seeds and measurements) sits beside it. One file per benchmark:
 a script whose modes are separate runs (CPU and GPU, two problem sets) writes each as a named
-run of that file (``{"runs": {name: record}}``), replacing only that run.
+run of that file (``{"runs": {name: record}}``), replacing only that run. A file merged from
+several runs' files lists them (``merged_from``), their machine records chained as diffs
+(`machine_diffs`, undone by `machines_expanded`).
 """
 
 from __future__ import annotations
@@ -134,6 +136,79 @@ def write_results(
     from rewrite.serialize import write_text_atomic  # the project's one atomic writer
 
     return write_text_atomic(path, text if text.endswith("\n") else text + "\n")
+
+
+def machine_diffs(sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``sources`` (a merged file's ``merged_from``: dicts with a ``machine`` record) with each
+    machine record after the first cut to what differs from the one before it, nested fields
+    included (mostly the load average and the date): the same machine written out 70 times made
+    up a quarter of the results folder. `machines_expanded` undoes it."""
+    return _chained(sources, lambda machine, before: (_diff(machine, before), machine))
+
+
+def machines_expanded(sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The inverse of `machine_diffs`: every machine record whole again."""
+
+    def whole(
+        diff: dict[str, Any], before: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        machine = _patched(before, diff)
+        return machine, machine
+
+    return _chained(sources, whole)
+
+
+_Step = Callable[[dict[str, Any], dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]]
+
+
+def _chained(sources: list[dict[str, Any]], step: _Step) -> list[dict[str, Any]]:
+    """Copies of ``sources`` whose machine records after the first are replaced by ``step(
+    machine, whole record before it)``'s first value; its second is that source's whole
+    record."""
+    out = [dict(s) for s in sources]
+    before: dict[str, Any] | None = None
+    for source in out:
+        machine = source.get("machine")
+        if not isinstance(machine, dict):
+            continue
+        if before is not None:
+            source["machine"], machine = step(machine, before)
+        before = machine
+    return out
+
+
+_REMOVED = "_removed"
+"""The `_diff` key that lists the fields the older record has and the newer lacks."""
+
+
+def _diff(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    """The fields of ``new`` that differ from ``old``'s, nested dicts by field (`_REMOVED`
+    lists those ``old`` has and ``new`` lacks)."""
+    out: dict[str, Any] = {}
+    for key, value in new.items():
+        was = old.get(key)
+        if isinstance(value, dict) and isinstance(was, dict):
+            if sub := _diff(value, was):
+                out[key] = sub
+        elif key not in old or was != value:
+            out[key] = value
+    if removed := [k for k in old if k not in new]:
+        out[_REMOVED] = removed
+    return out
+
+
+def _patched(old: dict[str, Any], diff: dict[str, Any]) -> dict[str, Any]:
+    """``old`` with `_diff`'s ``diff`` applied."""
+    out = {k: v for k, v in old.items() if k not in diff.get(_REMOVED, ())}
+    for key, value in diff.items():
+        if key == _REMOVED:
+            continue
+        out[key] = (
+            _patched(out[key], value)
+            if isinstance(value, dict) and isinstance(out.get(key), dict)
+            else value
+        )
+    return out
 
 
 def read_results(name: str | Path, run: str | None = None) -> dict[str, Any]:

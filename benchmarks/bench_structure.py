@@ -44,7 +44,7 @@ from typing import Any, get_type_hints
 import numpy as np
 import torch
 
-from benchmarks._common import machine_info, write_results
+from benchmarks._common import machine_diffs, machine_info, machines_expanded, write_results
 from benchmarks._structure_problems import PROBLEMS, Problem
 from benchmarks._structure_results import (
     add_ratios,
@@ -451,7 +451,7 @@ def merge(paths: list[Path], out: Path, raw: Path | None = None, run: str | None
         {run["seed"] for c in record["cells"] for m in c["methods"].values() for run in m["runs"]}
     )
     # A merged file lists the files it was merged from.
-    record["merged_from"] = _machine_diffs(
+    record["merged_from"] = machine_diffs(
         [source for p, r in zip(paths, records) for source in _sources(p, r)]
     )
     if raw:
@@ -475,80 +475,10 @@ def _sources(path: Path, record: dict[str, Any]) -> list[dict[str, Any]]:
     machine = record.get("machine") or record.get("environment")
     if not record.get("merged_from"):
         return [{"file": path.name, "command": record.get("command"), "machine": machine}]
-    sources = _machines_expanded(record["merged_from"])
+    sources = machines_expanded(record["merged_from"])
     # A merged file written before its sources kept their machine carried its first source's.
     sources[0].setdefault("machine", machine)
     return sources
-
-
-def _machine_diffs(sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``sources`` with each machine record after the first cut to what differs from the one
-    before it, nested fields included (mostly the load average and the date): the same machine
-    written out 70 times made up a quarter of the results folder. `_machines_expanded` undoes
-    it."""
-    return _chained(sources, lambda machine, before: (_diff(machine, before), machine))
-
-
-def _machines_expanded(sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The inverse of `_machine_diffs`: every machine record whole again."""
-
-    def whole(
-        diff: dict[str, Any], before: dict[str, Any]
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
-        machine = _patched(before, diff)
-        return machine, machine
-
-    return _chained(sources, whole)
-
-
-def _chained(sources: list[dict[str, Any]], step: Any) -> list[dict[str, Any]]:
-    """Copies of ``sources`` whose machine records after the first are replaced by ``step(
-    machine, whole record before it)``'s first value; its second is that source's whole
-    record."""
-    out = [dict(s) for s in sources]
-    before: dict[str, Any] | None = None
-    for source in out:
-        machine = source.get("machine")
-        if not isinstance(machine, dict):
-            continue
-        if before is not None:
-            source["machine"], machine = step(machine, before)
-        before = machine
-    return out
-
-
-_REMOVED = "_removed"
-"""The `_diff` key that lists the fields the older record has and the newer lacks."""
-
-
-def _diff(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
-    """The fields of ``new`` that differ from ``old``'s, nested dicts by field (`_REMOVED`
-    lists those ``old`` has and ``new`` lacks)."""
-    out: dict[str, Any] = {}
-    for key, value in new.items():
-        was = old.get(key)
-        if isinstance(value, dict) and isinstance(was, dict):
-            if sub := _diff(value, was):
-                out[key] = sub
-        elif key not in old or was != value:
-            out[key] = value
-    if removed := [k for k in old if k not in new]:
-        out[_REMOVED] = removed
-    return out
-
-
-def _patched(old: dict[str, Any], diff: dict[str, Any]) -> dict[str, Any]:
-    """``old`` with `_diff`'s ``diff`` applied."""
-    out = {k: v for k, v in old.items() if k not in diff.get(_REMOVED, ())}
-    for key, value in diff.items():
-        if key == _REMOVED:
-            continue
-        out[key] = (
-            _patched(out[key], value)
-            if isinstance(value, dict) and isinstance(out.get(key), dict)
-            else value
-        )
-    return out
 
 
 def _method(spec: str) -> tuple[str, str]:

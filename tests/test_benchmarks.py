@@ -417,7 +417,7 @@ def test_bench_suites_runs_the_strategies_part_with_its_options() -> None:
 
 
 def test_a_merged_files_sources_keep_only_what_differs_from_the_machine_before() -> None:
-    from benchmarks.bench_structure import _machine_diffs, _machines_expanded
+    from benchmarks._common import machine_diffs, machines_expanded
 
     first = {"cpus": 2, "load": [1.0], "versions": {"torch": "2.13.0", "ax": "1.3.1"}}
     later = {"cpus": 2, "load": [3.0], "versions": {"torch": "2.13.0", "ax": None}}
@@ -426,12 +426,12 @@ def test_a_merged_files_sources_keep_only_what_differs_from_the_machine_before()
         {"file": "a", "machine": first}, {"file": "b", "machine": later}, {"file": "c"},
         {"file": "d", "machine": last},
     ]  # fmt: skip
-    out = _machine_diffs(sources)
+    out = machine_diffs(sources)
     assert out[0]["machine"] == first and out[2] == {"file": "c"}
     assert out[1]["machine"] == {"load": [3.0], "versions": {"ax": None}}  # nested, null kept
     assert out[3]["machine"] == {"versions": {"_removed": ["ax"]}, "gpu": "h200"}
     assert sources[1]["machine"] is later  # the input is kept
-    assert _machines_expanded(out) == sources  # lossless: a merged file merges again
+    assert machines_expanded(out) == sources  # lossless: a merged file merges again
 
 
 def test_bench_peers_says_so_when_no_arm_asked_for_is_installed(
