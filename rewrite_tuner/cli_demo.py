@@ -60,13 +60,12 @@ def run_demo(
     from rewrite_tuner.timing import estimate, estimate_line, reference_pace, split_lines
 
     guard_write(out_path, check_out_path, out_path)
-    new = guard(stored_study, job.name, job.storage) is None  # a resumed study: `_print_rest`
-    if new:
+    if guard(stored_study, job.name, job.storage) is None:  # a resumed one: `_print_rest`
         shape = _shape(spec, held, job.trials, 0, job.workers)
         basis = "a 2-core machine's pace; refined after the calibration"
         line = estimate_line(estimate(shape, reference_pace(spec.budget)), basis)
         console.print(line, highlight=False)
-    steps = _DemoJob(spec, job, held, out_path, new, options)
+    steps = _DemoJob(spec, job, held, out_path, options)
     run = guard(_naming_a_fix, run_job, spec, job, steps.steps())
     seconds, stats = run.seconds, run.stats
     assert stats is not None  # `run_study` returns them
@@ -107,7 +106,6 @@ class _DemoJob:
     job: Job
     held: list[str]
     out_path: Path
-    new: bool
     options: dict[str, bool]
 
     def steps(self) -> Steps:
@@ -130,11 +128,11 @@ class _DemoJob:
             highlight=False,
         )
 
-    def _prepare(self, study: Study, calibration: float) -> float | None:
+    def _prepare(self, study: Study, calibration: float | None) -> float | None:
         """What is left and the trial timeout (`_announce`); a new study's calibration is
         recorded (a resumed run keeps the record of the first run's)."""
-        timeout = _announce(study, self, calibration if self.new else None)
-        if self.new:
+        timeout = _announce(study, self, calibration)
+        if calibration is not None:
             _record(self.out_path, study, calibration=calibration)
         return timeout
 
@@ -258,20 +256,18 @@ def _print_rest(study: Study, demo: _DemoJob, calibration: float | None) -> floa
     was calibrated now (``calibration``, its seconds), at the stored trials' pace when it
     resumes (``calibration`` None). Returns that pace (seconds per default search; None
     without one), which also bounds every trial (`rewrite_tuner.pipeline.trial_bound`)."""
-    from rewrite_tuner.pipeline import calibration_pace
+    from rewrite_tuner.pipeline import study_pace
     from rewrite_tuner.timing import estimate, estimate_line
 
     spec, job = demo.spec, demo.job
     shape = _shape(spec, demo.held, job.trials, len(study.trials), job.workers, True)
-    timed = [t.seconds for t in study.trials if t.seconds]
-    if calibration is not None:  # calibrated now
-        pace = calibration_pace(spec, calibration)
-        basis = f"the calibration's pace here ({calibration:.0f} s)"
-    elif timed:
-        pace = sorted(timed)[len(timed) // 2] / (spec.seeds * len(spec.workloads))
-        basis = f"the pace of the {len(timed)} trials this study ran"
-    else:
+    pace = study_pace(spec, study, calibration)
+    if pace is None:
         return None
+    if calibration is not None:  # calibrated now
+        basis = f"the calibration's pace here ({calibration:.0f} s)"
+    else:
+        basis = f"the pace of the {sum(1 for t in study.trials if t.seconds)} trials this study ran"
     console.print(estimate_line(estimate(shape, pace), basis, what="the rest"), highlight=False)
     return pace
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from studies.settings import StudySettings
     from studies.study import Study
 
-__all__ = ["Job", "JobRun", "Steps", "calibration_pace", "run_job", "trial_bound"]
+__all__ = ["Job", "JobRun", "Steps", "calibration_pace", "run_job", "study_pace", "trial_bound"]
 
 
 @dataclass(frozen=True)
@@ -58,15 +58,15 @@ class Steps:
     """What an entry point does at the pipeline's steps (module docstring).
 
     Attributes:
-        prepare: Called with the study and the seconds its opening took (the calibration's, for
-            a new study); returns the trial timeout (None: none).
+        prepare: Called with the study and the seconds its calibration took (None when the
+            study resumed and nothing was calibrated); returns the trial timeout (None: none).
         tune: Runs the study to the budget (with the timeout); returns its `RunStats` or None.
         validate: Checks the study's best trials; returns what ``export`` reads.
         export: Writes the chosen priors (or says why not); returns what it wrote.
         on_calibrate: Called before a new study's calibration starts.
     """
 
-    prepare: Callable[[Study, float], float | None]
+    prepare: Callable[[Study, float | None], float | None]
     tune: Callable[[Study, int, float | None], RunStats | None]
     validate: Callable[[Study], Any]
     export: Callable[[Study, Any], Any]
@@ -77,7 +77,7 @@ class Steps:
 class JobRun:
     """What `run_job` did: the study, the tuning's `RunStats`, the validation and the export
     (what `Steps` returned), and the wall seconds of each phase (calibration, tuning,
-    validation)."""
+    validation; a resumed study's calibration is 0: opening it is not counted)."""
 
     study: Study
     stats: RunStats | None
@@ -97,18 +97,25 @@ def run_job(spec: RewriteStudySpec, job: Job, steps: Steps) -> JobRun:
     from rewrite_tuner.study import open_rewrite_study
 
     seconds: dict[str, float] = {}
-    t0 = time.perf_counter()
+    started: list[float] = []  # when a new study's calibration started (none: it resumed)
+
+    def calibrating() -> None:
+        started.append(time.perf_counter())
+        if steps.on_calibrate is not None:
+            steps.on_calibrate()
+
     study = open_rewrite_study(
         spec,
         name=job.name,
         storage=job.storage,
         seed=job.seed,
         settings=job.settings,
-        on_calibrate=steps.on_calibrate,
+        on_calibrate=calibrating,
         workers=job.workers,
     )
-    seconds["calibration"] = time.perf_counter() - t0
-    timeout = steps.prepare(study, seconds["calibration"])
+    calibration = time.perf_counter() - started[0] if started else None
+    seconds["calibration"] = calibration or 0.0
+    timeout = steps.prepare(study, calibration)
     t0 = time.perf_counter()
     stats = steps.tune(study, job.trials, timeout)
     seconds["tuning"] = time.perf_counter() - t0
@@ -122,6 +129,16 @@ def run_job(spec: RewriteStudySpec, job: Job, steps: Steps) -> JobRun:
 def calibration_pace(spec: RewriteStudySpec, seconds: float) -> float:
     """Seconds per default search of a calibration of the spec that took ``seconds``."""
     return seconds / (spec.calibration_seeds * len(spec.workloads))
+
+
+def study_pace(spec: RewriteStudySpec, study: Study, calibration: float | None) -> float | None:
+    """Seconds per default search here: at the pace of the calibration that just took
+    ``calibration`` seconds, else (a resumed study) the median pace of the trials it stored;
+    None without either."""
+    if calibration is not None:
+        return calibration_pace(spec, calibration)
+    timed = sorted(t.seconds for t in study.trials if t.seconds)
+    return timed[len(timed) // 2] / (spec.seeds * len(spec.workloads)) if timed else None
 
 
 def trial_bound(spec: RewriteStudySpec, pace: float) -> float:

@@ -179,10 +179,11 @@ class _ModelJob:
             ),
         )
 
-    def _prepare(self, study: Study, calibration: float) -> float:
+    def _prepare(self, study: Study, calibration: float | None) -> float:
         """Queue the defaults and the given priors, then the related studies' best; say how
         the study is tuned; return the trial timeout."""
-        from rewrite_tuner.pipeline import calibration_pace, trial_bound
+        from rewrite_tuner.pipeline import study_pace, trial_bound
+        from rewrite_tuner.timing import reference_pace
 
         if self.given is not None and not study.trials:
             # the defaults first (an enqueued trial takes the initial design's position 0,
@@ -195,7 +196,8 @@ class _ModelJob:
 
             queued = seed_from_related(study, per_study=2)  # skips what the study holds
             self.tell(f"warm start: {len(queued)} configurations of the related studies queued")
-        timeout = trial_bound(self.spec, calibration_pace(self.spec, calibration))
+        pace = study_pace(self.spec, study, calibration) or reference_pace(self.spec.budget)
+        timeout = trial_bound(self.spec, pace)
         self.tell(
             f"tuning: {self.job.trials} trials on {self.job.workers} workers (each stopped "
             f"after {timeout:.0f} s)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -50,3 +51,18 @@ def test_split_adds_up_to_the_total() -> None:
     assert sum(phases) == total and abs(total - (20.6 + 100.4 + 50.3)) <= 2
     assert "5 proposals, p50 10.1 s, max 10.4 s" in lines[1]
     assert "5 trials, 150 s of worker time on 2 workers" in lines[2]
+
+
+def test_a_resumed_study_is_paced_by_its_trials_not_by_opening_it() -> None:
+    """A resumed study was paced by the seconds opening it took (a trial bound at the floor)."""
+    from types import SimpleNamespace
+
+    from rewrite_tuner.pipeline import study_pace
+    from rewrite_tuner.spec import RewriteStudySpec
+
+    spec = RewriteStudySpec(workloads=("gpt2", "bert"), budget=40, seeds=2, calibration_seeds=5)
+    trials = [SimpleNamespace(seconds=s) for s in (8.0, None, 40.0, 12.0)]  # one never ran
+    study: Any = SimpleNamespace(trials=trials)
+    assert study_pace(spec, study, 30.0) == pytest.approx(30.0 / (5 * 2))  # calibrated now
+    assert study_pace(spec, study, None) == pytest.approx(12.0 / (2 * 2))  # the median trial
+    assert study_pace(spec, SimpleNamespace(trials=[]), None) is None  # type: ignore[arg-type]
