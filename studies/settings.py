@@ -17,7 +17,11 @@ __all__ = ["StudySettings"]
 # Settings stored before a field existed take these values (their study runs on as it ran): a
 # warm-started study stored before `warm_start_queue` queued nothing itself, and its gate
 # kept a related study whose summed leave-one-out advantage was positive.
-LEGACY: dict[str, Any] = {"warm_start_queue": 0, "warm_start_gate": 0.0}
+LEGACY: dict[str, Any] = {
+    "warm_start_queue": 0,
+    "warm_start_gate": 0.0,
+    "warm_start_suggest": 0,
+}
 # the keys of `Knowledge.to_dict`
 KNOWLEDGE_KEYS = ("required", "forbidden", "formulas", "phase_order", "candidates")
 
@@ -87,6 +91,12 @@ class StudySettings:
             `studies.pareto.rank_pareto` ranks its trials) queued when the study is created
             (`studies.warmstart.queue_related`), after the space's default configuration when
             the initial design starts with it; 0 queues none.
+        warm_start_suggest: Best configurations of each related study (ranked likewise)
+            proposed later, once the study has shown it helps: the model's gate keeps it, or its
+            best configuration, tried here (queued), is on this study's Pareto front. Untried
+            ones come before the model's own proposals and the initial design's points
+            (`tuner.warmstart.suggestions`); 0 proposes none. With ``warm_start_queue`` 0, a
+            related study the gate never keeps costs no trial; with 1, its best is a probe.
         warm_start_gate: How sure the multi-task GP's gate must be that a related study
             predicts this one's trials better than the flat GP before it is used
             (`tuner.warmstart.WarmStartSurrogate`'s ``gate``: the mean per-trial leave-one-out
@@ -109,6 +119,7 @@ class StudySettings:
     warm_start_model: str = "mtgp"
     warm_start_queue: int = 2
     warm_start_gate: float = -1.64
+    warm_start_suggest: int = 0
 
     def __post_init__(self) -> None:
         self._check_model_inputs()
@@ -153,6 +164,7 @@ class StudySettings:
             check_kind("surrogate", self.surrogate)
         check_kind("warm_start_model", self.warm_start_model, warm_start=True)
         _check_count("warm_start_queue", self.warm_start_queue, " (0: queue nothing)")
+        _check_count("warm_start_suggest", self.warm_start_suggest, " (0: suggest nothing)")
         gate = self.warm_start_gate
         if isinstance(gate, bool) or not isinstance(gate, int | float) or not math.isfinite(gate):
             raise StudySettingsError(

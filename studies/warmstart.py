@@ -5,7 +5,9 @@ A study that names related studies (same storage or another URL) models its outc
 are related tasks of a multi-task GP that each keeps only while it predicts this study's own
 trials better than the flat GP (`StudySettings.warm_start_gate`). A new study queues their best
 configurations as its first trials after the space's default (`queue_related`,
-`StudySettings.warm_start_queue`), so it starts where they ended, and proposes from the model
+`StudySettings.warm_start_queue`), so it starts where they ended, proposes more of them once
+a related study has shown it helps (`StudySettings.warm_start_suggest`,
+`tuner.warmstart.suggestions`), and proposes from the model
 from its first proposal on while the gate keeps a related study (`tuner.Surrogate.informed`: the
 initial design is skipped then). Once the gate drops them all, the initial design runs from its
 first Sobol point: the queued configurations take its first positions without using up its points
@@ -165,7 +167,9 @@ def related_tasks(study: Any) -> list[RelatedTask]:
             logger.warning("Warm start: study %r has no completed trial to lend.", other.name)
             continue
         data = study.problem.training_data(study.space, trials, seed=0)
-        tasks.append(RelatedTask(other.name, data.X, data.Y, data.Yvar))
+        configs = _ranked(other, trials)[: study.settings.warm_start_suggest]
+        best = study.space.to_unit(configs) if configs else None
+        tasks.append(RelatedTask(other.name, data.X, data.Y, data.Yvar, best))
     return tasks
 
 
@@ -216,16 +220,22 @@ def queue_related(study: Any) -> list[TrialRecord]:
 def _best_configs(study: Any, per_study: int) -> list[dict[str, Any]]:
     """The best ``per_study`` configurations of each related study, mapped onto ``study``'s
     space, without repeats, in the related studies' order."""
-    from studies.pareto import rank_pareto
-
     out: list[dict[str, Any]] = []
     for other in _related_studies(study):
-        mapped = {t.number: t for t in _mapped(study, other)}
-        ranked = rank_pareto(other.trials, other.objectives, other.constraints)
-        for t in [mapped[t.number] for t in ranked if t.number in mapped][:per_study]:
-            if t.config not in out:
-                out.append(t.config)
+        for config in _ranked(other, _mapped(study, other))[:per_study]:
+            if config not in out:
+                out.append(config)
     return out
+
+
+def _ranked(other: _Other, mapped: list[TrialRecord]) -> list[dict[str, Any]]:
+    """The configurations of ``mapped`` (``other``'s trials as `_mapped` maps them), best
+    first, as `studies.pareto.rank_pareto` ranks ``other``'s trials."""
+    from studies.pareto import rank_pareto
+
+    by_number = {t.number: t for t in mapped}
+    ranked = rank_pareto(other.trials, other.objectives, other.constraints)
+    return [by_number[t.number].config for t in ranked if t.number in by_number]
 
 
 def seed_from_related(study: Any, per_study: int = 2) -> list[TrialRecord]:

@@ -19,7 +19,10 @@ Sources of a proposal, in order:
    the default; a warm-started study's related best, `studies.views.design_offset`): position
    ``k`` then proposes design point ``k - design_offset``, so the design still starts from the
    sequence's first points, the ones that cover the space most evenly.
-2. The model: the surrogate is fitted on the COMPLETE trials and the acquisition function
+   Points the surrogate suggests (`Surrogate.suggestions`: a warm start's related best, once
+   the related study has shown it helps) come before the design's next point while untried.
+2. The model: the surrogate is fitted on the COMPLETE trials; the points its fit suggests
+   (`tuner.Fitted.suggested`) come first while untried, then the acquisition function
    (qLogNEHVI, or qLogNEI for one objective) is maximized one point at a time (sequential greedy
    batches). RUNNING and WAITING trials, the batch's earlier points and the latest FAILED
    configurations are pending points, and so are the initial-design points of positions other
@@ -155,11 +158,18 @@ def propose(
     chosen: list[Tensor] = []
     fitted = None
     informed = use_model and t < settings.n_initial and _informed(settings, completed, seed)
+    early = use_model and t < settings.n_initial and not informed
+    suggested = list(_suggested(settings, completed, seed)) if early else []
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         for i in range(n):
             if (t + i < settings.n_initial and not informed) or not use_model:
-                x = sobol[index[i]] if sobol[index[i]] not in taken else None
+                while suggested and suggested[0] in taken:
+                    suggested.pop(0)
+                if suggested and t + i < settings.n_initial:  # before the design's next point
+                    x = suggested.pop(0)
+                else:
+                    x = sobol[index[i]] if sobol[index[i]] not in taken else None
                 chosen.append(_accept(x, space, taken, seed + i))
         if len(chosen) < n:
             points, fitted = _model_batch(
@@ -174,6 +184,15 @@ def _informed(settings: ProposalContext, completed: Sequence[Trial], seed: int) 
     """Whether the surrogate proposes within the initial design (`Surrogate.informed`)."""
     data = settings.problem.training_data(settings.space, completed, seed)
     return bool(settings.surrogate.informed(data))
+
+
+@one_thread()
+def _suggested(settings: ProposalContext, completed: Sequence[Trial], seed: int) -> Tensor:
+    """The points the surrogate suggests trying first within the initial design
+    (`Surrogate.suggestions`), ``k x d`` (``k`` may be 0)."""
+    data = settings.problem.training_data(settings.space, completed, seed)
+    points = settings.surrogate.suggestions(data)
+    return torch.empty(0, settings.space.dim, dtype=torch.float64) if points is None else points
 
 
 def design_index(position: int, design_offset: int) -> int:
@@ -259,7 +278,11 @@ def _model_batch(
     )
     pending = _pending(space, trials, options.max_failed_pending)
     pending = torch.cat([pending, candidates_from(chosen, space.dim)])
+    # what the fit suggests first (a warm start's kept related tasks' best), when untried
     out: list[Tensor] = []
+    for x in fitted.suggested if fitted.suggested is not None else ():
+        if len(out) < q and x not in taken:
+            out.append(_accept(x, space, taken, seed))
     proposer, veto = fitted.proposer, fitted.veto
 
     def acquisition(m: Any) -> Any:
@@ -276,8 +299,8 @@ def _model_batch(
             guard = (finders[0] if veto[0] is proposer else acquisition(veto[0]), veto[1])
             if guard[0] is not finders[0]:
                 finders.append(guard[0])
-        for j in range(q):
-            if j:
+        for j in range(len(out), q):
+            if out:
                 for a in dict.fromkeys([acqf, *finders]):
                     a.set_X_pending(torch.cat([pending, torch.stack(out)]))
             pool = []

@@ -37,7 +37,7 @@ from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
 from tuner.surrogate import CombinedModel, Fitted, FlatSurrogate, Surrogate, TrainingData
-from tuner.warmstart import RelatedTask, check_related
+from tuner.warmstart import RelatedTask, check_related, suggestions
 
 __all__ = ["MIN_TARGET", "RankWeightedEnsemble", "RGPESurrogate", "rank_weights"]
 
@@ -86,6 +86,10 @@ class RGPESurrogate(Surrogate):
         ensemble within its initial design; else the design runs, as in a cold study)."""
         return isinstance(self.fit(data).model, RankWeightedEnsemble)
 
+    def suggestions(self, data: TrainingData) -> Tensor | None:
+        """The fit's `tuner.Fitted.suggested` (`tuner.warmstart.suggestions`)."""
+        return self.fit(data).suggested
+
     def fit(self, data: TrainingData) -> Fitted:
         """The flat GP, or a `RankWeightedEnsemble` when a related task earns a weight. The fit
         of the latest data is cached by its digest: fitting equal data again returns it. The
@@ -104,7 +108,9 @@ class RGPESurrogate(Surrogate):
                 "n_train": data.n,
                 "weights": {},
             }
-            return Fitted(flat, description=flat_only)
+            return Fitted(
+                flat, description=flat_only, suggested=suggestions(self.related, [], data)
+            )
         bases = self._base_models(data)
         g = torch.Generator().manual_seed(int(data.seed))
         samples = [_joint_samples(b, data.X, self.n_samples, g) for b in bases]
@@ -123,10 +129,14 @@ class RGPESurrogate(Surrogate):
                 n: [float(v) for v in loss.median(dim=0).values] for n, loss in zip(names, losses)
             },
         }
-        if not bool((weights[:-1] > 0).any()):
-            description["model"] = "FlatSurrogate(SingleTaskGP)"
-            return Fitted(flat, description=description)
         used = [i for i in range(len(bases)) if bool((weights[i] > 0).any())]
+
+        def suggested(kept: Sequence[int]) -> Tensor | None:
+            return suggestions(self.related, [self.related[i].name for i in kept], data)
+
+        if not used:
+            description["model"] = "FlatSurrogate(SingleTaskGP)"
+            return Fitted(flat, description=description, suggested=suggested(used))
         scale: Any = flat.outcome_transform  # the target's `Standardize`
         ensemble = RankWeightedEnsemble(
             [bases[i] for i in used] + [flat],
@@ -134,7 +144,7 @@ class RGPESurrogate(Surrogate):
             scale.means.reshape(-1),
             scale.stdvs.reshape(-1),
         )
-        return Fitted(ensemble, description=description)
+        return Fitted(ensemble, description=description, suggested=suggested(used))
 
     def _base_models(self, data: TrainingData) -> list[Model]:
         """The related tasks' flat GPs, fitted on the first call (seed 0: the same fits on every

@@ -155,12 +155,17 @@ class Fitted:
             acquisition among the points whose log-acquisition under the vetoing model is within
             the margin of the pool's best under it. None: no veto.
         description: JSON-able information on the fit (chosen model, scores, ...).
+        suggested: ``k x d`` unit-cube points the tuner proposes, best first, before it
+            optimizes the acquisition or takes its initial design's next point (those already
+            tried are skipped): a warm start's related tasks' best configurations
+            (`tuner.warmstart.suggestions`). None: none.
     """
 
     model: Model
     proposer: Model | None = None
     veto: tuple[Model, float] | None = None
     description: Mapping[str, Any] = field(default_factory=dict)
+    suggested: Tensor | None = None
 
 
 class Surrogate(ABC):
@@ -202,6 +207,12 @@ class Surrogate(ABC):
             outcome_names: The modelled outcomes: the objectives, then the constraint metrics.
             n_objectives: How many leading `outcome_names` are objectives.
         """
+        return None
+
+    def suggestions(self, data: TrainingData) -> Tensor | None:
+        """The points the fit of ``data`` suggests trying first (`Fitted.suggested`); the tuner
+        asks within its initial design too, once `TunerOptions.min_completed` trials completed.
+        None (the default) without fitting."""
         return None
 
     def informed(self, data: TrainingData) -> bool:

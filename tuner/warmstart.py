@@ -39,7 +39,14 @@ from torch import Tensor
 from tuner.errors import SurrogateError
 from tuner.surrogate import Fitted, FlatSurrogate, Surrogate, TrainingData
 
-__all__ = ["GATE", "MIN_TARGET", "RelatedTask", "WarmStartSurrogate", "check_related"]
+__all__ = [
+    "GATE",
+    "MIN_TARGET",
+    "RelatedTask",
+    "WarmStartSurrogate",
+    "check_related",
+    "suggestions",
+]
 
 #: Target trials needed before a related task can be judged; below, the flat GP is used.
 MIN_TARGET = 2
@@ -58,18 +65,29 @@ class RelatedTask:
         Y: ``n x m`` float64 outcomes in the target's `TrainingData.outcome_names` order and
             convention (objectives maximized).
         Yvar: Their known variances (``n x m``), or None.
+        best: ``k x d`` unit-cube inputs of the task's best configurations, best first, that
+            the tuner tries before the model's own proposals once the task has shown it
+            helps (`suggestions`). None: none.
     """
 
     name: str
     X: Tensor
     Y: Tensor
     Yvar: Tensor | None = None
+    best: Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.X.dim() != 2 or self.Y.dim() != 2 or self.X.shape[0] != self.Y.shape[0]:
             raise SurrogateError(
                 f"Related task {self.name!r}: X must be n x d and Y n x m with one n, got "
                 f"{tuple(self.X.shape)} and {tuple(self.Y.shape)}."
+            )
+        if self.best is not None and (
+            self.best.dim() != 2 or self.best.shape[1] != self.X.shape[1]
+        ):
+            raise SurrogateError(
+                f"Related task {self.name!r}: best must be k x d like X's {tuple(self.X.shape)}, "
+                f"got {tuple(self.best.shape)}."
             )
         if self.Yvar is not None and self.Yvar.shape != self.Y.shape:
             raise SurrogateError(f"Related task {self.name!r}: Yvar must be shaped like Y.")
@@ -118,6 +136,10 @@ class WarmStartSurrogate(Surrogate):
         model within its initial design; else the design runs, as in a cold study)."""
         return bool(self.fit(data).description.get("related"))
 
+    def suggestions(self, data: TrainingData) -> Tensor | None:
+        """The fit's `tuner.Fitted.suggested` (`suggestions`)."""
+        return self.fit(data).suggested
+
     def fit(self, data: TrainingData) -> Fitted:
         """The flat GP, or one `MultiTaskGP` per outcome (task 0: the target) over the target
         and the related tasks that predict its trials better (module docstring). The fit of the
@@ -151,9 +173,10 @@ class WarmStartSurrogate(Surrogate):
             if bound > 0:
                 kept.append(r)
                 fitted[r.name] = model
+        suggested = suggestions(self.related, [r.name for r in kept], data)
         if not kept:
             description = {**flat_fit.description, "related": [], "loo": scores, "gate": gate}
-            return Fitted(flat, description=description)
+            return Fitted(flat, description=description, suggested=suggested)
         model = fitted[kept[0].name] if len(kept) == 1 else self._fit_tasks(data, kept)
         description = {
             "model": "WarmStartSurrogate(MultiTaskGP per outcome)",
@@ -165,7 +188,7 @@ class WarmStartSurrogate(Surrogate):
             "loo": scores,
             "gate": gate,
         }
-        return Fitted(model, description=description)
+        return Fitted(model, description=description, suggested=suggested)
 
     def _fit_tasks(self, data: TrainingData, related: Sequence[RelatedTask]) -> ModelListGP:
         """One `MultiTaskGP` per outcome over the target (task 0) and ``related``."""
@@ -226,6 +249,36 @@ def check_related(related: Sequence[RelatedTask], space: Any, outcome_names: Seq
                 f"{len(outcome_names)} ({list(outcome_names)}). Encode its trials in the "
                 "target's space and outcome order (`studies.warmstart.related_tasks` does)."
             )
+
+
+def suggestions(
+    related: Sequence[RelatedTask], kept: Sequence[str], data: TrainingData
+) -> Tensor | None:
+    """What a fit on ``data`` suggests trying first (`tuner.Fitted.suggested`): the best
+    configurations (`RelatedTask.best`) of each related task that has shown it helps, in their
+    order: the fit keeps it (``kept``: names), or its best configuration, tried on the target,
+    came out on the target's Pareto front (its objectives, `TrainingData.n_objectives`). None
+    without any."""
+    best = [
+        r.best
+        for r in related
+        if r.best is not None and r.best.shape[0] and (r.name in kept or _holds(r.best[0], data))
+    ]
+    return torch.cat(best) if best else None
+
+
+def _holds(x: Tensor, data: TrainingData) -> bool:
+    """Whether the target tried ``x`` (a ``d``-dim unit point) and it is on the target's
+    Pareto front (objectives maximized, as `TrainingData.Y` holds them)."""
+    from botorch.utils.multi_objective.pareto import is_non_dominated
+
+    if not data.n:
+        return False
+    same = ((data.X - x).abs() <= 1e-9).all(dim=-1)
+    if not bool(same.any()):
+        return False
+    front = is_non_dominated(data.Y[:, : data.n_objectives], deduplicate=False)
+    return bool(front[same].any())
 
 
 def _correlations(models: Sequence[Any]) -> list[list[float]]:

@@ -86,6 +86,49 @@ def test_a_warm_started_study_proposes_from_the_model_while_it_keeps_the_source(
         StudySettings(warm_start=["src"], warm_start_queue=-1)
 
 
+def test_suggested_configurations_wait_until_the_related_study_has_shown_it_helps(
+    source: str,
+) -> None:
+    cold = toy_study("cold-g", source, settings=fast_settings(n_initial=6), seed=1)
+    cold.optimize(5, progress=False)
+    design = [t.config for t in sorted(cold.trials, key=lambda t: t.number)]
+    src = Study.load("src", source)
+    best = [t.config for t in rank_pareto(src.trials, src.objectives, src.constraints)[:3]]
+    runs = {}
+    for gate in (1e6, -1e6):  # a task always kept, never kept
+        settings = dataclasses.replace(
+            fast_settings(n_initial=6),
+            warm_start=["src"],
+            warm_start_gate=gate,
+            warm_start_queue=0,
+            warm_start_suggest=2,
+        )
+        study = toy_study(f"suggest{gate:+.0f}", source, settings=settings, seed=1)
+        assert study.trials == []  # nothing queued before the gate has judged
+        study.optimize(5, progress=False)
+        runs[gate] = [t.config for t in sorted(study.trials, key=lambda t: t.number)]
+    if not any(c == best[0] for c in design):  # the design never tries the source's best
+        assert runs[-1e6] == design  # never kept: not one trial spent on the source, as cold
+    # kept: the design until the gate can judge (two trials), then the source's best, then
+    # the model's own proposals
+    assert runs[1e6][:2] == design[:2] and runs[1e6][2:4] == best[:2]
+    assert not any(c in design or c in best for c in runs[1e6][4:])
+    # a probe: the source's best queued; the next ones follow only where it holds up here
+    probe = dataclasses.replace(settings, warm_start_queue=1, warm_start_suggest=3)
+    study = toy_study("probe", source, settings=probe, seed=1)
+    assert [t.config for t in study.trials] == [design[0], best[0]]
+    study.optimize(4, progress=False)
+    trials = sorted(study.trials, key=lambda t: t.number)
+    first, probed = (tuple(t.values[k] for k in OBJ) for t in trials[:2])  # both minimized
+    held = not (all(a <= b for a, b in zip(first, probed)) and first != probed)
+    rest = [c for c in best[1:3] if c != design[0]]  # the default was tried already
+    assert ([t.config for t in trials[2 : 2 + len(rest)]] == rest) == held, (held, trials)
+    assert StudySettings.from_dict(probe.to_dict()).warm_start_suggest == 3
+    assert StudySettings.from_dict({"warm_start": ["src"]}).warm_start_suggest == 0  # older
+    with pytest.raises(StudySettingsError, match="warm_start_suggest must be an int >= 0"):
+        StudySettings(warm_start=["src"], warm_start_suggest=-1)
+
+
 def test_the_gate_setting_reaches_the_model_and_older_settings_keep_theirs(source: str) -> None:
     settings = dataclasses.replace(
         fast_settings(), warm_start=["src"], warm_start_gate=-3.0, warm_start_queue=0

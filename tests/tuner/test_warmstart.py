@@ -3,13 +3,15 @@ is dropped by the leave-one-out check, so the model is the flat GP's."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
 from spaces import Float, Space
 from tuner.errors import SurrogateError
 from tuner.surrogate import FlatSurrogate, TrainingData
-from tuner.warmstart import MIN_TARGET, RelatedTask, WarmStartSurrogate
+from tuner.warmstart import MIN_TARGET, RelatedTask, WarmStartSurrogate, suggestions
 
 SPACE = Space({"x": Float(0.0, 1.0), "y": Float(0.0, 1.0)})
 
@@ -92,3 +94,30 @@ def test_related_tasks_must_match_the_target() -> None:
             torch.zeros(1, 2, dtype=torch.float64),
             torch.full((1, 1), float("nan"), dtype=torch.float64),
         )
+
+
+def test_a_kept_task_suggests_its_best_and_a_dropped_one_nothing(tasks) -> None:
+    related, unrelated, data, _ = tasks
+    top = related.X[torch.argsort(related.Y[:, 0], descending=True)[:2]]
+    best = [dataclasses.replace(r, best=r.X[:2] if r is unrelated else top)
+            for r in (related, unrelated)]  # fmt: skip
+    fitted = WarmStartSurrogate(best, fit_options={"maxiter": 20}).fit(data)
+    assert [r["name"] for r in fitted.description["related"]] == ["shifted"]
+    assert fitted.suggested is not None and torch.equal(fitted.suggested, top)  # kept's only
+    alone = WarmStartSurrogate(best[1:], fit_options={"maxiter": 20}).fit(data)
+    assert alone.suggested is None  # dropped: nothing to try first
+    with pytest.raises(SurrogateError, match="best must be k x d"):
+        dataclasses.replace(related, best=torch.zeros(2, 3, dtype=torch.float64))
+
+
+def test_a_dropped_task_whose_best_holds_up_on_the_target_suggests_the_rest(tasks) -> None:
+    _, unrelated, data, _ = tasks
+    top, bottom = int(data.Y[:, 0].argmax()), int(data.Y[:, 0].argmin())
+    rest = unrelated.X[:2]
+    for tried, holds in ((top, True), (bottom, False)):  # its best, tried: on the front or not
+        task = dataclasses.replace(unrelated, best=torch.cat([data.X[tried : tried + 1], rest]))
+        fitted = WarmStartSurrogate([task], fit_options={"maxiter": 20}).fit(data)
+        assert fitted.description["related"] == []  # the gate drops it either way
+        assert (fitted.suggested is not None) == holds
+    none = TrainingData(data.X[:0], data.Y[:0], ["f"], {}, SPACE, 0)
+    assert suggestions([task], [], none) is None  # nothing tried yet
