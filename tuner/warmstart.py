@@ -18,6 +18,11 @@ The gate judges from ``min_target`` target trials on, so that a study whose firs
 related studies' best configurations (`studies.warmstart`) models them from its first
 proposal.
 
+A related task may carry its best configurations (`RelatedTask.best`): the fit suggests them
+(`suggestions`, `tuner.Fitted.suggested`, tried before the model's own proposals) once the task
+has shown it helps, kept by the gate or its best, tried on the target, on the target's Pareto
+front.
+
 The related tasks' inputs must already be encoded in the target's space (`RelatedTask`); the
 study layer maps another study's configurations onto shared parameters by name
 (`studies.warmstart`).
