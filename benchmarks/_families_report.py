@@ -39,6 +39,7 @@ DROPPED = (
     "warm+warm_start_gate=-1.64",
     "warm+warm_start_model=rgpe",
     "warm+warm_start_queue=1",
+    "warm+warm_start_queue=1+warm_start_suggest=2",
 )
 """Rejected candidates kept out of the results file (rows and carried figures alike), for its
 size: their figures are quoted in docs/families.md where they were decided."""

@@ -38,6 +38,7 @@ import torch
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import ModelListGP, MultiTaskGP
 from botorch.models.transforms.outcome import Standardize
+from botorch.utils.multi_objective.pareto import is_non_dominated
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
@@ -275,8 +276,6 @@ def suggestions(
 def _holds(x: Tensor, data: TrainingData) -> bool:
     """Whether the target tried ``x`` (a ``d``-dim unit point) and it is on the target's
     Pareto front (objectives maximized, as `TrainingData.Y` holds them)."""
-    from botorch.utils.multi_objective.pareto import is_non_dominated
-
     if not data.n:
         return False
     same = ((data.X - x).abs() <= 1e-9).all(dim=-1)
