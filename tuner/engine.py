@@ -157,19 +157,20 @@ def propose(
     in_flight = _in_flight(settings, reserved, use_model, taken, design_offset)
     chosen: list[Tensor] = []
     fitted = None
-    informed = use_model and t < settings.n_initial and _informed(settings, completed, seed)
-    early = use_model and t < settings.n_initial and not informed
-    suggested = list(_suggested(settings, completed, seed)) if early else []
+    informed, suggested = False, list[Tensor]()
+    if use_model and t < settings.n_initial:
+        informed, suggested = _early(settings, completed, seed)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         for i in range(n):
             if (t + i < settings.n_initial and not informed) or not use_model:
                 while suggested and suggested[0] in taken:
                     suggested.pop(0)
+                x: Tensor | None = None
                 if suggested and t + i < settings.n_initial:  # before the design's next point
                     x = suggested.pop(0)
-                else:
-                    x = sobol[index[i]] if sobol[index[i]] not in taken else None
+                elif sobol[index[i]] not in taken:
+                    x = sobol[index[i]]
                 chosen.append(_accept(x, space, taken, seed + i))
         if len(chosen) < n:
             points, fitted = _model_batch(
@@ -180,19 +181,17 @@ def propose(
 
 
 @one_thread()
-def _informed(settings: ProposalContext, completed: Sequence[Trial], seed: int) -> bool:
-    """Whether the surrogate proposes within the initial design (`Surrogate.informed`)."""
+def _early(
+    settings: ProposalContext, completed: Sequence[Trial], seed: int
+) -> tuple[bool, list[Tensor]]:
+    """Within the initial design: whether the surrogate proposes there (`Surrogate.informed`)
+    and, when it does not, the points it suggests trying before the design's next ones
+    (`Surrogate.suggestions`, ``d``-dim each)."""
     data = settings.problem.training_data(settings.space, completed, seed)
-    return bool(settings.surrogate.informed(data))
-
-
-@one_thread()
-def _suggested(settings: ProposalContext, completed: Sequence[Trial], seed: int) -> Tensor:
-    """The points the surrogate suggests trying first within the initial design
-    (`Surrogate.suggestions`), ``k x d`` (``k`` may be 0)."""
-    data = settings.problem.training_data(settings.space, completed, seed)
+    if settings.surrogate.informed(data):
+        return True, []
     points = settings.surrogate.suggestions(data)
-    return torch.empty(0, settings.space.dim, dtype=torch.float64) if points is None else points
+    return False, [] if points is None else list(points)
 
 
 def design_index(position: int, design_offset: int) -> int:
