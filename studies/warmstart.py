@@ -167,7 +167,8 @@ def related_tasks(study: Any) -> list[RelatedTask]:
             logger.warning("Warm start: study %r has no completed trial to lend.", other.name)
             continue
         data = study.problem.training_data(study.space, trials, seed=0)
-        configs = _ranked(other, trials)[: study.settings.warm_start_suggest]
+        per_study = study.settings.warm_start_suggest  # 0: no ranking needed
+        configs = _ranked(other, trials)[:per_study] if per_study else []
         best = study.space.to_unit(configs) if configs else None
         tasks.append(RelatedTask(other.name, data.X, data.Y, data.Yvar, best))
     return tasks

@@ -130,13 +130,10 @@ class RGPESurrogate(Surrogate):
             },
         }
         used = [i for i in range(len(bases)) if bool((weights[i] > 0).any())]
-
-        def suggested(kept: Sequence[int]) -> Tensor | None:
-            return suggestions(self.related, [self.related[i].name for i in kept], data)
-
+        suggested = suggestions(self.related, [self.related[i].name for i in used], data)
         if not used:
             description["model"] = "FlatSurrogate(SingleTaskGP)"
-            return Fitted(flat, description=description, suggested=suggested(used))
+            return Fitted(flat, description=description, suggested=suggested)
         scale: Any = flat.outcome_transform  # the target's `Standardize`
         ensemble = RankWeightedEnsemble(
             [bases[i] for i in used] + [flat],
@@ -144,7 +141,7 @@ class RGPESurrogate(Surrogate):
             scale.means.reshape(-1),
             scale.stdvs.reshape(-1),
         )
-        return Fitted(ensemble, description=description, suggested=suggested(used))
+        return Fitted(ensemble, description=description, suggested=suggested)
 
     def _base_models(self, data: TrainingData) -> list[Model]:
         """The related tasks' flat GPs, fitted on the first call (seed 0: the same fits on every
