@@ -19,15 +19,16 @@ Sources of a proposal, in order:
    the default; a warm-started study's related best, `studies.views.design_offset`): position
    ``k`` then proposes design point ``k - design_offset``, so the design still starts from the
    sequence's first points, the ones that cover the space most evenly.
-   Points the surrogate suggests (`Surrogate.suggestions`: a warm start's related best, once
-   the related study has shown it helps) come before the design's next point while untried.
-2. The model: the surrogate is fitted on the COMPLETE trials; the points its fit suggests
-   (`tuner.Fitted.suggested`) come first while untried, then the acquisition function
+2. The model: the surrogate is fitted on the COMPLETE trials and the acquisition function
    (qLogNEHVI, or qLogNEI for one objective) is maximized one point at a time (sequential greedy
    batches). RUNNING and WAITING trials, the batch's earlier points and the latest FAILED
    configurations are pending points, and so are the initial-design points of positions other
    processes have reserved but not filled yet (``reserved``: their configurations are known
    without asking them).
+
+Points the surrogate suggests (`tuner.Fitted.suggested`, `Surrogate.suggestions`: a warm start's
+related best, once the related study has shown it helps) come first at any position, design or
+model, while untried; the design resumes at its next point after them.
 
 Failed trials never enter the model. Passing their configurations as pending points makes the
 acquisition function treat them as already being evaluated: expected improvement at and near a
@@ -58,7 +59,7 @@ from tuner.candidates import (
 from tuner.errors import SpaceExhaustedError, SurrogateError
 from tuner.options import TunerOptions
 from tuner.problem import Problem
-from tuner.surrogate import Fitted, Surrogate
+from tuner.surrogate import Fitted, Surrogate, TrainingData
 from tuner.threads import one_thread
 from tuner.trial import Trial, TrialState
 
@@ -155,43 +156,50 @@ def propose(
     index = [design_index(t + i, design_offset) for i in range(n)]
     sobol = _design(space, max(index) + 1, settings.seed, settings.options.start_with_default)
     in_flight = _in_flight(settings, reserved, use_model, taken, design_offset)
+    # the design's positions come first: every one while the model is not used yet, those
+    # inside the initial design unless the surrogate proposes there (`Surrogate.informed`)
+    n_design = n if not use_model else min(n, max(settings.n_initial - t, 0))
+    data, fitted, suggested = None, None, list[Tensor]()
+    if use_model:
+        data = settings.problem.training_data(space, completed, seed)
+        informed, suggested, fitted = _consult(settings, data, n_design > 0, n_design < n)
+        n_design = 0 if informed else n_design
     chosen: list[Tensor] = []
-    fitted = None
-    informed, suggested = False, list[Tensor]()
-    if use_model and t < settings.n_initial:
-        informed, suggested = _early(settings, completed, seed)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         for i in range(n):
-            if (t + i < settings.n_initial and not informed) or not use_model:
-                while suggested and suggested[0] in taken:
-                    suggested.pop(0)
-                x: Tensor | None = None
-                if suggested and t + i < settings.n_initial:  # before the design's next point
-                    x = suggested.pop(0)
-                elif sobol[index[i]] not in taken:
-                    x = sobol[index[i]]
-                chosen.append(_accept(x, space, taken, seed + i))
+            while suggested and suggested[0] in taken:
+                suggested.pop(0)
+            x: Tensor | None = None
+            if suggested:  # before the design's next point and the acquisition's
+                x = suggested.pop(0)
+            elif i >= n_design:
+                break
+            elif sobol[index[i]] not in taken:
+                x = sobol[index[i]]
+            chosen.append(_accept(x, space, taken, seed + i))
         if len(chosen) < n:
-            points, fitted = _model_batch(
-                settings, trials, completed, chosen + in_flight, n - len(chosen), taken, seed
-            )
-            chosen += points
+            assert data is not None and fitted is not None  # model positions: use_model
+            q = n - len(chosen)
+            extra = chosen + in_flight
+            chosen += _model_batch(settings, data, fitted, trials, completed, extra, q, taken, seed)
     return Proposal(space.from_unit(candidates_from(chosen, space.dim)), fitted)
 
 
 @one_thread()
-def _early(
-    settings: ProposalContext, completed: Sequence[Trial], seed: int
-) -> tuple[bool, list[Tensor]]:
-    """Within the initial design: whether the surrogate proposes there (`Surrogate.informed`)
-    and, when it does not, the points it suggests trying before the design's next ones
-    (`Surrogate.suggestions`, ``d``-dim each)."""
-    data = settings.problem.training_data(settings.space, completed, seed)
-    if settings.surrogate.informed(data):
-        return True, []
-    points = settings.surrogate.suggestions(data)
-    return False, [] if points is None else list(points)
+def _consult(
+    settings: ProposalContext, data: TrainingData, design: bool, model: bool
+) -> tuple[bool, list[Tensor], Fitted | None]:
+    """What the surrogate says before any point is chosen: whether it proposes within the
+    initial design (`Surrogate.informed`, asked when the batch has ``design`` positions), the
+    points to try first (``d``-dim each, best first: `Fitted.suggested`), and its fit when the
+    batch has ``model`` positions or it is informed (else None: nothing is fitted for a
+    surrogate that suggests nothing, `Surrogate.suggestions`)."""
+    surrogate = settings.surrogate
+    informed = design and surrogate.informed(data)
+    fitted = surrogate.fit(data) if model or informed else None
+    points = fitted.suggested if fitted is not None else surrogate.suggestions(data)
+    return informed, [] if points is None else list(points), fitted
 
 
 def design_index(position: int, design_offset: int) -> int:
@@ -247,24 +255,25 @@ def _accept(x: Tensor | None, space: Space, taken: KeySet, seed: int) -> Tensor:
 @one_thread()
 def _model_batch(
     settings: ProposalContext,
+    data: TrainingData,
+    fitted: Fitted,
     trials: Sequence[Trial],
     completed: Sequence[Trial],
     chosen: Sequence[Tensor],
     q: int,
     taken: KeySet,
     seed: int,
-) -> tuple[list[Tensor], Fitted]:
-    """``q`` points from the acquisition function, greedily, each pending for the next (the
-    ``chosen`` points are pending too), and the fit they came from. BoTorch's fused qLogNEHVI
-    kernel is neither compiled nor used (`tuner.acquisition.no_fused_kernel`).
+) -> list[Tensor]:
+    """``q`` points from the acquisition function of the surrogate's ``fitted`` model of
+    ``data``, greedily, each pending for the next (the ``chosen`` points are pending too).
+    BoTorch's fused qLogNEHVI kernel is neither compiled nor used
+    (`tuner.acquisition.no_fused_kernel`).
 
     BLAS runs single-threaded here: the fits and the acquisition optimization make many calls on
     tiny arrays (L-BFGS-B's vector updates, small Cholesky factors), where a multi-threaded
     BLAS spends more time waking its threads than computing (`tuner.threads.one_thread`).
     """
     space, problem, options = settings.space, settings.problem, settings.options
-    data = problem.training_data(space, completed, seed)
-    fitted = settings.surrogate.fit(data)
     model = fitted.model
     if getattr(model, "num_outputs", data.Y.shape[-1]) != data.Y.shape[-1]:
         raise SurrogateError(
@@ -277,11 +286,7 @@ def _model_batch(
     )
     pending = _pending(space, trials, options.max_failed_pending)
     pending = torch.cat([pending, candidates_from(chosen, space.dim)])
-    # what the fit suggests first (a warm start's kept related tasks' best), when untried
     out: list[Tensor] = []
-    for x in fitted.suggested if fitted.suggested is not None else ():
-        if len(out) < q and x not in taken:
-            out.append(_accept(x, space, taken, seed))
     proposer, veto = fitted.proposer, fitted.veto
 
     def acquisition(m: Any) -> Any:
@@ -298,7 +303,7 @@ def _model_batch(
             guard = (finders[0] if veto[0] is proposer else acquisition(veto[0]), veto[1])
             if guard[0] is not finders[0]:
                 finders.append(guard[0])
-        for j in range(len(out), q):
+        for j in range(q):
             if out:
                 for a in dict.fromkeys([acqf, *finders]):
                     a.set_X_pending(torch.cat([pending, torch.stack(out)]))
@@ -308,7 +313,7 @@ def _model_batch(
                 pool.append(candidate_pool(f, space, ics, options))
             x = best_candidate(torch.cat(pool), acqf, taken, guard)
             out.append(_accept(x, space, taken, seed + 7919 + j))
-    return out, fitted
+    return out
 
 
 def _posterior_mean(model: Any, X: Tensor) -> Tensor | None:
