@@ -21,6 +21,7 @@ LEGACY: dict[str, Any] = {
     "warm_start_queue": 0,
     "warm_start_gate": 0.0,
     "warm_start_suggest": 0,
+    "warm_start_rank": 0,
 }
 # the keys of `Knowledge.to_dict`
 KNOWLEDGE_KEYS = ("required", "forbidden", "formulas", "phase_order", "candidates")
@@ -97,6 +98,10 @@ class StudySettings:
             ones come before the model's own proposals and the initial design's points
             (`tuner.warmstart.suggestions`); 0 proposes none. With ``warm_start_queue`` 0, a
             related study the gate never keeps costs no trial; with 1, its best is a probe.
+        warm_start_rank: How a related study shows it helps, for ``warm_start_suggest``: 0, as
+            above; ``k >= 2``, its own GP orders this study's first ``k`` completed trials as
+            they came out, on every objective (`tuner.warmstart.ranks_alike`): one look, after
+            the ``k``-th trial, that a misleading study fails and an unrelated one rarely passes.
         warm_start_gate: How sure the multi-task GP's gate must be that a related study
             predicts this one's trials better than the flat GP before it is used
             (`tuner.warmstart.WarmStartSurrogate`'s ``gate``: the mean per-trial leave-one-out
@@ -120,6 +125,7 @@ class StudySettings:
     warm_start_queue: int = 2
     warm_start_gate: float = -1.64
     warm_start_suggest: int = 0
+    warm_start_rank: int = 0
 
     def __post_init__(self) -> None:
         self._check_model_inputs()
@@ -165,6 +171,12 @@ class StudySettings:
         check_kind("warm_start_model", self.warm_start_model, warm_start=True)
         _check_count("warm_start_queue", self.warm_start_queue, " (0: queue nothing)")
         _check_count("warm_start_suggest", self.warm_start_suggest, " (0: suggest nothing)")
+        _check_count("warm_start_rank", self.warm_start_rank, " (0: the gate's rule)")
+        if self.warm_start_rank == 1:
+            raise StudySettingsError(
+                "StudySettings.warm_start_rank must be 0 or at least 2 (a ranking needs two "
+                "trials), got 1."
+            )
         gate = self.warm_start_gate
         if isinstance(gate, bool) or not isinstance(gate, int | float) or not math.isfinite(gate):
             raise StudySettingsError(

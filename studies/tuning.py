@@ -88,7 +88,8 @@ def surrogate_kind(field: str, name: str, warm_start: bool = False) -> Surrogate
 
 def make_surrogate(mode: str, settings: StudySettings, related: Sequence[Any] | None = None) -> Any:
     """A new surrogate of kind ``mode`` under ``settings``: their GP-fit cap, and the
-    structured kind's knowledge, fixed structure and ignored metrics, the warm start's gate.
+    structured kind's knowledge, fixed structure and ignored metrics, the warm start's gate and
+    rank.
 
     Args:
         mode: A registered kind's name (a warm-start kind's where ``related`` is given).
@@ -108,6 +109,7 @@ def make_surrogate(mode: str, settings: StudySettings, related: Sequence[Any] | 
         "structure": settings.structure,
         "ignore_metrics": settings.ignore_metrics,
         "gate": settings.warm_start_gate,
+        "rank": settings.warm_start_rank,
     }
     request = SurrogateRequest(settings.options().fit_maxiter, options, tuple(related or ()))
     return kind.factory(request)

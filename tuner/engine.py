@@ -28,7 +28,7 @@ Sources of a proposal, in order:
 
 Points the surrogate suggests (`tuner.Fitted.suggested`, `Surrogate.suggestions`: a warm start's
 related best, once the related study has shown it helps) come first at any position, design or
-model, while untried; the design resumes at its next point after them.
+model, while untried; in the design they take the points of the positions they fill.
 
 Failed trials never enter the model. Passing their configurations as pending points makes the
 acquisition function treat them as already being evaluated: expected improvement at and near a

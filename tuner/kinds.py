@@ -138,14 +138,17 @@ def _grouped(request: SurrogateRequest) -> Surrogate:
 def _mtgp(request: SurrogateRequest) -> Surrogate:
     from tuner.warmstart import GATE, WarmStartSurrogate
 
-    gate = request.options.get("gate", GATE)
-    return WarmStartSurrogate(request.related, fit_options=request.fit_options(), gate=gate)
+    gate, rank = request.options.get("gate", GATE), request.options.get("rank", 0)
+    return WarmStartSurrogate(
+        request.related, fit_options=request.fit_options(), gate=gate, rank=rank
+    )
 
 
 def _rgpe(request: SurrogateRequest) -> Surrogate:
     from tuner.rgpe import RGPESurrogate
 
-    return RGPESurrogate(request.related, fit_options=request.fit_options())
+    rank = request.options.get("rank", 0)
+    return RGPESurrogate(request.related, fit_options=request.fit_options(), rank=rank)
 
 
 register_surrogate("flat", _flat, summary="one batched multi-output GP (`tuner.FlatSurrogate`)")

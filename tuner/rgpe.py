@@ -37,7 +37,7 @@ from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
 from tuner.surrogate import CombinedModel, Fitted, FlatSurrogate, Surrogate, TrainingData
-from tuner.warmstart import RelatedTask, check_related, suggestions
+from tuner.warmstart import RelatedTask, check_related, ranks_alike, suggestions, task_model
 
 __all__ = ["MIN_TARGET", "RankWeightedEnsemble", "RGPESurrogate", "rank_weights"]
 
@@ -57,6 +57,10 @@ class RGPESurrogate(Surrogate):
             the first outcome), bounding the cost of the ensemble's posterior.
         dilution: Apply the weight-dilution rule (module docstring).
         min_target: Target trials from which the weights are computed (>= 2).
+        rank: When a task's best configurations are suggested (`tuner.warmstart.suggestions`):
+            0, once it earns a weight or its best, tried here, is on the target's front;
+            ``k >= 2``, once its GP orders the target's first ``k`` trials as they came out
+            (`tuner.warmstart.ranks_alike`).
     """
 
     def __init__(
@@ -67,8 +71,10 @@ class RGPESurrogate(Surrogate):
         max_related: int = 100,
         dilution: bool = True,
         min_target: int = MIN_TARGET,
+        rank: int = 0,
     ) -> None:
         self.min_target = max(int(min_target), 2)
+        self.rank = int(rank)
         self.related = [r for r in related if r.X.shape[0] > 0]
         self.fit_options = dict(fit_options or {})
         self.n_samples = int(n_samples)
@@ -108,9 +114,8 @@ class RGPESurrogate(Surrogate):
                 "n_train": data.n,
                 "weights": {},
             }
-            return Fitted(
-                flat, description=flat_only, suggested=suggestions(self.related, [], data)
-            )
+            suggested = suggestions(self.related, [], data, self._ranking(data))
+            return Fitted(flat, description=flat_only, suggested=suggested)
         bases = self._base_models(data)
         g = torch.Generator().manual_seed(int(data.seed))
         samples = [_joint_samples(b, data.X, self.n_samples, g) for b in bases]
@@ -130,7 +135,8 @@ class RGPESurrogate(Surrogate):
             },
         }
         used = [i for i in range(len(bases)) if bool((weights[i] > 0).any())]
-        suggested = suggestions(self.related, [self.related[i].name for i in used], data)
+        kept = [self.related[i].name for i in used]
+        suggested = suggestions(self.related, kept, data, self._ranking(data))
         if not used:
             description["model"] = "FlatSurrogate(SingleTaskGP)"
             return Fitted(flat, description=description, suggested=suggested)
@@ -144,21 +150,20 @@ class RGPESurrogate(Surrogate):
         return Fitted(ensemble, description=description, suggested=suggested)
 
     def _base_models(self, data: TrainingData) -> list[Model]:
-        """The related tasks' flat GPs, fitted on the first call (seed 0: the same fits on every
-        rebuild) and kept: their data never changes."""
+        """The related tasks' flat GPs (`tuner.warmstart.task_model`), fitted on the first call
+        and kept: their data never changes."""
         if self._bases is None:
-            bases = []
-            for r in self.related:
-                X, Y, Yvar = r.X, r.Y, r.Yvar
-                if X.shape[0] > self.max_related:
-                    keep = torch.argsort(Y[:, 0], descending=True)[: self.max_related]
-                    X, Y, Yvar = X[keep], Y[keep], None if Yvar is None else Yvar[keep]
-                task = TrainingData(
-                    X, Y, data.outcome_names, {}, data.space, 0, data.n_objectives, Yvar
-                )
-                bases.append(FlatSurrogate(self.fit_options).fit(task).model)
-            self._bases = bases
+            most = self.max_related
+            self._bases = [task_model(r, data, self.fit_options, most) for r in self.related]
         return self._bases
+
+    def _ranking(self, data: TrainingData) -> list[bool] | None:
+        """Per related task, `tuner.warmstart.ranks_alike` on ``data`` (None when `rank` is 0)."""
+        if not self.rank:
+            return None
+        if data.n < self.rank:
+            return [False] * len(self.related)
+        return [ranks_alike(b, data, self.rank) for b in self._base_models(data)]
 
 
 class RankWeightedEnsemble(CombinedModel):

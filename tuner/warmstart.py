@@ -46,6 +46,7 @@ from tuner.errors import SurrogateError
 from tuner.surrogate import Fitted, FlatSurrogate, Surrogate, TrainingData
 
 __all__ = [
+    "AGREEMENT",
     "GATE",
     "MIN_TARGET",
     "RelatedTask",
@@ -59,6 +60,11 @@ MIN_TARGET = 2
 #: `WarmStartSurrogate`'s default gate (module docstring): a one-sided 95% lower confidence
 #: bound on the mean per-trial advantage (`StudySettings.warm_start_gate`).
 GATE = -1.64
+#: The share of a target's first trials' pairs a related task must order alike (`ranks_alike`):
+#: on the design split of `benchmarks/bench_families.py`, with 3 trials and two objectives
+#: (docs/families.md), a misleading source passed 0 of 100 times, an unrelated one 21, a related
+#: one 50 of 60.
+AGREEMENT = 0.8
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,9 @@ class WarmStartSurrogate(Surrogate):
         gate: How sure the gate must be that a task helps (module docstring): a task is kept
             while the mean of its per-trial leave-one-out advantage plus ``gate`` standard
             errors is above zero.
+        rank: 0: a task's best configurations are suggested once the gate keeps it or its
+            best, tried here, is on the target's front (`suggestions`); ``k >= 2``: once its
+            own GP orders the target's first ``k`` trials as they came out (`ranks_alike`).
     """
 
     def __init__(
@@ -123,6 +132,7 @@ class WarmStartSurrogate(Surrogate):
         max_related: int = 100,
         min_target: int = MIN_TARGET,
         gate: float = GATE,
+        rank: int = 0,
     ) -> None:
         if int(min_target) < 2:
             raise SurrogateError(f"`min_target >= 2` must hold, got {min_target=}.")
@@ -131,6 +141,8 @@ class WarmStartSurrogate(Surrogate):
         self.max_related = int(max_related)
         self.min_target = int(min_target)
         self.gate = float(gate)
+        self.rank = int(rank)
+        self._models: list[Any] | None = None  # the related tasks' own GPs, for `rank`
         self._fitted: tuple[str, Fitted] | None = None  # the fit of the latest data, by digest
 
     def check(self, space: Any, outcome_names: Sequence[str], n_objectives: int) -> None:
@@ -179,7 +191,7 @@ class WarmStartSurrogate(Surrogate):
             if bound > 0:
                 kept.append(r)
                 fitted[r.name] = model
-        suggested = suggestions(self.related, [r.name for r in kept], data)
+        suggested = suggestions(self.related, [r.name for r in kept], data, self._ranking(data))
         if not kept:
             description = {**flat_fit.description, "related": [], "loo": scores, "gate": gate}
             return Fitted(flat, description=description, suggested=suggested)
@@ -196,9 +208,21 @@ class WarmStartSurrogate(Surrogate):
         }
         return Fitted(model, description=description, suggested=suggested)
 
+    def _ranking(self, data: TrainingData) -> list[bool] | None:
+        """Per related task, `ranks_alike` on ``data`` (None when `rank` is 0); the tasks'
+        own GPs are fitted once, when the target first has `rank` trials."""
+        if not self.rank:
+            return None
+        if data.n < self.rank:
+            return [False] * len(self.related)
+        if self._models is None:
+            most = self.max_related
+            self._models = [task_model(r, data, self.fit_options, most) for r in self.related]
+        return [ranks_alike(m, data, self.rank) for m in self._models]
+
     def _fit_tasks(self, data: TrainingData, related: Sequence[RelatedTask]) -> ModelListGP:
         """One `MultiTaskGP` per outcome over the target (task 0) and ``related``."""
-        tasks = [(data.X, data.Y, data.noise())] + [self._trimmed(r) for r in related]
+        tasks = [(data.X, data.Y, data.noise())] + [trimmed(r, self.max_related) for r in related]
         X = torch.cat(
             [
                 torch.cat([x, torch.full((x.shape[0], 1), float(i), dtype=x.dtype)], dim=-1)
@@ -233,13 +257,6 @@ class WarmStartSurrogate(Surrogate):
                 models.append(gp.eval())
         return ModelListGP(*models).eval()
 
-    def _trimmed(self, r: RelatedTask) -> tuple[Tensor, Tensor, Tensor | None]:
-        """At most `max_related` trials of ``r``: its best by the first outcome first."""
-        if r.X.shape[0] <= self.max_related:
-            return r.X, r.Y, r.Yvar
-        keep = torch.argsort(r.Y[:, 0], descending=True)[: self.max_related]
-        return r.X[keep], r.Y[keep], None if r.Yvar is None else r.Yvar[keep]
-
 
 def check_related(related: Sequence[RelatedTask], space: Any, outcome_names: Sequence[str]) -> None:
     """Refuse related tasks whose inputs or outcomes do not match the target's.
@@ -258,17 +275,23 @@ def check_related(related: Sequence[RelatedTask], space: Any, outcome_names: Seq
 
 
 def suggestions(
-    related: Sequence[RelatedTask], kept: Sequence[str], data: TrainingData
+    related: Sequence[RelatedTask],
+    kept: Sequence[str],
+    data: TrainingData,
+    ranking: Sequence[bool] | None = None,
 ) -> Tensor | None:
     """What a fit on ``data`` suggests trying first (`tuner.Fitted.suggested`): the best
     configurations (`RelatedTask.best`) of each related task that has shown it helps, in their
-    order: the fit keeps it (``kept``: names), or its best configuration, tried on the target,
-    came out on the target's Pareto front (its objectives, `TrainingData.n_objectives`). None
-    without any."""
+    order. Without ``ranking``, a task has shown it helps when the fit keeps it (``kept``:
+    names) or its best configuration, tried on the target, came out on the target's Pareto
+    front (its objectives, `TrainingData.n_objectives`); with ``ranking`` (one flag per related
+    task, `ranks_alike`), when its flag is set. None without any."""
     best = [
         r.best
-        for r in related
-        if r.best is not None and r.best.shape[0] and (r.name in kept or _holds(r.best[0], data))
+        for i, r in enumerate(related)
+        if r.best is not None
+        and r.best.shape[0]
+        and (ranking[i] if ranking is not None else r.name in kept or _holds(r.best[0], data))
     ]
     return torch.cat(best) if best else None
 
@@ -283,6 +306,44 @@ def _holds(x: Tensor, data: TrainingData) -> bool:
         return False
     front = is_non_dominated(data.Y[:, : data.n_objectives], deduplicate=False)
     return bool(front[same].any())
+
+
+def ranks_alike(model: Any, data: TrainingData, k: int) -> bool:
+    """Whether ``model`` (a related task's own GP, `task_model`) orders the target's first
+    ``k`` completed trials as they came out: of the pairs of them whose outcomes differ, over
+    every objective, at least `AGREEMENT` are ordered the same way by its posterior mean. False
+    while fewer than ``k`` trials completed or no pair differs. Judged on the first ``k`` alone,
+    so the answer holds for the rest of the study: a task gets one look, not one per trial."""
+    if data.n < k or k < 2:
+        return False
+    m = data.n_objectives
+    with torch.no_grad():
+        mean = model.posterior(data.X[:k]).mean[..., :m]
+    pairs = torch.triu_indices(k, k, offset=1)
+    seen = data.Y[pairs[1], :m] - data.Y[pairs[0], :m]
+    said = mean[pairs[1]] - mean[pairs[0]]
+    differ = seen != 0
+    alike = int(((seen.sign() == said.sign()) & differ).sum())
+    return bool(differ.any()) and alike >= AGREEMENT * int(differ.sum())
+
+
+def task_model(
+    r: RelatedTask, data: TrainingData, fit_options: Mapping[str, Any], most: int
+) -> Any:
+    """A related task's own flat GP (`FlatSurrogate`, fitted with seed 0, standardized in the
+    task's own units) on at most ``most`` of its trials (`trimmed`), with the target
+    ``data``'s outcomes."""
+    X, Y, Yvar = trimmed(r, most)
+    task = TrainingData(X, Y, data.outcome_names, {}, data.space, 0, data.n_objectives, Yvar)
+    return FlatSurrogate(fit_options).fit(task).model
+
+
+def trimmed(r: RelatedTask, most: int) -> tuple[Tensor, Tensor, Tensor | None]:
+    """At most ``most`` trials of ``r``: its best by the first outcome first."""
+    if r.X.shape[0] <= most:
+        return r.X, r.Y, r.Yvar
+    keep = torch.argsort(r.Y[:, 0], descending=True)[:most]
+    return r.X[keep], r.Y[keep], None if r.Yvar is None else r.Yvar[keep]
 
 
 def _correlations(models: Sequence[Any]) -> list[list[float]]:

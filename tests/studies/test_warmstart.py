@@ -127,6 +127,17 @@ def test_suggested_configurations_wait_until_the_related_study_has_shown_it_help
     assert StudySettings.from_dict({"warm_start": ["src"]}).warm_start_suggest == 0  # older
     with pytest.raises(StudySettingsError, match="warm_start_suggest must be an int >= 0"):
         StudySettings(warm_start=["src"], warm_start_suggest=-1)
+    # the rank rule: the design's first three trials, then the source's best once its own GP
+    # orders those three as they came out here (the same problem: it does)
+    ranked = dataclasses.replace(settings, warm_start_gate=-1e6, warm_start_rank=3)
+    study = toy_study("ranked", source, settings=ranked, seed=1)
+    study.optimize(5, progress=False)
+    configs = [t.config for t in sorted(study.trials, key=lambda t: t.number)]
+    assert configs[:3] == design[:3] and configs[3:5] == [c for c in best if c not in design][:2]
+    assert StudySettings.from_dict(ranked.to_dict()).warm_start_rank == 3
+    assert StudySettings.from_dict({"warm_start": ["src"]}).warm_start_rank == 0  # older
+    with pytest.raises(StudySettingsError, match="warm_start_rank must be 0 or at least 2"):
+        StudySettings(warm_start=["src"], warm_start_rank=1)
 
 
 def test_the_gate_setting_reaches_the_model_and_older_settings_keep_theirs(source: str) -> None:

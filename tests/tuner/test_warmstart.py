@@ -11,7 +11,15 @@ import torch
 from spaces import Float, Space
 from tuner.errors import SurrogateError
 from tuner.surrogate import FlatSurrogate, TrainingData
-from tuner.warmstart import MIN_TARGET, RelatedTask, WarmStartSurrogate, suggestions
+from tuner.rgpe import RGPESurrogate
+from tuner.warmstart import (
+    MIN_TARGET,
+    RelatedTask,
+    WarmStartSurrogate,
+    ranks_alike,
+    suggestions,
+    task_model,
+)
 
 SPACE = Space({"x": Float(0.0, 1.0), "y": Float(0.0, 1.0)})
 
@@ -121,3 +129,22 @@ def test_a_dropped_task_whose_best_holds_up_on_the_target_suggests_the_rest(task
         assert (fitted.suggested is not None) == holds
     none = TrainingData(data.X[:0], data.Y[:0], ["f"], {}, SPACE, 0)
     assert suggestions([task], [], none) is None  # nothing tried yet
+
+
+def test_the_rank_rule_suggests_a_task_that_orders_the_first_trials_alike(tasks) -> None:
+    related, _, data, _ = tasks
+    mirror = RelatedTask("mirror", related.X, 1.0 - related.Y)  # the target's order reversed
+    top = related.X[torch.argsort(related.Y[:, 0], descending=True)[:2]]
+    best = [dataclasses.replace(r, best=top) for r in (related, mirror)]
+    options = {"maxiter": 20}
+    same, reversed_ = (task_model(r, data, options, 100) for r in best)
+    assert ranks_alike(same, data, 3) and not ranks_alike(reversed_, data, 3)
+    assert not ranks_alike(same, data, data.n + 1)  # fewer trials than it judges
+    for surrogate in (
+        WarmStartSurrogate(best, fit_options=options, gate=-1e6, rank=3),  # the gate keeps none
+        RGPESurrogate(best, fit_options=options, n_samples=32, rank=3),
+    ):
+        fitted = surrogate.fit(data)
+        assert fitted.suggested is not None and torch.equal(fitted.suggested, top)  # one task's
+        two = TrainingData(data.X[:2], data.Y[:2], ["f"], {}, SPACE, 0)
+        assert surrogate.fit(two).suggested is None  # judged on the third trial, not before
