@@ -10,8 +10,8 @@ import torch
 
 from spaces import Float, Space
 from tuner.errors import SurrogateError
-from tuner.surrogate import FlatSurrogate, TrainingData
 from tuner.rgpe import RGPESurrogate
+from tuner.surrogate import FlatSurrogate, TrainingData
 from tuner.warmstart import (
     MIN_TARGET,
     RelatedTask,
