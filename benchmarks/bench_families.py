@@ -25,12 +25,16 @@ and merged by ``report`` into ``benchmarks/results/bench_families.json``, which 
   default settings) and ``warm`` (the same with ``warm_start`` naming the source);
   ``warm+FIELD=VALUE+...`` overrides `StudySettings` fields. The targets report objectives only,
   so ``auto`` is the flat GP in both arms.
+* ``looks``: no study beyond the cold one's first trials (`rank_looks`): how often a pair's
+  source orders the target's first ``k`` trials alike, the look `StudySettings.warm_start_rank`
+  takes, per relation (``--looks 3,4,5,6``); saved to ``bench_families_looks.json``.
 
 Usage::
 
     python -m benchmarks.bench_families structure --split design --arms flat,auto --seeds 0-4
     python -m benchmarks.bench_families warm --split design --arms cold,warm --seeds 0-9
     python -m benchmarks.bench_families report          # merge rows, print tables
+    python -m benchmarks.bench_families looks --split design --seeds 0-9   # the rank rule's looks
 
 ``--shard I/N`` runs every N-th member from the I-th (two processes on two cores); ``--members``
 names some members of the split.
@@ -52,7 +56,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._common import RESULTS_DIR, machine_info, round_floats
+from benchmarks._common import RESULTS_DIR, machine_info, round_floats, write_results
 from benchmarks._families import SPLIT, member, warm_pair
 from benchmarks._structure_results import hypervolume
 from tuner.options import TunerOptions
@@ -266,6 +270,66 @@ def run_warm(pair: str, arm: str, seed: int, trials: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def rank_looks(pair: str, seed: int, ks: Sequence[int]) -> list[float]:
+    """The share of the pairs of the target's first ``k`` trials (the cold study's, seed
+    ``seed``; for each ``k`` in ``ks``) that the pair's source orders alike on every objective
+    (its own GP, `tuner.warmstart.task_model`): what `StudySettings.warm_start_rank` judges,
+    without running the warm study. NaN where a trial failed or no pair differs."""
+    from studies import Study, StudySettings
+    from studies.warmstart import related_tasks
+    from tuner.trial import Trial, TrialState
+    from tuner.warmstart import rank_agreement, task_model
+
+    p = warm_pair(pair)
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "source.db"
+        shutil.copy(source_db(pair), src)
+        related = [{"study": "source", "storage": f"sqlite:///{src}"}]
+
+        def study(name: str, **fields: Any) -> Any:
+            return Study(
+                name, p.target.space, dict(p.target.objectives), _evaluate(p.target, seed),
+                storage=f"sqlite:///{Path(tmp) / name}.db", seed=seed,
+                settings=StudySettings(tuner_options=WARM_OPTIONS, **fields),
+            )  # fmt: skip
+
+        cold = study("cold")
+        _optimize(cold, max(ks))
+        done = sorted((t for t in cold.trials if t.values), key=lambda t: t.number)
+        trials = [Trial(i, t.config, TrialState.COMPLETE, t.values) for i, t in enumerate(done)]
+        data = cold.problem.training_data(cold.space, trials, 0)
+        task = related_tasks(study("warm", warm_start=related, warm_start_queue=0))[0]
+        model = task_model(task, data, {}, 100)
+    nan = float("nan")
+    return [nan if (v := rank_agreement(model, data, k)) is None else v for k in ks]
+
+
+def looks(split: str, seeds: Sequence[int], ks: Sequence[int], members: Sequence[str]) -> None:
+    """`rank_looks` over the split's warm pairs: per relation and ``k``, how often the share is
+    at least `tuner.warmstart.AGREEMENT` (the rank rule passes), printed and saved to
+    ``benchmarks/results/bench_families_looks.json``."""
+    from benchmarks._families import RELATIONS
+    from tuner.warmstart import AGREEMENT
+
+    pairs = [m for m in SPLIT["warm"][split] if not members or m in members]
+    shares = {pair: [rank_looks(pair, seed, ks) for seed in seeds] for pair in pairs}
+    table: dict[str, dict[str, list[int]]] = {}
+    for relation in RELATIONS:
+        rows = [r for pair, rs in shares.items() if pair.endswith("/" + relation) for r in rs]
+        if rows:
+            table[relation] = {
+                str(k): [sum(r[i] >= AGREEMENT for r in rows), sum(r[i] == r[i] for r in rows)]
+                for i, k in enumerate(ks)
+            }
+            cells = " ".join(f"k={k} {a:3d}/{b:<3d}" for k, (a, b) in table[relation].items())
+            print(f"{relation:11s} {cells}")
+    payload = {
+        "split": split, "seeds": seed_ranges(list(seeds)), "agreement": AGREEMENT,
+        "pairs": pairs, "passes_of_looks": table,
+    }  # fmt: skip
+    write_results("bench_families_looks", payload, machine=machine_info())
+
+
 def _warm_jobs(pairs: Sequence[str], arms: Sequence[str]) -> list[tuple[str, str]]:
     """(pair, arm) jobs: ``cold`` once per target (it does not depend on the source; stored
     under the pair's target ``warm/<seed>``), the other arms per pair."""
@@ -334,19 +398,24 @@ def run(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("kind", choices=("structure", "warm", "report"))
+    parser.add_argument("kind", choices=("structure", "warm", "report", "looks"))
     parser.add_argument("--split", choices=("design", "test"), default="design")
     parser.add_argument("--arms", default=None, help="comma-separated (module docstring)")
     parser.add_argument("--seeds", default="0-9", help="e.g. 0-9 or 0,2,4")
     parser.add_argument("--trials", type=int, default=None, help="structure 40, warm 30")
     parser.add_argument("--members", default=None, help="members of the split, by comma")
     parser.add_argument("--shard", default="0/1", help="I/N: every N-th member from the I-th")
+    parser.add_argument("--looks", default="3,4,5,6", help="looks: the first k trials judged")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     if args.kind == "report":
         from benchmarks._families_report import report
 
         report()
+        return
+    if args.kind == "looks":
+        members = args.members.split(",") if args.members else ()
+        looks(args.split, _seeds(args.seeds), [int(k) for k in args.looks.split(",")], members)
         return
     args.arms = args.arms or ("flat,auto" if args.kind == "structure" else "cold,warm")
     args.trials = args.trials or (40 if args.kind == "structure" else 30)

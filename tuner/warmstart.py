@@ -52,7 +52,11 @@ __all__ = [
     "RelatedTask",
     "WarmStartSurrogate",
     "check_related",
+    "rank_agreement",
+    "ranks_alike",
     "suggestions",
+    "task_model",
+    "trimmed",
 ]
 
 #: Target trials needed before a related task can be judged; below, the flat GP is used.
@@ -310,12 +314,19 @@ def _holds(x: Tensor, data: TrainingData) -> bool:
 
 def ranks_alike(model: Any, data: TrainingData, k: int) -> bool:
     """Whether ``model`` (a related task's own GP, `task_model`) orders the target's first
-    ``k`` completed trials as they came out: of the pairs of them whose outcomes differ, over
-    every objective, at least `AGREEMENT` are ordered the same way by its posterior mean. False
-    while fewer than ``k`` trials completed or no pair differs. Judged on the first ``k`` alone,
+    ``k`` completed trials as they came out: at least `AGREEMENT` of the pairs of them whose
+    outcomes differ, over every objective (`rank_agreement`). Judged on the first ``k`` alone,
     so the answer holds for the rest of the study: a task gets one look, not one per trial."""
+    share = rank_agreement(model, data, k)
+    return share is not None and share >= AGREEMENT
+
+
+def rank_agreement(model: Any, data: TrainingData, k: int) -> float | None:
+    """The share of the pairs of the target's first ``k`` completed trials whose outcomes
+    differ, over every objective, that ``model``'s posterior mean orders the same way. None
+    while fewer than ``k`` (or 2) trials completed or no pair differs."""
     if data.n < k or k < 2:
-        return False
+        return None
     m = data.n_objectives
     with torch.no_grad():
         mean = model.posterior(data.X[:k]).mean[..., :m]
@@ -323,8 +334,9 @@ def ranks_alike(model: Any, data: TrainingData, k: int) -> bool:
     seen = data.Y[pairs[1], :m] - data.Y[pairs[0], :m]
     said = mean[pairs[1]] - mean[pairs[0]]
     differ = seen != 0
-    alike = int(((seen.sign() == said.sign()) & differ).sum())
-    return bool(differ.any()) and alike >= AGREEMENT * int(differ.sum())
+    if not bool(differ.any()):
+        return None
+    return float(((seen.sign() == said.sign()) & differ).sum()) / int(differ.sum())
 
 
 def task_model(
