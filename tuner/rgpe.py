@@ -37,7 +37,7 @@ from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
 from tuner.surrogate import CombinedModel, Fitted, FlatSurrogate, Surrogate, TrainingData
-from tuner.warmstart import RelatedTask, check_related, ranks_alike, suggestions, task_model
+from tuner.warmstart import RelatedTask, check_related, suggestions, task_model
 
 __all__ = ["MIN_TARGET", "RankWeightedEnsemble", "RGPESurrogate", "rank_weights"]
 
@@ -114,7 +114,7 @@ class RGPESurrogate(Surrogate):
                 "n_train": data.n,
                 "weights": {},
             }
-            suggested = suggestions(self.related, [], data, self._ranking(data))
+            suggested = suggestions(self.related, [], data, self.rank, self._base_models)
             return Fitted(flat, description=flat_only, suggested=suggested)
         bases = self._base_models(data)
         g = torch.Generator().manual_seed(int(data.seed))
@@ -136,7 +136,7 @@ class RGPESurrogate(Surrogate):
         }
         used = [i for i in range(len(bases)) if bool((weights[i] > 0).any())]
         kept = [self.related[i].name for i in used]
-        suggested = suggestions(self.related, kept, data, self._ranking(data))
+        suggested = suggestions(self.related, kept, data, self.rank, self._base_models)
         if not used:
             description["model"] = "FlatSurrogate(SingleTaskGP)"
             return Fitted(flat, description=description, suggested=suggested)
@@ -156,14 +156,6 @@ class RGPESurrogate(Surrogate):
             most = self.max_related
             self._bases = [task_model(r, data, self.fit_options, most) for r in self.related]
         return self._bases
-
-    def _ranking(self, data: TrainingData) -> list[bool] | None:
-        """Per related task, `tuner.warmstart.ranks_alike` on ``data`` (None when `rank` is 0)."""
-        if not self.rank:
-            return None
-        if data.n < self.rank:
-            return [False] * len(self.related)
-        return [ranks_alike(b, data, self.rank) for b in self._base_models(data)]
 
 
 class RankWeightedEnsemble(CombinedModel):

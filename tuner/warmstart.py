@@ -30,7 +30,7 @@ study layer maps another study's configurations onto shared parameters by name
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -195,7 +195,8 @@ class WarmStartSurrogate(Surrogate):
             if bound > 0:
                 kept.append(r)
                 fitted[r.name] = model
-        suggested = suggestions(self.related, [r.name for r in kept], data, self._ranking(data))
+        names = [r.name for r in kept]
+        suggested = suggestions(self.related, names, data, self.rank, self._task_models)
         if not kept:
             description = {**flat_fit.description, "related": [], "loo": scores, "gate": gate}
             return Fitted(flat, description=description, suggested=suggested)
@@ -212,17 +213,13 @@ class WarmStartSurrogate(Surrogate):
         }
         return Fitted(model, description=description, suggested=suggested)
 
-    def _ranking(self, data: TrainingData) -> list[bool] | None:
-        """Per related task, `ranks_alike` on ``data`` (None when `rank` is 0); the tasks'
-        own GPs are fitted once, when the target first has `rank` trials."""
-        if not self.rank:
-            return None
-        if data.n < self.rank:
-            return [False] * len(self.related)
+    def _task_models(self, data: TrainingData) -> list[Any]:
+        """The related tasks' own GPs (`task_model`, for `rank`), fitted on the first call and
+        kept: their data never changes."""
         if self._models is None:
             most = self.max_related
             self._models = [task_model(r, data, self.fit_options, most) for r in self.related]
-        return [ranks_alike(m, data, self.rank) for m in self._models]
+        return self._models
 
     def _fit_tasks(self, data: TrainingData, related: Sequence[RelatedTask]) -> ModelListGP:
         """One `MultiTaskGP` per outcome over the target (task 0) and ``related``."""
@@ -282,29 +279,34 @@ def suggestions(
     related: Sequence[RelatedTask],
     kept: Sequence[str],
     data: TrainingData,
-    ranking: Sequence[bool] | None = None,
+    rank: int = 0,
+    models: Callable[[TrainingData], Sequence[Any]] | None = None,
 ) -> Tensor | None:
     """What a fit on ``data`` suggests trying first (`tuner.Fitted.suggested`): the best
     configurations (`RelatedTask.best`) of each related task that has shown it helps, in their
-    order. Without ``ranking``, a task has shown it helps when the fit keeps it (``kept``:
-    names) or its best configuration, tried on the target, came out on the target's Pareto
-    front (its objectives, `TrainingData.n_objectives`); with ``ranking`` (one flag per related
-    task, `ranks_alike`), when its flag is set. None without any."""
+    order. With ``rank`` 0, a task has shown it helps when the fit keeps it (``kept``: names)
+    or its best configuration, tried on the target, came out on the target's Pareto front (its
+    objectives, `TrainingData.n_objectives`); with ``rank`` ``k >= 2``, when its own GP (of
+    ``models(data)``, one per related task, `task_model`) orders the target's first ``k``
+    trials alike (`ranks_alike`). None without any."""
+    if rank and models is not None:
+        judged = data.n >= rank  # the tasks' GPs are fitted once there are trials to judge
+        alike = [ranks_alike(m, data, rank) for m in models(data)] if judged else []
+    else:
+        alike = [r.name in kept or _holds(r.best, data) for r in related]
     best = [
-        r.best
-        for i, r in enumerate(related)
-        if r.best is not None
-        and r.best.shape[0]
-        and (ranking[i] if ranking is not None else r.name in kept or _holds(r.best[0], data))
+        r.best for r, ok in zip(related, alike) if ok and r.best is not None and r.best.shape[0]
     ]
     return torch.cat(best) if best else None
 
 
-def _holds(x: Tensor, data: TrainingData) -> bool:
-    """Whether the target tried ``x`` (a ``d``-dim unit point) and it is on the target's
-    Pareto front (objectives maximized, as `TrainingData.Y` holds them)."""
-    if not data.n:
+def _holds(best: Tensor | None, data: TrainingData) -> bool:
+    """Whether the target tried a task's best configuration (the first of ``best``, ``k x d``
+    unit points) and it is on the target's Pareto front (objectives maximized, as
+    `TrainingData.Y` holds them)."""
+    if best is None or not len(best) or not data.n:
         return False
+    x = best[0]
     same = ((data.X - x).abs() <= 1e-9).all(dim=-1)
     if not bool(same.any()):
         return False
