@@ -21,7 +21,8 @@ proposal.
 A related task may carry its best configurations (`RelatedTask.best`): the fit suggests them
 (`suggestions`, `tuner.Fitted.suggested`, tried before the model's own proposals) once the task
 has shown it helps, kept by the gate or its best, tried on the target, on the target's Pareto
-front.
+front; or, judged by rank (``rank`` k), its own GP ordering the target's first k trials as they
+came out (`ranks_alike`): one look that a misleading task fails.
 
 The related tasks' inputs must already be encoded in the target's space (`RelatedTask`); the
 study layer maps another study's configurations onto shared parameters by name
