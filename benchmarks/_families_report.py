@@ -255,7 +255,10 @@ def report() -> None:
     }
     path = RESULTS_DIR / "bench_families.json"
     if path.exists():
-        compact = carry(compact, json.loads(path.read_text()))
+        old = json.loads(path.read_text())
+        compact = carry(compact, old)
+        if "looks" in old:  # written by `bench_families looks`, not from rows
+            compact["looks"] = old["looks"]
     for split, fams in compact["families"].items():  # carried pools too, from member cells
         for family, arms in fams.items():
             members = compact["structure"].get(split, {}).get(family, {})

@@ -27,7 +27,7 @@ and merged by ``report`` into ``benchmarks/results/bench_families.json``, which 
   so ``auto`` is the flat GP in both arms.
 * ``looks``: no study beyond the cold one's first trials (`rank_looks`): how often a pair's
   source orders the target's first ``k`` trials alike, the look `StudySettings.warm_start_rank`
-  takes, per relation (``--looks 3,4,5,6``); saved to ``bench_families_looks.json``.
+  takes, per relation (``--looks 3,4,5,6``); saved under ``looks`` in ``bench_families.json``.
 
 Usage::
 
@@ -56,7 +56,13 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._common import RESULTS_DIR, machine_info, round_floats, write_results
+from benchmarks._common import (
+    RESULTS_DIR,
+    compact_json,
+    machine_info,
+    round_floats,
+    write_results,
+)
 from benchmarks._families import SPLIT, member, warm_pair
 from benchmarks._structure_results import hypervolume
 from tuner.options import TunerOptions
@@ -306,8 +312,8 @@ def rank_looks(pair: str, seed: int, ks: Sequence[int]) -> list[float]:
 
 def looks(split: str, seeds: Sequence[int], ks: Sequence[int], members: Sequence[str]) -> None:
     """`rank_looks` over the split's warm pairs: per relation and ``k``, how often the share is
-    at least `tuner.warmstart.AGREEMENT` (the rank rule passes), printed and saved to
-    ``benchmarks/results/bench_families_looks.json``."""
+    at least `tuner.warmstart.AGREEMENT` (the rank rule passes), printed and saved under
+    ``looks`` in ``benchmarks/results/bench_families.json`` (`report` carries it)."""
     from benchmarks._families import RELATIONS
     from tuner.warmstart import AGREEMENT
 
@@ -323,11 +329,14 @@ def looks(split: str, seeds: Sequence[int], ks: Sequence[int], members: Sequence
             }
             cells = " ".join(f"k={k} {a:3d}/{b:<3d}" for k, (a, b) in table[relation].items())
             print(f"{relation:11s} {cells}")
-    payload = {
+    path = RESULTS_DIR / "bench_families.json"
+    doc = json.loads(path.read_text()) if path.exists() else {}
+    doc["looks"] = {
         "split": split, "seeds": seed_ranges(list(seeds)), "agreement": AGREEMENT,
-        "pairs": pairs, "passes_of_looks": table,
+        "pairs": pairs, "passes_of_looks": table, "machine": machine_info(),
     }  # fmt: skip
-    write_results("bench_families_looks", payload, machine=machine_info())
+    machine = doc.pop("machine", None) or machine_info()  # the report's, kept
+    write_results("bench_families", doc, machine=machine, dumps=compact_json)
 
 
 def _warm_jobs(pairs: Sequence[str], arms: Sequence[str]) -> list[tuple[str, str]]:
