@@ -276,38 +276,39 @@ def run_warm(pair: str, arm: str, seed: int, trials: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def rank_looks(pair: str, seed: int, ks: Sequence[int]) -> list[float]:
-    """The share of the pairs of the target's first ``k`` trials (the cold study's, seed
-    ``seed``; for each ``k`` in ``ks``) that the pair's source orders alike on every objective
-    (its own GP, `tuner.warmstart.task_model`): what `StudySettings.warm_start_rank` judges,
-    without running the warm study. NaN where a trial failed or no pair differs."""
+def rank_looks(pair: str, seeds: Sequence[int], ks: Sequence[int]) -> list[list[float]]:
+    """Per seed, for each ``k`` in ``ks``, the share of the pairs of the target's first ``k``
+    trials (the cold study's with that seed) that the pair's source orders alike on every
+    objective (its own GP, `tuner.warmstart.task_model`, fitted once): what
+    `StudySettings.warm_start_rank` judges, without running the warm study. NaN where a trial
+    failed or no pair differs."""
     from studies import Study, StudySettings
     from studies.warmstart import related_tasks
-    from tuner.trial import Trial, TrialState
     from tuner.warmstart import rank_agreement, task_model
 
     p = warm_pair(pair)
+    nan, out, model = float("nan"), [], None
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "source.db"
         shutil.copy(source_db(pair), src)
         related = [{"study": "source", "storage": f"sqlite:///{src}"}]
 
-        def study(name: str, **fields: Any) -> Any:
+        def study(name: str, seed: int, **fields: Any) -> Any:
             return Study(
                 name, p.target.space, dict(p.target.objectives), _evaluate(p.target, seed),
                 storage=f"sqlite:///{Path(tmp) / name}.db", seed=seed,
                 settings=StudySettings(tuner_options=WARM_OPTIONS, **fields),
             )  # fmt: skip
 
-        cold = study("cold")
-        _optimize(cold, max(ks))
-        done = sorted((t for t in cold.trials if t.values), key=lambda t: t.number)
-        trials = [Trial(i, t.config, TrialState.COMPLETE, t.values) for i, t in enumerate(done)]
-        data = cold.problem.training_data(cold.space, trials, 0)
-        task = related_tasks(study("warm", warm_start=related, warm_start_queue=0))[0]
-        model = task_model(task, data, {}, 100)
-    nan = float("nan")
-    return [nan if (v := rank_agreement(model, data, k)) is None else v for k in ks]
+        task = related_tasks(study("warm", 0, warm_start=related, warm_start_queue=0))[0]
+        for seed in seeds:
+            cold = study(f"cold{seed}", seed)
+            _optimize(cold, max(ks))
+            done = sorted((t for t in cold.trials if t.values), key=lambda t: t.number)
+            data = cold.problem.training_data(cold.space, done, 0)
+            model = model or task_model(task, data, {}, 100)  # the source's data: one fit
+            out.append([nan if (v := rank_agreement(model, data, k)) is None else v for k in ks])
+    return out
 
 
 def looks(split: str, seeds: Sequence[int], ks: Sequence[int], members: Sequence[str]) -> None:
@@ -318,7 +319,7 @@ def looks(split: str, seeds: Sequence[int], ks: Sequence[int], members: Sequence
     from tuner.warmstart import AGREEMENT
 
     pairs = [m for m in SPLIT["warm"][split] if not members or m in members]
-    shares = {pair: [rank_looks(pair, seed, ks) for seed in seeds] for pair in pairs}
+    shares = {pair: rank_looks(pair, seeds, ks) for pair in pairs}
     table: dict[str, dict[str, list[int]]] = {}
     for relation in RELATIONS:
         rows = [r for pair, rs in shares.items() if pair.endswith("/" + relation) for r in rs]
