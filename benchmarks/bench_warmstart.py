@@ -56,6 +56,9 @@ OBJ = {"f1": "minimize", "f2": "minimize"}
 REF = (1.1, 1.1)
 SOURCE_TRIALS = 25
 WARM_DESIGN = 4  # a warm-started study's design: the 2 queued configurations, then 2 Sobol points
+QUEUE = {"warm_start_queue": 2, "warm_start_suggest": 0, "warm_start_rank": 0}
+"""The warm arms' rule, as their figures were measured: the source's best queued first (the
+default before the rank rule, `StudySettings.warm_start_rank`)."""
 FILE = RESULTS_DIR / "bench_warmstart.json"
 
 
@@ -151,7 +154,7 @@ def run_synthetic(
     """One study of ``arm`` (cold, seeded, mtgp, rgpe) with tuner seed ``seed``."""
     from studies import Study, StudySettings
 
-    warm = {"warm_start": [source], "warm_start_model": arm} if arm in MODELS else {}
+    warm = {"warm_start": [source], "warm_start_model": arm, **QUEUE} if arm in MODELS else {}
     design = {} if arm == "cold" else {"n_initial": WARM_DESIGN}
     settings = StudySettings(**warm, **design)
     name = f"{arm}-{source}-{seed}" if arm != "cold" else f"cold-{seed}"
@@ -322,6 +325,7 @@ def run_arm(arm: str, seed: int, trials: int, source: str, tmp: Path) -> dict[st
     settings = StudySettings(
         warm_start=[{"study": "rewrite-demo", "storage": source}] if warm else (),
         warm_start_model=arm if warm else "mtgp",
+        **(QUEUE if warm else {}),
     )
     t0 = time.perf_counter()
     study = rewrite_study(

@@ -407,8 +407,8 @@ def open_rewrite_study(
 
 def _queue_lead(study: Study) -> None:
     """Queue `lead_configs` into a new study: the defaults and the informed prior first (a
-    warm-started study queued the defaults and the related studies' best on creation; what it
-    holds is skipped)."""
+    warm-started study with `StudySettings.warm_start_queue` queued the defaults and the related
+    studies' best on creation; what it holds is skipped)."""
     held = [t.config for t in study.trials]
     for config in lead_configs(study.space):
         if study.space.validate({**study.space.default(), **config}) not in held:

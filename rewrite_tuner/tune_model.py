@@ -133,9 +133,13 @@ def tune_model(
         calibration_seeds=calibration_seeds,
         centre=given.priors if given is not None else None,
     )
-    # the related studies' best are queued after the defaults and the given priors (`_prepare`)
+    # the related studies' best are queued after the defaults and the given priors (`_prepare`),
+    # not proposed later by the rank rule: the user named them for this model
     settings = StudySettings(
-        n_initial=max(3, trials // 2), warm_start=list(warm_start), warm_start_queue=0
+        n_initial=max(3, trials // 2),
+        warm_start=list(warm_start),
+        warm_start_queue=0,
+        warm_start_suggest=0,
     )
     job = Job(name or f"tune-{ref.name}", storage, trials, n_workers, seed, settings)
     steps = _ModelJob(spec, job, tell, given, priors, out, force, validation_seeds, ref.name, nodes)

@@ -78,11 +78,15 @@ class StudySettings:
             mapped onto this space by parameter name, are related tasks of a multi-task GP that
             keeps each only while it predicts this study's trials better than the flat GP
             (`studies.warmstart`, `tuner.warmstart.WarmStartSurrogate`). It replaces
-            ``surrogate``. A new study queues their best configurations as its first trials
-            (``warm_start_queue``), and proposes from the model, related trials included, from
-            its first proposal on while the model's gate keeps a related study (the initial
-            design's points are skipped then; `tuner.Surrogate.informed`); while it keeps none,
-            the design runs as in a cold study.
+            ``surrogate``. By default a new study runs its initial design as a cold study does,
+            and after its third trial looks once whether a related study orders those trials
+            as they came out (``warm_start_rank``); if it does, that study's two best
+            configurations are proposed next (``warm_start_suggest``), else never. The model,
+            related trials included, proposes from the first proposal on while its gate keeps a
+            related study (the initial design's points are skipped then;
+            `tuner.Surrogate.informed`); while it keeps none, the design runs as in a cold
+            study. Chosen on the design split of `benchmarks/bench_families.py`
+            (docs/families.md, "The rank rule").
         warm_start_model: How the related studies' trials inform the model: ``"mtgp"`` (a
             multi-task GP, `tuner.warmstart.WarmStartSurrogate`) or ``"rgpe"`` (a
             ranking-weighted ensemble of per-study GPs, `tuner.rgpe.RGPESurrogate`). The
@@ -122,10 +126,10 @@ class StudySettings:
     structure: Sequence[Sequence[str]] | None = None
     warm_start: Sequence[Any] = ()
     warm_start_model: str = "mtgp"
-    warm_start_queue: int = 2
+    warm_start_queue: int = 0
     warm_start_gate: float = -1.64
-    warm_start_suggest: int = 0
-    warm_start_rank: int = 0
+    warm_start_suggest: int = 2
+    warm_start_rank: int = 3
 
     def __post_init__(self) -> None:
         self._check_model_inputs()

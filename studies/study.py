@@ -156,14 +156,15 @@ class Study:
 
     def _queue_related(self) -> None:
         """Queue the related studies' best configurations into a new warm-started study
-        (`studies.warmstart.queue_related`). A related study that cannot be read is reported,
-        with the fix, by the first proposal (`studies.warmstart.warm_surrogate`), not here."""
+        (`studies.warmstart.queue_related`). A related study that cannot be read is a warning
+        here and an error, with the fix, at the first proposal
+        (`studies.warmstart.warm_surrogate`)."""
         from studies.warmstart import queue_related
 
         try:
             queue_related(self)
         except StudyError as err:
-            logger.warning("Warm start: nothing queued into %r (%s).", self.name, err)
+            logger.warning("Warm start: %r cannot use its related studies (%s).", self.name, err)
 
     def _attach(
         self,

@@ -197,10 +197,15 @@ def queue_related(study: Any) -> list[TrialRecord]:
         The trials queued (none for a study that already holds trials).
 
     Raises:
-        StudyError: A related study is missing, is the study itself, or does not fit it.
+        StudyError: A related study is missing, is the study itself, or does not fit it (also
+            with ``warm_start_queue`` 0: a new study's references are read on creation).
     """
     per_study = study.settings.warm_start_queue
-    if not per_study or not study.settings.warm_start or study.trials:
+    if not study.settings.warm_start or study.trials:
+        return []
+    if not per_study:
+        for other in _related_studies(study):
+            _mapped(study, other)
         return []
     configs = _best_configs(study, per_study)
     if study.settings.options().start_with_default:

@@ -1,6 +1,7 @@
 """`StudySettings(warm_start=...)`: a new study's model learns from finished studies' trials
 (mapped onto its space by parameter name) from its first proposal; their best configurations
-are queued first; bad references are clear errors."""
+are proposed once one has ordered the first trials alike (or queued first, an option); bad
+references are clear errors."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from studies.warmstart import related_tasks, seed_from_related, warm_surrogate
 from tests.studies.helpers import fast_settings
 
 OBJ = {"latency": "minimize", "search_seconds": "minimize"}
+QUEUE = {"warm_start_queue": 2, "warm_start_suggest": 0, "warm_start_rank": 0}
+"""The queue rule, the default before the rank rule: the best two queued on creation."""
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +33,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def _warm(url: str, name: str = "dst", **kwargs) -> Study:
-    settings = dataclasses.replace(fast_settings(), warm_start=["src"], n_initial=2)
+    settings = dataclasses.replace(fast_settings(), warm_start=["src"], n_initial=2, **QUEUE)
     return toy_study(name, url, settings=settings, seed=1, **kwargs)
 
 
@@ -65,7 +68,7 @@ def test_a_warm_started_study_proposes_from_the_model_while_it_keeps_the_source(
     runs = {}
     for gate in (1e6, -1e6):  # a task always kept, never kept
         settings = dataclasses.replace(
-            fast_settings(n_initial=6), warm_start=["src"], warm_start_gate=gate
+            fast_settings(n_initial=6), warm_start=["src"], warm_start_gate=gate, **QUEUE
         )
         study = toy_study(f"gate{gate:+.0f}", source, settings=settings, seed=1)
         study.optimize(5, progress=False)  # the default and the 2 queued, then 2 proposals
@@ -102,6 +105,7 @@ def test_suggested_configurations_wait_until_the_related_study_has_shown_it_help
             warm_start_gate=gate,
             warm_start_queue=0,
             warm_start_suggest=2,
+            warm_start_rank=0,
         )
         study = toy_study(f"suggest{gate:+.0f}", source, settings=settings, seed=1)
         assert study.trials == []  # nothing queued before the gate has judged
@@ -127,10 +131,16 @@ def test_suggested_configurations_wait_until_the_related_study_has_shown_it_help
     assert StudySettings.from_dict({"warm_start": ["src"]}).warm_start_suggest == 0  # older
     with pytest.raises(StudySettingsError, match="warm_start_suggest must be an int >= 0"):
         StudySettings(warm_start=["src"], warm_start_suggest=-1)
-    # the rank rule: the design's first three trials, then the source's best once its own GP
-    # orders those three as they came out here (the same problem: it does)
-    ranked = dataclasses.replace(settings, warm_start_gate=-1e6, warm_start_rank=3)
+    # the default, the rank rule: nothing queued; the design's first three trials, then the
+    # source's best once its own GP orders those three as they came out here (the same
+    # problem: it does), whatever the gate says
+    ranked = dataclasses.replace(fast_settings(n_initial=6), warm_start=["src"])
+    assert (ranked.warm_start_queue, ranked.warm_start_suggest, ranked.warm_start_rank) == (
+        0, 2, 3,
+    )  # fmt: skip
+    ranked = dataclasses.replace(ranked, warm_start_gate=-1e6)
     study = toy_study("ranked", source, settings=ranked, seed=1)
+    assert study.trials == []
     study.optimize(5, progress=False)
     configs = [t.config for t in sorted(study.trials, key=lambda t: t.number)]
     assert configs[:3] == design[:3] and configs[3:5] == [c for c in best if c not in design][:2]
@@ -154,12 +164,12 @@ def test_the_gate_setting_reaches_the_model_and_older_settings_keep_theirs(sourc
             StudySettings(warm_start=["src"], warm_start_gate=bad)
 
 
-def test_a_new_study_naming_a_missing_study_queues_nothing_and_says_so(
+def test_a_new_study_naming_a_missing_study_says_so(
     source: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="studies.study"):
         study = toy_study("lost", source, settings=StudySettings(warm_start=["nope"]))
-    assert study.trials == [] and "nothing queued into 'lost'" in caplog.text
+    assert study.trials == [] and "'lost' cannot use its related studies" in caplog.text
     with pytest.raises(StudyError, match="No study named 'nope'"):  # the first proposal says it
         study.optimize(1, progress=False)
 
