@@ -272,7 +272,9 @@ def run_warm(pair: str, arm: str, seed: int, trials: int) -> dict[str, Any]:
     return {
         "kind": "warm", "member": pair, "arm": arm, "seed": seed, "trials": trials, "hv": hv,
         "n_ok": len(ok), "proposing_s": stats.proposing, "wall_s": time.perf_counter() - t0,
-        "last_fit": {k: v for k, v in last.items() if k in ("model", "weights", "related", "gate")},
+        "last_fit": {
+            k: v for k, v in last.items() if k in ("model", "weights", "related", "gate", "look")
+        },
     }  # fmt: skip
 
 

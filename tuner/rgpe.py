@@ -37,7 +37,7 @@ from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
 from tuner.surrogate import CombinedModel, Fitted, FlatSurrogate, Surrogate, TrainingData
-from tuner.warmstart import RelatedTask, check_related, suggestions, task_model
+from tuner.warmstart import RelatedTask, check_related, described, suggestions, task_model
 
 __all__ = ["MIN_TARGET", "RankWeightedEnsemble", "RGPESurrogate", "rank_weights"]
 
@@ -114,8 +114,8 @@ class RGPESurrogate(Surrogate):
                 "n_train": data.n,
                 "weights": {},
             }
-            suggested = suggestions(self.related, [], data, self.rank, self._base_models)
-            return Fitted(flat, description=flat_only, suggested=suggested)
+            suggested, looks = suggestions(self.related, [], data, self.rank, self._base_models)
+            return Fitted(flat, description=described(flat_only, looks), suggested=suggested)
         bases = self._base_models(data)
         g = torch.Generator().manual_seed(int(data.seed))
         samples = [_joint_samples(b, data.X, self.n_samples, g) for b in bases]
@@ -136,7 +136,8 @@ class RGPESurrogate(Surrogate):
         }
         used = [i for i in range(len(bases)) if bool((weights[i] > 0).any())]
         kept = [self.related[i].name for i in used]
-        suggested = suggestions(self.related, kept, data, self.rank, self._base_models)
+        suggested, looks = suggestions(self.related, kept, data, self.rank, self._base_models)
+        description = described(description, looks)
         if not used:
             description["model"] = "FlatSurrogate(SingleTaskGP)"
             return Fitted(flat, description=description, suggested=suggested)

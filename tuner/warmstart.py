@@ -53,6 +53,7 @@ __all__ = [
     "RelatedTask",
     "WarmStartSurrogate",
     "check_related",
+    "described",
     "rank_agreement",
     "ranks_alike",
     "suggestions",
@@ -197,10 +198,10 @@ class WarmStartSurrogate(Surrogate):
                 kept.append(r)
                 fitted[r.name] = model
         names = [r.name for r in kept]
-        suggested = suggestions(self.related, names, data, self.rank, self._task_models)
+        suggested, looks = suggestions(self.related, names, data, self.rank, self._task_models)
         if not kept:
             description = {**flat_fit.description, "related": [], "loo": scores, "gate": gate}
-            return Fitted(flat, description=description, suggested=suggested)
+            return Fitted(flat, description=described(description, looks), suggested=suggested)
         model = fitted[kept[0].name] if len(kept) == 1 else self._fit_tasks(data, kept)
         description = {
             "model": "WarmStartSurrogate(MultiTaskGP per outcome)",
@@ -212,7 +213,7 @@ class WarmStartSurrogate(Surrogate):
             "loo": scores,
             "gate": gate,
         }
-        return Fitted(model, description=description, suggested=suggested)
+        return Fitted(model, description=described(description, looks), suggested=suggested)
 
     def _task_models(self, data: TrainingData) -> list[Any]:
         """The related tasks' own GPs (`task_model`, for `rank`), fitted on the first call and
@@ -282,23 +283,38 @@ def suggestions(
     data: TrainingData,
     rank: int = 0,
     models: Callable[[TrainingData], Sequence[Any]] | None = None,
-) -> Tensor | None:
+) -> tuple[Tensor | None, dict[str, float | None]]:
     """What a fit on ``data`` suggests trying first (`tuner.Fitted.suggested`): the best
     configurations (`RelatedTask.best`) of each related task that has shown it helps, in their
-    order. With ``rank`` 0, a task has shown it helps when the fit keeps it (``kept``: names)
-    or its best configuration, tried on the target, came out on the target's Pareto front (its
-    objectives, `TrainingData.n_objectives`); with ``rank`` ``k >= 2``, when its own GP (of
-    ``models(data)``, one per related task, `task_model`) orders the target's first ``k``
-    trials alike (`ranks_alike`). None without any."""
+    order (None without any), and the rank rule's looks. With ``rank`` 0, a task has shown it
+    helps when the fit keeps it (``kept``: names) or its best configuration, tried on the
+    target, came out on the target's Pareto front (its objectives, `TrainingData.n_objectives`);
+    no looks. With ``rank`` ``k >= 2``, when its own GP (of ``models(data)``, one per related
+    task, `task_model`) orders the target's first ``k`` trials alike (`ranks_alike`); the looks
+    give each task's share of pairs ordered alike (`rank_agreement`; None where no pair
+    differs), from the ``k``-th trial on, for the fit's description (`described`)."""
+    looks: dict[str, float | None] = {}
     if rank and models is not None:
         judged = data.n >= rank  # the tasks' GPs are fitted once there are trials to judge
-        alike = [ranks_alike(m, data, rank) for m in models(data)] if judged else []
+        shares = [rank_agreement(m, data, rank) for m in models(data)] if judged else []
+        looks = dict(zip((r.name for r in related), shares))  # empty until judged
+        alike = [v is not None and v >= AGREEMENT for v in shares]
     else:
         alike = [r.name in kept or _holds(r.best, data) for r in related]
     best = [
         r.best for r, ok in zip(related, alike) if ok and r.best is not None and r.best.shape[0]
     ]
-    return torch.cat(best) if best else None
+    return (torch.cat(best) if best else None), looks
+
+
+def described(description: dict[str, Any], looks: dict[str, float | None]) -> dict[str, Any]:
+    """A warm-start fit's ``description`` with the rank rule's ``looks`` (`suggestions`), once
+    judged, under ``"look"``: per related task, the share of the target's first trials' pairs
+    its own GP orders alike (``"alike"``), and the share it needs (``"needs"``, `AGREEMENT`)."""
+    if not looks:
+        return description
+    shares = {k: None if v is None else round(v, 4) for k, v in looks.items()}
+    return {**description, "look": {"alike": shares, "needs": AGREEMENT}}
 
 
 def _holds(best: Tensor | None, data: TrainingData) -> bool:

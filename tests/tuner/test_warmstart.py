@@ -13,6 +13,7 @@ from tuner.errors import SurrogateError
 from tuner.rgpe import RGPESurrogate
 from tuner.surrogate import FlatSurrogate, TrainingData
 from tuner.warmstart import (
+    AGREEMENT,
     MIN_TARGET,
     RelatedTask,
     WarmStartSurrogate,
@@ -128,7 +129,7 @@ def test_a_dropped_task_whose_best_holds_up_on_the_target_suggests_the_rest(task
         assert fitted.description["related"] == []  # the gate drops it either way
         assert (fitted.suggested is not None) == holds
     none = TrainingData(data.X[:0], data.Y[:0], ["f"], {}, SPACE, 0)
-    assert suggestions([task], [], none) is None  # nothing tried yet
+    assert suggestions([task], [], none) == (None, {})  # nothing tried yet; no look asked
 
 
 def test_the_rank_rule_suggests_a_task_that_orders_the_first_trials_alike(tasks) -> None:
@@ -146,5 +147,9 @@ def test_the_rank_rule_suggests_a_task_that_orders_the_first_trials_alike(tasks)
     ):
         fitted = surrogate.fit(data)
         assert fitted.suggested is not None and torch.equal(fitted.suggested, top)  # one task's
+        look = fitted.description["look"]  # what the user sees of the look
+        assert look["needs"] == AGREEMENT and set(look["alike"]) == {"shifted", "mirror"}
+        assert look["alike"]["shifted"] >= AGREEMENT > look["alike"]["mirror"]
         two = TrainingData(data.X[:2], data.Y[:2], ["f"], {}, SPACE, 0)
         assert surrogate.fit(two).suggested is None  # judged on the third trial, not before
+        assert "look" not in surrogate.fit(two).description
