@@ -118,7 +118,16 @@ def structure_summary(snap: Snapshot) -> dict[str, Any]:
         for k in {k for t in complete for k in t.metrics} - told
         if not k.endswith(SEM_SUFFIX) and not any(fnmatch(k, p) for p in settings.ignore_metrics)
     )
-    if settings.surrogate != "auto":
+    if settings.warm_start:
+        names = [w if isinstance(w, str) else w.get("study") for w in settings.warm_start]
+        mode = settings.warm_start_model
+        why = (
+            f"warm-started from {', '.join(map(str, names))}, so the model is the warm-start "
+            f"one ({mode}; it replaces surrogate=...): those studies' trials inform it as "
+            "related tasks while they predict this study's trials better than a flat GP. "
+            + _warm_rule(settings)
+        )
+    elif settings.surrogate != "auto":
         why = f"the study's settings fix surrogate={settings.surrogate!r}."
     elif mode == "structured":
         some = ", ".join(tracking[:4]) + (
@@ -134,12 +143,6 @@ def structure_summary(snap: Snapshot) -> dict[str, Any]:
         why = "no completed trial reports a tracking metric, so surrogate='auto' uses a flat GP."
     else:
         why = "no trial has completed yet; surrogate='auto' decides once one has."
-    if settings.warm_start:
-        names = [w if isinstance(w, str) else w.get("study") for w in settings.warm_start]
-        why += (
-            f" Warm-started from {names} ({settings.warm_start_model}): those studies' trials "
-            "inform the model as related tasks."
-        )
     n_initial = settings.n_initial
     initial = (
         f"the initial design: {n_initial} trials before any model"
@@ -147,6 +150,26 @@ def structure_summary(snap: Snapshot) -> dict[str, Any]:
         else "the initial design: the tuner's default size"
     )
     return {"mode": mode, "why": why, "initial": initial, "complete": len(complete)}
+
+
+def _warm_rule(settings: Any) -> str:
+    """What a warm-started study's `StudySettings` do with the related studies' best
+    configurations, in words."""
+    queue, suggest, rank = (
+        settings.warm_start_queue, settings.warm_start_suggest, settings.warm_start_rank
+    )  # fmt: skip
+    said = [f"Their {queue} best each were queued as the first trials."] if queue else []
+    if suggest and rank:
+        said.append(
+            f"Their {suggest} best each are proposed once that study orders this one's first "
+            f"{rank} trials as they came out (one look, after trial {rank})."
+        )
+    elif suggest:
+        said.append(
+            f"Their {suggest} best each are proposed once the model keeps that study or its "
+            "best, tried here, is on this study's Pareto front."
+        )
+    return " ".join(said) or "None of their configurations is tried as such."
 
 
 def structure_panel(snap: Snapshot, learned: dict[str, Any] | None = None) -> Panel:
@@ -159,7 +182,8 @@ def structure_panel(snap: Snapshot, learned: dict[str, Any] | None = None) -> Pa
         + h.note(f"Model-based proposals start after {s['initial']}.")
     )
     if s["mode"] != "structured":
-        body += h.note("The flat GP learns no structure; nothing more to draw.", "empty")
+        model = "The flat GP" if s["mode"] == "flat" else "This model"
+        body += h.note(f"{model} learns no structure; nothing more to draw.", "empty")
         return Panel("structure", "Structure", body, numbers=s)
     inner = learned_html(learned) if learned is not None else h.note("Learning the structure...")
     done = ' data-done="1"' if learned is not None else ""

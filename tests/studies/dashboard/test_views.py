@@ -10,7 +10,7 @@ import pytest
 
 from studies.dashboard import Exported, Hooks, Panel, Phases
 from studies.dashboard.optuna_storage import OptunaView, ReadOnlyError
-from studies.dashboard.panels import estimate_split
+from studies.dashboard.panels import estimate_split, structure_summary
 from studies.dashboard.readonly import ReadOnlyStorage
 from studies.dashboard.report import report_html
 from studies.dashboard.snapshot import Watcher
@@ -183,3 +183,23 @@ def test_the_pareto_view_opens_on_the_front_not_on_an_outlier(tmp_path: Path) ->
     assert "1 outlying trial outside the view" in panel["html"]
     xs = [x for trace in panel["figures"][0]["data"] for x in trace["x"]]
     assert 50.0 in xs
+
+
+def test_the_structure_view_says_what_warm_start_does(study_url: str, tmp_path: Path) -> None:
+    from studies.examples import toy_study
+    from studies.settings import StudySettings
+
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    source = {"study": "toy", "storage": study_url}
+    for name, settings, said in (
+        ("ranked", StudySettings(warm_start=[source]), "first 3 trials as they came out"),
+        (
+            "queued",
+            StudySettings(warm_start=[source], warm_start_queue=2, warm_start_suggest=0),
+            "Their 2 best each were queued as the first trials.",
+        ),
+    ):
+        toy_study(name, url, settings=settings)
+        summary = structure_summary(_snap(url, name))  # the model is the warm-start one
+        assert summary["mode"] == "mtgp" and said in summary["why"], summary
+        assert "warm-started from toy, so the model is the warm-start one" in summary["why"]
