@@ -298,7 +298,7 @@ def suggestions(
         judged = data.n >= rank  # the tasks' GPs are fitted once there are trials to judge
         shares = [rank_agreement(m, data, rank) for m in models(data)] if judged else []
         looks = dict(zip((r.name for r in related), shares))  # empty until judged
-        alike = [v is not None and v >= AGREEMENT for v in shares]
+        alike = [_passes(v) for v in shares]
     else:
         alike = [r.name in kept or _holds(r.best, data) for r in related]
     best = [
@@ -336,7 +336,11 @@ def ranks_alike(model: Any, data: TrainingData, k: int) -> bool:
     ``k`` completed trials as they came out: at least `AGREEMENT` of the pairs of them whose
     outcomes differ, over every objective (`rank_agreement`). Judged on the first ``k`` alone,
     so the answer holds for the rest of the study: a task gets one look, not one per trial."""
-    share = rank_agreement(model, data, k)
+    return _passes(rank_agreement(model, data, k))
+
+
+def _passes(share: float | None) -> bool:
+    """Whether a look's share (`rank_agreement`) is at least `AGREEMENT`."""
     return share is not None and share >= AGREEMENT
 
 
