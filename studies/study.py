@@ -43,7 +43,7 @@ from studies.settings import StudySettings
 from studies.source import StudySource, log_finished
 from studies.storage import DEFAULT_STORAGE, Storage
 from studies.stored_values import json_object, judge_outcome
-from studies.tuning import make_surrogate, surrogate_mode
+from studies.tuning import make_surrogate, model_kind
 from studies.views import design_offset, progress_counts, trials_dataframe
 from studies.worker import WithContext
 from studies.workers_local import manual_worker_id, worker_id
@@ -390,9 +390,10 @@ class Study:
         return tuner
 
     def _surrogate_mode(self, trials: Sequence[Any]) -> str:
-        """The surrogate kind `StudySettings.surrogate` picks for ``trials`` (``"auto"`` picks
-        `structure.StructuredSurrogate` once a completed trial reported a tracking metric)."""
-        return surrogate_mode(self.settings.surrogate, self._problem.constraint_metrics, trials)
+        """The surrogate kind the study uses for ``trials`` (`studies.tuning.model_kind`:
+        ``"auto"`` picks `structure.StructuredSurrogate` once a completed trial reported a
+        tracking metric; a warm-started study, its warm-start kind throughout)."""
+        return model_kind(self.settings, self._problem.constraint_metrics, trials)
 
     def _make_surrogate(self, mode: str) -> Any:
         if self.settings.warm_start:  # the related studies' trials, read once per tuner

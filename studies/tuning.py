@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from studies.settings import StudySettings
     from tuner.kinds import SurrogateKind
 
-__all__ = ["check_kind", "make_surrogate", "surrogate_kind", "surrogate_mode"]
+__all__ = ["check_kind", "make_surrogate", "model_kind", "surrogate_kind", "surrogate_mode"]
 
 AUTO = "auto"
 """The `StudySettings.surrogate` that picks a kind by the trials (`surrogate_mode`)."""
@@ -38,6 +38,15 @@ def surrogate_mode(setting: str, constraint_metrics: Collection[str], trials: Se
     if any(set(t.metrics) - told for t in trials if t.state == TrialState.COMPLETE):
         return "structured"
     return "flat"
+
+
+def model_kind(settings: Any, constraint_metrics: Collection[str], trials: Sequence[Any]) -> str:
+    """The surrogate kind a study with ``settings`` (`StudySettings`) uses for ``trials``: its
+    `StudySettings.warm_start_model` when it is warm-started (warm start replaces
+    ``surrogate``), else what `surrogate_mode` picks."""
+    if settings.warm_start:
+        return str(settings.warm_start_model)
+    return surrogate_mode(settings.surrogate, constraint_metrics, trials)
 
 
 def _registered(name: str, warm_start: bool) -> bool:

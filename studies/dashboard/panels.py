@@ -105,13 +105,13 @@ def structure_summary(snap: Snapshot) -> dict[str, Any]:
     from fnmatch import fnmatch
 
     from studies.settings import StudySettings
-    from studies.tuning import surrogate_mode
+    from studies.tuning import model_kind
     from tuner.problem import SEM_SUFFIX, Problem
 
     settings = StudySettings.from_dict(snap.record.settings)
     problem = Problem(snap.objectives, snap.constraints)
     complete = [t for t in snap.trials if t.state == "COMPLETE"]
-    mode = surrogate_mode(settings.surrogate, problem.constraint_metrics, complete)
+    mode = model_kind(settings, problem.constraint_metrics, complete)
     told = set(problem.constraint_metrics)
     tracking = sorted(
         k
@@ -119,10 +119,9 @@ def structure_summary(snap: Snapshot) -> dict[str, Any]:
         if not k.endswith(SEM_SUFFIX) and not any(fnmatch(k, p) for p in settings.ignore_metrics)
     )
     if settings.warm_start:
-        names = [w if isinstance(w, str) else w.get("study") for w in settings.warm_start]
-        mode = settings.warm_start_model
+        names = ", ".join(w["study"] for w in settings.warm_start)  # stored as dicts
         why = (
-            f"warm-started from {', '.join(map(str, names))}, so the model is the warm-start "
+            f"warm-started from {names}, so the model is the warm-start "
             f"one ({mode}; it replaces surrogate=...): those studies' trials inform it as "
             "related tasks while they predict this study's trials better than a flat GP. "
             + _warm_rule(settings)

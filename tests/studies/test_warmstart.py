@@ -54,6 +54,7 @@ def test_a_warm_started_study_models_with_the_related_trials(source: str) -> Non
     assert [t.state for t in study.trials] == ["COMPLETE"] * 9
     tuner = next(iter(study._tuners.values()))
     assert type(tuner.surrogate).__name__ == "WarmStartSurrogate"
+    assert list(study._tuners) == ["mtgp"]  # one tuner, though the trials report metrics
     assert set(tuner.last_fit.description["loo"]) == {"flat", "src"}  # judged once enough trials
     again = StudySettings.from_dict(study.settings.to_dict())
     assert again == study.settings
