@@ -30,12 +30,18 @@ from benchmarks._families import SPLIT
 from benchmarks.bench_families import AT, ROWS, _seeds, seed_ranges
 
 FAMILIES = {"structure": ("search", "network", "rewrite"), "warm": ("warm",)}
+_LEARNED = "auto+learn.dense=false+learn.direct_edges=true"  # `auto` until the dense layout
 DROPPED = (
-    "auto+calibrate=true",
-    "auto+criterion=rank",
-    "auto+log_objectives=true",
-    "stated+calibrate=true",
-    "stated+veto=none",
+    f"{_LEARNED}+criterion=likelihood",
+    f"{_LEARNED}+criterion=likelihood+calibrate=true",
+    f"{_LEARNED}+criterion=likelihood+log_objectives=true",
+    f"{_LEARNED}+criterion=likelihood+objective_tolerance=0",
+    f"{_LEARNED}+criterion=rank",
+    "auto+learn.dense=true+learn.direct_edges=true+criterion=rank",
+    "auto+learn.dense=true+learn.direct_edges=false+learn.select=none+criterion=likelihood",
+    "auto+learn.dense=true+learn.direct_edges=false+learn.select=none+criterion=rank",
+    "stated+calibrate=true+criterion=likelihood",
+    "stated+veto=none+criterion=likelihood",
     "warm+warm_start_gate=-1.64",
     "warm+warm_start_model=rgpe",
     "warm+warm_start_queue=1",
@@ -44,7 +50,8 @@ DROPPED = (
 )
 """Rejected candidates and superseded defaults kept out of the results file (rows and carried
 figures alike), for its size: their figures are quoted in docs/families.md where they were
-decided (the last: warm start's queue rule, the default until the rank rule)."""
+decided (the last: `auto`'s learned structure chosen by likelihood, the default until the dense
+layout chosen by rank; the arms that ran before it are named by the settings they ran with)."""
 RELATED = ("identical", "shifted", "moved")
 
 

@@ -35,7 +35,12 @@ class StructuredConfig:
         tolerance: Nats per scored point by which the network may predict worse than the flat
             GP (held-out and prequential together) and still be used.
         features: Featurization options.
-        learn: Structure-learning options.
+        learn: Structure-learning options. The default is `LearnConfig`'s ``dense`` layout
+            with the objectives' extra parameters selected (``direct_edges=False``): every
+            metric reads every parameter, every objective every metric; PC and GP parent
+            selection (``LearnConfig()``) found too few of the metrics an objective reads from
+            20-40 trials to pay on the generated search-shaped problems of the design split
+            (docs/families.md, "The dense layout").
         network: GP-network options used for proposals.
         score_samples: Mixture components of the network's predictive when scoring
             (`GPNetwork.predict`).
@@ -66,11 +71,13 @@ class StructuredConfig:
             search-shaped problems of the design split, the network with its search time in
             logs fell behind the flat GP on 10 of 16 runs, and with it in seconds it was level
             (docs/families.md, "Objectives in their units").
-        criterion: What chooses between the models: ``"likelihood"`` (the default: the
-            held-out and prequential log-likelihood, ``tolerance``) or ``"rank"`` (the mean over
+        criterion: What chooses between the models: ``"rank"`` (the default: the mean over
             the objectives of the Spearman correlation of each model's held-out predictions
             with the observed values; the network where it orders the trials at least as well,
-            within ``rank_tolerance``), which is blind to how confident the models are.
+            within ``rank_tolerance``), which is blind to how confident the models are, or
+            ``"likelihood"`` (the held-out and prequential log-likelihood, ``tolerance``), which
+            refuses a dense network that orders the trials well but is overconfident on one
+            objective (docs/families.md).
         rank_tolerance: How much lower the network's mean rank correlation may be than the
             flat GP's (``criterion="rank"``).
         calibrate: Widen the network's predictive, per outcome, by its held-out mean squared
@@ -92,7 +99,7 @@ class StructuredConfig:
     window: int = 10
     tolerance: float = 0.5
     features: FeatureConfig = field(default_factory=FeatureConfig)
-    learn: LearnConfig = field(default_factory=LearnConfig)
+    learn: LearnConfig = field(default_factory=lambda: LearnConfig(dense=True, direct_edges=False))
     network: NetworkConfig = field(
         default_factory=lambda: NetworkConfig(64, 256, fit_options=FIT_OPTIONS)
     )
@@ -102,7 +109,7 @@ class StructuredConfig:
     veto: float | None = 3.0
     objective_tolerance: float | None = None
     log_objectives: bool = False
-    criterion: str = "likelihood"
+    criterion: str = "rank"
     rank_tolerance: float = 0.0
     calibrate: bool = False
 

@@ -75,6 +75,13 @@ class LearnConfig:
             ``groups``): a seeded subsample spread evenly over the trials
             (`structure.runs.subsample_groups`). Each GP fit of selection costs the cube of its
             rows, and selection fits hundreds; PC reads every row.
+        dense: Learn nothing but the parameters the objectives read beyond the metrics: every
+            parameter is a parent of every metric and every metric a parent of every objective,
+            with the knowledge's required and formula edges and none it forbids; the node GPs'
+            ARD lengthscales weigh the inputs. An objective also reads every parameter with
+            ``direct_edges``, else the parameters `select` adds to its metrics (a forward
+            search from all the metrics: a parameter that acts on the objective other than
+            through them), else none. PC does not run.
     """
 
     alpha: float = 0.05
@@ -87,6 +94,7 @@ class LearnConfig:
     all_param_parents: bool = True
     select: SelectConfig | None = field(default_factory=SelectConfig)
     select_rows: int = 120
+    dense: bool = False
 
     def __post_init__(self) -> None:
         names = ("alpha", "stability", "bootstrap", "max_parents", "min_rows", "pc_metrics")
@@ -167,6 +175,10 @@ def learn_structure(
         i for f in knowledge.formulas for i in f.inputs
     }
     protected |= {n for pair in knowledge.required for n in pair} | set(outputs)
+    if config.dense:
+        edges = _dense_edges(params, metrics, objectives, knowledge, config)
+        edges = _add_knowledge(edges, knowledge, table.tier)
+        return _structure(params, metrics, objectives, edges, knowledge, table.tier, transforms, n)
     edges = _pc_edges(table, knowledge, [*metrics], protected, config, seed, runs)
     exact = {f.node for f in knowledge.formulas if not f.residual}
     selected: set[str] = set()
@@ -189,15 +201,59 @@ def learn_structure(
         for o in objectives:
             if o not in free:
                 edges.update(_param_edges(params, o, edges, forbidden, "direct"))
+    return _structure(params, metrics, objectives, edges, knowledge, table.tier, transforms, n)
+
+
+def _structure(
+    params: Mapping[str, np.ndarray],
+    metrics: Mapping[str, np.ndarray],
+    objectives: Mapping[str, np.ndarray],
+    edges: Mapping[tuple[str, str], Edge],
+    knowledge: Knowledge,
+    tier: Mapping[str, str],
+    transforms: Mapping[str, str] | None,
+    n: int,
+) -> Structure:
+    """The `Structure` of `learn_structure`'s result."""
     return Structure(
         params=tuple(params),
         metrics=tuple(metrics),
         objectives=tuple(objectives),
         edges=tuple(sorted(edges.values(), key=lambda e: (e.target, e.source))),
         formulas=knowledge.formulas,
-        transforms={k: v for k, v in (transforms or {}).items() if k in table.tier},
+        transforms={k: v for k, v in (transforms or {}).items() if k in tier},
         n_trials=n,
     )
+
+
+def _dense_edges(
+    params: Mapping[str, np.ndarray],
+    metrics: Mapping[str, np.ndarray],
+    objectives: Mapping[str, np.ndarray],
+    knowledge: Knowledge,
+    config: LearnConfig,
+) -> dict[tuple[str, str], Edge]:
+    """``LearnConfig.dense``'s edges (see there): direct edges from every parameter to every
+    metric and from every metric to every objective; an objective's parameter parents are
+    direct (``direct_edges``, or no metric) or learned (chosen by `select`, with their share of
+    the gain as strength)."""
+    edges = [Edge(p, m, 0.0, "direct") for p in params for m in metrics]
+    edges += [Edge(m, o, 0.0, "direct") for o in objectives for m in metrics]
+    for o, y in objectives.items():
+        allowed = [p for p in params if (p, o) not in knowledge.forbidden]
+        if config.direct_edges or not metrics:
+            edges += [Edge(p, o, 0.0, "direct") for p in allowed]
+        elif config.select is not None:
+            sel = select_parents(
+                np.asarray(y, dtype=np.float64),
+                {**{p: params[p] for p in allowed}, **metrics},
+                base=[*metrics],
+                required=[*metrics],
+                config=config.select,
+            )
+            edges += [Edge(p, o, sel.strength(p), "learned") for p in sel.parents if p in params]
+    forbidden = set(knowledge.forbidden)
+    return {(e.source, e.target): e for e in edges if (e.source, e.target) not in forbidden}
 
 
 def _tables(

@@ -90,12 +90,19 @@ def structure_figure(structure: Structure | Mapping[str, Any], note: str | None 
             graph, pos, labels=names, ax=ax, font_size=7,
             bbox={"boxstyle": "round,pad=0.35", "fc": color, "ec": "#555"},
         ).values()  # fmt: skip
-    title = (
-        f"Learned structure ({structure.n_trials} trials): edge label = strength (share of the "
-        "node's selection gain, or PC's bootstrap frequency)"
-        if structure.n_trials
-        else "Given structure (not learned: every edge required)"
-    )
+    if not structure.n_trials:
+        title = "Given structure (not learned: every edge required)"
+    elif _is_dense(structure):
+        title = (
+            f"Dense structure ({structure.n_trials} trials): every parameter feeds every metric, "
+            "every metric every objective (dashed);\nsolid: a parameter an objective reads "
+            "besides the metrics, label = its share of the selection gain"
+        )
+    else:
+        title = (
+            f"Learned structure ({structure.n_trials} trials): edge label = strength (share of "
+            "the node's selection gain, or PC's bootstrap frequency)"
+        )
     ax.set_title(title + (f"\n{note}" if note else ""), fontsize=11)
     ax.axis("off")
     # Below the axes: inside, it covered the lowest node of the objective column.
@@ -111,6 +118,13 @@ def structure_figure(structure: Structure | Mapping[str, Any], note: str | None 
             "`tuner structure` prints every strength", ha="center", fontsize=7, color="0.4",
         )  # fmt: skip
     return fig
+
+
+def _is_dense(structure: Structure) -> bool:
+    """Whether `structure` is `LearnConfig.dense`'s: every metric reads every parameter."""
+    direct = {(e.source, e.target) for e in structure.edges if e.origin == "direct"}
+    pairs = [(p, m) for p in structure.params for m in structure.metrics]
+    return bool(pairs) and all(pair in direct for pair in pairs)
 
 
 def _bend(graph: Any, s: str, t: str) -> float:
@@ -213,7 +227,12 @@ def explain(description: Mapping[str, Any]) -> str:
         return f"Surrogate in use: {name} (flat; no structure is learned by this surrogate)."
     model = description.get("model", "flat")
     given = (description.get("structure") or {}).get("n_trials", 1) == 0
-    network = f"GP network over the {'given' if given else 'learned'} structure"
+    layout = "given" if given else description.get("layout", "learned")
+    network = (
+        "GP network from the parameters through every metric to the objectives (dense)"
+        if layout == "dense"
+        else f"GP network over the {layout} structure"
+    )
     lines = [
         f"Surrogate in use: {network if model == 'network' else 'flat GP'}"
         f" (after {description.get('n_train', 0)} trials; structure from the first "
@@ -237,12 +256,22 @@ def explain(description: Mapping[str, Any]) -> str:
             )
     if "advantage_per_point" in scores:
         lines.append(
-            f"  together: {scores['advantage_per_point']:+.2f} nats per scored point (the network "
-            f"is used unless it is below -{description.get('tolerance', 0.0)})"
+            f"  together: {scores['advantage_per_point']:+.2f} nats per scored point "
+            + (
+                "(criterion 'rank' chooses: see Why)"
+                if description.get("criterion") == "rank"
+                else f"(the network is used unless it is below -{description.get('tolerance', 0.0)})"
+            )
         )
     learned = [e for e in description.get("edges", []) if e[3] in ("learned", "required")]
     if learned:
         lines.append(
             "Edges (strength): " + ", ".join(f"{s}->{t} ({w:.2f})" for s, t, w, _ in learned)
+        )
+    if layout == "dense":
+        lines.append(
+            "Every parameter feeds every metric and every metric every objective; each node "
+            "GP's lengthscales weigh its inputs. Learned edges: the parameters an objective "
+            "reads besides the metrics."
         )
     return "\n".join(lines)

@@ -153,8 +153,8 @@ def by_rank(
     objectives = data.outcome_names[: data.n_objectives]
     mean = {m: sum(ranks[m][o] for o in objectives) / len(objectives) for m in ("flat", "network")}
     says = (
-        f"mean held-out rank correlation over the objectives: network {mean['network']:.2f}, "
-        f"flat GP {mean['flat']:.2f} (likelihood: {per_point:+.2f} nats per scored point)"
+        f"mean held-out rank correlation over the objectives: network {mean['network']:.3f}, "
+        f"flat GP {mean['flat']:.3f} (likelihood: {per_point:+.2f} nats per scored point)"
     )
     if mean["network"] >= mean["flat"] - tolerance:
         return "network", f"{says}; the network orders the trials as well (criterion 'rank')"

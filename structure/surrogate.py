@@ -213,8 +213,9 @@ class StructuredSurrogate(Surrogate):
         """JSON-able record of a fit: ``model`` (``"network"``/``"flat"``), ``reason``,
         ``n_train``, ``checkpoint``, ``scores`` (held-out and prequential log-likelihoods of both
         models), ``edges`` (``[source, target, strength, origin]``), ``structure`` (its dict),
-        ``features``, ``rows`` (what structure learning read), ``proposer`` and ``veto`` (the
-        margin, or None)."""
+        ``features``, ``rows`` (what structure learning read), ``proposer``, ``veto`` (the
+        margin, or None), ``criterion`` and ``layout`` (``"given"``, ``"dense"`` or
+        ``"learned"``: where the structure came from)."""
         s = ck.structure
         used = "network" if isinstance(model, GPNetwork) else "flat"
         return {
@@ -233,6 +234,10 @@ class StructuredSurrogate(Surrogate):
             "rows": dict(ck.rows),
             "proposer": used,
             "veto": None if veto is None else veto[1],
+            "criterion": self.config.criterion,
+            "layout": "given"
+            if self.fixed_structure is not None
+            else ("dense" if self.config.learn.dense else "learned"),
         }
 
     def _checkpoint_for(self, data: TrainingData) -> _Checkpoint:

@@ -48,7 +48,7 @@ class StudySettings:
             ``"grouped"`` (`tuner.GroupedSurrogate`: each objective modelled per run group, a
             workload, as tasks of a multi-task GP, then averaged; it needs trials that report
             per-run values, ``<objective>@<group>/<run>``). The structured surrogate itself
-            falls back to the flat GP while its GP network predicts no better (see
+            falls back to the flat GP while its GP network orders held-out trials worse (see
             `structure.explain`).
         max_repeated_failures: Stop `Study.optimize` (with `RepeatedFailureError`) once this
             many trials in a row failed with the same error (numbers in the message aside): a

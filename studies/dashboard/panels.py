@@ -135,8 +135,9 @@ def structure_summary(snap: Snapshot) -> dict[str, Any]:
         why = (
             f"completed trials report {len(tracking)} tracking metrics the structured surrogate "
             f"models ({some}) besides the objectives, so "
-            "surrogate='auto' uses the structured surrogate: a GP network over the learned "
-            "structure while it predicts the trials better than a flat GP, else the flat GP."
+            "surrogate='auto' uses the structured surrogate: a GP network from the parameters "
+            "through every metric to the objectives while it orders held-out trials at least as "
+            "well as a flat GP, else the flat GP."
         )
     elif complete:
         why = "no completed trial reports a tracking metric, so surrogate='auto' uses a flat GP."

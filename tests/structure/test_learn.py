@@ -185,3 +185,32 @@ def test_candidate_edges_are_kept_where_the_data_supports_them_and_dropped_elsew
         learn_structure(
             **_two_counters(), knowledge=Knowledge(candidates=(("o", "c0"),)), config=FAST
         )
+
+
+def test_dense_wires_every_parameter_to_every_metric_and_every_metric_to_the_objectives() -> None:
+    table = chain_table(n=20, seed=4, nuisance=1)
+    knowledge = Knowledge(
+        forbidden=(("x3", "m1"), ("noise0", "o")), formulas=(Formula("m2", ("m1",), residual=True),)
+    )
+    dense = LearnConfig(dense=True, direct_edges=False, select=None)
+    s = learn_structure(**table, knowledge=knowledge, config=dense)
+    assert s.parents("o") == ["m1", "m2"]  # every metric but the forbidden one, no parameter
+    assert set(s.parents("m1")) == {"x0", "x1", "x2"}  # x3 forbidden
+    assert set(s.parents("noise0")) == {"x0", "x1", "x2", "x3"}
+    assert set(s.parents("m2")) == {"x0", "x1", "x2", "x3", "m1"}  # residual GP: its inputs too
+    no_metrics = {**table, "metrics": {}}
+    params = {"x0", "x1", "x2", "x3"}
+    assert set(learn_structure(**no_metrics, config=dense).parents("o")) == params
+    direct = learn_structure(**table, knowledge=knowledge, config=LearnConfig(dense=True))
+    assert set(direct.parents("o")) == {"m1", "m2", *params}
+
+
+def test_dense_objectives_read_the_parameters_selection_adds_to_their_metrics() -> None:
+    table = chain_table(n=40, seed=5, nuisance=1)
+    x3 = table["params"]["x3"][:, 0]
+    table["objectives"]["o2"] = table["metrics"]["m1"] + 2.0 * np.sin(6.0 * x3)
+    config = LearnConfig(dense=True, direct_edges=False, select=SelectConfig(fit_maxiter=60))
+    s = learn_structure(**table, config=config)
+    assert set(s.parents("o2")) == {"m1", "m2", "noise0", "x3"}  # x3 acts besides the metrics
+    assert _learned(s) == {("x3", "o2")}  # the one edge the data chose
+    assert set(s.parents("o")) == {"m1", "m2", "noise0"}  # o is -m2: nothing to add

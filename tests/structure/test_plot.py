@@ -5,6 +5,7 @@ import stat
 from pathlib import Path
 
 from structure import Edge, Structure, draw_structure, explain
+from structure.plot import structure_figure
 
 
 def _structure() -> Structure:
@@ -46,6 +47,9 @@ def test_explain_covers_every_case() -> None:
     assert "over the learned structure" in text
     given = {**info, "structure": {"n_trials": 0}}  # `StudySettings(structure=...)`'s
     assert "GP network over the given structure" in explain(given)
+    dense = explain({**info, "layout": "dense", "criterion": "rank"})
+    assert "through every metric to the objectives (dense)" in dense
+    assert "criterion 'rank' chooses" in dense and "lengthscales weigh its inputs" in dense
 
 
 def _wide() -> Structure:
@@ -70,7 +74,6 @@ def test_a_wide_structure_is_drawn_without_overlapping_labels() -> None:
     """Issue 52: the structure plot's edge labels overlapped (13 parameters, 10 metrics)."""
     import matplotlib.pyplot as plt
 
-    from structure.plot import structure_figure
     from tests.plot_checks import overlapping_texts
 
     fig = structure_figure(_wide(), note="Surrogate in use: GP network over the learned structure.")
@@ -80,3 +83,13 @@ def test_a_wide_structure_is_drawn_without_overlapping_labels() -> None:
         assert len(strengths) >= 40  # most of the 52 learned edges keep their label
     finally:
         plt.close(fig)
+
+
+def test_a_dense_structure_is_titled_as_such() -> None:
+    params, metrics = ("a", "b"), ("t1", "t2")
+    edges = [Edge(p, m, 0.0, "direct") for p in params for m in metrics]
+    edges += [Edge(m, "speed", 0.0, "direct") for m in metrics] + [Edge("b", "speed", 0.6)]
+    dense = Structure(params, metrics, ("speed",), tuple(edges), n_trials=20)
+    title = structure_figure(dense).axes[0].get_title()
+    assert title.startswith("Dense structure (20 trials)")
+    assert structure_figure(_structure()).axes[0].get_title().startswith("Learned structure")

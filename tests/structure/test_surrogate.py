@@ -338,7 +338,7 @@ def test_objective_tolerance_refuses_a_network_that_predicts_one_objective_worse
                         "advantage_by_outcome": {"o": -2.0}},
     }  # fmt: skip
     monkeypatch.setattr(surrogate_module, "compare", lambda *a, **k: json.loads(json.dumps(fake)))
-    cfg = dataclasses.replace(FAST, objective_tolerance=objective_tolerance)
+    cfg = dataclasses.replace(FAST, objective_tolerance=objective_tolerance, criterion="likelihood")
     s = StructuredSurrogate(config=cfg, flat=FlatSurrogate({"maxiter": 30}),
                             structure=sum_sine_structure())  # fmt: skip
     info = s.fit(data).description
@@ -370,7 +370,9 @@ def test_the_rank_criterion_chooses_the_model_that_orders_the_trials_better(
                             structure=sum_sine_structure())  # fmt: skip
     info = s.fit(sum_sine_data(20, seed=0)).description
     assert info["model"] == proposer
-    assert "network 0.70, flat GP 0.80 (likelihood: +1.33 nats per scored point)" in info["reason"]
+    assert (
+        "network 0.700, flat GP 0.800 (likelihood: +1.33 nats per scored point)" in info["reason"]
+    )
     with pytest.raises(StructureError, match="criterion must be 'likelihood' or 'rank'"):
         StructuredConfig(criterion="ranks")
 
