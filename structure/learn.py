@@ -81,7 +81,7 @@ class LearnConfig:
             ARD lengthscales weigh the inputs. An objective also reads every parameter with
             ``direct_edges``, else the parameters `select` adds to its metrics (a forward
             search from all the metrics: a parameter that acts on the objective other than
-            through them), else none. PC does not run.
+            through them), else none. PC does not run, and per-run rows are not read.
     """
 
     alpha: float = 0.05
