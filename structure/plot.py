@@ -71,6 +71,10 @@ def structure_figure(structure: Structure | Mapping[str, Any], note: str | None 
         structure = Structure.from_dict(structure)
     graph = structure.to_networkx()
     graph.remove_nodes_from([n for n in list(graph) if graph.degree(n) == 0])
+    dense = _is_dense(structure)
+    if dense:  # the parameter -> metric mesh says nothing a sentence does not: not drawn
+        mesh = [(p, m) for p in structure.params for m in structure.metrics]
+        graph.remove_edges_from([e for e in mesh if graph.has_edge(*e)])
     pos = _layout(structure, graph)
     height = max(3.5, 0.7 * max(_tier_counts(structure, graph).values(), default=1))
     fig, ax = plt.subplots(figsize=(13.0, height + 1.6))
@@ -92,11 +96,11 @@ def structure_figure(structure: Structure | Mapping[str, Any], note: str | None 
         ).values()  # fmt: skip
     if not structure.n_trials:
         title = "Given structure (not learned: every edge required)"
-    elif _is_dense(structure):
+    elif dense:
         title = (
-            f"Dense structure ({structure.n_trials} trials): every parameter feeds every metric, "
-            "every metric every objective (dashed);\nsolid: a parameter an objective reads "
-            "besides the metrics, label = its share of the selection gain"
+            f"Dense structure ({structure.n_trials} trials): every parameter feeds every metric "
+            "(not drawn), every metric every objective (dashed);\nsolid: a parameter an "
+            "objective reads besides the metrics, label = its share of the selection gain"
         )
     else:
         title = (

@@ -157,7 +157,10 @@ def by_rank(
         f"flat GP {mean['flat']:.3f} (likelihood: {per_point:+.2f} nats per scored point)"
     )
     if mean["network"] >= mean["flat"] - tolerance:
-        return "network", f"{says}; the network orders the trials as well (criterion 'rank')"
+        return (
+            "network",
+            f"{says}; the network orders the trials at least as well (criterion 'rank')",
+        )
     return "flat", f"{says}; the flat GP orders them better (criterion 'rank')"
 
 
