@@ -81,7 +81,8 @@ class LearnConfig:
             ARD lengthscales weigh the inputs. An objective also reads every parameter with
             ``direct_edges``, else the parameters `select` adds to its metrics (a forward
             search from all the metrics: a parameter that acts on the objective other than
-            through them), else none. PC does not run, and per-run rows are not read.
+            through them), else none. PC does not run, per-run rows are not read, and the
+            knowledge's candidate edges and phase order have nothing to add.
     """
 
     alpha: float = 0.05
@@ -106,6 +107,8 @@ class LearnConfig:
                 raise StructureLearningError(
                     f"LearnConfig.{name} must be {'a number' if real else 'an int'}, got {value!r}."
                 )
+        if not isinstance(self.dense, bool):
+            raise StructureLearningError(f"LearnConfig.dense must be a bool, got {self.dense!r}.")
         if not (0.0 < self.alpha < 1.0 and 0.0 < self.stability <= 1.0):
             raise StructureLearningError(
                 f"`0 < alpha < 1` and `0 < stability <= 1` must hold, got {self.alpha=}, "

@@ -203,6 +203,8 @@ def test_dense_wires_every_parameter_to_every_metric_and_every_metric_to_the_obj
     assert set(learn_structure(**no_metrics, config=dense).parents("o")) == params
     direct = learn_structure(**table, knowledge=knowledge, config=LearnConfig(dense=True))
     assert set(direct.parents("o")) == {"m1", "m2", *params}
+    with pytest.raises(StructureLearningError, match="dense must be a bool"):
+        LearnConfig(dense="yes")  # type: ignore[arg-type]
 
 
 def test_dense_objectives_read_the_parameters_selection_adds_to_their_metrics() -> None:
