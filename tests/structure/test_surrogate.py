@@ -427,3 +427,17 @@ def test_calibrate_scores_and_proposes_with_the_held_out_variance_factor() -> No
     later = surrogate.fit(sum_sine_data(22, seed=1))  # refitted past its checkpoint (20)
     assert isinstance(later.model, GPNetwork) and later.description["scores"]
     assert later.model.output_scale == later.description["scores"]["heldout"]["variance_scale"]
+
+
+def test_the_default_layout_is_dense_and_chosen_by_rank() -> None:
+    """`auto`'s default (issue 53): every metric reads every parameter, the objective every
+    metric; the description says so, and `explain` names it."""
+    config = dataclasses.replace(
+        StructuredConfig(), min_trials=10, dense_until=0, cv_folds=3, window=4, score_samples=32
+    )
+    s = StructuredSurrogate(config=config, flat=FlatSurrogate({"maxiter": 30}))
+    info = s.fit(sum_sine_data(20, seed=0)).description
+    assert info["layout"] == "dense" and info["criterion"] == "rank"
+    edges = {(e[0], e[1]) for e in info["edges"]}
+    assert {(f"x{i}", "m") for i in range(6)} | {("m", "o")} <= edges
+    assert "criterion 'rank'" in info["reason"]
