@@ -20,6 +20,7 @@ def draw_structure(
     structure: Structure | Mapping[str, Any],
     path: str | os.PathLike[str],
     note: str | None = None,
+    layout: str | None = None,
 ) -> Path:
     """Draw the DAG to a PNG: tiers as columns (parameters, metrics, objectives), edge width and
     label by strength (`Edge.strength`: share of the selection gain, or bootstrap frequency),
@@ -31,6 +32,8 @@ def draw_structure(
         structure: A `Structure`, or its dict (`Structure.to_dict`, e.g. a fit's description's).
         path: Where to write the PNG (written atomically).
         note: A second title line, e.g. which surrogate is in use (`explain`'s first line).
+        layout: The fit's ``layout`` (its description's): ``"dense"`` leaves the parameter ->
+            metric mesh out and says so in the title.
 
     Returns:
         The path written.
@@ -40,7 +43,7 @@ def draw_structure(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig = structure_figure(structure, note)
+    fig = structure_figure(structure, note, layout)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
@@ -57,10 +60,13 @@ def draw_structure(
     return target
 
 
-def structure_figure(structure: Structure | Mapping[str, Any], note: str | None = None) -> Any:
+def structure_figure(
+    structure: Structure | Mapping[str, Any], note: str | None = None, layout: str | None = None
+) -> Any:
     """The figure `draw_structure` saves. Edge labels sit along their edges where they overlap
     no node and no other label (`structure.labels`), strongest edges first; a label with no free
-    spot is left out and the caption says how many were (every strength is in `explain`)."""
+    spot is left out and the caption says how many were (every strength is in `explain`);
+    ``layout`` as in `draw_structure`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -71,7 +77,7 @@ def structure_figure(structure: Structure | Mapping[str, Any], note: str | None 
         structure = Structure.from_dict(structure)
     graph = structure.to_networkx()
     graph.remove_nodes_from([n for n in list(graph) if graph.degree(n) == 0])
-    dense = _is_dense(structure)
+    dense = layout == "dense"
     if dense:  # the parameter -> metric mesh says nothing a sentence does not: not drawn
         mesh = [(p, m) for p in structure.params for m in structure.metrics]
         graph.remove_edges_from([e for e in mesh if graph.has_edge(*e)])
@@ -122,13 +128,6 @@ def structure_figure(structure: Structure | Mapping[str, Any], note: str | None 
             "`tuner structure` prints every strength", ha="center", fontsize=7, color="0.4",
         )  # fmt: skip
     return fig
-
-
-def _is_dense(structure: Structure) -> bool:
-    """Whether `structure` is `LearnConfig.dense`'s: every metric reads every parameter."""
-    direct = {(e.source, e.target) for e in structure.edges if e.origin == "direct"}
-    pairs = [(p, m) for p in structure.params for m in structure.metrics]
-    return bool(pairs) and all(pair in direct for pair in pairs)
 
 
 def _bend(graph: Any, s: str, t: str) -> float:

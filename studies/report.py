@@ -53,7 +53,8 @@ def structure_report(
     )
     if png is not None and desc.get("structure"):
         note = explain(desc).splitlines()[0]
-        desc["png"] = str(draw_structure(desc["structure"], png, note=note))
+        path = draw_structure(desc["structure"], png, note=note, layout=desc.get("layout"))
+        desc["png"] = str(path)
     return desc
 
 

@@ -57,7 +57,10 @@ def fit_snapshot(snap: Snapshot) -> dict[str, Any]:
     if desc.get("structure"):
         with tempfile.TemporaryDirectory() as tmp:
             path = draw_structure(
-                desc["structure"], Path(tmp) / "dag.png", note=text.splitlines()[0]
+                desc["structure"],
+                Path(tmp) / "dag.png",
+                note=text.splitlines()[0],
+                layout=desc.get("layout"),
             )
             png = base64.b64encode(path.read_bytes()).decode("ascii")
     return {

@@ -90,6 +90,6 @@ def test_a_dense_structure_is_titled_as_such() -> None:
     edges = [Edge(p, m, 0.0, "direct") for p in params for m in metrics]
     edges += [Edge(m, "speed", 0.0, "direct") for m in metrics] + [Edge("b", "speed", 0.6)]
     dense = Structure(params, metrics, ("speed",), tuple(edges), n_trials=20)
-    title = structure_figure(dense).axes[0].get_title()
+    title = structure_figure(dense, layout="dense").axes[0].get_title()
     assert title.startswith("Dense structure (20 trials)")
     assert structure_figure(_structure()).axes[0].get_title().startswith("Learned structure")
