@@ -13,7 +13,7 @@ from structure.errors import (
 from structure.features import Feature, FeatureConfig, FeatureMap, fit_features
 from structure.learn import LearnConfig, learn_structure
 from structure.network import GPNetwork, NetworkConfig, fit_gp_network
-from structure.plot import draw_structure, explain
+from structure.plot import draw_fit, draw_structure, explain
 from structure.surrogate import StructuredSurrogate
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "StructureLearningError",
     "StructuredConfig",
     "StructuredSurrogate",
+    "draw_fit",
     "draw_structure",
     "explain",
     "fit_features",

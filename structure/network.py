@@ -465,6 +465,40 @@ class GPNetwork(_Pointwise, EnsembleModel):
             nodes[spec.name] = _ExactGP(self.gps[key], train_X, target)
         return ConditionedNetwork(self, nodes)
 
+    def relevance(self, nodes: Sequence[str] | None = None) -> dict[str, dict[str, float]]:
+        """How much each node's GP leans on each of its inputs: the ARD relevance
+        (1/lengthscale on the normalized input, summed over a parameter's columns) as shares of
+        the node's total, largest first.
+
+        A rough gauge, not an effect size: an input the GP found flat has a long lengthscale
+        and a small share, but two inputs that carry the same signal split it.
+
+        Args:
+            nodes: The nodes to report (default: every node with a GP); nodes without a GP
+                (exact formulas) are skipped.
+
+        Returns:
+            Node -> input name (parameter or parent node) -> share (the shares sum to 1).
+        """
+        out: dict[str, dict[str, float]] = {}
+        for spec in self.specs:
+            key = _mkey(spec.name)
+            if key not in self.gps or (nodes is not None and spec.name not in nodes):
+                continue
+            names = list(spec.sources)
+            if self.structure.formula_for(spec.name) is None:
+                names += spec.parents
+            gp: Any = self.gps[key]
+            inverse = 1.0 / gp.covar_module.lengthscale.detach().reshape(-1)
+            summed: dict[str, float] = {}
+            for name, r in zip(names, inverse.tolist(), strict=True):
+                summed[name] = summed.get(name, 0.0) + r
+            total = sum(summed.values())
+            out[spec.name] = {
+                n: r / total for n, r in sorted(summed.items(), key=lambda kv: -kv[1])
+            }
+        return out
+
     def hyperparameters(self) -> dict[str, dict[str, Tensor]]:
         """Node -> GP state dict without the outcome transform (to refit with fixed hypers)."""
         return {

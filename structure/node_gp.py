@@ -37,6 +37,7 @@ class _NodeSpec:
     name: str
     columns: list[int]  # columns of X read by the node's GP
     parents: list[str]  # parent nodes whose values the GP (or formula) reads
+    sources: list[str]  # the parameter node of each of `columns`
 
 
 def _node_inputs(
@@ -72,10 +73,11 @@ def _node_specs(
             raise StructureError(
                 f"Node {name!r} has no parents and no formula; it cannot be modelled."
             )
-        columns = [c for p in parents if p in params for c in param_columns[p]]
-        if formula is not None and formula.residual and not columns:
-            columns = sorted(c for cols in param_columns.values() for c in cols)
-        specs.append(_NodeSpec(name, columns, [p for p in parents if p not in params]))
+        owner = [(c, p) for p in parents if p in params for c in param_columns[p]]
+        if formula is not None and formula.residual and not owner:
+            owner = sorted((c, p) for p, cols in param_columns.items() for c in cols)
+        columns, sources = [c for c, _ in owner], [p for _, p in owner]
+        specs.append(_NodeSpec(name, columns, [p for p in parents if p not in params], sources))
     return specs
 
 

@@ -10,10 +10,11 @@ from typing import Any
 
 from structure.dag import Structure
 
-__all__ = ["draw_structure", "explain", "structure_figure"]
+__all__ = ["draw_fit", "draw_structure", "explain", "structure_figure"]
 
 _TIER_COLOR = {"param": "#9ecae1", "metric": "#fdd0a2", "objective": "#a1d99b"}
 _TIER_X = {"param": 0.0, "metric": 1.0, "objective": 2.0}
+_TOP_INPUTS = 6  # inputs `explain` names per objective
 
 
 def draw_structure(
@@ -21,6 +22,7 @@ def draw_structure(
     path: str | os.PathLike[str],
     note: str | None = None,
     layout: str | None = None,
+    relevance: Mapping[str, Mapping[str, float]] | None = None,
 ) -> Path:
     """Draw the DAG to a PNG: tiers as columns (parameters, metrics, objectives), edge width and
     label by strength (`Edge.strength`: share of the selection gain, or bootstrap frequency),
@@ -34,6 +36,9 @@ def draw_structure(
         note: A second title line, e.g. which surrogate is in use (`explain`'s first line).
         layout: The fit's ``layout`` (its description's): ``"dense"`` leaves the parameter ->
             metric mesh out and says so in the title.
+        relevance: The fit's ``relevance`` (objective -> input -> share,
+            `GPNetwork.relevance`); under the dense layout each edge into an objective is drawn
+            with its share as width and label instead of a uniform dashed line.
 
     Returns:
         The path written.
@@ -43,7 +48,7 @@ def draw_structure(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig = structure_figure(structure, note, layout)
+    fig = structure_figure(structure, note, layout, relevance)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
@@ -60,13 +65,31 @@ def draw_structure(
     return target
 
 
+def draw_fit(description: Mapping[str, Any], path: str | os.PathLike[str]) -> Path | None:
+    """Draw a fit's structure (`tuner.Fitted.description` of a `StructuredSurrogate`) to a PNG
+    as `draw_structure` does, titled with `explain`'s first line and drawn by the fit's
+    ``layout`` and ``relevance``; None (nothing drawn) when the fit has no structure."""
+    if not description.get("structure"):
+        return None
+    return draw_structure(
+        description["structure"],
+        path,
+        note=explain(description).splitlines()[0],
+        layout=description.get("layout"),
+        relevance=description.get("relevance"),
+    )
+
+
 def structure_figure(
-    structure: Structure | Mapping[str, Any], note: str | None = None, layout: str | None = None
+    structure: Structure | Mapping[str, Any],
+    note: str | None = None,
+    layout: str | None = None,
+    relevance: Mapping[str, Mapping[str, float]] | None = None,
 ) -> Any:
     """The figure `draw_structure` saves. Edge labels sit along their edges where they overlap
     no node and no other label (`structure.labels`), strongest edges first; a label with no free
     spot is left out and the caption says how many were (every strength is in `explain`);
-    ``layout`` as in `draw_structure`."""
+    ``layout`` and ``relevance`` as in `draw_structure`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -81,6 +104,12 @@ def structure_figure(
     if dense:  # the parameter -> metric mesh says nothing a sentence does not: not drawn
         mesh = [(p, m) for p in structure.params for m in structure.metrics]
         graph.remove_edges_from([e for e in mesh if graph.has_edge(*e)])
+    weighed = dense and bool(relevance)
+    if weighed:  # each edge into an objective: its share of the objective GP's relevance
+        assert relevance is not None
+        for (s, t), data in graph.edges.items():
+            if s in relevance.get(t, {}):
+                data.update(strength=relevance[t][s], origin="learned")
     pos = _layout(structure, graph)
     height = max(3.5, 0.7 * max(_tier_counts(structure, graph).values(), default=1))
     fig, ax = plt.subplots(figsize=(13.0, height + 1.6))
@@ -102,6 +131,12 @@ def structure_figure(
         ).values()  # fmt: skip
     if not structure.n_trials:
         title = "Given structure (not learned: every edge required)"
+    elif weighed:
+        title = (
+            f"Dense structure ({structure.n_trials} trials): every parameter feeds every metric "
+            "(not drawn), every metric every objective;\nedge width and label = the input's "
+            "share of the objective GP's ARD relevance (1/lengthscale)"
+        )
     elif dense:
         title = (
             f"Dense structure ({structure.n_trials} trials): every parameter feeds every metric "
@@ -117,7 +152,7 @@ def structure_figure(
     ax.axis("off")
     # Below the axes: inside, it covered the lowest node of the objective column.
     ax.legend(
-        handles=_legend_handles(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=5,
+        handles=_legend_handles(weighed), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=5,
         fontsize=7, frameon=False,
     )  # fmt: skip
     fig.tight_layout()
@@ -177,14 +212,22 @@ def _edge_labels(ax: Any, graph: Any, pos: Mapping[str, tuple[float, float]]) ->
     return left_out
 
 
-def _legend_handles() -> list[Any]:
+def _legend_handles(weighed: bool = False) -> list[Any]:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     tiers = {"param": "parameter", "metric": "intermediate metric", "objective": "objective"}
     return [
         *(Patch(fc=_TIER_COLOR[t], ec="#555", label=label) for t, label in tiers.items()),
-        Line2D([], [], color="#444", lw=2, label="learned edge (width = strength)"),
+        Line2D(
+            [],
+            [],
+            color="#444",
+            lw=2,
+            label="edge (width = relevance share)"
+            if weighed
+            else "learned edge (width = strength)",
+        ),  # fmt: skip
         Line2D([], [], color="#999", lw=1.5, ls="--", label="required, formula or direct edge"),
     ]
 
@@ -271,6 +314,13 @@ def explain(description: Mapping[str, Any]) -> str:
         lines.append(
             "Edges (strength): " + ", ".join(f"{s}->{t} ({w:.2f})" for s, t, w, _ in learned)
         )
+    relevance = description.get("relevance") or {}
+    if relevance:
+        lines.append("What each objective's GP reads most (share of its ARD relevance):")
+    for node, shares in relevance.items():
+        top = list(shares.items())[:_TOP_INPUTS]
+        rest = f", and {len(shares) - len(top)} more" if len(shares) > len(top) else ""
+        lines.append(f"  {node}: " + ", ".join(f"{n} {w:.2f}" for n, w in top) + rest)
     if layout == "dense":
         lines.append(
             "Every parameter feeds every metric and every metric every objective; each node "

@@ -214,10 +214,21 @@ class StructuredSurrogate(Surrogate):
         ``n_train``, ``checkpoint``, ``scores`` (held-out and prequential log-likelihoods of both
         models), ``edges`` (``[source, target, strength, origin]``), ``structure`` (its dict),
         ``features``, ``rows`` (what structure learning read), ``proposer``, ``veto`` (the
-        margin, or None), ``criterion`` and ``layout`` (``"given"``, ``"dense"`` or
-        ``"learned"``: where the structure came from)."""
+        margin, or None), ``criterion``, ``layout`` (``"given"``, ``"dense"`` or
+        ``"learned"``: where the structure came from) and ``relevance`` (objective -> input ->
+        share of its GP's ARD relevance, `GPNetwork.relevance`, in the network in use or else
+        the checkpoint's; empty without one)."""
         s = ck.structure
         used = "network" if isinstance(model, GPNetwork) else "flat"
+        net = model if isinstance(model, GPNetwork) else ck.models.get("network")
+        relevance = (
+            {
+                node: {name: round(share, 3) for name, share in shares.items()}
+                for node, shares in net.relevance(s.objectives).items()
+            }
+            if isinstance(net, GPNetwork) and s is not None
+            else {}
+        )
         return {
             "surrogate": "StructuredSurrogate",
             "model": used,
@@ -238,6 +249,7 @@ class StructuredSurrogate(Surrogate):
             "layout": "given"
             if self.fixed_structure is not None
             else ("dense" if self.config.learn.dense else "learned"),
+            "relevance": relevance,
         }
 
     def _checkpoint_for(self, data: TrainingData) -> _Checkpoint:

@@ -46,14 +46,13 @@ def structure_report(
         The description of the structured surrogate's fit (`tuner.Fitted.description`): the chosen model and why, both
         models' scores and the edges; ``"png"`` holds the drawing's path when one was made.
     """
-    from structure import draw_structure, explain
+    from structure import draw_fit
 
     desc = fit_structure(
         study.name, study.space, study.problem, study.settings, study.trials, study.seed
     )
-    if png is not None and desc.get("structure"):
-        note = explain(desc).splitlines()[0]
-        path = draw_structure(desc["structure"], png, note=note, layout=desc.get("layout"))
+    path = None if png is None else draw_fit(desc, png)
+    if path is not None:
         desc["png"] = str(path)
     return desc
 

@@ -37,7 +37,7 @@ MIN_INTERVAL = 30.0
 def fit_snapshot(snap: Snapshot) -> dict[str, Any]:
     """Fit the structured surrogate on ``snap`` and return ``{"state": "done", "explain": text,
     "png": base64 PNG or None, "complete": trials fitted on, "seconds": fit time}``."""
-    from structure import draw_structure, explain
+    from structure import draw_fit, explain
     from studies.report import fit_structure
     from studies.settings import StudySettings
     from tuner.problem import Problem
@@ -54,14 +54,9 @@ def fit_snapshot(snap: Snapshot) -> dict[str, Any]:
     )
     text = explain(desc)
     png = None
-    if desc.get("structure"):
-        with tempfile.TemporaryDirectory() as tmp:
-            path = draw_structure(
-                desc["structure"],
-                Path(tmp) / "dag.png",
-                note=text.splitlines()[0],
-                layout=desc.get("layout"),
-            )
+    with tempfile.TemporaryDirectory() as tmp:
+        path = draw_fit(desc, Path(tmp) / "dag.png")
+        if path is not None:
             png = base64.b64encode(path.read_bytes()).decode("ascii")
     return {
         "state": "done",

@@ -267,3 +267,22 @@ def test_calibrated_widens_each_named_outputs_spread_about_its_mean() -> None:
     wide_mean, wide_var = net.predict(Xt, 64)  # the pointwise predictive alike
     torch.testing.assert_close(wide_mean, mean)
     torch.testing.assert_close(wide_var, var * torch.tensor([4.0, 1.0], dtype=var.dtype))
+
+
+def test_relevance_shares_each_nodes_inputs_by_name_largest_first() -> None:
+    """`GPNetwork.relevance`: 1/lengthscale as shares, a parameter's columns summed, parents by
+    name; the input a node reads outweighs the one it does not."""
+    gen = torch.Generator().manual_seed(0)
+    X = torch.rand(30, 3, generator=gen, dtype=torch.float64)
+    m = torch.sin(6 * X[:, 0])
+    edges = (Edge("a", "m"), Edge("c", "m"), Edge("c", "y"), Edge("m", "y"))
+    s = Structure(("a", "c"), ("m",), ("y",), edges)
+    values = {"m": m, "y": 2 * m}  # y reads m, not c; m reads a, not c (two columns)
+    net = fit_gp_network(s, X, values, {"a": [0], "c": [1, 2]}, ["y"], FAST, seed=0)
+    rel = net.relevance()
+    assert set(rel) == {"m", "y"} and set(rel["m"]) == {"a", "c"}
+    assert list(rel["y"]) == ["m", "c"]  # largest first
+    for shares in rel.values():
+        assert sum(shares.values()) == pytest.approx(1.0)
+    assert rel["m"]["a"] > 0.7 and rel["y"]["m"] > 0.7
+    assert set(net.relevance(["y"])) == {"y"}

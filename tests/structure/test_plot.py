@@ -4,7 +4,7 @@ import os
 import stat
 from pathlib import Path
 
-from structure import Edge, Structure, draw_structure, explain
+from structure import Edge, Structure, draw_fit, draw_structure, explain
 from structure.plot import structure_figure
 
 
@@ -50,6 +50,9 @@ def test_explain_covers_every_case() -> None:
     dense = explain({**info, "layout": "dense", "criterion": "rank"})
     assert "through every metric to the objectives (dense)" in dense
     assert "criterion 'rank' chooses" in dense and "lengthscales weigh its inputs" in dense
+    shares = {f"m{i}": round(0.5**i, 3) for i in range(1, 9)}
+    weighed = explain({**info, "layout": "dense", "relevance": {"speed": shares}})
+    assert "  speed: m1 0.50, m2 0.25, m3 0.12, m4 0.06, m5 0.03, m6 0.02, and 2 more" in weighed
 
 
 def _wide() -> Structure:
@@ -93,3 +96,20 @@ def test_a_dense_structure_is_titled_as_such() -> None:
     title = structure_figure(dense, layout="dense").axes[0].get_title()
     assert title.startswith("Dense structure (20 trials)")
     assert structure_figure(_structure()).axes[0].get_title().startswith("Learned structure")
+    # With the fit's relevance each edge into the objective is labelled by its share.
+    fig = structure_figure(
+        dense, layout="dense", relevance={"speed": {"t1": 0.7, "t2": 0.2, "b": 0.1}}
+    )
+    assert "share of the objective GP's ARD relevance" in fig.axes[0].get_title()
+    assert {t.get_text() for t in fig.axes[0].texts} >= {"0.70", "0.20", "0.10"}
+
+
+def test_draw_fit_draws_a_fits_structure_with_its_layout_and_relevance(tmp_path: Path) -> None:
+    info = {
+        "surrogate": "StructuredSurrogate", "model": "network", "layout": "dense",
+        "structure": _structure().to_dict(), "relevance": {"speed": {"t2": 0.9, "a": 0.1}},
+    }  # fmt: skip
+    assert draw_fit(info, tmp_path / "dag.png") == tmp_path / "dag.png"
+    assert (tmp_path / "dag.png").read_bytes()[:4] == b"\x89PNG"
+    assert draw_fit({**info, "structure": None}, tmp_path / "none.png") is None
+    assert not (tmp_path / "none.png").exists()

@@ -441,3 +441,6 @@ def test_the_default_layout_is_dense_and_chosen_by_rank() -> None:
     edges = {(e[0], e[1]) for e in info["edges"]}
     assert {(f"x{i}", "m") for i in range(6)} | {("m", "o")} <= edges
     assert "criterion 'rank'" in info["reason"]
+    shares = info["relevance"]["o"]  # what the objective's GP reads, from the network
+    assert "m" in shares and sum(shares.values()) == pytest.approx(1.0, abs=0.01)
+    assert set(info["relevance"]) == {"o"}
