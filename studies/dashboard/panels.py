@@ -209,7 +209,7 @@ def learned_html(fit: dict[str, Any]) -> str:
     text = f'<pre class="explain">{h.esc(fit.get("explain", ""))}</pre>'
     png = fit.get("png")
     img = (
-        f'<img class="dag" alt="learned structure" src="data:image/png;base64,{png}">'
+        f'<img class="dag" alt="structure of the surrogate" src="data:image/png;base64,{png}">'
         if png
         else h.note("No structure was learned (too few trials, or no tracking metric).", "empty")
     )
