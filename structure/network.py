@@ -56,6 +56,7 @@ from structure.node_gp import (
     _node_specs,
     _NodeSpec,
     _target,
+    relevance_shares,
 )
 from structure.paths import FastPaths, fast_paths
 
@@ -480,24 +481,11 @@ class GPNetwork(_Pointwise, EnsembleModel):
         Returns:
             Node -> input name (parameter or parent node) -> share (the shares sum to 1).
         """
-        out: dict[str, dict[str, float]] = {}
-        for spec in self.specs:
-            key = _mkey(spec.name)
-            if key not in self.gps or (nodes is not None and spec.name not in nodes):
-                continue
-            names = list(spec.sources)
-            if self.structure.formula_for(spec.name) is None:
-                names += spec.parents
-            gp: Any = self.gps[key]
-            inverse = 1.0 / gp.covar_module.lengthscale.detach().reshape(-1)
-            summed: dict[str, float] = {}
-            for name, r in zip(names, inverse.tolist(), strict=True):
-                summed[name] = summed.get(name, 0.0) + r
-            total = sum(summed.values())
-            out[spec.name] = {
-                n: r / total for n, r in sorted(summed.items(), key=lambda kv: -kv[1])
-            }
-        return out
+        return {
+            spec.name: relevance_shares(self.structure, spec, self.gps[_mkey(spec.name)])
+            for spec in self.specs
+            if _mkey(spec.name) in self.gps and (nodes is None or spec.name in nodes)
+        }
 
     def hyperparameters(self) -> dict[str, dict[str, Tensor]]:
         """Node -> GP state dict without the outcome transform (to refit with fixed hypers)."""

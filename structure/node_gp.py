@@ -87,6 +87,20 @@ def _ancestors(graph: Any, node: str) -> set[str]:
     return set(nx.ancestors(graph, node))
 
 
+def relevance_shares(structure: Structure, spec: _NodeSpec, gp: Any) -> dict[str, float]:
+    """The node GP's ARD relevance per input name (1/lengthscale, a parameter's columns summed)
+    as shares of its total, largest first (`GPNetwork.relevance`)."""
+    names = list(spec.sources)
+    if structure.formula_for(spec.name) is None:
+        names += spec.parents  # as `_node_inputs` reads them
+    inverse = 1.0 / gp.covar_module.lengthscale.detach().reshape(-1)
+    summed: dict[str, float] = {}
+    for name, r in zip(names, inverse.tolist(), strict=True):
+        summed[name] = summed.get(name, 0.0) + r
+    total = sum(summed.values())
+    return {n: r / total for n, r in sorted(summed.items(), key=lambda kv: -kv[1])}
+
+
 def _target(structure: Structure, spec: _NodeSpec, values: Mapping[str, Tensor]) -> Tensor | None:
     """Training target of the node's GP (its values, or the formula residual); None when the
     node is an exact formula."""
