@@ -217,17 +217,10 @@ def _legend_handles(weighed: bool = False) -> list[Any]:
     from matplotlib.patches import Patch
 
     tiers = {"param": "parameter", "metric": "intermediate metric", "objective": "objective"}
+    edge = "edge (width = relevance share)" if weighed else "learned edge (width = strength)"
     return [
         *(Patch(fc=_TIER_COLOR[t], ec="#555", label=label) for t, label in tiers.items()),
-        Line2D(
-            [],
-            [],
-            color="#444",
-            lw=2,
-            label="edge (width = relevance share)"
-            if weighed
-            else "learned edge (width = strength)",
-        ),  # fmt: skip
+        Line2D([], [], color="#444", lw=2, label=edge),
         Line2D([], [], color="#999", lw=1.5, ls="--", label="required, formula or direct edge"),
     ]
 
