@@ -104,12 +104,11 @@ def structure_figure(
     if dense:  # the parameter -> metric mesh says nothing a sentence does not: not drawn
         mesh = [(p, m) for p in structure.params for m in structure.metrics]
         graph.remove_edges_from([e for e in mesh if graph.has_edge(*e)])
-    weighed = dense and bool(relevance)
-    if weighed:  # each edge into an objective: its share of the objective GP's relevance
-        assert relevance is not None
-        for (s, t), data in graph.edges.items():
-            if s in relevance.get(t, {}):
-                data.update(strength=relevance[t][s], origin="learned")
+    shares = relevance if dense and relevance else {}
+    weighed = bool(shares)
+    for (s, t), data in graph.edges.items():  # an edge into an objective: its relevance share
+        if s in shares.get(t, {}):
+            data.update(strength=shares[t][s], origin="learned")
     pos = _layout(structure, graph)
     height = max(3.5, 0.7 * max(_tier_counts(structure, graph).values(), default=1))
     fig, ax = plt.subplots(figsize=(13.0, height + 1.6))
