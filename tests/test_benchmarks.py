@@ -433,14 +433,29 @@ def test_a_merged_files_sources_keep_only_what_differs_from_the_machine_before()
     assert machines_expanded(out) == sources  # lossless: a merged file merges again
 
 
-def test_bench_peers_says_so_when_no_arm_asked_for_is_installed(
+def test_bench_peers_stops_when_an_arm_it_names_is_not_installed(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from benchmarks import bench_peers
 
+    ran: list[list[str]] = []
+
+    def run_seed(seed: int, arms: list[str], args: object) -> None:
+        ran.append(arms)
+        raise KeyboardInterrupt  # stop before a run
+
     monkeypatch.setattr(bench_peers, "installed", lambda arm: arm != "ax")
-    monkeypatch.setattr("sys.argv", ["bench_peers", "--arms", "ax", "--seeds", "1"])
+    monkeypatch.setattr(bench_peers, "run_seed", run_seed)
+    # a named arm missing stops the run (its rows would read as complete without it)...
+    monkeypatch.setattr("sys.argv", ["bench_peers", "--arms", "project,ax", "--seeds", "1"])
     with pytest.raises(SystemExit):
         bench_peers.main()
     err = capsys.readouterr().err
-    assert "none of the arms asked for is installed (['ax'])" in err and "make bench" in err
+    assert "arms ['ax'] are not installed" in err and "make bench" in err
+    assert ran == []
+    # ...while the default (every arm) leaves it out and says so
+    monkeypatch.setattr("sys.argv", ["bench_peers", "--seeds", "1"])
+    with pytest.raises(KeyboardInterrupt):
+        bench_peers.main()
+    assert "ax: not installed, left out" in capsys.readouterr().out
+    assert ran == [["project", "project_flat", "smac", "optuna", "random"]]
