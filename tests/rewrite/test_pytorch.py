@@ -241,7 +241,11 @@ def test_optimize_module_reports_and_chooses_by_prediction_without_measuring() -
     model, x = _mlp()
     opt, report = rewrite.optimize_module(model, (x,), config={"max_steps": 80}, measure=False)
     assert report.chosen >= 0 and report.predicted_speedup > 1.0
-    assert report.rules and report.profile == "cpu+eager"
+    from rewrite.pytorch.optimize import default_profile
+
+    # this machine's shipped measured profile where its CPU has one, else the datasheet's
+    assert report.rules and report.profile == default_profile(torch.device("cpu")).name
+    assert report.profile in ("cpu+eager", *(p.name for p in rewrite.devices.measured_profiles()))
     torch.testing.assert_close(opt(x), model(x))
     assert "not measured" in str(report)
 
