@@ -12,9 +12,12 @@ STAMP  := $(VENV)/.rewrite-tuner-installed
 PEERS_STAMP := $(VENV)/.rewrite-tuner-peers-installed
 PYTEST_ARGS ?=
 
-.PHONY: setup run test test-all lint bench lock clean
+.PHONY: setup peers run test test-all lint bench lock clean
 
 setup: $(STAMP)
+
+## The peers the benchmarks compare with (Ax, SMAC3, Optuna), installed from the lock.
+peers: $(PEERS_STAMP)
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)

@@ -466,11 +466,11 @@ def main() -> None:
     if missing and args.arms is not None:
         # named arms are what the run is for: a row without one would read as complete
         parser.error(
-            f"arms {missing} are not installed; `make bench` installs the peers extra, or "
-            "leave them out of --arms"
+            f"arms {missing} are not installed; `make peers` installs them (Ax, SMAC3, "
+            "Optuna), or leave them out of --arms"
         )
     for arm in missing:
-        print(f"{arm}: not installed, left out (`make bench` installs the peers extra)")
+        print(f"{arm}: not installed, left out (`make peers` installs it)")
     arms = [a for a in asked if a not in missing]
     t0 = time.perf_counter()
     runs = []

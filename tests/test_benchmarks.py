@@ -451,7 +451,7 @@ def test_bench_peers_stops_when_an_arm_it_names_is_not_installed(
     with pytest.raises(SystemExit):
         bench_peers.main()
     err = capsys.readouterr().err
-    assert "arms ['ax'] are not installed" in err and "make bench" in err
+    assert "arms ['ax'] are not installed" in err and "make peers" in err
     assert ran == []
     # ...while the default (every arm) leaves it out and says so
     monkeypatch.setattr("sys.argv", ["bench_peers", "--seeds", "1"])
