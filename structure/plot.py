@@ -304,7 +304,8 @@ def explain(description: Mapping[str, Any]) -> str:
     learned = [e for e in description.get("edges", []) if e[3] in ("learned", "required")]
     if learned:
         lines.append(
-            "Edges (strength): " + ", ".join(f"{s}->{t} ({w:.2f})" for s, t, w, _ in learned)
+            "Edges (how strongly the data supports each, 0-1): "
+            + ", ".join(f"{s}->{t} ({w:.2f})" for s, t, w, _ in learned)
         )
     relevance = description.get("relevance") or {}
     if relevance:
