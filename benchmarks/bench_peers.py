@@ -452,12 +452,6 @@ def main() -> None:
     if args.merge:
         print(f"wrote {merge(args.merge, args.out)}")
         return
-    warnings.filterwarnings("ignore")
-    os.environ.setdefault("PYTHONWARNINGS", "ignore")
-    import torch
-
-    torch.set_num_threads(1)  # every arm's proposals on one thread, as the project's run
-    machine = machine_info()
     asked = [a.strip() for a in (args.arms or ",".join(ARMS)).split(",") if a.strip()]
     unknown = [a for a in asked if a not in ARMS]
     if unknown:
@@ -472,6 +466,12 @@ def main() -> None:
     for arm in missing:
         print(f"{arm}: not installed, left out (`make peers` installs it)")
     arms = [a for a in asked if a not in missing]
+    warnings.filterwarnings("ignore")
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")
+    import torch
+
+    torch.set_num_threads(1)  # every arm's proposals on one thread, as the project's run
+    machine = machine_info()
     t0 = time.perf_counter()
     runs = []
     seeds = range(args.first_seed, args.first_seed + args.seeds)
